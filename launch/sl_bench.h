@@ -1,0 +1,49 @@
+/* Benchmark helpers shared by every `sluice bench ...`: device timing (CUDA events, median
+ * over repetitions, optionally inside a CUDA graph), the ceilings measured in the same run
+ * (device copy bandwidth, launch latency), and one table row + one JSON line per result. */
+#ifndef SL_BENCH_H
+#define SL_BENCH_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "runtime/sluice.h"
+
+typedef struct {
+  sl_runtime_t *rt;
+  sl_stream_t *stream;
+  int iters;            /* timed repetitions (--iters N; default 50) */
+  int warmup;           /* untimed repetitions first (5) */
+  bool quick;           /* --quick: fewer shapes/iterations (CPU backend default) */
+  double copy_gbps;     /* device copy bandwidth, read+write bytes / s, in GB/s */
+  double launch_us;     /* back-to-back empty launch on a stream (0 on CPU) */
+  double graph_launch_us; /* per kernel inside a CUDA graph (0 on CPU) */
+  FILE *json;           /* --json FILE: one JSON object per line; NULL when not asked */
+  const char *filter;   /* --only SUBSTR: run only rows whose op contains it */
+} sl_bench_t;
+
+/* Parse the common options (--iters, --json, --quick, --only), create a stream and measure
+ * the ceilings. Unknown options are left for the caller: *argc/argv are compacted. */
+sl_status_t sl_bench_init(sl_runtime_t *rt, int *argc, char **argv, sl_bench_t *b);
+void sl_bench_finish(sl_bench_t *b);
+
+/* One repetition of the work, enqueued on `stream`; `iter` lets the caller rotate inputs
+ * so L2 does not serve them. Must not synchronise (it may be captured in a graph). */
+typedef sl_status_t (*sl_bench_fn)(void *ctx, int iter, sl_stream_t *stream);
+
+/* Median device time of one repetition in microseconds. With in_graph, `reps_per_graph`
+ * repetitions are captured into one CUDA graph and the graph's time is divided by it
+ * (SL_ERR_UNSUPPORTED on the CPU backend). */
+sl_status_t sl_bench_time(sl_bench_t *b, sl_bench_fn fn, void *ctx, bool in_graph, double *median_us);
+
+/* Should a row named `op` run under --only? */
+bool sl_bench_selected(const sl_bench_t *b, const char *op);
+
+/* Print one row (and a JSON line): op, shape, path taken, µs, GB/s for `bytes` moved,
+ * % of copy bandwidth; graph_us < 0 when not measured. `extra` may be NULL. */
+void sl_bench_row(sl_bench_t *b, const char *op, const char *shape, const char *path, double us, double bytes,
+                  double graph_us, const char *extra);
+/* Print the header of the row table. */
+void sl_bench_header(sl_bench_t *b, const char *title);
+
+#endif
