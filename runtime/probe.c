@@ -16,6 +16,13 @@ sl_status_t sl_probe_spec(sl_jit_spec_t *spec, float shift) {
   return SL_OK;
 }
 
+sl_status_t sl_probe_empty_spec(sl_jit_spec_t *spec) {
+  sl_jit_spec_init(spec, "runtime/probe.cu", "sl_probe_empty");
+  SL_CHECK(sl_jit_spec_define(spec, "PROBE_SHIFT", "0.0f"));
+  SL_CHECK(sl_jit_spec_define(spec, "PROBE_THREADS", "%d", 32));
+  return SL_OK;
+}
+
 static float bf16_to_f32(uint16_t b) {
   uint32_t u = (uint32_t)b << 16;
   float f;
