@@ -1,4 +1,5 @@
 /* Benchmark helpers: ceilings measured in the same run, median device timing, table + JSON. */
+#include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -155,6 +156,14 @@ static sl_status_t measure_ceilings(sl_bench_t *b) {
   return SL_OK;
 }
 
+/* One JSON object per line (cJSON escapes names and strings). */
+static void write_json(sl_bench_t *b, cJSON *o) {
+  char *text = cJSON_PrintUnformatted(o);
+  if (text) fprintf(b->json, "%s\n", text);
+  free(text);
+  cJSON_Delete(o);
+}
+
 sl_status_t sl_bench_init(sl_runtime_t *rt, int *argc, char **argv, sl_bench_t *b) {
   memset(b, 0, sizeof *b);
   b->rt = rt;
@@ -192,10 +201,15 @@ sl_status_t sl_bench_init(sl_runtime_t *rt, int *argc, char **argv, sl_bench_t *
            gpu ? "cuda" : "cpu", b->copy_gbps);
     if (gpu) printf(", launch %.2f us, in graph %.2f us per kernel", b->launch_us, b->graph_launch_us);
     printf("\n");
-    if (b->json)
-      fprintf(b->json,
-              "{\"ceiling\":true,\"device\":\"%s\",\"copy_gbps\":%.1f,\"launch_us\":%.3f,\"graph_launch_us\":%.3f}\n",
-              d->name, b->copy_gbps, b->launch_us, b->graph_launch_us);
+    if (b->json) {
+      cJSON *o = cJSON_CreateObject();
+      cJSON_AddBoolToObject(o, "ceiling", 1);
+      cJSON_AddStringToObject(o, "device", d->name);
+      cJSON_AddNumberToObject(o, "copy_gbps", b->copy_gbps);
+      cJSON_AddNumberToObject(o, "launch_us", b->launch_us);
+      cJSON_AddNumberToObject(o, "graph_launch_us", b->graph_launch_us);
+      write_json(b, o);
+    }
   }
   return SL_OK;
 }
@@ -223,9 +237,17 @@ void sl_bench_row(sl_bench_t *b, const char *op, const char *shape, const char *
   printf("%-22s %-24s %-10s %10.2f %10.1f %8.1f%% %10s  %s\n", op, shape, path ? path : "-", us, gbps, pct, g,
          extra ? extra : "");
   fflush(stdout);
-  if (b->json)
-    fprintf(b->json,
-            "{\"op\":\"%s\",\"shape\":\"%s\",\"path\":\"%s\",\"us\":%.3f,\"bytes\":%.0f,\"gbps\":%.2f,"
-            "\"pct_copy\":%.2f,\"graph_us\":%.3f,\"extra\":\"%s\"}\n",
-            op, shape, path ? path : "", us, bytes, gbps, pct, graph_us, extra ? extra : "");
+  if (b->json) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "op", op);
+    cJSON_AddStringToObject(o, "shape", shape);
+    cJSON_AddStringToObject(o, "path", path ? path : "");
+    cJSON_AddNumberToObject(o, "us", us);
+    cJSON_AddNumberToObject(o, "bytes", bytes);
+    cJSON_AddNumberToObject(o, "gbps", gbps);
+    cJSON_AddNumberToObject(o, "pct_copy", pct);
+    if (graph_us >= 0) cJSON_AddNumberToObject(o, "graph_us", graph_us);
+    if (extra) cJSON_AddStringToObject(o, "extra", extra);
+    write_json(b, o);
+  }
 }
