@@ -41,11 +41,12 @@ __device__ __forceinline__ void sl_kq_load(const void *p, float *f) {
   }
 }
 
-// Store `n` fp32 values (n a multiple of 16 bytes' worth of DT) rounded once to DT (RNE).
+// Store N fp32 values rounded once to DT (RNE), in 16-byte packets (8-byte ones when N
+// elements of DT are only 8 bytes: f32 in, bf16 out).
 template <int DT, int N>
 __device__ __forceinline__ void sl_kq_store(void *p, const float *f) {
   constexpr int words = N * sl_kq_elem<DT>::bytes / 4;
-  static_assert(words % 4 == 0, "whole 16-byte packets only");
+  static_assert(words % 2 == 0, "whole 8- or 16-byte packets only");
   unsigned int u[words];
 #pragma unroll
   for (int i = 0; i < words; i++) {
@@ -59,9 +60,14 @@ __device__ __forceinline__ void sl_kq_store(void *p, const float *f) {
       u[i] = *reinterpret_cast<unsigned int *>(&h);
     }
   }
+  if constexpr (words % 4 == 0) {
 #pragma unroll
-  for (int i = 0; i < words; i += 4)
-    reinterpret_cast<uint4 *>(p)[i / 4] = make_uint4(u[i], u[i + 1], u[i + 2], u[i + 3]);
+    for (int i = 0; i < words; i += 4)
+      reinterpret_cast<uint4 *>(p)[i / 4] = make_uint4(u[i], u[i + 1], u[i + 2], u[i + 3]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < words; i += 2) reinterpret_cast<uint2 *>(p)[i / 2] = make_uint2(u[i], u[i + 1]);
+  }
 }
 
 // Store N codes (bytes for FP8, nibbles for FP4, element 2i in the low nibble) as one
