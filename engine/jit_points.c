@@ -3,6 +3,8 @@
 
 #include "engine/sl_jit_points.h"
 #include "runtime/sl_probe.h"
+#include "kernels/act.h"
+#include "kernels/quant.h"
 
 static sl_status_t probe_points(int arch, sl_jit_point_fn fn, void *user) {
   (void)arch;
@@ -15,6 +17,8 @@ static sl_status_t probe_points(int arch, sl_jit_point_fn fn, void *user) {
 
 static const sl_jit_module_t modules[] = {
     {"probe", probe_points},
+    {"quant", sl_quant_jit_points},
+    {"act", sl_act_jit_points},
     {NULL, NULL},
 };
 
