@@ -3,6 +3,9 @@
 
 #include "engine/sl_jit_points.h"
 #include "runtime/sl_probe.h"
+#include "kernels/grid_barrier.h"
+#include "kernels/moe_combine.h"
+#include "kernels/moe_dispatch.h"
 
 static sl_status_t probe_points(int arch, sl_jit_point_fn fn, void *user) {
   (void)arch;
@@ -15,6 +18,9 @@ static sl_status_t probe_points(int arch, sl_jit_point_fn fn, void *user) {
 
 static const sl_jit_module_t modules[] = {
     {"probe", probe_points},
+    {"grid_barrier", sl_grid_barrier_jit_points},
+    {"moe_dispatch", sl_moe_dispatch_jit_points},
+    {"moe_combine", sl_moe_combine_jit_points},
     {NULL, NULL},
 };
 
