@@ -1,0 +1,214 @@
+// MoE dispatch kernels: deterministic slot ranking (warp match + per-warp shared counts),
+// then 16-byte copies of each token into the rows of its K experts.
+//   sl_moe_dispatch_fused  decode: route, grid barrier, copy in one cooperative launch
+//   sl_moe_dispatch_route  prefill: rank pairs per block; the last block scans the counts
+//   sl_moe_dispatch_copy   prefill: copy over many blocks
+#include <cuda_bf16.h>
+
+#include "kernels/grid_barrier.cuh"
+#include "kernels/moe_layout.h"
+
+#ifndef MOE_HIDDEN
+#error "MOE_HIDDEN (hidden size, a multiple of 8) must be defined by the JIT"
+#endif
+#ifndef MOE_TOPK
+#error "MOE_TOPK (experts per token) must be defined by the JIT"
+#endif
+#ifndef MOE_LOCAL
+#error "MOE_LOCAL (experts in this rank's range) must be defined by the JIT"
+#endif
+#ifndef MOE_UNROLL
+#error "MOE_UNROLL (16-byte vectors per lane per work item) must be defined by the JIT"
+#endif
+#if MOE_HIDDEN % 8 != 0 || MOE_TOPK < 1 || MOE_TOPK > SL_MOE_MAX_TOPK || MOE_LOCAL < 1 || \
+    MOE_LOCAL > SL_MOE_MAX_LOCAL_EXPERTS
+#error "MoE dispatch constants out of range"
+#endif
+
+#define MOE_CHUNK (32 * SL_MOE_VEC_ELEMS * MOE_UNROLL)
+#define MOE_CHUNKS ((MOE_HIDDEN + MOE_CHUNK - 1) / MOE_CHUNK)
+
+__device__ __forceinline__ unsigned sl_atom_add_acq_rel_gpu_u32(unsigned *p, unsigned v) {
+  unsigned old;
+  asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
+  return old;
+}
+
+// Rank the pairs [route_block * THREADS * ROUNDS, +THREADS * ROUNDS) within their expert,
+// in pair order: each round, lanes of a warp holding the same expert find each other with
+// __match_any_sync (rank = lower lanes of the group); warps before this one add the group
+// sizes they published in `tag` (tagged with the round, so stale entries never count); the
+// running per-expert base in shared memory carries the rounds. Deterministic: no order of
+// atomics decides a rank. Writes pair_rank[p] and counts[route_block][e].
+template <int THREADS, int ROUNDS>
+__device__ __forceinline__ void route_pairs(int route_block, int num_pairs, const int *__restrict__ topk_ids,
+                                            int num_experts, int expert_begin, int expert_end, int *counts,
+                                            int *pair_rank, sl_dev_error_t *err, int *base, int *tag) {
+  constexpr int NW = THREADS / 32;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const unsigned lower_lanes = (1u << lane) - 1u;
+  for (int i = threadIdx.x; i < MOE_LOCAL; i += THREADS) base[i] = 0;
+  for (int i = threadIdx.x; i < NW * MOE_LOCAL; i += THREADS) tag[i] = 0;
+  __syncthreads();
+  for (int r = 0; r < ROUNDS; r++) {
+    const int p = route_block * (THREADS * ROUNDS) + r * THREADS + threadIdx.x;
+    int e = -1;
+    if (p < num_pairs) {
+      const int id = topk_ids[p];
+      if (id < 0 || id >= num_experts)
+        sl_dev_error_record(err, SL_DEV_ERR_RANGE, p / MOE_TOPK, id, num_experts);
+      else
+        e = sl_moe_local_expert(id, expert_begin, expert_end);
+    }
+    const unsigned peers = __match_any_sync(0xffffffffu, e);
+    const int intra = __popc(peers & lower_lanes);
+    const bool leader = intra == 0;
+    if (leader && e >= 0) tag[warp * MOE_LOCAL + e] = ((r + 1) << 16) | __popc(peers);
+    __syncthreads();
+    if (e >= 0) {
+      int rank = base[e] + intra;
+      for (int w = 0; w < warp; w++) {
+        const int t = tag[w * MOE_LOCAL + e];
+        if ((t >> 16) == r + 1) rank += t & 0xffff;
+      }
+      pair_rank[p] = rank;
+    }
+    __syncthreads();
+    if (leader && e >= 0) atomicAdd(&base[e], __popc(peers));
+    __syncthreads();
+  }
+  for (int i = threadIdx.x; i < MOE_LOCAL; i += THREADS) counts[route_block * MOE_LOCAL + i] = base[i];
+}
+
+// Copy work items (token, chunk of MOE_CHUNK columns), one warp each. Lane k < K computes the
+// row of pair (t, k) (offset_fn gives the rank of the pair's routing block within its
+// expert); the chunk-0 warp of a token publishes the slots. Rows over capacity get -1.
+template <typename OffsetFn>
+__device__ __forceinline__ void copy_items(const __nv_bfloat16 *__restrict__ x, const int *__restrict__ topk_ids,
+                                           int num_tokens, int num_experts, int expert_begin, int expert_end,
+                                           int capacity, const int *pair_rank, __nv_bfloat16 *__restrict__ expert_x,
+                                           int *__restrict__ slots, OffsetFn offset_fn) {
+  const int lane = threadIdx.x % 32;
+  const int warps_per_block = blockDim.x / 32;
+  const long num_items = (long)num_tokens * MOE_CHUNKS;
+  for (long item = (long)blockIdx.x * warps_per_block + threadIdx.x / 32; item < num_items;
+       item += (long)gridDim.x * warps_per_block) {
+    const int t = (int)(item / MOE_CHUNKS), c = (int)(item % MOE_CHUNKS);
+    long row = -1;
+    if (lane < MOE_TOPK) {
+      const int p = t * MOE_TOPK + lane;
+      const int id = topk_ids[p];
+      const int e = (id >= 0 && id < num_experts) ? sl_moe_local_expert(id, expert_begin, expert_end) : -1;
+      if (e >= 0) {
+        const int rank = __ldcg(&pair_rank[p]) + offset_fn(p, e);
+        if (rank < capacity) row = sl_moe_row(e, rank, capacity);
+      }
+      if (c == 0) slots[p] = (int)row;
+    }
+    uint4 v[MOE_UNROLL];
+    const uint4 *src = reinterpret_cast<const uint4 *>(x + (long)t * MOE_HIDDEN);
+#pragma unroll
+    for (int j = 0; j < MOE_UNROLL; j++) {
+      const int col = c * MOE_CHUNK + (j * 32 + lane) * SL_MOE_VEC_ELEMS;
+      if (col < MOE_HIDDEN) v[j] = __ldg(src + col / SL_MOE_VEC_ELEMS);
+    }
+#pragma unroll
+    for (int k = 0; k < MOE_TOPK; k++) {
+      const long r = __shfl_sync(0xffffffffu, row, k);
+      if (r < 0) continue;
+      uint4 *dst = reinterpret_cast<uint4 *>(expert_x + r * MOE_HIDDEN);
+#pragma unroll
+      for (int j = 0; j < MOE_UNROLL; j++) {
+        const int col = c * MOE_CHUNK + (j * 32 + lane) * SL_MOE_VEC_ELEMS;
+        if (col < MOE_HIDDEN) dst[col / SL_MOE_VEC_ELEMS] = v[j];
+      }
+    }
+  }
+}
+
+// Totals per expert (clamped to capacity; an overflow is recorded, never written).
+__device__ __forceinline__ void finish_expert(int e, int total, int capacity, int expert_begin,
+                                              int *expert_counts, sl_dev_error_t *err) {
+  expert_counts[e] = total < capacity ? total : capacity;
+  if (total > capacity) sl_dev_error_record(err, SL_DEV_ERR_CAPACITY, expert_begin + e, total, capacity);
+}
+
+struct FusedOffset {
+  const int *counts;
+  __device__ int operator()(int p, int e) const {
+    int off = 0;
+    for (int b = 0; b < p / SL_MOE_FUSED_THREADS; b++) off += __ldcg(&counts[b * MOE_LOCAL + e]);
+    return off;
+  }
+};
+
+extern "C" __global__ void __launch_bounds__(SL_MOE_FUSED_THREADS)
+    sl_moe_dispatch_fused(const __nv_bfloat16 *__restrict__ x, const int *__restrict__ topk_ids, int num_tokens,
+                          int num_experts, int expert_begin, int expert_end, int capacity,
+                          __nv_bfloat16 *__restrict__ expert_x, int *__restrict__ expert_counts,
+                          int *__restrict__ slots, sl_grid_barrier_state_t *state, int *counts, int *pair_rank,
+                          unsigned long long timeout_ns) {
+  __shared__ int base[MOE_LOCAL];
+  __shared__ int tag[(SL_MOE_FUSED_THREADS / 32) * MOE_LOCAL];
+  sl_grid_barrier_t bar;
+  sl_grid_barrier_init(&bar, state);
+  const int num_pairs = num_tokens * MOE_TOPK;
+  const int route_blocks = (num_pairs + SL_MOE_FUSED_THREADS - 1) / SL_MOE_FUSED_THREADS;
+  if ((int)blockIdx.x < route_blocks)
+    route_pairs<SL_MOE_FUSED_THREADS, 1>(blockIdx.x, num_pairs, topk_ids, num_experts, expert_begin, expert_end,
+                                         counts, pair_rank, &state->error, base, tag);
+  if (!sl_grid_barrier_sync(&bar, timeout_ns)) return;
+  for (int e = blockIdx.x * SL_MOE_FUSED_THREADS + threadIdx.x; e < MOE_LOCAL;
+       e += gridDim.x * SL_MOE_FUSED_THREADS) {
+    int total = 0;
+    for (int b = 0; b < route_blocks; b++) total += __ldcg(&counts[b * MOE_LOCAL + e]);
+    finish_expert(e, total, capacity, expert_begin, expert_counts, &state->error);
+  }
+  copy_items(x, topk_ids, num_tokens, num_experts, expert_begin, expert_end, capacity, pair_rank, expert_x, slots,
+             FusedOffset{counts});
+}
+
+extern "C" __global__ void __launch_bounds__(SL_MOE_ROUTE_THREADS)
+    sl_moe_dispatch_route(const int *__restrict__ topk_ids, int num_tokens, int num_experts, int expert_begin,
+                          int expert_end, int capacity, int *__restrict__ expert_counts,
+                          sl_grid_barrier_state_t *state, unsigned *done, int *counts, int *offsets,
+                          int *pair_rank) {
+  __shared__ int base[MOE_LOCAL];
+  __shared__ int tag[(SL_MOE_ROUTE_THREADS / 32) * MOE_LOCAL];
+  __shared__ int is_last;
+  const int num_pairs = num_tokens * MOE_TOPK;
+  route_pairs<SL_MOE_ROUTE_THREADS, SL_MOE_ROUTE_ROUNDS>(blockIdx.x, num_pairs, topk_ids, num_experts,
+                                                         expert_begin, expert_end, counts, pair_rank,
+                                                         &state->error, base, tag);
+  // The last block to finish scans the per-block counts. Same ordering argument as the grid
+  // barrier: __syncthreads, then one acq_rel arrival per block on `done`.
+  __syncthreads();
+  if (threadIdx.x == 0) is_last = sl_atom_add_acq_rel_gpu_u32(done, 1u) == gridDim.x - 1u;
+  __syncthreads();
+  if (!is_last) return;
+  const int blocks = gridDim.x;
+  for (int e = threadIdx.x; e < MOE_LOCAL; e += SL_MOE_ROUTE_THREADS) {
+    int acc = 0;
+    for (int b = 0; b < blocks; b++) {
+      const int n = __ldcg(&counts[b * MOE_LOCAL + e]);
+      offsets[b * MOE_LOCAL + e] = acc;
+      acc += n;
+    }
+    finish_expert(e, acc, capacity, expert_begin, expert_counts, &state->error);
+  }
+  if (threadIdx.x == 0) *done = 0u; // ready for the next launch (kernel boundary orders it)
+}
+
+struct SplitOffset {
+  const int *offsets;
+  __device__ int operator()(int p, int e) const { return offsets[(p / SL_MOE_ROUTE_PAIRS) * MOE_LOCAL + e]; }
+};
+
+extern "C" __global__ void __launch_bounds__(SL_MOE_COPY_THREADS)
+    sl_moe_dispatch_copy(const __nv_bfloat16 *__restrict__ x, const int *__restrict__ topk_ids, int num_tokens,
+                         int num_experts, int expert_begin, int expert_end, int capacity,
+                         __nv_bfloat16 *__restrict__ expert_x, int *__restrict__ slots, const int *offsets,
+                         const int *pair_rank) {
+  copy_items(x, topk_ids, num_tokens, num_experts, expert_begin, expert_end, capacity, pair_rank, expert_x, slots,
+             SplitOffset{offsets});
+}
