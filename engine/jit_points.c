@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "engine/sl_jit_points.h"
+#include "comm/allreduce.h"
 #include "runtime/sl_probe.h"
 #include "kernels/act.h"
 #include "kernels/quant.h"
@@ -25,6 +26,7 @@ static const sl_jit_module_t modules[] = {
     {"grid_barrier", sl_grid_barrier_jit_points},
     {"moe_dispatch", sl_moe_dispatch_jit_points},
     {"moe_combine", sl_moe_combine_jit_points},
+    {"allreduce", sl_allreduce_jit_points},
     {NULL, NULL},
 };
 
