@@ -9,6 +9,7 @@
 #include "kernels/grid_barrier.h"
 #include "kernels/moe_combine.h"
 #include "kernels/moe_dispatch.h"
+#include "comm/moe_ep.h"
 
 static sl_status_t probe_points(int arch, sl_jit_point_fn fn, void *user) {
   (void)arch;
@@ -27,6 +28,7 @@ static const sl_jit_module_t modules[] = {
     {"moe_dispatch", sl_moe_dispatch_jit_points},
     {"moe_combine", sl_moe_combine_jit_points},
     {"allreduce", sl_allreduce_jit_points},
+    {"moe_comm", sl_moe_comm_jit_points},
     {NULL, NULL},
 };
 

@@ -1,0 +1,252 @@
+// MoE dispatch/combine across the ranks of a node (EP, and TP's self-only dispatch): peer
+// stores + per-token release flags. Protocol and layout: comm/moe_ep_layout.h.
+#ifndef SL_EP_PAYLOAD
+#error "SL_EP_PAYLOAD (SL_MOE_EP_PAYLOAD_*) must be defined by the JIT"
+#endif
+#ifndef SL_EP_THREADS
+#error "SL_EP_THREADS (threads per block, a multiple of 32) must be defined by the JIT"
+#endif
+#define SL_EP_WARPS (SL_EP_THREADS / 32)
+
+#include "comm/moe_ep_dev.cuh"
+
+// ---- dispatch phases --------------------------------------------------------------------
+// Phase 0 (block 0): zero the counters of the next call and this call's expert counts.
+__device__ void ep_reset(const ep_params_t &p) {
+  const ep_layout_t &l = p.l;
+  if (blockIdx.x != 0) return;
+  for (int i = threadIdx.x; i < SL_MOE_EP_MAX_RANKS; i += SL_EP_THREADS)
+    *ep_i32(p.ws, sl_moe_ep_send_counter(&l, p.epoch + 1, i)) = 0;
+  for (int i = threadIdx.x; i < l.experts_per_rank; i += SL_EP_THREADS) p.expert_counts[i] = 0;
+}
+
+// Credits: wait until destination d acknowledged our previous call (its region is free).
+__device__ void ep_wait_credits(const ep_params_t &p) {
+  const ep_layout_t &l = p.l;
+  int d = threadIdx.x;
+  if (blockIdx.x != 0 || d >= l.nranks) return;
+  if (l.tp && d != l.rank) return;
+  ep_wait(p, ep_flag(p.peer[l.rank], sl_moe_ep_ack(&l, d)), p.epoch - 1, d, 0x10000u + d);
+}
+
+// Route: quantize each token once into staging; take a slot in each destination's region.
+__device__ void ep_route(const ep_params_t &p) {
+  const ep_layout_t &l = p.l;
+  int lane = ep_lane();
+  for (int t = ep_gwarp(); t < p.num_tokens; t += ep_nwarps()) {
+    unsigned char *stg = p.ws + sl_moe_ep_staging(&l, t);
+    const unsigned short *row = p.x + (long long)t * l.hidden;
+#if SL_EP_PAYLOAD == SL_MOE_EP_PAYLOAD_BF16
+    ep_warp_copy16(stg, row, l.codes_bytes);
+#else
+    int nb = l.hidden / sl_moe_ep_block_elems(SL_EP_PAYLOAD);
+    for (int b = lane; b < nb; b += 32) sl_moe_ep_quant_token_block(&l, row, b, p.global_scale, stg);
+#endif
+    const int *ids = p.topk_ids + (long long)t * l.top_k;
+    if (lane < l.nranks) {
+      int d = lane, any = 0;
+      for (int k = 0; k < l.top_k; k++) any |= sl_moe_ep_goes_to(&l, ids[k], d);
+      int slot = any ? atomicAdd(ep_i32(p.ws, sl_moe_ep_send_counter(&l, p.epoch, d)), 1) : -1;
+      *ep_i32(p.ws, sl_moe_ep_send_slot(&l, t, d)) = slot;
+    }
+    if (lane < l.top_k) {
+      int e = ids[lane];
+      if (!sl_moe_ep_valid_expert(&l, e)) ep_error(p, SL_MOE_EP_ERR_RANGE, t, lane, e);
+      if (l.tp) *ep_i32(p.ws, sl_moe_ep_pair_row(&l, t, lane)) = -1;
+    }
+  }
+}
+
+// Publish: how many tokens each destination gets from us (after the credit).
+__device__ void ep_publish(const ep_params_t &p) {
+  const ep_layout_t &l = p.l;
+  int d = threadIdx.x;
+  if (blockIdx.x != 0 || d >= l.nranks) return;
+  if (l.tp && d != l.rank) return;
+  int si = sl_moe_ep_sender_index(&l, l.rank);
+  int n = *ep_i32(p.ws, sl_moe_ep_send_counter(&l, p.epoch, d));
+  *reinterpret_cast<volatile unsigned long long *>(p.peer[d] + sl_moe_ep_recv_count(&l, si)) = (unsigned long long)n;
+  __threadfence_system();
+  sl_st_release_sys(ep_flag(p.peer[d], sl_moe_ep_count_flag(&l, si)), p.epoch);
+}
+
+// Send: payload + meta into the destination's region, then the token's release flag.
+__device__ void ep_send(const ep_params_t &p) {
+  const ep_layout_t &l = p.l;
+  int si = sl_moe_ep_sender_index(&l, l.rank);
+  long long items = (long long)p.num_tokens * l.nranks;
+  for (long long it = ep_gwarp(); it < items; it += ep_nwarps()) {
+    int t = (int)(it / l.nranks), d = (int)(it % l.nranks);
+    int slot = *ep_i32(p.ws, sl_moe_ep_send_slot(&l, t, d));
+    if (slot < 0) continue;
+    unsigned char *entry = p.peer[d] + sl_moe_ep_entry(&l, si, slot);
+    ep_warp_copy16(entry, p.ws + sl_moe_ep_staging(&l, t), l.token_bytes);
+    if (ep_lane() == 0) {
+      sl_moe_ep_meta_t *m = reinterpret_cast<sl_moe_ep_meta_t *>(entry + l.token_bytes);
+      const int *ids = p.topk_ids + (long long)t * l.top_k;
+      const float *w = p.topk_weights + (long long)t * l.top_k;
+      int n = 0;
+      for (int k = 0; k < l.top_k; k++) {
+        if (!sl_moe_ep_goes_to(&l, ids[k], d)) continue;
+        m->entry[n] = (k << 16) | sl_moe_ep_local_expert(&l, ids[k]);
+        m->weight[n] = w[k];
+        n++;
+      }
+      m->token = t;
+      m->nexp = n;
+    }
+    ep_warp_release(ep_flag(p.peer[d], sl_moe_ep_tok_flag(&l, si, slot)), p.epoch);
+  }
+}
+
+// Gather (receiver): acquire each sender's count, then each token, and copy it into the
+// expert-major rows of every local expert it was sent to.
+__device__ void ep_gather(const ep_params_t &p) {
+  const ep_layout_t &l = p.l;
+  unsigned char *own = p.peer[l.rank];
+  int lane = ep_lane();
+  for (int si = 0; si < l.nsenders; si++) {
+    int s = l.tp ? l.rank : si;
+    if (!ep_warp_wait(p, ep_flag(own, sl_moe_ep_count_flag(&l, si)), p.epoch, s, 0x20000u + si)) return;
+    int n = (int)*reinterpret_cast<volatile unsigned long long *>(own + sl_moe_ep_recv_count(&l, si));
+    for (int slot = ep_gwarp(); slot < n; slot += ep_nwarps()) {
+      if (!ep_warp_wait(p, ep_flag(own, sl_moe_ep_tok_flag(&l, si, slot)), p.epoch, s, (unsigned)slot)) return;
+      const unsigned char *entry = own + sl_moe_ep_entry(&l, si, slot);
+      const sl_moe_ep_meta_t *m = reinterpret_cast<const sl_moe_ep_meta_t *>(entry + l.token_bytes);
+      int t = m->token, nexp = m->nexp;
+      for (int j = 0; j < nexp; j++) {
+        int le = m->entry[j] & 0xffff, k = m->entry[j] >> 16;
+        int row = 0;
+        if (lane == 0) row = atomicAdd(&p.expert_counts[le], 1);
+        row = __shfl_sync(0xffffffffu, row, 0);
+        if (row >= l.capacity) {
+          // Dropped: report it, and give the source a zero row so its combine completes.
+          if (lane == 0) ep_error(p, SL_MOE_EP_ERR_CAPACITY, le, l.capacity, s);
+          if (l.tp) {
+            if (lane == 0) *ep_i32(p.ws, sl_moe_ep_pair_row(&l, t, k)) = -1;
+          } else {
+            ep_warp_zero16(p.peer[s] + sl_moe_ep_comb_row(&l, t, k), 2LL * l.hidden);
+            ep_warp_release(ep_flag(p.peer[s], sl_moe_ep_comb_flag(&l, t, k)), p.epoch);
+          }
+          continue;
+        }
+        long long r = sl_moe_ep_expert_row(&l, le, row);
+        ep_warp_copy16(p.expert_x + r * l.codes_bytes, entry, l.codes_bytes);
+        if (l.scales_bytes)
+          ep_warp_copy4(p.expert_scales + r * l.scales_bytes, entry + sl_moe_ep_align(l.codes_bytes, 16),
+                        l.scales_bytes);
+        if (lane == 0) {
+          *ep_i32(p.ws, sl_moe_ep_row_src(&l, r)) = sl_moe_ep_pack_src(&l, s, t, k);
+          p.expert_weights[r] = m->weight[j];
+          if (l.tp) *ep_i32(p.ws, sl_moe_ep_pair_row(&l, t, k)) = (int)r;
+        }
+      }
+    }
+  }
+}
+
+// Ack (after every token is gathered): senders may overwrite their regions next call.
+__device__ void ep_ack(const ep_params_t &p) {
+  const ep_layout_t &l = p.l;
+  int s = threadIdx.x;
+  if (blockIdx.x != 0 || s >= l.nranks) return;
+  if (l.tp && s != l.rank) return;
+  __threadfence_system();
+  sl_st_release_sys(ep_flag(p.peer[s], sl_moe_ep_ack(&l, l.rank)), p.epoch);
+}
+
+// ---- combine phases (EP) ----------------------------------------------------------------
+// Send back: each expert row to its source's (token, k) slot, with a release flag.
+__device__ void ep_combine_send(const ep_params_t &p) {
+  const ep_layout_t &l = p.l;
+  for (int le = 0; le < l.experts_per_rank; le++) {
+    int cnt = min(p.expert_counts[le], l.capacity);
+    for (int row = ep_gwarp(); row < cnt; row += ep_nwarps()) {
+      long long r = sl_moe_ep_expert_row(&l, le, row);
+      int s, t, k;
+      sl_moe_ep_unpack_src(&l, *ep_i32(p.ws, sl_moe_ep_row_src(&l, r)), &s, &t, &k);
+      ep_warp_copy16(p.peer[s] + sl_moe_ep_comb_row(&l, t, k), p.expert_out + r * l.hidden, 2LL * l.hidden);
+      ep_warp_release(ep_flag(p.peer[s], sl_moe_ep_comb_flag(&l, t, k)), p.epoch);
+    }
+  }
+}
+
+// Reduce at the source: out[t] = bf16(sum_k w[t,k] * row(t,k)), fp32 fmaf in k order.
+__device__ void ep_combine_reduce(const ep_params_t &p) {
+  const ep_layout_t &l = p.l;
+  unsigned char *own = p.peer[l.rank];
+  for (int t = ep_gwarp(); t < p.num_tokens; t += ep_nwarps()) {
+    const int *ids = p.topk_ids + (long long)t * l.top_k;
+    const float *w = p.topk_weights + (long long)t * l.top_k;
+    bool ok = true;
+    for (int k = 0; k < l.top_k && ok; k++)
+      if (sl_moe_ep_valid_expert(&l, ids[k]))
+        ok = ep_warp_wait(p, ep_flag(own, sl_moe_ep_comb_flag(&l, t, k)), p.epoch,
+                          sl_moe_ep_expert_rank(&l, ids[k]), (unsigned)(0x40000000u + t * l.top_k + k));
+    if (!ok) return;
+    for (int c = ep_lane(); c < l.hidden / 8; c += 32) {
+      float acc[8];
+#pragma unroll
+      for (int j = 0; j < 8; j++) acc[j] = 0.0f;
+      for (int k = 0; k < l.top_k; k++) {
+        if (!sl_moe_ep_valid_expert(&l, ids[k])) continue;
+        uint4 v = *reinterpret_cast<const uint4 *>(own + sl_moe_ep_comb_row(&l, t, k) + 16LL * c);
+        unsigned u[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+          acc[2 * j] = fmaf(w[k], __uint_as_float(u[j] << 16), acc[2 * j]);
+          acc[2 * j + 1] = fmaf(w[k], __uint_as_float(u[j] & 0xffff0000u), acc[2 * j + 1]);
+        }
+      }
+      unsigned o[4];
+#pragma unroll
+      for (int j = 0; j < 4; j++) {
+        __nv_bfloat162 h = __floats2bfloat162_rn(acc[2 * j], acc[2 * j + 1]);
+        o[j] = *reinterpret_cast<unsigned *>(&h);
+      }
+      *reinterpret_cast<uint4 *>(p.out + (long long)t * l.hidden + 8LL * c) = make_uint4(o[0], o[1], o[2], o[3]);
+    }
+  }
+}
+
+// ---- kernels -----------------------------------------------------------------------------
+// Decode: one cooperative launch. The first grid barrier orders the slot counts (and the
+// zeroed expert counts, and the credits) before anything is published; the second orders
+// every gather before the acks.
+extern "C" __global__ void __launch_bounds__(SL_EP_THREADS) sl_moe_ep_dispatch_fused(const ep_params_t p) {
+  ep_reset(p);
+  ep_wait_credits(p);
+  ep_route(p);
+  ep_grid_sync(p);
+  ep_publish(p);
+  ep_send(p);
+  ep_gather(p);
+  ep_grid_sync(p);
+  ep_ack(p);
+}
+
+// Prefill: the same phases as separate launches, ordered by the stream.
+extern "C" __global__ void __launch_bounds__(SL_EP_THREADS) sl_moe_ep_route(const ep_params_t p) {
+  ep_reset(p);
+  ep_route(p);
+}
+extern "C" __global__ void __launch_bounds__(SL_EP_THREADS) sl_moe_ep_publish(const ep_params_t p) {
+  ep_wait_credits(p);
+  ep_publish(p);
+}
+extern "C" __global__ void __launch_bounds__(SL_EP_THREADS) sl_moe_ep_send(const ep_params_t p) { ep_send(p); }
+extern "C" __global__ void __launch_bounds__(SL_EP_THREADS) sl_moe_ep_gather(const ep_params_t p) { ep_gather(p); }
+extern "C" __global__ void __launch_bounds__(SL_EP_THREADS) sl_moe_ep_ack(const ep_params_t p) { ep_ack(p); }
+
+// Combine, decode: send back and reduce in one cooperative launch (a reducing warp may wait
+// on rows this rank sends to itself, so every block must be resident).
+extern "C" __global__ void __launch_bounds__(SL_EP_THREADS) sl_moe_ep_combine_fused(const ep_params_t p) {
+  ep_combine_send(p);
+  ep_combine_reduce(p);
+}
+extern "C" __global__ void __launch_bounds__(SL_EP_THREADS) sl_moe_ep_combine_send(const ep_params_t p) {
+  ep_combine_send(p);
+}
+extern "C" __global__ void __launch_bounds__(SL_EP_THREADS) sl_moe_ep_combine_reduce(const ep_params_t p) {
+  ep_combine_reduce(p);
+}
