@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/nvls.h"
 #include "comm/symm.h"
 #include "runtime/sl_log.h"
 
@@ -48,6 +49,7 @@ struct sl_comm {
   ncclComm_t nccl;
 #endif
   bool has_nccl;
+  sl_nvls_t *nvls; /* only with SL_NVLS=1 */
 };
 
 int sl_comm_rank(const sl_comm_t *c) { return c->rank; }
@@ -61,6 +63,7 @@ const char *sl_allreduce_algo_name(int algo) {
   case SL_AR_ONESHOT: return "oneshot";
   case SL_AR_TWOSHOT: return "twoshot";
   case SL_AR_NCCL: return "nccl";
+  case SL_AR_NVLS: return "nvls";
   }
   return "?";
 }
@@ -69,7 +72,9 @@ int sl_comm_choose_algo(const sl_comm_t *c, size_t bytes) {
   if (c->algo != SL_AR_AUTO) return c->algo;
   if (c->has_nccl && bytes >= SL_AR_NCCL_MIN_BYTES) return SL_AR_NCCL;
   size_t oneshot_max = c->size > 4 ? SL_AR_ONESHOT_MAX_BYTES / 2 : SL_AR_ONESHOT_MAX_BYTES;
-  return bytes <= oneshot_max ? SL_AR_ONESHOT : SL_AR_TWOSHOT;
+  if (bytes <= oneshot_max) return SL_AR_ONESHOT;
+  /* NVLS pays off from 4 ranks (DESIGN.md); only when SL_NVLS=1 created its buffers. */
+  return c->nvls && c->size >= 4 ? SL_AR_NVLS : SL_AR_TWOSHOT;
 }
 
 static bool is_float_dtype(sl_dtype_t t) { return t == SL_DTYPE_F32 || t == SL_DTYPE_BF16 || t == SL_DTYPE_F16; }
@@ -265,9 +270,11 @@ sl_status_t sl_allreduce_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spe
         SL_CHECK(fn(&spec, user));
       }
     }
-    /* Fused decode: the hidden sizes of the tests and of Qwen3-MoE class models. */
-    static const int hiddens[] = {256, 2048, 4096, 7168};
-    for (int h = 0; h < 4; h++) {
+    /* Fused decode: the hidden size of the GPU test and of Qwen3-MoE class models, in the
+     * activation dtypes models use (bf16, f32 for checking); others compile on first use. */
+    if (dtypes[d] == SL_DTYPE_F16) continue;
+    static const int hiddens[] = {256, 4096, 7168};
+    for (int h = 0; h < 3; h++) {
       sl_jit_spec_t spec;
       SL_CHECK(sl_allreduce_rmsnorm_spec(&spec, dtypes[d], hiddens[h], 1e-6f, 0.0f));
       SL_CHECK(fn(&spec, user));
@@ -300,13 +307,18 @@ static sl_status_t gpu_allreduce_piece(sl_comm_t *c, const void *in, void *out, 
   const size_t esz = sl_dtype_bytes(t, 1);
   int vec_bytes = ((uintptr_t)in % 16 == 0 && (uintptr_t)out % 16 == 0) ? 16 : (int)esz;
   sl_jit_spec_t spec;
-  SL_CHECK(sl_allreduce_spec(&spec, algo, t, vec_bytes));
+  /* NVLS moves whole 16-byte vectors only; other shapes take the two-shot path. */
+  if (algo == SL_AR_NVLS && (!c->nvls || vec_bytes != 16 || (count * esz) % 16 != 0)) algo = SL_AR_TWOSHOT;
+  if (algo == SL_AR_NVLS)
+    SL_CHECK(sl_nvls_spec(&spec, t, SL_AR_THREADS));
+  else
+    SL_CHECK(sl_allreduce_spec(&spec, algo, t, vec_bytes));
   sl_ar_args_t a = c->base;
   a.in = in;
   a.out = out;
   a.count = count;
   size_t bytes = count * esz;
-  int blocks = blocks_for(c, algo == SL_AR_TWOSHOT ? bytes / (size_t)c->size : bytes);
+  int blocks = blocks_for(c, algo == SL_AR_ONESHOT ? bytes : bytes / (size_t)c->size);
   return gpu_launch(c, &spec, &a, blocks, SL_AR_THREADS, stream);
 }
 
@@ -340,7 +352,7 @@ sl_status_t sl_allreduce(sl_comm_t *c, const void *in, void *out, size_t count, 
     const void *pin = (const char *)in + off * esz;
     void *pout = (char *)out + off * esz;
     if (c->backend == SL_BACKEND_CPU)
-      SL_CHECK(cpu_allreduce_piece(c, pin, pout, n, dtype, algo));
+      SL_CHECK(cpu_allreduce_piece(c, pin, pout, n, dtype, algo == SL_AR_ONESHOT ? SL_AR_ONESHOT : SL_AR_TWOSHOT));
     else
       SL_CHECK(gpu_allreduce_piece(c, pin, pout, n, dtype, algo, stream));
   }
@@ -381,18 +393,23 @@ sl_status_t sl_allreduce_residual_rmsnorm(sl_comm_t *c, const sl_ar_rmsnorm_args
 /* ---- creation ---------------------------------------------------------------------------------- */
 
 #ifdef SLUICE_HAVE_CUDA
-static sl_status_t nccl_init(sl_comm_t *c, MPI_Comm comm, const sl_config_t *cfg) {
-  /* Ranks on distinct GPUs only: NCCL refuses two ranks on one device. */
+/* Are the communicator's ranks on distinct GPUs? NCCL and NVLS need that. */
+static sl_status_t distinct_gpus(sl_comm_t *c, MPI_Comm comm, bool *distinct) {
   char bus[SL_AR_MAX_RANKS][32];
   char mine[32];
   snprintf(mine, sizeof mine, "%s", sl_device_info(c->dev)->pci_bus_id);
   SL_MPI_CHECK(MPI_Allgather(mine, 32, MPI_CHAR, bus, 32, MPI_CHAR, comm));
+  *distinct = true;
   for (int i = 0; i < c->size; i++)
     for (int j = i + 1; j < c->size; j++)
       if (strcmp(bus[i], bus[j]) == 0) {
-        SL_LOG_INFO("all-reduce: ranks %d and %d share GPU %s: NCCL not used", i, j, bus[i]);
-        return SL_OK;
+        if (*distinct) SL_LOG_INFO("all-reduce: ranks %d and %d share GPU %s: no NCCL, no NVLS", i, j, bus[i]);
+        *distinct = false;
       }
+  return SL_OK;
+}
+
+static sl_status_t nccl_init(sl_comm_t *c, MPI_Comm comm, const sl_config_t *cfg) {
   /* NVLink multicast stays off unless SL_NVLS=1 (DESIGN.md, NVLS policy). */
   if (!cfg->nvls) setenv("NCCL_NVLS_ENABLE", "0", 1);
   ncclUniqueId id;
@@ -452,7 +469,21 @@ sl_status_t sl_comm_create(const sl_boot_t *boot, sl_device_t *dev, const sl_con
   c->base.timeout_ns = (unsigned long long)c->timeout_ms * 1000000ull;
   c->base.timeout = c->rec_dev;
 #ifdef SLUICE_HAVE_CUDA
-  if (c->backend == SL_BACKEND_CUDA && c->size > 1) SL_CHECK_GOTO(nccl_init(c, boot->node_comm, cfg), st, fail);
+  if (c->backend == SL_BACKEND_CUDA && c->size > 1) {
+    bool distinct = false;
+    SL_CHECK_GOTO(distinct_gpus(c, boot->node_comm, &distinct), st, fail);
+    /* NCCL refuses two ranks on one device. */
+    if (distinct) SL_CHECK_GOTO(nccl_init(c, boot->node_comm, cfg), st, fail);
+    /* NVLink multicast only on explicit opt-in (SL_NVLS=1); never reached otherwise. */
+    if (distinct && cfg->nvls) {
+      if (sl_nvls_create(cfg, dev, boot->node_comm, 2 * sl_ar_region_bytes(c->max_bytes), &c->nvls) == SL_OK) {
+        c->base.mc = sl_nvls_multicast(c->nvls);
+        c->base.uc = sl_nvls_unicast(c->nvls);
+      } else {
+        SL_LOG_WARN("all-reduce: SL_NVLS=1 but NVLS set-up failed (%s); using two-shot", sl_last_error());
+      }
+    }
+  }
 #endif
   SL_LOG_DEBUG("all-reduce communicator: %d ranks, max message %zu bytes, NCCL %s", c->size, c->max_bytes,
                c->has_nccl ? "yes" : "no");
@@ -471,6 +502,7 @@ void sl_comm_destroy(sl_comm_t *c) {
 #ifdef SLUICE_HAVE_CUDA
   if (c->has_nccl) ncclCommDestroy(c->nccl);
 #endif
+  sl_nvls_destroy(c->nvls);
   sl_symm_destroy(c->symm);
   if (c->backend == SL_BACKEND_CPU)
     free(c->rec);

@@ -47,7 +47,7 @@ bool sl_comm_has_nccl(const sl_comm_t *comm);
  * host-mapped record without synchronising: call it after syncing the stream to see the
  * outcome of the work issued so far. */
 sl_status_t sl_comm_check(sl_comm_t *comm);
-/* Force an algorithm (SL_AR_AUTO, SL_AR_ONESHOT, SL_AR_TWOSHOT, SL_AR_NCCL) for the
+/* Force an algorithm (SL_AR_AUTO, SL_AR_ONESHOT, SL_AR_TWOSHOT, SL_AR_NCCL, SL_AR_NVLS) for the
  * benchmark and tests. NCCL without an NCCL communicator fails at the next call. */
 void sl_comm_set_algo(sl_comm_t *comm, int algo);
 /* The algorithm AUTO picks for `bytes` on this communicator. */

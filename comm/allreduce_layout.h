@@ -43,7 +43,7 @@
 #define SL_AR_CTL_BYTES 256
 
 /* Algorithms (sl_comm_set_algo forces one; AUTO chooses by size, ranks and NCCL). */
-enum { SL_AR_AUTO = 0, SL_AR_ONESHOT = 1, SL_AR_TWOSHOT = 2, SL_AR_NCCL = 3 };
+enum { SL_AR_AUTO = 0, SL_AR_ONESHOT = 1, SL_AR_TWOSHOT = 2, SL_AR_NCCL = 3, SL_AR_NVLS = 4 };
 
 /* Control block at offset 0 of each rank's segment; private to that rank. */
 typedef struct {
@@ -101,6 +101,8 @@ typedef struct {
   void *residual;              /* fused: residual stream (rows x hidden), updated in place */
   const void *weight;          /* fused: RMSNorm weight (hidden) */
   sl_flag_timeout_t *timeout;  /* host-mapped timeout record */
+  char *mc;                    /* NVLS only: multicast address of the two data regions */
+  char *uc;                    /* NVLS only: this rank's unicast mapping of the same memory */
   unsigned long long count;    /* elements */
   unsigned long long max_bytes;/* the comm's max message (sizes the data regions) */
   unsigned long long timeout_ns;

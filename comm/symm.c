@@ -77,11 +77,12 @@ sl_status_t sl_symm_sweep_stale(int *removed) {
 
 /* ---- collective helpers -------------------------------------------------------------- */
 
-/* Barrier bounded by SL_TIMEOUT_MS: true when every rank arrived in time. */
-static bool bounded_barrier(MPI_Comm comm) {
+/* Barrier bounded by `limit_ms`: true when every rank arrived in time. On false the request
+ * stays pending inside MPI (it completes if the late rank ever arrives), so the caller must
+ * NOT free `comm` then: MPI would progress the request on a freed communicator. */
+static bool bounded_barrier(MPI_Comm comm, long limit_ms) {
   MPI_Request req;
   if (MPI_Ibarrier(comm, &req) != MPI_SUCCESS) return false;
-  long limit_ms = sl_config()->timeout_ms;
   struct timespec t0, t;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   for (;;) {
@@ -261,14 +262,18 @@ fail:
 
 void sl_symm_destroy(sl_symm_t *s) {
   if (!s) return;
-  /* Peers may still read this rank's buffer until they are done; wait for them, bounded. */
-  if (!bounded_barrier(s->comm))
-    SL_LOG_WARN("%s: not every rank reached the teardown within %ld ms; freeing anyway", s->tag,
-                sl_config()->timeout_ms);
+  /* Peers may still read this rank's buffer until they are done; wait for them, bounded.
+   * Twice the timeout: a peer that is itself timing out on a third rank arrives up to one
+   * timeout late. */
+  long limit_ms = 2 * sl_config()->timeout_ms;
+  bool all_arrived = bounded_barrier(s->comm, limit_ms);
+  if (!all_arrived)
+    SL_LOG_WARN("%s: not every rank reached the teardown within %ld ms; freeing this rank's memory anyway", s->tag,
+                limit_ms);
   if (s->backend == SL_BACKEND_CPU) destroy_shm(s);
 #ifdef SLUICE_HAVE_CUDA
   else destroy_ipc(s);
 #endif
-  MPI_Comm_free(&s->comm);
+  if (all_arrived) MPI_Comm_free(&s->comm); /* else leaked on purpose: see bounded_barrier */
   free(s);
 }

@@ -37,7 +37,7 @@ typedef struct sl_symm sl_symm_t;
  * messages ("allreduce"). The communicator must fit in SL_SYMM_MAX_RANKS. */
 sl_status_t sl_symm_create(sl_device_t *dev, MPI_Comm comm, size_t bytes, const char *tag, sl_symm_t **out);
 
-/* Collective when all ranks are alive: waits (bounded by SL_TIMEOUT_MS) until every rank has
+/* Collective when all ranks are alive: waits (bounded by 2 x SL_TIMEOUT_MS) until every rank has
  * stopped using the buffers, then unmaps and frees. When a peer does not arrive in time
  * (it died or stalled) it still frees its own resources and returns. NULL is a no-op. */
 void sl_symm_destroy(sl_symm_t *symm);

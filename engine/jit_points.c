@@ -3,6 +3,7 @@
 
 #include "engine/sl_jit_points.h"
 #include "comm/allreduce.h"
+#include "comm/nvls.h"
 #include "runtime/sl_probe.h"
 #include "kernels/act.h"
 #include "kernels/quant.h"
@@ -29,6 +30,7 @@ static const sl_jit_module_t modules[] = {
     {"moe_combine", sl_moe_combine_jit_points},
     {"allreduce", sl_allreduce_jit_points},
     {"moe_comm", sl_moe_comm_jit_points},
+    {"nvls", sl_nvls_jit_points},
     {NULL, NULL},
 };
 
