@@ -1,0 +1,143 @@
+// Device helpers of the quantization family (quant.cu, act.cu): 16-byte packet loads and
+// stores of bf16/fp16/fp32 as fp32, packed code stores, and the sub-warp block reduction.
+#ifndef SL_QUANT_DEV_CUH
+#define SL_QUANT_DEV_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "kernels/quant_formats.h"
+#include "kernels/sl_dtype.h"
+
+// Each thread moves 16 bytes per access (LDG.128/STG.128): the widest single global access
+// on Hopper; a warp then covers 512 contiguous bytes, four full 128-byte lines.
+#define SL_KQ_PACKET 16
+
+template <int DT>
+struct sl_kq_elem {
+  static_assert(DT == SL_DTYPE_F32 || DT == SL_DTYPE_BF16 || DT == SL_DTYPE_F16, "f32, bf16, f16 only");
+  static constexpr int bytes = DT == SL_DTYPE_F32 ? 4 : 2;
+  static constexpr int vec = SL_KQ_PACKET / bytes; // elements per 16-byte packet
+};
+
+// Load one 16-byte packet (vec elements of DT) as fp32.
+template <int DT>
+__device__ __forceinline__ void sl_kq_load(const void *p, float *f) {
+  uint4 w = __ldg(reinterpret_cast<const uint4 *>(p));
+  unsigned int u[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    if constexpr (DT == SL_DTYPE_F32) {
+      f[i] = __uint_as_float(u[i]);
+    } else if constexpr (DT == SL_DTYPE_BF16) {
+      f[2 * i] = __uint_as_float(u[i] << 16);
+      f[2 * i + 1] = __uint_as_float(u[i] & 0xffff0000u);
+    } else {
+      __half2 h = *reinterpret_cast<const __half2 *>(&u[i]);
+      float2 x = __half22float2(h);
+      f[2 * i] = x.x;
+      f[2 * i + 1] = x.y;
+    }
+  }
+}
+
+// Store N fp32 values rounded once to DT (RNE), in 16-byte packets (8-byte ones when N
+// elements of DT are only 8 bytes: f32 in, bf16 out).
+template <int DT, int N>
+__device__ __forceinline__ void sl_kq_store(void *p, const float *f) {
+  constexpr int words = N * sl_kq_elem<DT>::bytes / 4;
+  static_assert(words % 2 == 0, "whole 8- or 16-byte packets only");
+  unsigned int u[words];
+#pragma unroll
+  for (int i = 0; i < words; i++) {
+    if constexpr (DT == SL_DTYPE_F32) {
+      u[i] = __float_as_uint(f[i]);
+    } else if constexpr (DT == SL_DTYPE_BF16) {
+      __nv_bfloat162 h = __floats2bfloat162_rn(f[2 * i], f[2 * i + 1]);
+      u[i] = *reinterpret_cast<unsigned int *>(&h);
+    } else {
+      __half2 h = __floats2half2_rn(f[2 * i], f[2 * i + 1]);
+      u[i] = *reinterpret_cast<unsigned int *>(&h);
+    }
+  }
+  if constexpr (words % 4 == 0) {
+#pragma unroll
+    for (int i = 0; i < words; i += 4)
+      reinterpret_cast<uint4 *>(p)[i / 4] = make_uint4(u[i], u[i + 1], u[i + 2], u[i + 3]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < words; i += 2) reinterpret_cast<uint2 *>(p)[i / 2] = make_uint2(u[i], u[i + 1]);
+  }
+}
+
+// Store N codes (bytes for FP8, nibbles for FP4, element 2i in the low nibble) as one
+// 2/4/8-byte store: N*8 or N*4 bits.
+template <int N, bool FP4>
+__device__ __forceinline__ void sl_kq_store_codes(unsigned char *p, const unsigned char *c) {
+  unsigned long long w = 0;
+#pragma unroll
+  for (int i = 0; i < N; i++) w |= (unsigned long long)c[i] << (FP4 ? 4 * i : 8 * i);
+  constexpr int bytes = FP4 ? N / 2 : N;
+  if constexpr (bytes == 8) *reinterpret_cast<unsigned long long *>(p) = w;
+  else if constexpr (bytes == 4) *reinterpret_cast<unsigned int *>(p) = (unsigned int)w;
+  else if constexpr (bytes == 2) *reinterpret_cast<unsigned short *>(p) = (unsigned short)w;
+  else static_assert(bytes == 8 || bytes == 4 || bytes == 2, "2, 4 or 8 bytes of codes per thread");
+}
+
+// Load N codes back (inverse of sl_kq_store_codes); unpacks to one code per byte.
+template <int N, bool FP4>
+__device__ __forceinline__ void sl_kq_load_codes(const unsigned char *p, unsigned char *c) {
+  constexpr int bytes = FP4 ? N / 2 : N;
+  unsigned long long w;
+  if constexpr (bytes == 8) w = *reinterpret_cast<const unsigned long long *>(p);
+  else if constexpr (bytes == 4) w = *reinterpret_cast<const unsigned int *>(p);
+  else w = *reinterpret_cast<const unsigned short *>(p);
+#pragma unroll
+  for (int i = 0; i < N; i++) c[i] = (unsigned char)((w >> (FP4 ? 4 * i : 8 * i)) & (FP4 ? 0xfu : 0xffu));
+}
+
+// Absmax and the non-finite flag of one block of LANES consecutive lanes (each holding
+// VEC elements): a butterfly over log2(LANES) rounds, a compile-time count. Blocks of 16 or
+// 32 elements span 2-8 lanes, so this is a sub-warp reduction: every lane of the block ends
+// with the same result and no shared memory or barrier is involved. All 32 lanes execute
+// the shuffles (inactive tail lanes carry 0), so the full mask is correct.
+template <int LANES>
+__device__ __forceinline__ void sl_kq_block_absmax(float &absmax, int &bad) {
+  static_assert(LANES >= 1 && LANES <= 32 && (LANES & (LANES - 1)) == 0, "power-of-two lanes per block");
+#pragma unroll
+  for (int m = 1; m < LANES; m <<= 1) {
+    absmax = sl_qf_max(absmax, __shfl_xor_sync(0xffffffffu, absmax, m));
+    bad |= __shfl_xor_sync(0xffffffffu, bad, m);
+  }
+}
+
+// Absmax over a thread's VEC values (non-finite values set `bad` and are left out).
+template <int VEC>
+__device__ __forceinline__ void sl_kq_thread_absmax(const float *v, float &absmax, int &bad) {
+#pragma unroll
+  for (int j = 0; j < VEC; j++) {
+    if (!sl_qf_finite(v[j])) bad = 1;
+    else absmax = sl_qf_max(absmax, sl_qf_abs(v[j]));
+  }
+}
+
+// Quantize a thread's VEC values of one block (block scale already reduced) to codes and
+// return the scale to store. Identical to the CPU reference (kernels/quant.c): the same
+// sl_qf_* functions from quant_formats.h.
+template <int FMT, int RULE, int VEC>
+__device__ __forceinline__ void sl_kq_quantize(const float *v, float absmax, int bad, float global_scale,
+                                               unsigned char *codes, float &scale_f32, unsigned char &scale_u8) {
+  sl_qf_scale_t s = sl_qf_block_scale(FMT, RULE, absmax, global_scale);
+  scale_f32 = s.scale_f32;
+  scale_u8 = s.scale_u8;
+  if (bad) {
+    sl_qf_nan_scale(FMT, &scale_f32, &scale_u8);
+#pragma unroll
+    for (int j = 0; j < VEC; j++) codes[j] = sl_qf_nan_code(FMT);
+    return;
+  }
+#pragma unroll
+  for (int j = 0; j < VEC; j++) codes[j] = sl_qf_encode(FMT, s, v[j]);
+}
+
+#endif
