@@ -183,7 +183,10 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_ROUTE_THREADS)
   // The last block to finish scans the per-block counts. Same ordering argument as the grid
   // barrier: __syncthreads, then one acq_rel arrival per block on `done`.
   __syncthreads();
-  if (threadIdx.x == 0) is_last = sl_atom_add_acq_rel_gpu_u32(done, 1u) == gridDim.x - 1u;
+  if (threadIdx.x == 0) {
+    __threadfence(); // one per block, off the latency path: belt and braces for the release
+    is_last = sl_atom_add_acq_rel_gpu_u32(done, 1u) == gridDim.x - 1u;
+  }
   __syncthreads();
   if (!is_last) return;
   const int blocks = gridDim.x;
