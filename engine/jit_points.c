@@ -5,6 +5,7 @@
 #include "runtime/sl_probe.h"
 #include "kernels/act.h"
 #include "kernels/quant.h"
+#include "kernels/router.h"
 
 static sl_status_t probe_points(int arch, sl_jit_point_fn fn, void *user) {
   (void)arch;
@@ -17,6 +18,7 @@ static const sl_jit_module_t modules[] = {
     {"probe", probe_points},
     {"quant", sl_quant_jit_points},
     {"act", sl_act_jit_points},
+    {"router", sl_router_jit_points},
     {NULL, NULL},
 };
 
