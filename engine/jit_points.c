@@ -5,6 +5,7 @@
 #include "runtime/sl_probe.h"
 #include "kernels/act.h"
 #include "kernels/quant.h"
+#include "kernels/router.h"
 #include "kernels/grid_barrier.h"
 #include "kernels/moe_combine.h"
 #include "kernels/moe_dispatch.h"
@@ -23,6 +24,7 @@ static const sl_jit_module_t modules[] = {
     {"probe", probe_points},
     {"quant", sl_quant_jit_points},
     {"act", sl_act_jit_points},
+    {"router", sl_router_jit_points},
     {"grid_barrier", sl_grid_barrier_jit_points},
     {"moe_dispatch", sl_moe_dispatch_jit_points},
     {"moe_combine", sl_moe_combine_jit_points},
