@@ -166,6 +166,10 @@ static sl_status_t ffn_cuda(sl_device_t *dev, const sl_moe_ffn_args_t *a, sl_str
 enum { MAX_GPUS = 64 };
 static pthread_mutex_t blas_lock = PTHREAD_MUTEX_INITIALIZER;
 static cublasHandle_t blas_handles[MAX_GPUS];
+static void *blas_workspace[MAX_GPUS];
+/* A workspace owned by us rather than cuBLAS's pool, so GEMMs can be captured in a graph
+ * (cuBLAS's advice); 32 MiB is its recommendation for Hopper. */
+#define BLAS_WORKSPACE_BYTES ((size_t)32 << 20)
 
 static sl_status_t blas_status(cublasStatus_t st, const char *what) {
   if (st == CUBLAS_STATUS_SUCCESS) return SL_OK;
@@ -178,9 +182,16 @@ static sl_status_t blas_handle(sl_device_t *dev, sl_stream_t *stream, cublasHand
   if (ord < 0 || ord >= MAX_GPUS) return SL_ERR(SL_ERR_INVALID, "moe ffn: device ordinal %d", ord);
   if (!blas_handles[ord]) {
     if (cudaSetDevice(ord) != cudaSuccess) return SL_ERR(SL_ERR_CUDA, "moe ffn: cudaSetDevice(%d)", ord);
+    if (cudaMalloc(&blas_workspace[ord], BLAS_WORKSPACE_BYTES) != cudaSuccess) {
+      blas_workspace[ord] = NULL;
+      return SL_ERR(SL_ERR_NOMEM, "moe ffn: cuBLAS workspace of %zu bytes", BLAS_WORKSPACE_BYTES);
+    }
     SL_CHECK(blas_status(cublasCreate(&blas_handles[ord]), "cublasCreate"));
   }
   SL_CHECK(blas_status(cublasSetStream(blas_handles[ord], (cudaStream_t)sl_stream_native(stream)), "cublasSetStream"));
+  /* cublasSetStream resets the workspace to cuBLAS's pool: set ours again. */
+  SL_CHECK(blas_status(cublasSetWorkspace(blas_handles[ord], blas_workspace[ord], BLAS_WORKSPACE_BYTES),
+                       "cublasSetWorkspace"));
   *out = blas_handles[ord];
   return SL_OK;
 }
