@@ -182,10 +182,7 @@ static sl_status_t blas_handle(sl_device_t *dev, sl_stream_t *stream, cublasHand
   if (ord < 0 || ord >= MAX_GPUS) return SL_ERR(SL_ERR_INVALID, "moe ffn: device ordinal %d", ord);
   if (!blas_handles[ord]) {
     if (cudaSetDevice(ord) != cudaSuccess) return SL_ERR(SL_ERR_CUDA, "moe ffn: cudaSetDevice(%d)", ord);
-    if (cudaMalloc(&blas_workspace[ord], BLAS_WORKSPACE_BYTES) != cudaSuccess) {
-      blas_workspace[ord] = NULL;
-      return SL_ERR(SL_ERR_NOMEM, "moe ffn: cuBLAS workspace of %zu bytes", BLAS_WORKSPACE_BYTES);
-    }
+    SL_CHECK(sl_device_malloc(dev, BLAS_WORKSPACE_BYTES, &blas_workspace[ord]));
     SL_CHECK(blas_status(cublasCreate(&blas_handles[ord]), "cublasCreate"));
   }
   SL_CHECK(blas_status(cublasSetStream(blas_handles[ord], (cudaStream_t)sl_stream_native(stream)), "cublasSetStream"));

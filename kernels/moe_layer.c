@@ -125,3 +125,5 @@ void sl_moe_layer_last_routing(const sl_moe_layer_t *l, const int32_t **topk_ids
   *topk_ids = l->last_ids;
   *topk_weights = l->last_weights;
 }
+
+const int32_t *sl_moe_layer_expert_counts(const sl_moe_layer_t *l) { return l->counts; }

@@ -61,6 +61,8 @@ sl_status_t sl_moe_layer_check(sl_moe_layer_t *layer, sl_stream_t *stream);
 /* The routing of the last call: device pointers [T, K] (the layer's own buffers, or the
  * caller's when it passed them). */
 void sl_moe_layer_last_routing(const sl_moe_layer_t *layer, const int32_t **topk_ids, const float **topk_weights);
+/* Tokens per local expert of the last call (device pointer, [E_local]). */
+const int32_t *sl_moe_layer_expert_counts(const sl_moe_layer_t *layer);
 
 #ifdef __cplusplus
 }
