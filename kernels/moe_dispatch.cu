@@ -137,6 +137,7 @@ struct FusedOffset {
   const int *counts;
   __device__ int operator()(int p, int e) const {
     int off = 0;
+#pragma unroll 4
     for (int b = 0; b < p / SL_MOE_FUSED_THREADS; b++) off += __ldcg(&counts[b * MOE_LOCAL + e]);
     return off;
   }
@@ -190,12 +191,18 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_ROUTE_THREADS)
   __syncthreads();
   if (!is_last) return;
   const int blocks = gridDim.x;
+  constexpr int BATCH = 8; // loads in flight per thread: the scan is L2-latency bound
   for (int e = threadIdx.x; e < MOE_LOCAL; e += SL_MOE_ROUTE_THREADS) {
     int acc = 0;
-    for (int b = 0; b < blocks; b++) {
-      const int n = __ldcg(&counts[b * MOE_LOCAL + e]);
-      offsets[b * MOE_LOCAL + e] = acc;
-      acc += n;
+    for (int b0 = 0; b0 < blocks; b0 += BATCH) {
+      int n[BATCH];
+#pragma unroll
+      for (int j = 0; j < BATCH; j++) n[j] = b0 + j < blocks ? __ldcg(&counts[(b0 + j) * MOE_LOCAL + e]) : 0;
+#pragma unroll
+      for (int j = 0; j < BATCH; j++) {
+        if (b0 + j < blocks) offsets[(b0 + j) * MOE_LOCAL + e] = acc;
+        acc += n[j];
+      }
     }
     finish_expert(e, acc, capacity, expert_begin, expert_counts, &state->error);
   }
