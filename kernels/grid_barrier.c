@@ -23,6 +23,11 @@ sl_status_t sl_dev_error_status(const sl_dev_error_t *e, const char *what) {
                   "%s: expert %d received %d tokens but its capacity is %d; the overflowing tokens were not "
                   "dispatched. Use the dropless capacity (max tokens per call) or raise the capacity",
                   what, e->a, e->b, e->c);
+  case SL_DEV_ERR_NUMERIC:
+    return SL_ERR(SL_ERR_NUMERIC,
+                  "%s: token %d holds NaN/Inf in block %d (elements %d..%d); its quantized payload carries the "
+                  "format's NaN marker. Check the layer that produced the activations",
+                  what, e->a, e->b, e->b * e->c, e->b * e->c + e->c - 1);
   default: return SL_ERR(SL_ERR_INTERNAL, "%s: unknown device error code %d (%d %d %d)", what, e->code, e->a, e->b, e->c);
   }
 }

@@ -17,6 +17,7 @@ typedef enum {
   SL_DEV_ERR_TIMEOUT = 1,  /* a = block, b = arrivals seen (low bits), c = blocks expected */
   SL_DEV_ERR_RANGE = 2,    /* a = token, b = expert id, c = number of experts */
   SL_DEV_ERR_CAPACITY = 3, /* a = expert, b = tokens routed to it, c = capacity */
+  SL_DEV_ERR_NUMERIC = 4,  /* a = token, b = block of the row, c = block size */
 } sl_dev_error_code_t;
 
 typedef struct {

@@ -48,7 +48,7 @@ static void test_odd_shapes(void **state) {
   walk_t w = {.arch = SL_ARCH_HOPPER};
   sl_jit_spec_t spec;
   for (int which = 0; which < 3; which++) {
-    SL_ASSERT_OK(sl_moe_dispatch_spec(264, 3, 5, SL_MOE_PATH_NONE, which, &spec));
+    SL_ASSERT_OK(sl_moe_dispatch_spec(264, 3, 5, SL_MOE_PAYLOAD_BF16, 0, which, &spec));
     SL_ASSERT_OK(compile_point(&spec, &w));
   }
   SL_ASSERT_OK(sl_moe_combine_spec(264, 3, 1, 132, &spec, NULL));
@@ -61,7 +61,7 @@ static void test_odd_shapes(void **state) {
 
 static void test_bad_constants_named(void **state) {
   sl_jit_spec_t spec;
-  SL_ASSERT_OK(sl_moe_dispatch_spec(2048, 33, 128, SL_MOE_PATH_NONE, 0, &spec));
+  SL_ASSERT_OK(sl_moe_dispatch_spec(2048, 33, 128, SL_MOE_PAYLOAD_BF16, 0, 0, &spec));
   void *cubin = NULL;
   size_t size = 0;
   assert_int_equal(sl_jit_compile(&spec, SL_ARCH_HOPPER, &cubin, &size, NULL), SL_ERR_JIT);
