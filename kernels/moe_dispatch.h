@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "kernels/moe_layout.h"
+#include "kernels/quant_formats.h" /* SL_QRULE_* */
 #include "kernels/sl_dtype.h"
 #include "runtime/sl_device.h"
 #include "runtime/sl_jit.h"

@@ -53,9 +53,14 @@ static void assert_same(const moe_case_t *g, const moe_case_t *c, const char *wh
   if (memcmp(g->counts, c->counts, local * 4)) fail_msg("%s: expert counts differ", what);
   for (size_t p = 0; p < (size_t)c->T * c->K; p++)
     if (g->slots[p] != c->slots[p]) fail_msg("%s: slot of pair %zu: gpu %d cpu %d", what, p, g->slots[p], c->slots[p]);
-  for (size_t r = 0; r < moe_case_rows(c); r++)
-    if (memcmp(g->expert_x + r * c->H, c->expert_x + r * c->H, (size_t)c->H * 2))
+  const size_t rb = moe_case_row_bytes(c), sb = moe_case_scale_row_bytes(c);
+  for (size_t r = 0; r < moe_case_rows(c); r++) {
+    if (memcmp((uint8_t *)g->expert_x + r * rb, (uint8_t *)c->expert_x + r * rb, rb))
       fail_msg("%s: expert buffer row %zu differs (padding must stay untouched)", what, r);
+    if (sb && memcmp(g->scales + r * sb, c->scales + r * sb, sb))
+      fail_msg("%s: scales of expert buffer row %zu differ", what, r);
+  }
+  if (c->payload != SL_MOE_PAYLOAD_BF16) return;
   for (size_t i = 0; i < (size_t)c->T * c->H; i++)
     if (g->out[i] != c->out[i])
       fail_msg("%s: combine out[%zu] (token %zu): gpu 0x%04x cpu 0x%04x", what, i, i / c->H, g->out[i], c->out[i]);
@@ -70,8 +75,8 @@ static void run_compare(moe_case_t *c, bool try_fused, bool try_split) {
     moe_case_t g = clone_inputs(c);
     moe_case_run(gpu, &g, paths[i]);
     char what[160];
-    snprintf(what, sizeof what, "T=%d H=%d K=%d experts [%d,%d) of %d cap %d, path %s", c->T, c->H, c->K, c->begin,
-             c->end, c->E, c->capacity, sl_moe_path_name(g.path));
+    snprintf(what, sizeof what, "T=%d H=%d K=%d experts [%d,%d) of %d cap %d, %s payload, path %s", c->T, c->H, c->K,
+             c->begin, c->end, c->E, c->capacity, sl_moe_payload_name(c->payload), sl_moe_path_name(g.path));
     if (c->T > 0 && paths[i]) assert_int_equal(g.path, paths[i]);
     assert_same(&g, c, what);
     printf("  ok %s\n", what);
@@ -144,6 +149,36 @@ static void test_bad_ids(void **s) {
 
 /* Capture dispatch + combine into a graph once; replay it on new inputs written into the
  * same device buffers; each replay must equal the CPU on those inputs. */
+static void payload_case(int T, int H, int K, int E, int begin, int end, sl_moe_payload_t payload, int rule,
+                         int capacity, bool nan_token) {
+  uint64_t rng = sl_test_seed() ^ ((uint64_t)payload << 40) ^ (uint64_t)(T * 131 + H);
+  moe_case_t c = {.T = T, .H = H, .K = K, .E = E, .begin = begin, .end = end,
+                  .capacity = capacity ? capacity : sl_moe_dropless_capacity(T), .payload = payload, .rule = rule,
+                  .gscale = 448.0f * 6.0f / 4.5f};
+  fill_random(&c, &rng, false);
+  if (nan_token) c.x[(size_t)(T / 2) * H + 5] = 0x7f80; /* +Inf in the first block of token T/2 */
+  run_compare(&c, true, true);
+  if (nan_token) assert_int_equal(c.check, SL_ERR_NUMERIC);
+  moe_case_free(&c);
+}
+
+/* Every quantized payload on both paths, decode and prefill sizes, bit-exact vs the CPU
+ * (codes and per-expert scales), an overflow, and a NaN token (SL_ERR_NUMERIC). */
+static void test_quantized_payloads(void **s) {
+  static const int pay[][2] = {{SL_MOE_PAYLOAD_FP8_GROUP, SL_QRULE_IEEE}, {SL_MOE_PAYLOAD_FP8_GROUP, SL_QRULE_CEIL},
+                               {SL_MOE_PAYLOAD_MXFP8, SL_QRULE_CEIL},     {SL_MOE_PAYLOAD_MXFP8, SL_QRULE_FLOOR},
+                               {SL_MOE_PAYLOAD_MXFP4, SL_QRULE_FLOOR},    {SL_MOE_PAYLOAD_NVFP4, 0}};
+  for (size_t i = 0; i < sizeof pay / sizeof pay[0]; i++) {
+    sl_moe_payload_t p = (sl_moe_payload_t)pay[i][0];
+    payload_case(1, 2048, 8, 128, 0, 128, p, pay[i][1], 0, false);
+    payload_case(128, 2048, 8, 128, 0, 128, p, pay[i][1], 0, false);
+    payload_case(700, 7168, 8, 256, 0, 256, p, pay[i][1], 0, false);
+    payload_case(300, 384, 4, 16, 4, 12, p, pay[i][1], 0, false);
+    payload_case(200, 256, 4, 8, 0, 8, p, pay[i][1], 60, false);
+    payload_case(50, 512, 2, 8, 0, 8, p, pay[i][1], 0, true);
+  }
+}
+
 static void test_graph_capture(void **s) {
   const int T = 64, H = 2048, K = 8, E = 128;
   uint64_t rng = sl_test_seed() + 21;
@@ -203,7 +238,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_qwen3_shapes),         cmocka_unit_test(test_deepseek_shapes),
       cmocka_unit_test(test_odd_shapes_and_ranges), cmocka_unit_test(test_skewed_and_overflow),
-      cmocka_unit_test(test_bad_ids),              cmocka_unit_test(test_graph_capture),
+      cmocka_unit_test(test_bad_ids),              cmocka_unit_test(test_quantized_payloads),
+      cmocka_unit_test(test_graph_capture),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
