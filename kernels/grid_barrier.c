@@ -23,6 +23,11 @@ sl_status_t sl_dev_error_status(const sl_dev_error_t *e, const char *what) {
                   "%s: expert %d received %d tokens but its capacity is %d; the overflowing tokens were not "
                   "dispatched. Use the dropless capacity (max tokens per call) or raise the capacity",
                   what, e->a, e->b, e->c);
+  case SL_DEV_ERR_NUMERIC:
+    return SL_ERR(SL_ERR_NUMERIC,
+                  "%s: token %d holds NaN/Inf in block %d (elements %d..%d); its quantized payload carries the "
+                  "format's NaN marker. Check the layer that produced the activations",
+                  what, e->a, e->b, e->b * e->c, e->b * e->c + e->c - 1);
   default: return SL_ERR(SL_ERR_INTERNAL, "%s: unknown device error code %d (%d %d %d)", what, e->code, e->a, e->b, e->c);
   }
 }
@@ -34,7 +39,7 @@ sl_status_t sl_grid_barrier_bench_spec(sl_jit_spec_t *spec) {
 }
 
 sl_status_t sl_grid_barrier_bench(sl_device_t *dev, sl_grid_barrier_state_t *state, int blocks, int rounds,
-                                  sl_stream_t *stream, double *us_per_barrier) {
+                                  int absent_block, long timeout_ms, sl_stream_t *stream, double *us_per_barrier) {
   *us_per_barrier = 0;
   if (sl_device_backend(dev) != SL_BACKEND_CUDA)
     return SL_ERR(SL_ERR_UNSUPPORTED, "grid barrier benchmark: needs the CUDA backend");
@@ -50,12 +55,12 @@ sl_status_t sl_grid_barrier_bench(sl_device_t *dev, sl_grid_barrier_state_t *sta
   SL_CHECK_GOTO(sl_memset(dev, round_of_block, 0, (size_t)blocks * sizeof(int), stream), s, out);
   SL_CHECK_GOTO(sl_event_create(dev, &e0), s, out);
   SL_CHECK_GOTO(sl_event_create(dev, &e1), s, out);
-  unsigned long long timeout_ns = (unsigned long long)sl_config()->timeout_ms * 1000000ull;
+  unsigned long long timeout_ns = (unsigned long long)(timeout_ms > 0 ? timeout_ms : sl_config()->timeout_ms) * 1000000ull;
   sl_launch_t l = {.grid = {(unsigned)blocks}, .block = {GB_THREADS}, .stream = stream, .cooperative = true};
-  void *args[] = {&state, &round_of_block, &rounds, &timeout_ns};
-  /* Warm-up launch (one round), then the timed one. */
-  int one = 1;
-  void *wargs[] = {&state, &round_of_block, &one, &timeout_ns};
+  void *args[] = {&state, &round_of_block, &rounds, &absent_block, &timeout_ns};
+  /* Warm-up launch (one round, everyone present), then the timed one. */
+  int one = 1, nobody = -1;
+  void *wargs[] = {&state, &round_of_block, &one, &nobody, &timeout_ns};
   SL_CHECK_GOTO(sl_kernel_launch(k, &l, wargs), s, out);
   SL_CHECK_GOTO(sl_memset(dev, round_of_block, 0, (size_t)blocks * sizeof(int), stream), s, out);
   SL_CHECK_GOTO(sl_event_record(dev, e0, stream), s, out);
@@ -66,6 +71,10 @@ sl_status_t sl_grid_barrier_bench(sl_device_t *dev, sl_grid_barrier_state_t *sta
   sl_dev_error_t err;
   SL_CHECK_GOTO(sl_memcpy(dev, &err, &state->error, sizeof err, stream), s, out);
   SL_CHECK_GOTO(sl_stream_sync(dev, stream), s, out);
+  if (err.code != SL_DEV_ERR_NONE) { /* nothing runs now: reset for the next launch */
+    SL_CHECK_GOTO(sl_memset(dev, state, 0, sizeof *state, stream), s, out);
+    SL_CHECK_GOTO(sl_stream_sync(dev, stream), s, out);
+  }
   if (err.code == SL_DEV_ERR_RANGE) {
     s = SL_ERR(SL_ERR_INTERNAL, "grid barrier: block %d saw its neighbour at round %d after barrier %d",
                err.a, err.b, err.c);

@@ -17,6 +17,7 @@ typedef enum {
   SL_DEV_ERR_TIMEOUT = 1,  /* a = block, b = arrivals seen (low bits), c = blocks expected */
   SL_DEV_ERR_RANGE = 2,    /* a = token, b = expert id, c = number of experts */
   SL_DEV_ERR_CAPACITY = 3, /* a = expert, b = tokens routed to it, c = capacity */
+  SL_DEV_ERR_NUMERIC = 4,  /* a = token, b = block of the row, c = block size */
 } sl_dev_error_code_t;
 
 typedef struct {
@@ -48,9 +49,11 @@ sl_status_t sl_dev_error_status(const sl_dev_error_t *e, const char *what);
 sl_status_t sl_grid_barrier_bench_spec(sl_jit_spec_t *spec);
 /* Run it on `state` (device memory, zeroed by the caller once); *us_per_barrier is the
  * kernel time / rounds. Returns SL_ERR_TIMEOUT if a barrier timed out, SL_ERR_INTERNAL if
- * the kernel's own check (every block sees every other block's pre-barrier write) failed. */
+ * the kernel's own check (every block sees its neighbour's pre-barrier write) failed.
+ * For tests: absent_block >= 0 makes that block skip the barriers (the others must time
+ * out after timeout_ms; 0 = SL_TIMEOUT_MS); the state is zeroed again afterwards. */
 sl_status_t sl_grid_barrier_bench(sl_device_t *dev, sl_grid_barrier_state_t *state, int blocks, int rounds,
-                                  sl_stream_t *stream, double *us_per_barrier);
+                                  int absent_block, long timeout_ms, sl_stream_t *stream, double *us_per_barrier);
 sl_status_t sl_grid_barrier_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t *spec, void *user), void *user);
 #endif
 

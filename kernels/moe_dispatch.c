@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "kernels/moe_dispatch.h"
+#include "kernels/quant.h"
 #include "runtime/sl_config.h"
 
 enum { DECODE_UNROLL = 1, PREFILL_UNROLL = 2, ENTRY_FUSED = 0, ENTRY_ROUTE = 1, ENTRY_COPY = 2 };
@@ -29,6 +30,31 @@ const char *sl_moe_path_name(sl_moe_path_t p) {
   case SL_MOE_PATH_CPU: return "cpu";
   }
   return "?";
+}
+
+const char *sl_moe_payload_name(sl_moe_payload_t p) {
+  switch (p) {
+  case SL_MOE_PAYLOAD_BF16: return "bf16";
+  case SL_MOE_PAYLOAD_FP8_GROUP: return "fp8-g128";
+  case SL_MOE_PAYLOAD_MXFP8: return "mxfp8";
+  case SL_MOE_PAYLOAD_MXFP4: return "mxfp4";
+  case SL_MOE_PAYLOAD_NVFP4: return "nvfp4";
+  }
+  return "?";
+}
+
+/* The quantizer's format of a payload (payload - 1), -1 for bf16. */
+static int payload_qfmt(sl_moe_payload_t p) { return (int)p - 1; }
+
+size_t sl_moe_payload_row_bytes(sl_moe_payload_t p, int hidden) {
+  if (p == SL_MOE_PAYLOAD_BF16) return (size_t)hidden * 2;
+  return sl_qfmt_is_fp4(payload_qfmt(p)) ? (size_t)hidden / 2 : (size_t)hidden;
+}
+int sl_moe_payload_scales_per_row(sl_moe_payload_t p, int hidden) {
+  return p == SL_MOE_PAYLOAD_BF16 ? 0 : hidden / sl_qfmt_block(payload_qfmt(p));
+}
+size_t sl_moe_payload_scale_bytes(sl_moe_payload_t p) {
+  return p == SL_MOE_PAYLOAD_BF16 ? 0 : p == SL_MOE_PAYLOAD_FP8_GROUP ? 4 : 1;
 }
 
 size_t sl_moe_dispatch_workspace_bytes(int max_tokens, int top_k, int num_local_experts) {
@@ -53,8 +79,25 @@ static sl_status_t validate(const sl_moe_dispatch_args_t *a) {
                   "experts",
                   a->expert_begin, a->expert_end, a->num_experts, SL_MOE_MAX_LOCAL_EXPERTS);
   if (a->capacity < 1) return SL_ERR(SL_ERR_INVALID, "moe dispatch: capacity %d < 1", a->capacity);
-  if (a->payload != SL_MOE_PAYLOAD_BF16)
-    return SL_ERR(SL_ERR_UNSUPPORTED, "moe dispatch: payload %d not implemented (bf16 only)", (int)a->payload);
+  if ((int)a->payload < SL_MOE_PAYLOAD_BF16 || a->payload > SL_MOE_PAYLOAD_NVFP4)
+    return SL_ERR(SL_ERR_UNSUPPORTED, "moe dispatch: payload %d unknown (bf16, fp8-g128, mxfp8, mxfp4, nvfp4)",
+                  (int)a->payload);
+  if (a->payload != SL_MOE_PAYLOAD_BF16) {
+    const int block = sl_qfmt_block(payload_qfmt(a->payload));
+    if (a->hidden % block)
+      return SL_ERR(SL_ERR_INVALID, "moe dispatch: hidden %d is not a multiple of the %s scale block %d", a->hidden,
+                    sl_moe_payload_name(a->payload), block);
+    const bool fp8g = a->payload == SL_MOE_PAYLOAD_FP8_GROUP, nv = a->payload == SL_MOE_PAYLOAD_NVFP4;
+    if (!nv && (fp8g ? (a->quant_rule != SL_QRULE_IEEE && a->quant_rule != SL_QRULE_CEIL)
+                     : (a->quant_rule != SL_QRULE_CEIL && a->quant_rule != SL_QRULE_FLOOR)))
+      return SL_ERR(SL_ERR_INVALID, "moe dispatch: scale rule %d not valid for %s (%s)", a->quant_rule,
+                    sl_moe_payload_name(a->payload), fp8g ? "IEEE or CEIL" : "CEIL or FLOOR");
+    if (nv && !(a->global_scale > 0.0f && a->global_scale < 3.0e38f))
+      return SL_ERR(SL_ERR_INVALID, "moe dispatch: nvfp4 global_scale %g must be finite and > 0",
+                    (double)a->global_scale);
+    if (a->num_tokens > 0 && !a->expert_scales)
+      return SL_ERR(SL_ERR_INVALID, "moe dispatch: %s payload needs expert_scales", sl_moe_payload_name(a->payload));
+  }
   if (a->num_tokens > 0 && (!a->x || !a->topk_ids || !a->expert_x || !a->slots))
     return SL_ERR(SL_ERR_INVALID, "moe dispatch: NULL x, topk_ids, expert_x or slots");
   if (!a->expert_counts || !a->workspace) return SL_ERR(SL_ERR_INVALID, "moe dispatch: NULL expert_counts or workspace");
@@ -77,57 +120,112 @@ sl_moe_path_t sl_moe_dispatch_choose_path(const sl_moe_dispatch_args_t *a, int n
   return copy_blocks(a, DECODE_UNROLL) < num_sms ? SL_MOE_PATH_FUSED : SL_MOE_PATH_SPLIT;
 }
 
-sl_status_t sl_moe_dispatch_spec(int hidden, int top_k, int num_local, sl_moe_path_t path, int which,
-                                 sl_jit_spec_t *spec) {
+sl_status_t sl_moe_dispatch_spec(int hidden, int top_k, int num_local, sl_moe_payload_t payload, int quant_rule,
+                                 int which, sl_jit_spec_t *spec) {
   if (which < 0 || which > 2) return SL_ERR(SL_ERR_INVALID, "moe dispatch spec: kernel %d", which);
   sl_jit_spec_init(spec, "kernels/moe_dispatch.cu", entries[which]);
   /* The routing kernel does not touch rows: one compiled point per (K, E_local). */
-  SL_CHECK(sl_jit_spec_define(spec, "MOE_HIDDEN", "%d", which == ENTRY_ROUTE ? 8 : hidden));
+  const bool route = which == ENTRY_ROUTE;
+  SL_CHECK(sl_jit_spec_define(spec, "MOE_HIDDEN", "%d", route ? 8 : hidden));
   SL_CHECK(sl_jit_spec_define(spec, "MOE_TOPK", "%d", top_k));
   SL_CHECK(sl_jit_spec_define(spec, "MOE_LOCAL", "%d", num_local));
   SL_CHECK(sl_jit_spec_define(spec, "MOE_UNROLL", "%d",
-                              which == ENTRY_FUSED ? DECODE_UNROLL : which == ENTRY_ROUTE ? 1 : PREFILL_UNROLL));
-  (void)path;
+                              which == ENTRY_FUSED ? DECODE_UNROLL : route ? 1 : PREFILL_UNROLL));
+  SL_CHECK(sl_jit_spec_define(spec, "MOE_PAYLOAD", "%d", route ? -1 : payload_qfmt(payload)));
+  SL_CHECK(sl_jit_spec_define(spec, "MOE_QRULE", "%d",
+                              route || payload == SL_MOE_PAYLOAD_BF16 || payload == SL_MOE_PAYLOAD_NVFP4 ? 0
+                                                                                                        : quant_rule));
   return SL_OK;
 }
 
 sl_status_t sl_moe_dispatch_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t *spec, void *user),
                                        void *user) {
   /* Qwen3-30B-A3B (E=128, K=8, H=2048) and DeepSeek-V3 (E=256, K=8, H=7168), at TP=1 and
-   * with an eighth of the experts (TP/EP=8). */
+   * with an eighth of the experts (TP/EP=8), bf16 payload; the quantized payloads at TP=1. */
   static const int shapes[][3] = {{2048, 8, 128}, {2048, 8, 16}, {7168, 8, 256}, {7168, 8, 32}};
+  static const int quant[][2] = {{SL_MOE_PAYLOAD_FP8_GROUP, SL_QRULE_IEEE}, {SL_MOE_PAYLOAD_FP8_GROUP, SL_QRULE_CEIL},
+                                 {SL_MOE_PAYLOAD_MXFP8, SL_QRULE_CEIL},     {SL_MOE_PAYLOAD_MXFP8, SL_QRULE_FLOOR},
+                                 {SL_MOE_PAYLOAD_MXFP4, SL_QRULE_CEIL},     {SL_MOE_PAYLOAD_NVFP4, SL_QRULE_IEEE}};
   (void)arch;
-  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+  sl_jit_spec_t spec;
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
     for (int which = 0; which < 3; which++) {
-      sl_jit_spec_t spec;
-      SL_CHECK(sl_moe_dispatch_spec(shapes[i][0], shapes[i][1], shapes[i][2], SL_MOE_PATH_NONE, which, &spec));
+      SL_CHECK(sl_moe_dispatch_spec(shapes[i][0], shapes[i][1], shapes[i][2], SL_MOE_PAYLOAD_BF16, 0, which, &spec));
       SL_CHECK(fn(&spec, user));
     }
+    if (shapes[i][2] != 128 && shapes[i][2] != 256) continue;
+    for (size_t q = 0; q < sizeof quant / sizeof quant[0]; q++)
+      for (int which = ENTRY_FUSED; which <= ENTRY_COPY; which += ENTRY_COPY - ENTRY_FUSED) {
+        SL_CHECK(sl_moe_dispatch_spec(shapes[i][0], shapes[i][1], shapes[i][2], (sl_moe_payload_t)quant[q][0],
+                                      quant[q][1], which, &spec));
+        SL_CHECK(fn(&spec, user));
+      }
+  }
   return SL_OK;
 }
 
 /* ---- CPU reference -------------------------------------------------------------------- */
 
+/* Quantize one token row with the quantizer's CPU reference (no format math here). */
+static sl_status_t quantize_row(const sl_moe_dispatch_args_t *a, const uint16_t *row, uint8_t *codes, void *scales) {
+  sl_quant_args_t q = {.format = (sl_quant_format_t)payload_qfmt(a->payload), .rule = (sl_quant_rule_t)a->quant_rule,
+                       .layout = SL_QUANT_LAYOUT_LINEAR, .num_tokens = 1, .hidden = a->hidden,
+                       .in_dtype = SL_DTYPE_BF16, .in = row, .codes = codes, .scales = scales,
+                       .global_scale = a->global_scale};
+  return sl_quant_ref(&q);
+}
+
+/* First block of the row holding NaN/Inf, or -1. */
+static int first_nonfinite_block(const uint16_t *row, int hidden, int block) {
+  for (int h = 0; h < hidden; h++)
+    if ((row[h] & 0x7f80u) == 0x7f80u) return h / block;
+  return -1;
+}
+
 sl_status_t sl_moe_dispatch_ref(const sl_moe_dispatch_args_t *a) {
   SL_CHECK(validate(a));
   const int T = a->num_tokens, K = a->top_k, H = a->hidden, local = a->expert_end - a->expert_begin;
+  const bool quant = a->payload != SL_MOE_PAYLOAD_BF16;
+  const size_t row_bytes = sl_moe_payload_row_bytes(a->payload, H);
+  const int spr = sl_moe_payload_scales_per_row(a->payload, H);
+  const size_t scale_bytes = sl_moe_payload_scale_bytes(a->payload);
   sl_dev_error_t *err = &((sl_grid_barrier_state_t *)a->workspace)->error;
+  sl_dev_error_t numeric = {SL_DEV_ERR_NONE, 0, 0, 0};
+  sl_status_t s = SL_OK;
   int *counts = calloc((size_t)local, sizeof *counts);
-  if (!counts) return SL_ERR(SL_ERR_NOMEM, "moe dispatch: %d counts", local);
+  uint8_t *codes = quant ? malloc(row_bytes) : NULL, *scales = quant ? malloc((size_t)spr * scale_bytes) : NULL;
+  if (!counts || (quant && (!codes || !scales))) {
+    s = SL_ERR(SL_ERR_NOMEM, "moe dispatch: %d counts", local);
+    goto out;
+  }
   const uint16_t *x = a->x;
-  uint16_t *ex = a->expert_x;
+  uint8_t *ex = a->expert_x, *es = a->expert_scales;
+  int quantized_token = -1;
   for (long p = 0; p < (long)T * K; p++) {
-    const int id = a->topk_ids[p];
+    const int id = a->topk_ids[p], t = (int)(p / K);
     int row = -1;
     if (id < 0 || id >= a->num_experts) {
-      if (err->code == SL_DEV_ERR_NONE) *err = (sl_dev_error_t){SL_DEV_ERR_RANGE, (int)(p / K), id, a->num_experts};
+      if (err->code == SL_DEV_ERR_NONE) *err = (sl_dev_error_t){SL_DEV_ERR_RANGE, t, id, a->num_experts};
     } else {
       const int e = sl_moe_local_expert(id, a->expert_begin, a->expert_end);
       if (e >= 0) {
         const int rank = counts[e]++;
         if (rank < a->capacity) {
           row = (int)sl_moe_row(e, rank, a->capacity);
-          memcpy(ex + (size_t)row * H, x + (size_t)(p / K) * H, (size_t)H * 2);
+          const uint16_t *xt = x + (size_t)t * H;
+          if (!quant) {
+            memcpy(ex + (size_t)row * row_bytes, xt, row_bytes);
+          } else {
+            if (quantized_token != t) {
+              SL_CHECK_GOTO(quantize_row(a, xt, codes, scales), s, out);
+              quantized_token = t;
+              const int block = sl_qfmt_block(payload_qfmt(a->payload)), bad = first_nonfinite_block(xt, H, block);
+              if (bad >= 0 && numeric.code == SL_DEV_ERR_NONE)
+                numeric = (sl_dev_error_t){SL_DEV_ERR_NUMERIC, t, bad, block};
+            }
+            memcpy(ex + (size_t)row * row_bytes, codes, row_bytes);
+            memcpy(es + (size_t)row * spr * scale_bytes, scales, (size_t)spr * scale_bytes);
+          }
         }
       }
     }
@@ -138,9 +236,14 @@ sl_status_t sl_moe_dispatch_ref(const sl_moe_dispatch_args_t *a) {
     if (counts[e] > a->capacity && err->code == SL_DEV_ERR_NONE)
       *err = (sl_dev_error_t){SL_DEV_ERR_CAPACITY, a->expert_begin + e, counts[e], a->capacity};
   }
-  free(counts);
+  /* Same precedence as the kernels: routing errors, then capacity, then numeric. */
+  if (numeric.code != SL_DEV_ERR_NONE && err->code == SL_DEV_ERR_NONE) *err = numeric;
   if (a->path_taken) *a->path_taken = SL_MOE_PATH_CPU;
-  return SL_OK;
+out:
+  free(counts);
+  free(codes);
+  free(scales);
+  return s;
 }
 
 /* ---- GPU launches --------------------------------------------------------------------- */
@@ -159,7 +262,8 @@ static sl_status_t dispatch_cuda(sl_device_t *dev, const sl_moe_dispatch_args_t 
   int *counts = (int *)(base + ws.counts), *offsets = (int *)(base + ws.offsets),
       *pair_rank = (int *)(base + ws.pair_rank);
   const void *x = a->x, *ids = a->topk_ids;
-  void *ex = a->expert_x, *ec = a->expert_counts, *slots = a->slots;
+  void *ex = a->expert_x, *es = a->expert_scales, *ec = a->expert_counts, *slots = a->slots;
+  float gscale = a->global_scale;
   int T = a->num_tokens, E = a->num_experts, begin = a->expert_begin, end = a->expert_end, cap = a->capacity;
   sl_jit_spec_t spec;
   sl_kernel_t *k;
@@ -173,23 +277,24 @@ static sl_status_t dispatch_cuda(sl_device_t *dev, const sl_moe_dispatch_args_t 
       return SL_ERR(SL_ERR_INVALID,
                     "moe dispatch: fused path needs %d routing blocks for %d tokens but only %d SMs: use the split path",
                     route_blocks, T, sms);
-    SL_CHECK(sl_moe_dispatch_spec(a->hidden, a->top_k, local, path, ENTRY_FUSED, &spec));
+    SL_CHECK(sl_moe_dispatch_spec(a->hidden, a->top_k, local, a->payload, a->quant_rule, ENTRY_FUSED, &spec));
     SL_CHECK(sl_jit_get_kernel(dev, &spec, &k));
     unsigned long long timeout_ns = (unsigned long long)sl_config()->timeout_ms * 1000000ull;
-    void *args[] = {&x, &ids, &T, &E, &begin, &end, &cap, &ex, &ec, &slots, &state, &counts, &pair_rank, &timeout_ns};
+    void *args[] = {&x,  &ids,   &T,     &E,     &begin,  &end,      &cap,      &ex,
+                    &es, &gscale, &ec,   &slots, &state,  &counts,   &pair_rank, &timeout_ns};
     sl_launch_t l = {.grid = {(unsigned)grid}, .block = {SL_MOE_FUSED_THREADS}, .stream = stream, .cooperative = true};
     return sl_kernel_launch(k, &l, args);
   }
 
   const int route_blocks = sl_moe_cdiv((long)T * a->top_k, SL_MOE_ROUTE_PAIRS);
-  SL_CHECK(sl_moe_dispatch_spec(a->hidden, a->top_k, local, path, ENTRY_ROUTE, &spec));
+  SL_CHECK(sl_moe_dispatch_spec(a->hidden, a->top_k, local, a->payload, a->quant_rule, ENTRY_ROUTE, &spec));
   SL_CHECK(sl_jit_get_kernel(dev, &spec, &k));
   void *rargs[] = {&ids, &T, &E, &begin, &end, &cap, &ec, &state, &done, &counts, &offsets, &pair_rank};
   sl_launch_t rl = {.grid = {(unsigned)route_blocks}, .block = {SL_MOE_ROUTE_THREADS}, .stream = stream};
   SL_CHECK(sl_kernel_launch(k, &rl, rargs));
-  SL_CHECK(sl_moe_dispatch_spec(a->hidden, a->top_k, local, path, ENTRY_COPY, &spec));
+  SL_CHECK(sl_moe_dispatch_spec(a->hidden, a->top_k, local, a->payload, a->quant_rule, ENTRY_COPY, &spec));
   SL_CHECK(sl_jit_get_kernel(dev, &spec, &k));
-  void *cargs[] = {&x, &ids, &T, &E, &begin, &end, &cap, &ex, &slots, &offsets, &pair_rank};
+  void *cargs[] = {&x, &ids, &T, &E, &begin, &end, &cap, &ex, &es, &gscale, &slots, &offsets, &pair_rank, &state};
   sl_launch_t cl = {.grid = {(unsigned)copy_blocks(a, PREFILL_UNROLL)}, .block = {SL_MOE_COPY_THREADS}, .stream = stream};
   return sl_kernel_launch(k, &cl, cargs);
 }

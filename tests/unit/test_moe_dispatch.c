@@ -3,6 +3,7 @@
  * ids, expert ranges, residual add. */
 #include <math.h>
 
+#include "kernels/quant.h"
 #include "unit/moe_test_util.h"
 
 static sl_device_t *cpu(void) {
@@ -33,13 +34,36 @@ static void check_definition(const moe_case_t *c) {
         continue;
       }
       assert_int_equal(slot, e * c->capacity + j);
-      assert_memory_equal(c->expert_x + (size_t)slot * c->H, c->x + (size_t)t * c->H, (size_t)c->H * 2);
+      if (c->payload == SL_MOE_PAYLOAD_BF16) {
+        assert_memory_equal(c->expert_x + (size_t)slot * c->H, c->x + (size_t)t * c->H, (size_t)c->H * 2);
+      } else {
+        /* The row is the quantizer's reference applied to the token. */
+        const size_t rb = moe_case_row_bytes(c), sb = moe_case_scale_row_bytes(c);
+        uint8_t *codes = malloc(rb), *scales = malloc(sb);
+        sl_quant_args_t q = {.format = (sl_quant_format_t)(c->payload - 1), .rule = (sl_quant_rule_t)c->rule,
+                             .num_tokens = 1, .hidden = c->H, .in_dtype = SL_DTYPE_BF16,
+                             .in = c->x + (size_t)t * c->H, .codes = codes, .scales = scales,
+                             .global_scale = c->gscale};
+        SL_ASSERT_OK(sl_quant_ref(&q));
+        assert_memory_equal((uint8_t *)c->expert_x + (size_t)slot * rb, codes, rb);
+        assert_memory_equal(c->scales + (size_t)slot * sb, scales, sb);
+        free(codes);
+        free(scales);
+      }
       row_used[slot] = 1;
     }
   for (int e = 0; e < local; e++) assert_int_equal(c->counts[e], seen[e] < c->capacity ? seen[e] : c->capacity);
+  const size_t rb = moe_case_row_bytes(c), sb = moe_case_scale_row_bytes(c);
   for (size_t r = 0; r < moe_case_rows(c); r++)
-    if (!row_used[r])
-      for (int h = 0; h < c->H; h++) assert_int_equal(c->expert_x[r * c->H + h], 0xFFFF);
+    if (!row_used[r]) {
+      for (size_t i = 0; i < rb; i++) assert_int_equal(((uint8_t *)c->expert_x)[r * rb + i], 0xFF);
+      for (size_t i = 0; i < sb; i++) assert_int_equal(c->scales[r * sb + i], 0xFF);
+    }
+  if (c->payload != SL_MOE_PAYLOAD_BF16) {
+    free(seen);
+    free(row_used);
+    return;
+  }
   for (int t = 0; t < c->T; t++)
     for (int h = 0; h < c->H; h++) {
       double want = 0;
@@ -155,6 +179,45 @@ static void test_bad_ids_reported(void **state) {
   moe_case_free(&c);
 }
 
+static void run_payload(int T, int H, int K, int E, int begin, int end, sl_moe_payload_t payload, int rule,
+                        int capacity, bool nan_token) {
+  uint64_t rng = sl_test_seed() ^ ((uint64_t)payload << 40) ^ (uint64_t)T;
+  moe_case_t c = {.T = T, .H = H, .K = K, .E = E, .begin = begin, .end = end,
+                  .capacity = capacity ? capacity : sl_moe_dropless_capacity(T), .payload = payload, .rule = rule,
+                  .gscale = 448.0f * 6.0f / 4.5f};
+  moe_case_alloc(&c);
+  moe_rand_bf16(&rng, (size_t)T * H, c.x);
+  moe_rand_routing(&rng, T, K, E, c.ids, c.weights);
+  if (nan_token) c.x[(size_t)(T / 2) * H + H - 3] = 0x7fc0; /* NaN in the last block of token T/2 */
+  sl_device_t *dev = cpu();
+  moe_case_run(dev, &c, 0);
+  if (nan_token) {
+    assert_int_equal(c.check, SL_ERR_NUMERIC);
+    char want[64];
+    snprintf(want, sizeof want, "token %d holds NaN/Inf", T / 2);
+    assert_non_null(strstr(sl_last_error(), want));
+  } else if (capacity) {
+    assert_int_equal(c.check, SL_ERR_CAPACITY);
+  } else {
+    SL_ASSERT_OK(c.check);
+  }
+  check_definition(&c);
+  sl_device_close(dev);
+  moe_case_free(&c);
+}
+
+static void test_quantized_payloads(void **state) {
+  run_payload(7, 256, 4, 16, 0, 16, SL_MOE_PAYLOAD_FP8_GROUP, SL_QRULE_IEEE, 0, false);
+  run_payload(33, 384, 8, 32, 0, 32, SL_MOE_PAYLOAD_FP8_GROUP, SL_QRULE_CEIL, 0, false);
+  run_payload(1, 128, 2, 8, 0, 8, SL_MOE_PAYLOAD_MXFP8, SL_QRULE_CEIL, 0, false);
+  run_payload(20, 96, 3, 8, 2, 6, SL_MOE_PAYLOAD_MXFP8, SL_QRULE_FLOOR, 0, false);
+  run_payload(20, 64, 2, 8, 0, 8, SL_MOE_PAYLOAD_MXFP4, SL_QRULE_CEIL, 0, false);
+  run_payload(13, 48, 2, 8, 0, 8, SL_MOE_PAYLOAD_NVFP4, 0, 0, false);
+  run_payload(40, 64, 2, 4, 0, 4, SL_MOE_PAYLOAD_NVFP4, 0, 8, false); /* overflow */
+  run_payload(9, 256, 2, 8, 0, 8, SL_MOE_PAYLOAD_FP8_GROUP, SL_QRULE_IEEE, 0, true);
+  run_payload(9, 64, 2, 8, 0, 8, SL_MOE_PAYLOAD_NVFP4, 0, 0, true);
+}
+
 static void test_bad_arguments(void **state) {
   sl_device_t *dev = cpu();
   int32_t ids[4] = {0}, counts[4], slots[4];
@@ -172,8 +235,10 @@ static void test_bad_arguments(void **state) {
   a.expert_end = 5;
   assert_int_equal(sl_moe_dispatch(dev, &a, NULL), SL_ERR_INVALID);
   a.expert_end = 4;
-  a.payload = (sl_moe_payload_t)3;
+  a.payload = (sl_moe_payload_t)9;
   assert_int_equal(sl_moe_dispatch(dev, &a, NULL), SL_ERR_UNSUPPORTED);
+  a.payload = SL_MOE_PAYLOAD_FP8_GROUP; /* H = 8 is not a multiple of 128 */
+  assert_int_equal(sl_moe_dispatch(dev, &a, NULL), SL_ERR_INVALID);
   a.payload = SL_MOE_PAYLOAD_BF16;
   SL_ASSERT_OK(sl_moe_dispatch(dev, &a, NULL));
   sl_device_close(dev);
@@ -200,7 +265,7 @@ int main(void) {
       cmocka_unit_test(test_expert_range),          cmocka_unit_test(test_empty_experts),
       cmocka_unit_test(test_skewed_all_to_one),     cmocka_unit_test(test_capacity_overflow_reported),
       cmocka_unit_test(test_bad_ids_reported),      cmocka_unit_test(test_bad_arguments),
-      cmocka_unit_test(test_path_rule),
+      cmocka_unit_test(test_path_rule),            cmocka_unit_test(test_quantized_payloads),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
