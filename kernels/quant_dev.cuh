@@ -3,15 +3,32 @@
 #ifndef SL_QUANT_DEV_CUH
 #define SL_QUANT_DEV_CUH
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
 #include "kernels/quant_formats.h"
 #include "kernels/sl_dtype.h"
 
 // Each thread moves 16 bytes per access (LDG.128/STG.128): the widest single global access
 // on Hopper; a warp then covers 512 contiguous bytes, four full 128-byte lines.
 #define SL_KQ_PACKET 16
+
+// Scalar conversions by PTX (sm_80+), not cuda_fp16.h / cuda_bf16.h: those headers are most of
+// NVRTC's compile time for kernels this small. cvt.rn is round-to-nearest-even, as the CPU
+// reference (kernels/sl_dtype.h) rounds; subnormals kept.
+__device__ __forceinline__ float sl_kq_f16_to_f32(unsigned short h) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  return f;
+}
+__device__ __forceinline__ unsigned short sl_kq_f32_to_f16(float f) {
+  unsigned short h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+}
+__device__ __forceinline__ unsigned short sl_kq_f32_to_bf16(float f) {
+  unsigned short h;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+}
+__device__ __forceinline__ float sl_kq_bf16_to_f32(unsigned short h) { return __uint_as_float((unsigned)h << 16); }
 
 template <int DT>
 struct sl_kq_elem {
@@ -33,10 +50,8 @@ __device__ __forceinline__ void sl_kq_load(const void *p, float *f) {
       f[2 * i] = __uint_as_float(u[i] << 16);
       f[2 * i + 1] = __uint_as_float(u[i] & 0xffff0000u);
     } else {
-      __half2 h = *reinterpret_cast<const __half2 *>(&u[i]);
-      float2 x = __half22float2(h);
-      f[2 * i] = x.x;
-      f[2 * i + 1] = x.y;
+      f[2 * i] = sl_kq_f16_to_f32((unsigned short)(u[i] & 0xffffu));
+      f[2 * i + 1] = sl_kq_f16_to_f32((unsigned short)(u[i] >> 16));
     }
   }
 }
@@ -53,11 +68,9 @@ __device__ __forceinline__ void sl_kq_store(void *p, const float *f) {
     if constexpr (DT == SL_DTYPE_F32) {
       u[i] = __float_as_uint(f[i]);
     } else if constexpr (DT == SL_DTYPE_BF16) {
-      __nv_bfloat162 h = __floats2bfloat162_rn(f[2 * i], f[2 * i + 1]);
-      u[i] = *reinterpret_cast<unsigned int *>(&h);
+      u[i] = (unsigned)sl_kq_f32_to_bf16(f[2 * i]) | ((unsigned)sl_kq_f32_to_bf16(f[2 * i + 1]) << 16);
     } else {
-      __half2 h = __floats2half2_rn(f[2 * i], f[2 * i + 1]);
-      u[i] = *reinterpret_cast<unsigned int *>(&h);
+      u[i] = (unsigned)sl_kq_f32_to_f16(f[2 * i]) | ((unsigned)sl_kq_f32_to_f16(f[2 * i + 1]) << 16);
     }
   }
   if constexpr (words % 4 == 0) {
