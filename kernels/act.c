@@ -130,10 +130,10 @@ sl_status_t sl_act(sl_device_t *dev, const sl_act_args_t *a, sl_stream_t *stream
 }
 
 /* Configuration points: both activations, bf16/f16/f32 in, same-dtype out and FP8 out (IEEE and
- * UE8M0 scales), at the MoE intermediate sizes we serve (768 Qwen3-30B-A3B, 1536 Qwen3-235B,
- * 2048 DeepSeek-V3), decode and prefill warps. */
+ * UE8M0 scales), decode and prefill warps, at one intermediate size (768, Qwen3-30B-A3B's MoE
+ * experts): the size only changes loop bounds (see sl_quant_jit_points). */
 sl_status_t sl_act_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t *spec, void *user), void *user) {
-  static const int inters[] = {768, 1536, 2048};
+  static const int inters[] = {768};
   static const sl_dtype_t dtypes[] = {SL_DTYPE_BF16, SL_DTYPE_F16, SL_DTYPE_F32};
   const sl_kq_arch_cfg_t *ac = sl_kq_arch_cfg(arch);
   int warps[2] = {ac->decode_warps, ac->prefill_warps};

@@ -78,10 +78,9 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32)
 #pragma unroll
       for (int j = 0; j < VEC; j++) y[j] = act_fn(gate[u][j]) * up[u][j];
 #if FP8_OUT
-      float absmax = 0.0f;
-      int bad = 0;
-      sl_kq_thread_absmax<VEC>(y, absmax, bad);
-      sl_kq_block_absmax<LANES>(absmax, bad); // all lanes take part, tail lanes hold zeros
+      float absmax;
+      int bad;
+      sl_kq_block_absmax<VEC, LANES>(y, absmax, bad); // all lanes take part, tail lanes hold zeros
       if (col >= INTER) continue;
       unsigned char c[VEC], scale_u8;
       float scale_f32;

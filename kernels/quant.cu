@@ -86,10 +86,9 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32)
       const long it = base + u * nwarps;
       if (it >= items) break; // warp-uniform
       const int row = (int)(it / CHUNKS), col = (int)(it % CHUNKS) * CHUNK + lane * VEC;
-      float absmax = 0.0f;
-      int bad = 0;
-      sl_kq_thread_absmax<VEC>(v[u], absmax, bad);
-      sl_kq_block_absmax<LANES>(absmax, bad);
+      float absmax;
+      int bad;
+      sl_kq_block_absmax<VEC, LANES>(v[u], absmax, bad);
       if (col >= HIDDEN) continue;
       unsigned char c[VEC], scale_u8;
       float scale_f32;

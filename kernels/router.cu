@@ -1,11 +1,7 @@
 // MoE router kernel: one warp per token; softmax top-k or sigmoid + bias + group-limited
 // top-k. Host side and the CPU reference (which follows the same order of operations) in
 // kernels/router.c; the reproducible expf / sigmoid in kernels/quant_formats.h.
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
-#include "kernels/quant_formats.h"
-#include "kernels/sl_dtype.h"
+#include "kernels/quant_dev.cuh"
 
 #ifndef KIND
 #error "KIND (0 = softmax top-k, 1 = sigmoid grouped) must be defined by the JIT"
@@ -43,8 +39,8 @@ static_assert(KIND == 0 || (NUM_EXPERTS % NUM_GROUPS == 0 && GS % NE == 0 && (LP
 
 __device__ __forceinline__ float load_logit(const void *p, long i) {
   if constexpr (DTYPE == SL_DTYPE_F32) return reinterpret_cast<const float *>(p)[i];
-  else if constexpr (DTYPE == SL_DTYPE_BF16) return __uint_as_float((unsigned)reinterpret_cast<const unsigned short *>(p)[i] << 16);
-  else return __half2float(reinterpret_cast<const __half *>(p)[i]);
+  else if constexpr (DTYPE == SL_DTYPE_BF16) return sl_kq_bf16_to_f32(reinterpret_cast<const unsigned short *>(p)[i]);
+  else return sl_kq_f16_to_f32(reinterpret_cast<const unsigned short *>(p)[i]);
 }
 
 // (value, id) order: larger value first, then the lower id. Masked entries carry MASKED_ID
