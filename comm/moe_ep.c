@@ -84,7 +84,7 @@ sl_status_t sl_moe_comm_create(sl_device_t *dev, MPI_Comm comm, const sl_moe_com
   h->backend = sl_device_backend(dev);
   h->cfg = *cfg;
   h->l = l;
-  h->timeout_ms = sl_config()->timeout_ms;
+  h->timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms : sl_config()->timeout_ms;
   h->sm_count = sl_device_info(dev)->sm_count > 0 ? sl_device_info(dev)->sm_count : 1;
   h->sm_budget = cfg->sm_budget > 0 && cfg->sm_budget < h->sm_count ? cfg->sm_budget : h->sm_count;
   float gs = cfg->nvfp4_global_scale > 0 ? cfg->nvfp4_global_scale : 1.0f;

@@ -213,7 +213,8 @@ __device__ void ep_combine_reduce(const ep_params_t &p) {
 // Decode: one cooperative launch. The first grid barrier orders the slot counts (and the
 // zeroed expert counts, and the credits) before anything is published; the second orders
 // every gather before the acks.
-extern "C" __global__ void __launch_bounds__(SL_EP_THREADS) sl_moe_ep_dispatch_fused(const ep_params_t p) {
+extern "C" __global__ void __launch_bounds__(SL_EP_THREADS) sl_moe_ep_dispatch_fused(const ep_params_t p0) {
+  EP_PROLOGUE(p0, 1)
   ep_reset(p);
   ep_wait_credits(p);
   ep_route(p);
@@ -223,30 +224,48 @@ extern "C" __global__ void __launch_bounds__(SL_EP_THREADS) sl_moe_ep_dispatch_f
   ep_gather(p);
   ep_grid_sync(p);
   ep_ack(p);
+  ep_epoch_done(p);
 }
 
 // Prefill: the same phases as separate launches, ordered by the stream.
-extern "C" __global__ void __launch_bounds__(SL_EP_THREADS) sl_moe_ep_route(const ep_params_t p) {
+extern "C" __global__ void __launch_bounds__(SL_EP_THREADS) sl_moe_ep_route(const ep_params_t p0) {
+  EP_PROLOGUE(p0, 1)
   ep_reset(p);
   ep_route(p);
 }
-extern "C" __global__ void __launch_bounds__(SL_EP_THREADS) sl_moe_ep_publish(const ep_params_t p) {
+extern "C" __global__ void __launch_bounds__(SL_EP_THREADS) sl_moe_ep_publish(const ep_params_t p0) {
+  EP_PROLOGUE(p0, 1)
   ep_wait_credits(p);
   ep_publish(p);
 }
-extern "C" __global__ void __launch_bounds__(SL_EP_THREADS) sl_moe_ep_send(const ep_params_t p) { ep_send(p); }
-extern "C" __global__ void __launch_bounds__(SL_EP_THREADS) sl_moe_ep_gather(const ep_params_t p) { ep_gather(p); }
-extern "C" __global__ void __launch_bounds__(SL_EP_THREADS) sl_moe_ep_ack(const ep_params_t p) { ep_ack(p); }
+extern "C" __global__ void __launch_bounds__(SL_EP_THREADS) sl_moe_ep_send(const ep_params_t p0) {
+  EP_PROLOGUE(p0, 1)
+  ep_send(p);
+}
+extern "C" __global__ void __launch_bounds__(SL_EP_THREADS) sl_moe_ep_gather(const ep_params_t p0) {
+  EP_PROLOGUE(p0, 1)
+  ep_gather(p);
+}
+// One block: the last kernel of a prefill dispatch, so it also records the epoch.
+extern "C" __global__ void __launch_bounds__(SL_EP_THREADS) sl_moe_ep_ack(const ep_params_t p0) {
+  EP_PROLOGUE(p0, 1)
+  ep_ack(p);
+  __syncthreads();
+  ep_epoch_done(p);
+}
 
 // Combine, decode: send back and reduce in one cooperative launch (a reducing warp may wait
 // on rows this rank sends to itself, so every block must be resident).
-extern "C" __global__ void __launch_bounds__(SL_EP_THREADS) sl_moe_ep_combine_fused(const ep_params_t p) {
+extern "C" __global__ void __launch_bounds__(SL_EP_THREADS) sl_moe_ep_combine_fused(const ep_params_t p0) {
+  EP_PROLOGUE(p0, 0)
   ep_combine_send(p);
   ep_combine_reduce(p);
 }
-extern "C" __global__ void __launch_bounds__(SL_EP_THREADS) sl_moe_ep_combine_send(const ep_params_t p) {
+extern "C" __global__ void __launch_bounds__(SL_EP_THREADS) sl_moe_ep_combine_send(const ep_params_t p0) {
+  EP_PROLOGUE(p0, 0)
   ep_combine_send(p);
 }
-extern "C" __global__ void __launch_bounds__(SL_EP_THREADS) sl_moe_ep_combine_reduce(const ep_params_t p) {
+extern "C" __global__ void __launch_bounds__(SL_EP_THREADS) sl_moe_ep_combine_reduce(const ep_params_t p0) {
+  EP_PROLOGUE(p0, 0)
   ep_combine_reduce(p);
 }

@@ -55,6 +55,7 @@ typedef struct {
   int max_tokens;         /* per rank per call */
   int expert_capacity;    /* rows per local expert; 0 = dropless (senders x max_tokens) */
   int sm_budget;          /* most blocks a comm kernel may use; 0 = every SM */
+  long timeout_ms;        /* bound of every wait; 0 = SL_TIMEOUT_MS */
 } sl_moe_comm_config_t;
 
 typedef struct sl_moe_comm sl_moe_comm_t;

@@ -75,6 +75,24 @@ __device__ __forceinline__ bool ep_warp_wait(const ep_params_t &p, const sl_flag
   return ok != 0;
 }
 
+// Every kernel starts with a shared copy of its parameters carrying this call's epoch, read
+// from the workspace: dispatch kernels use (last dispatch's epoch + 1), combine kernels the
+// last dispatch's epoch. The last kernel of a dispatch stores its epoch back (ep_epoch_done),
+// after every block of the call has read it. Keeping the epoch on the device, not in the
+// launch arguments, is what lets a captured CUDA graph be replayed: each replay is a new call.
+#define EP_PROLOGUE(p0, is_dispatch)                                                             \
+  __shared__ ep_params_t p;                                                                    \
+  if (threadIdx.x == 0) {                                                                      \
+    p = p0;                                                                                    \
+    p.epoch = *reinterpret_cast<volatile unsigned long long *>(p0.ws + p0.l.ws_epoch) + (is_dispatch); \
+  }                                                                                            \
+  __syncthreads();
+
+__device__ __forceinline__ void ep_epoch_done(const ep_params_t &p) {
+  if (blockIdx.x == 0 && threadIdx.x == 0)
+    *reinterpret_cast<volatile unsigned long long *>(p.ws + p.l.ws_epoch) = p.epoch;
+}
+
 // Grid barrier for the cooperative launches (every block resident). Arrivals are counted in
 // a word that the last arriver resets before it publishes the next generation, so grids of
 // any size may follow each other. Ordering: each block's threads sync, thread 0 fences

@@ -86,7 +86,7 @@ typedef struct {
   long long off_count_flag, off_recv_count, off_ack, off_tok_flag, off_comb_flag, off_ar_flag;
   long long off_recv, off_comb, off_ar, symm_bytes;
   /* local workspace (device memory on CUDA) */
-  long long ws_err, ws_claim, ws_barrier, ws_send_counter, ws_send_slot, ws_staging, ws_row_src, ws_pair_row, ws_bytes;
+  long long ws_err, ws_claim, ws_barrier, ws_epoch, ws_send_counter, ws_send_slot, ws_staging, ws_row_src, ws_pair_row, ws_bytes;
 } sl_moe_ep_layout_t;
 
 /* Meta of one dispatched token, after its payload in the receive entry. */
@@ -112,7 +112,9 @@ typedef struct {
   unsigned short *out;                      /* [T, H] bf16 */
   int num_tokens;
   float global_scale;
-  unsigned long long epoch, timeout_ns;
+  unsigned long long epoch, timeout_ns;     /* CUDA: epoch is read from the workspace by each
+                                               kernel (so a replayed CUDA graph advances it);
+                                               the CPU backend uses the host's count */
   sl_flag_timeout_t *timeout_rec;           /* host-mapped on CUDA */
 } sl_moe_ep_params_t;
 
@@ -260,6 +262,7 @@ SL_EP_FN int sl_moe_ep_layout_init(sl_moe_ep_layout_t *l, int nranks, int rank, 
   l->ws_err = off;
   l->ws_claim = off + 16;
   l->ws_barrier = off + 32; /* u64 generation, then u32 arrivals */
+  l->ws_epoch = off + 48;   /* u64: epoch of the last dispatch (CUDA: graph replays advance it) */
   off = a;
   l->ws_send_counter = off;
   off = sl_moe_ep_align(off + 4LL * 2 * SL_MOE_EP_MAX_RANKS, a);

@@ -76,17 +76,20 @@ __device__ bool tp_reduce_token(const ep_params_t &p, int t) {
 // launch. A warp only waits on other ranks' flags for the token it has itself published, so
 // no grid barrier is needed (and ranks cannot deadlock: every rank's warp w publishes token
 // t before waiting on it, in the same token order).
-extern "C" __global__ void __launch_bounds__(SL_EP_THREADS) sl_moe_tp_combine_fused(const ep_params_t p) {
+extern "C" __global__ void __launch_bounds__(SL_EP_THREADS) sl_moe_tp_combine_fused(const ep_params_t p0) {
+  EP_PROLOGUE(p0, 0)
   for (int t = ep_gwarp(); t < p.num_tokens; t += ep_nwarps()) {
     tp_partial_token(p, t);
     if (!tp_reduce_token(p, t)) return;
   }
 }
 // Prefill: partials for every token, then the all-reduce, as two launches.
-extern "C" __global__ void __launch_bounds__(SL_EP_THREADS) sl_moe_tp_partial(const ep_params_t p) {
+extern "C" __global__ void __launch_bounds__(SL_EP_THREADS) sl_moe_tp_partial(const ep_params_t p0) {
+  EP_PROLOGUE(p0, 0)
   for (int t = ep_gwarp(); t < p.num_tokens; t += ep_nwarps()) tp_partial_token(p, t);
 }
-extern "C" __global__ void __launch_bounds__(SL_EP_THREADS) sl_moe_tp_allreduce(const ep_params_t p) {
+extern "C" __global__ void __launch_bounds__(SL_EP_THREADS) sl_moe_tp_allreduce(const ep_params_t p0) {
+  EP_PROLOGUE(p0, 0)
   for (int t = ep_gwarp(); t < p.num_tokens; t += ep_nwarps())
     if (!tp_reduce_token(p, t)) return;
 }
