@@ -4,6 +4,7 @@
 #define SL_MOE_COMM_IMPL_H
 #ifndef __CUDACC_RTC__
 
+#include "comm/allreduce.h"
 #include "comm/moe_ep.h"
 #include "comm/symm.h"
 #include "kernels/sl_dtype.h"
@@ -25,6 +26,8 @@ struct sl_moe_comm {
   int sm_count, sm_budget;
   long timeout_ms;
   sl_status_t failed;             /* a previous call timed out: the handle is unusable */
+  sl_comm_t *allreduce;           /* TP prefill: comm1's all-reduce when set (moe_tp.h) */
+  float *tp_partial;              /* [max_tokens, H] fp32 for it */
 };
 
 /* Parameters of the current call for the kernels / the CPU backend. */

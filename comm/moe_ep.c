@@ -136,6 +136,7 @@ void sl_moe_comm_destroy(sl_moe_comm_t *h) {
   sl_device_free(h->dev, x->expert_counts);
   sl_device_free(h->dev, x->expert_weights);
   sl_device_free(h->dev, h->ws);
+  sl_device_free(h->dev, h->tp_partial);
   if (h->timeout_host) sl_host_free_mapped(h->dev, h->timeout_host);
   sl_symm_destroy(h->symm);
   free(h);
@@ -485,7 +486,7 @@ sl_status_t sl_moe_comm_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec
                                      "sl_moe_ep_combine_send", "sl_moe_ep_combine_reduce"};
   static const char *ep_one[] = {"sl_moe_ep_publish", "sl_moe_ep_ack"};
   static const char *tp_decode[] = {"sl_moe_tp_combine_fused"};
-  static const char *tp_prefill[] = {"sl_moe_tp_partial", "sl_moe_tp_allreduce"};
+  static const char *tp_prefill[] = {"sl_moe_tp_partial", "sl_moe_tp_allreduce", "sl_moe_tp_to_bf16"};
   struct {
     const char *src;
     const char **entries;
@@ -495,7 +496,7 @@ sl_status_t sl_moe_comm_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec
       {"comm/moe_ep.cu", ep_prefill, 5, SL_MOE_COMM_PREFILL_THREADS},
       {"comm/moe_ep.cu", ep_one, 2, 32},
       {"comm/moe_tp.cu", tp_decode, 1, SL_MOE_COMM_DECODE_THREADS},
-      {"comm/moe_tp.cu", tp_prefill, 2, SL_MOE_COMM_PREFILL_THREADS},
+      {"comm/moe_tp.cu", tp_prefill, 3, SL_MOE_COMM_PREFILL_THREADS},
   };
   for (int payload = 0; payload < SL_MOE_EP_NUM_PAYLOADS; payload++) {
     for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++) {

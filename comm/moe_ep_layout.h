@@ -110,6 +110,9 @@ typedef struct {
   const float *topk_weights;
   const unsigned short *expert_out;         /* [E_local * capacity, H] bf16 */
   unsigned short *out;                      /* [T, H] bf16 */
+  float *tp_partial;                        /* TP with an external all-reduce (comm/allreduce.h):
+                                               local fp32 partials [T, H]; NULL: the built-in
+                                               one-shot over the symmetric buffer */
   int num_tokens;
   float global_scale;
   unsigned long long epoch, timeout_ns;     /* CUDA: epoch is read from the workspace by each

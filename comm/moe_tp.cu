@@ -15,7 +15,8 @@ __device__ void tp_partial_token(const ep_params_t &p, int t) {
   const ep_layout_t &l = p.l;
   unsigned char *own = p.peer[l.rank];
   const float *w = p.topk_weights + (long long)t * l.top_k;
-  float *dst = reinterpret_cast<float *>(own + sl_moe_ep_ar_row(&l, p.epoch, t));
+  float *dst = p.tp_partial ? p.tp_partial + (long long)t * l.hidden
+                            : reinterpret_cast<float *>(own + sl_moe_ep_ar_row(&l, p.epoch, t));
   for (int c = ep_lane(); c < l.hidden / 8; c += 32) {
     float acc[8];
 #pragma unroll
@@ -35,7 +36,7 @@ __device__ void tp_partial_token(const ep_params_t &p, int t) {
     d4[0] = make_float4(acc[0], acc[1], acc[2], acc[3]);
     d4[1] = make_float4(acc[4], acc[5], acc[6], acc[7]);
   }
-  ep_warp_release(ep_flag(own, sl_moe_ep_ar_flag(&l, p.epoch, t)), p.epoch);
+  if (!p.tp_partial) ep_warp_release(ep_flag(own, sl_moe_ep_ar_flag(&l, p.epoch, t)), p.epoch);
 }
 
 // All-reduce of token t: acquire every rank's partial, sum in rank order (fp32), round once.
@@ -92,4 +93,19 @@ extern "C" __global__ void __launch_bounds__(SL_EP_THREADS) sl_moe_tp_allreduce(
   EP_PROLOGUE(p0, 0)
   for (int t = ep_gwarp(); t < p.num_tokens; t += ep_nwarps())
     if (!tp_reduce_token(p, t)) return;
+}
+
+// With an external all-reduce (comm/allreduce.h, reduced in place in fp32): round to bf16.
+extern "C" __global__ void __launch_bounds__(SL_EP_THREADS) sl_moe_tp_to_bf16(const ep_params_t p0) {
+  EP_PROLOGUE(p0, 0)
+  long long n = (long long)p.num_tokens * p.l.hidden / 8;
+  for (long long i = (long long)blockIdx.x * SL_EP_THREADS + threadIdx.x; i < n; i += (long long)gridDim.x * SL_EP_THREADS) {
+    const float4 *s4 = reinterpret_cast<const float4 *>(p.tp_partial) + 2 * i;
+    float4 a = s4[0], b = s4[1];
+    __nv_bfloat162 h0 = __floats2bfloat162_rn(a.x, a.y), h1 = __floats2bfloat162_rn(a.z, a.w);
+    __nv_bfloat162 h2 = __floats2bfloat162_rn(b.x, b.y), h3 = __floats2bfloat162_rn(b.z, b.w);
+    uint4 o = make_uint4(*reinterpret_cast<unsigned *>(&h0), *reinterpret_cast<unsigned *>(&h1),
+                         *reinterpret_cast<unsigned *>(&h2), *reinterpret_cast<unsigned *>(&h3));
+    reinterpret_cast<uint4 *>(p.out)[i] = o;
+  }
 }

@@ -11,6 +11,7 @@
 #ifndef SL_COMM_MOE_TP_H
 #define SL_COMM_MOE_TP_H
 
+#include "comm/allreduce.h"
 #include "comm/moe_ep.h"
 
 /* Convenience: a TP handle (cfg->deploy is overridden). */
@@ -20,5 +21,12 @@ static inline sl_status_t sl_moe_tp_create(sl_device_t *dev, MPI_Comm comm, cons
   c.deploy = SL_MOE_DEPLOY_TP;
   return sl_moe_comm_create(dev, comm, &c, out);
 }
+
+/* Use `ar` (comm/allreduce.h, over the same node's ranks) for the all-reduce of the TP
+ * prefill path and of the CPU backend: the local fp32 partials are all-reduced in place by
+ * sl_allreduce (one-shot / two-shot / NCCL by its own rule), then rounded to bf16 (one more
+ * launch). Decode keeps the fused combine + one-shot launch. NULL goes back to the built-in
+ * one-shot. The handle does not own `ar`. */
+sl_status_t sl_moe_tp_use_allreduce(sl_moe_comm_t *h, sl_comm_t *ar);
 
 #endif

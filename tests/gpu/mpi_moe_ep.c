@@ -5,8 +5,8 @@
  *    paths, bit-exact; the expert counts exact;
  *  - EP with everything routed to rank 0, top-k on one rank, and ranks with T = 0;
  *  - invalid expert ids: sl_moe_comm_check reports SL_ERR_RANGE, the rest is exact;
- *  - TP, decode (fused combine + all-reduce) and prefill, within a bf16 ulp and identical on
- *    every rank;
+ *  - TP, decode (fused combine + all-reduce) and prefill (built-in one-shot, and comm1's
+ *    sl_allreduce), within a bf16 ulp and identical on every rank;
  *  - dispatch and combine captured in CUDA graphs and replayed with new inputs (the epoch
  *    lives on the device, so every replay is a new call);
  *  - a rank that skips a dispatch: the others' kernels give up after the handle's timeout and
@@ -77,6 +77,20 @@ static void test_tp_paths(void **state) {
     run(h, &rng, 16, ROUTE_SKEW, SL_MOE_COMM_PATH_DECODE, SL_OK);
     sl_moe_comm_destroy(h);
   }
+}
+
+/* TP prefill through comm1's all-reduce (fp32 in place + a rounding launch). */
+static void test_tp_external_allreduce(void **state) {
+  uint64_t rng = sl_test_seed() + 5;
+  sl_comm_t *ar = NULL;
+  SL_ASSERT_OK(sl_comm_create(&rt.boot, rt.dev, &rt.config, 1 << 20, &ar));
+  sl_moe_comm_t *h = make(SL_MOE_DEPLOY_TP, SL_MOE_EP_PAYLOAD_FP8, 4, 4, 256, 32, 0);
+  SL_ASSERT_OK(sl_moe_tp_use_allreduce(h, ar));
+  run(h, &rng, 32, ROUTE_RANDOM, SL_MOE_COMM_PATH_PREFILL, SL_OK);
+  run(h, &rng, 7, ROUTE_RANDOM, SL_MOE_COMM_PATH_DECODE, SL_OK); /* decode keeps the fused launch */
+  SL_ASSERT_OK(sl_comm_check(ar));
+  sl_moe_comm_destroy(h);
+  sl_comm_destroy(ar);
 }
 
 /* Capture dispatch and combine once, replay three times with new inputs in the same buffers. */
@@ -209,7 +223,8 @@ int main(int argc, char **argv) {
   }
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_ep_payloads_paths), cmocka_unit_test(test_ep_skew_empty_invalid),
-      cmocka_unit_test(test_tp_paths),          cmocka_unit_test(test_graph_replay),
+      cmocka_unit_test(test_tp_paths),          cmocka_unit_test(test_tp_external_allreduce),
+      cmocka_unit_test(test_graph_replay),
       cmocka_unit_test(test_skipped_dispatch_times_out),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);

@@ -13,7 +13,7 @@
 static const char *entries[] = {"sl_moe_ep_dispatch_fused", "sl_moe_ep_combine_fused", "sl_moe_ep_route",
                                 "sl_moe_ep_publish",        "sl_moe_ep_send",          "sl_moe_ep_gather",
                                 "sl_moe_ep_ack",            "sl_moe_ep_combine_send",  "sl_moe_ep_combine_reduce"};
-enum { NUM_EP = 9, NUM_TP = 3 };
+enum { NUM_EP = 9, NUM_TP = 4 };
 
 typedef struct {
   int ep[SL_MOE_EP_NUM_PAYLOADS][NUM_EP];

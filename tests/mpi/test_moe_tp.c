@@ -48,6 +48,20 @@ static void test_tp_skew_and_empty(void **state) {
   sl_moe_comm_destroy(h);
 }
 
+/* The prefill all-reduce through comm1's sl_allreduce (fp32, in place), then rounded. */
+static void test_tp_external_allreduce(void **state) {
+  uint64_t rng = sl_test_seed() + 2;
+  sl_comm_t *ar = NULL;
+  SL_ASSERT_OK(sl_comm_create(&rt.boot, rt.dev, &rt.config, 1 << 20, &ar));
+  sl_moe_comm_t *h = make(SL_MOE_EP_PAYLOAD_FP8, 4, 4, 256, 24);
+  SL_ASSERT_OK(sl_moe_tp_use_allreduce(h, ar));
+  for (int call = 0; call < 3; call++) check_case(h, &rng, 8 + call * 8, ROUTE_RANDOM);
+  SL_ASSERT_OK(sl_moe_tp_use_allreduce(h, NULL)); /* back to the built-in one-shot */
+  check_case(h, &rng, 24, ROUTE_RANDOM);
+  sl_moe_comm_destroy(h);
+  sl_comm_destroy(ar);
+}
+
 int main(int argc, char **argv) {
   setenv("SL_DEVICE", "cpu", 1);
   if (sl_runtime_init(&argc, &argv, &rt) != SL_OK) return 1;
@@ -57,7 +71,8 @@ int main(int argc, char **argv) {
   MPI_Comm_size(H.comm, &H.size);
   if (rt.boot.num_nodes > 1 && rt.boot.rank == 0)
     printf("note: %d (simulated) nodes: each TP group is one node of %d ranks\n", rt.boot.num_nodes, H.size);
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_tp_payloads), cmocka_unit_test(test_tp_skew_and_empty)};
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_tp_payloads), cmocka_unit_test(test_tp_skew_and_empty),
+                                     cmocka_unit_test(test_tp_external_allreduce)};
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   int any = 0;
   MPI_Allreduce(&rc, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
