@@ -64,6 +64,17 @@ static void compile_all(int arch) {
 static void test_points_sm90(void **state) { compile_all(SL_ARCH_HOPPER); }
 static void test_points_sm100(void **state) { compile_all(SL_ARCH_BLACKWELL); }
 
+/* Every PTX wrapper of comm/flags.cuh assembles (ptxas only sees asm that a kernel uses). */
+static void test_flag_wrappers_assemble(void **state) {
+  for (int arch = SL_ARCH_HOPPER; arch <= SL_ARCH_BLACKWELL; arch += SL_ARCH_BLACKWELL - SL_ARCH_HOPPER) {
+    sl_jit_spec_t spec;
+    sl_jit_spec_init(&spec, "comm/flags_selftest.cu", "sl_flags_selftest");
+    SL_ASSERT_OK(sl_jit_spec_define(&spec, "FLAGS_ROUNDS", "%d", 100));
+    walk_t w = {.arch = arch};
+    SL_ASSERT_OK(compile_one(&spec, &w));
+  }
+}
+
 static void test_spec_errors(void **state) {
   sl_jit_spec_t spec;
   assert_int_equal(sl_allreduce_spec(&spec, SL_AR_NCCL, SL_DTYPE_BF16, 16), SL_ERR_INVALID);
@@ -110,6 +121,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_points_sm90),
       cmocka_unit_test(test_points_sm100),
+      cmocka_unit_test(test_flag_wrappers_assemble),
       cmocka_unit_test(test_spec_errors),
       cmocka_unit_test(test_missing_constant_fails_loudly),
       cmocka_unit_test(test_nvls_off_by_default),
