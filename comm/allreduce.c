@@ -280,7 +280,8 @@ sl_status_t sl_allreduce_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spe
       SL_CHECK(fn(&spec, user));
     }
   }
-  return SL_OK;
+  /* The NVLS kernel is compiled everywhere (it never runs without SL_NVLS=1). */
+  return sl_nvls_jit_points(arch, fn, user);
 }
 
 static int blocks_for(const sl_comm_t *c, size_t bytes) {

@@ -87,7 +87,7 @@ void sl_allreduce_residual_rmsnorm_ref(const void *const *inputs, int nranks, co
 /* kind: SL_AR_ONESHOT or SL_AR_TWOSHOT; vec_bytes: 16 (aligned) or the element size. */
 sl_status_t sl_allreduce_spec(sl_jit_spec_t *spec, int kind, sl_dtype_t dtype, int vec_bytes);
 sl_status_t sl_allreduce_rmsnorm_spec(sl_jit_spec_t *spec, sl_dtype_t dtype, int hidden, float eps, float weight_bias);
-/* Every point the all-reduce module compiles (engine/jit_points.c). */
+/* Every point the all-reduce module compiles, NVLS included (engine/jit_points.c). */
 sl_status_t sl_allreduce_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t *spec, void *user), void *user);
 
 #ifdef __cplusplus

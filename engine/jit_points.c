@@ -3,7 +3,6 @@
 
 #include "engine/sl_jit_points.h"
 #include "comm/allreduce.h"
-#include "comm/nvls.h"
 #include "runtime/sl_probe.h"
 
 static sl_status_t probe_points(int arch, sl_jit_point_fn fn, void *user) {
@@ -18,7 +17,6 @@ static sl_status_t probe_points(int arch, sl_jit_point_fn fn, void *user) {
 static const sl_jit_module_t modules[] = {
     {"probe", probe_points},
     {"allreduce", sl_allreduce_jit_points},
-    {"nvls", sl_nvls_jit_points},
     {NULL, NULL},
 };
 

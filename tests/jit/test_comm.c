@@ -45,7 +45,8 @@ static sl_status_t compile_one(const sl_jit_spec_t *spec, void *user) {
 static void compile_all(int arch) {
   int points = 0, nvls_points = 0;
   SL_ASSERT_OK(sl_allreduce_jit_points(arch, count_one, &points));
-  assert_int_equal(points, 3 * 2 * 2 + 2 * 3); /* dtypes x kinds x vector widths + fused */
+  /* dtypes x kinds x vector widths + fused + NVLS (sm_90 and later) */
+  assert_int_equal(points, 3 * 2 * 2 + 2 * 3 + 3);
   SL_ASSERT_OK(sl_nvls_jit_points(arch, count_one, &nvls_points));
   assert_int_equal(nvls_points, 3);
   walk_t w = {.arch = arch};
