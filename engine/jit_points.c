@@ -3,6 +3,7 @@
 
 #include "engine/sl_jit_points.h"
 #include "runtime/sl_probe.h"
+#include "kernels/rmsnorm.h"
 
 static sl_status_t probe_points(int arch, sl_jit_point_fn fn, void *user) {
   (void)arch;
@@ -13,6 +14,7 @@ static sl_status_t probe_points(int arch, sl_jit_point_fn fn, void *user) {
 
 static const sl_jit_module_t modules[] = {
     {"probe", probe_points},
+    {"rmsnorm", sl_rmsnorm_jit_points},
     {NULL, NULL},
 };
 
