@@ -16,7 +16,8 @@ static int table_warps(int arch) {
   return arch >= SL_ARCH_BLACKWELL ? prefill_warps[1].warps : prefill_warps[0].warps;
 }
 
-sl_status_t sl_embedding_validate(const sl_embedding_args_t *a) {
+/* Everything but the pointers (what the configuration choice depends on). */
+static sl_status_t validate_shape(const sl_embedding_args_t *a) {
   if (!a) return SL_ERR(SL_ERR_INVALID, "embedding: NULL arguments");
   if (a->hidden <= 0 || a->hidden % 8 != 0 || a->hidden > (1 << 20))
     return SL_ERR(SL_ERR_INVALID, "embedding: hidden %d must be a positive multiple of 8", a->hidden);
@@ -25,6 +26,11 @@ sl_status_t sl_embedding_validate(const sl_embedding_args_t *a) {
   if (a->dtype != SL_DTYPE_F32 && a->dtype != SL_DTYPE_BF16 && a->dtype != SL_DTYPE_F16)
     return SL_ERR(SL_ERR_INVALID, "embedding: dtype %s must be f32, bf16 or f16", sl_dtype_name(a->dtype));
   if (a->warps < 0 || a->warps > 32) return SL_ERR(SL_ERR_INVALID, "embedding: warps %d not in [0, 32]", a->warps);
+  return SL_OK;
+}
+
+sl_status_t sl_embedding_validate(const sl_embedding_args_t *a) {
+  SL_CHECK(validate_shape(a));
   if (a->tokens > 0 && (!a->ids || !a->table || !a->out || !a->error))
     return SL_ERR(SL_ERR_INVALID, "embedding: ids, table, out and error must not be NULL");
   if (((uintptr_t)a->table | (uintptr_t)a->out) % 16 != 0 || (uintptr_t)a->error % 8 != 0)
@@ -33,7 +39,7 @@ sl_status_t sl_embedding_validate(const sl_embedding_args_t *a) {
 }
 
 sl_status_t sl_embedding_choose(const sl_embedding_args_t *a, int arch, int sm_count, sl_embedding_point_t *pt) {
-  SL_CHECK(sl_embedding_validate(a));
+  SL_CHECK(validate_shape(a));
   memset(pt, 0, sizeof *pt);
   pt->hidden = a->hidden;
   pt->dtype = a->dtype;
@@ -91,6 +97,7 @@ sl_status_t sl_embedding(sl_device_t *dev, const sl_embedding_args_t *a, sl_stre
   if (sl_device_backend(dev) == SL_BACKEND_CPU) return sl_embedding_cpu(a);
   const sl_device_info_t *info = sl_device_info(dev);
   sl_embedding_point_t pt;
+  SL_CHECK(sl_embedding_validate(a));
   SL_CHECK(sl_embedding_choose(a, info->arch, info->sm_count, &pt));
   if (a->tokens == 0) return SL_OK;
   sl_jit_spec_t spec;

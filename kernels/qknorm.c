@@ -31,7 +31,8 @@ static int table_warps(int arch, int head_dim) {
 static bool float_dtype(sl_dtype_t t) { return t == SL_DTYPE_F32 || t == SL_DTYPE_BF16 || t == SL_DTYPE_F16; }
 static bool misaligned16(const void *p) { return ((uintptr_t)p & 15u) != 0; }
 
-sl_status_t sl_qknorm_validate(const sl_qknorm_args_t *a) {
+/* Everything but the pointers (what the configuration choice depends on). */
+static sl_status_t validate_shape(const sl_qknorm_args_t *a) {
   if (!a) return SL_ERR(SL_ERR_INVALID, "qknorm: NULL arguments");
   if (a->head_dim != 64 && a->head_dim != 128 && a->head_dim != 256)
     return SL_ERR(SL_ERR_INVALID, "qknorm: head_dim %d must be 64, 128 or 256", a->head_dim);
@@ -53,9 +54,17 @@ sl_status_t sl_qknorm_validate(const sl_qknorm_args_t *a) {
     int r = a->rot_dim;
     if (r < 16 || r > a->head_dim || (r & (r - 1)) != 0)
       return SL_ERR(SL_ERR_INVALID, "qknorm: rot_dim %d must be a power of two in [16, head_dim %d]", r, a->head_dim);
-    if (a->max_pos <= 0 || (a->tokens > 0 && (!a->positions || !a->cos_cache || !a->sin_cache)))
-      return SL_ERR(SL_ERR_INVALID, "qknorm: RoPE needs positions, cos and sin caches and max_pos > 0 (got %d)",
-                    a->max_pos);
+    if (a->max_pos <= 0)
+      return SL_ERR(SL_ERR_INVALID, "qknorm: RoPE needs max_pos > 0 (got %d)", a->max_pos);
+  }
+  return SL_OK;
+}
+
+sl_status_t sl_qknorm_validate(const sl_qknorm_args_t *a) {
+  SL_CHECK(validate_shape(a));
+  if (a->rope) {
+    if (a->tokens > 0 && (!a->positions || !a->cos_cache || !a->sin_cache))
+      return SL_ERR(SL_ERR_INVALID, "qknorm: RoPE needs positions and cos/sin caches");
     if (misaligned16(a->cos_cache) || misaligned16(a->sin_cache))
       return SL_ERR(SL_ERR_INVALID, "qknorm: cos/sin caches must be 16-byte aligned");
   }
@@ -72,7 +81,7 @@ static long warps_needed(const sl_qknorm_args_t *a) {
 }
 
 sl_status_t sl_qknorm_choose(const sl_qknorm_args_t *a, int arch, int sm_count, sl_qknorm_point_t *pt) {
-  SL_CHECK(sl_qknorm_validate(a));
+  SL_CHECK(validate_shape(a));
   memset(pt, 0, sizeof *pt);
   pt->head_dim = a->head_dim;
   pt->rot_dim = a->rope ? a->rot_dim : 0;
@@ -138,6 +147,7 @@ sl_status_t sl_qknorm(sl_device_t *dev, const sl_qknorm_args_t *a, sl_stream_t *
   if (sl_device_backend(dev) == SL_BACKEND_CPU) return sl_qknorm_cpu(a);
   const sl_device_info_t *info = sl_device_info(dev);
   sl_qknorm_point_t pt;
+  SL_CHECK(sl_qknorm_validate(a));
   SL_CHECK(sl_qknorm_choose(a, info->arch, info->sm_count, &pt));
   if (a->tokens == 0) return SL_OK;
   sl_jit_spec_t spec;

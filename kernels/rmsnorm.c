@@ -54,7 +54,8 @@ int sl_rmsnorm_warp_candidates(int hidden, int out[8]) {
 
 static bool float_dtype(sl_dtype_t t) { return t == SL_DTYPE_F32 || t == SL_DTYPE_BF16 || t == SL_DTYPE_F16; }
 
-sl_status_t sl_rmsnorm_validate(const sl_rmsnorm_args_t *a) {
+/* Everything but the pointers (what the configuration choice depends on). */
+static sl_status_t validate_shape(const sl_rmsnorm_args_t *a) {
   if (!a) return SL_ERR(SL_ERR_INVALID, "rmsnorm: NULL arguments");
   if (a->hidden < SL_RMSNORM_MIN_HIDDEN || a->hidden > SL_RMSNORM_MAX_HIDDEN || a->hidden % 8 != 0)
     return SL_ERR(SL_ERR_INVALID, "rmsnorm: hidden %d is not a multiple of 8 in [%d, %d]", a->hidden,
@@ -74,6 +75,11 @@ sl_status_t sl_rmsnorm_validate(const sl_rmsnorm_args_t *a) {
       return SL_ERR(SL_ERR_INVALID, "rmsnorm: warps %d for hidden %d must be a multiple of %d, <= 32", a->warps,
                     a->hidden, rw);
   }
+  return SL_OK;
+}
+
+sl_status_t sl_rmsnorm_validate(const sl_rmsnorm_args_t *a) {
+  SL_CHECK(validate_shape(a));
   if (a->rows > 0 && (!a->x || !a->y || !a->weight))
     return SL_ERR(SL_ERR_INVALID, "rmsnorm: x, y and weight must not be NULL");
   /* 16-byte packets: every row and the weight start on a 16-byte boundary (hidden % 8 == 0
@@ -84,7 +90,7 @@ sl_status_t sl_rmsnorm_validate(const sl_rmsnorm_args_t *a) {
 }
 
 sl_status_t sl_rmsnorm_choose(const sl_rmsnorm_args_t *a, int arch, int sm_count, sl_rmsnorm_point_t *pt) {
-  SL_CHECK(sl_rmsnorm_validate(a));
+  SL_CHECK(validate_shape(a));
   int rw = SL_RMSNORM_ROW_WARPS(a->hidden);
   int warps = a->warps;
   if (warps == 0) {
@@ -159,6 +165,7 @@ sl_status_t sl_rmsnorm(sl_device_t *dev, const sl_rmsnorm_args_t *a, sl_stream_t
   if (sl_device_backend(dev) == SL_BACKEND_CPU) return sl_rmsnorm_cpu(a);
   const sl_device_info_t *info = sl_device_info(dev);
   sl_rmsnorm_point_t pt;
+  SL_CHECK(sl_rmsnorm_validate(a));
   SL_CHECK(sl_rmsnorm_choose(a, info->arch, info->sm_count, &pt));
   if (a->rows == 0) return SL_OK;
   sl_jit_spec_t spec;
@@ -206,12 +213,10 @@ sl_status_t sl_rmsnorm_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_
   for (size_t h = 0; h < sizeof hiddens / sizeof *hiddens; h++)
     for (int res = 0; res < 2; res++)
       for (int prefill = 0; prefill < 2; prefill++) {
-        sl_rmsnorm_args_t a = {.x = NULL, .y = NULL, .weight = NULL, .rows = prefill ? 100000 : 1,
-                               .hidden = hiddens[h], .in_dtype = SL_DTYPE_BF16, .out_dtype = SL_DTYPE_BF16,
-                               .w_dtype = SL_DTYPE_BF16, .res_dtype = SL_DTYPE_BF16, .eps = 1e-6f};
-        sl_rmsnorm_args_t probe = a;
-        probe.rows = 0; /* validation without pointers */
-        SL_CHECK(sl_rmsnorm_choose(&probe, arch, prefill ? 0 : 1 << 20, &pt));
+        sl_rmsnorm_args_t a = {.rows = prefill ? 100000 : 1, .hidden = hiddens[h], .in_dtype = SL_DTYPE_BF16,
+                               .out_dtype = SL_DTYPE_BF16, .w_dtype = SL_DTYPE_BF16, .res_dtype = SL_DTYPE_BF16,
+                               .eps = 1e-6f};
+        SL_CHECK(sl_rmsnorm_choose(&a, arch, 132, &pt));
         pt.residual = res;
         pt.res_dtype = SL_DTYPE_BF16;
         SL_CHECK(sl_rmsnorm_spec(&spec, &pt));
