@@ -10,6 +10,12 @@
  * block size only groups independent warps. One kernel serves Q and K: the head index
  * picks the tensor and weight, so Q and K cost one launch.
  *
+ * Memory-level parallelism: one head group gives each lane a single 16-byte load in flight,
+ * too little to saturate HBM (Little's law on H200: ~4.8 TB/s x ~0.7 us / 132 SMs ~ 25 KB in
+ * flight per SM). Prefill therefore loads ITEMS groups per warp before reducing (4, or 2 with
+ * RoPE's cos/sin loads; fewer at 32 warps where the budget is 64 registers): 25 warps/SM x
+ * 32 lanes x 64 B ~ 51 KB in flight. Decode keeps ITEMS = 1 to spread heads over more SMs.
+ *
  * Decode (warps needed < SMs): one warp per block, spread over as many SMs as possible.
  * Prefill: the table. NOT MEASURED YET (written without a GPU): 8 warps (256 threads) is
  * the reasoned default for a streaming kernel with ~40 registers per thread on Hopper
@@ -75,8 +81,15 @@ sl_status_t sl_qknorm_validate(const sl_qknorm_args_t *a) {
   return SL_OK;
 }
 
-static long warps_needed(const sl_qknorm_args_t *a) {
-  long heads_per_warp = 32 / SL_QKNORM_LANES_PER_HEAD(a->head_dim);
+int sl_qknorm_items(bool decode, bool rope, int warps) {
+  if (decode) return 1;
+  if (rope) return warps >= 32 ? 1 : 2;
+  return warps >= 32 ? 2 : 4;
+}
+
+/* Warps that cover every head once, at `items` head groups per warp. */
+static long warps_needed(const sl_qknorm_args_t *a, int items) {
+  long heads_per_warp = 32 / SL_QKNORM_LANES_PER_HEAD(a->head_dim) * items;
   return ((long)a->tokens * (a->q_heads + a->kv_heads) + heads_per_warp - 1) / heads_per_warp;
 }
 
@@ -89,7 +102,9 @@ sl_status_t sl_qknorm_choose(const sl_qknorm_args_t *a, int arch, int sm_count, 
   pt->w_dtype = a->w_dtype;
   pt->eps = a->eps;
   pt->weight_bias = a->weight_bias;
-  pt->warps = a->warps ? a->warps : warps_needed(a) < sm_count ? 1 : table_warps(arch, a->head_dim);
+  const bool decode = warps_needed(a, 1) < sm_count;
+  pt->warps = a->warps ? a->warps : decode ? 1 : table_warps(arch, a->head_dim);
+  pt->items = sl_qknorm_items(decode, a->rope, pt->warps);
   return SL_OK;
 }
 
@@ -102,6 +117,7 @@ sl_status_t sl_qknorm_spec(sl_jit_spec_t *spec, const sl_qknorm_point_t *pt) {
   SL_CHECK(sl_jit_spec_define(spec, "WEIGHT_BIAS", "%.9ef", (double)pt->weight_bias));
   SL_CHECK(sl_jit_spec_define(spec, "WARPS", "%d", pt->warps));
   SL_CHECK(sl_jit_spec_define(spec, "ROT_DIM", "%d", pt->rot_dim));
+  SL_CHECK(sl_jit_spec_define(spec, "ITEMS", "%d", pt->items));
   return SL_OK;
 }
 
@@ -154,7 +170,7 @@ sl_status_t sl_qknorm(sl_device_t *dev, const sl_qknorm_args_t *a, sl_stream_t *
   SL_CHECK(sl_qknorm_spec(&spec, &pt));
   sl_kernel_t *k;
   SL_CHECK(sl_jit_get_kernel(dev, &spec, &k));
-  long grid = (warps_needed(a) + pt.warps - 1) / pt.warps;
+  long grid = (warps_needed(a, pt.items) + pt.warps - 1) / pt.warps;
   if (grid > info->sm_count) { /* no larger than the device keeps resident: the loop strides */
     int per_sm = 0;
     SL_CHECK(sl_kernel_occupancy(k, pt.warps * 32, 0, &per_sm));
@@ -186,14 +202,17 @@ sl_status_t sl_qknorm_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t
           sl_qknorm_point_t pt = {.head_dim = dims[h], .rot_dim = rope ? dims[h] : 0, .dtype = dts[d],
                                   .w_dtype = dts[d], .eps = 1e-6f,
                                   .warps = prefill ? table_warps(arch, dims[h]) : 1};
+          pt.items = sl_qknorm_items(!prefill, rope, pt.warps);
           SL_CHECK(sl_qknorm_spec(&spec, &pt));
           SL_CHECK(fn(&spec, user));
         }
   sl_qknorm_point_t pt = {.head_dim = 128, .rot_dim = 64, .dtype = SL_DTYPE_BF16, .w_dtype = SL_DTYPE_BF16,
                           .eps = 1e-6f, .warps = table_warps(arch, 128)};
+  pt.items = sl_qknorm_items(false, true, pt.warps);
   SL_CHECK(sl_qknorm_spec(&spec, &pt));
   SL_CHECK(fn(&spec, user));
   pt.rot_dim = 0;
+  pt.items = sl_qknorm_items(false, false, pt.warps);
   pt.weight_bias = 1.0f;
   pt.w_dtype = SL_DTYPE_F32;
   SL_CHECK(sl_qknorm_spec(&spec, &pt));
@@ -201,7 +220,7 @@ sl_status_t sl_qknorm_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t
   /* Every warps-per-block candidate of the benchmark's shape (what --tune launches). */
   for (int w = 1; w <= 32; w *= 2) {
     pt = (sl_qknorm_point_t){.head_dim = 128, .rot_dim = 0, .dtype = SL_DTYPE_BF16, .w_dtype = SL_DTYPE_BF16,
-                             .eps = 1e-6f, .warps = w};
+                             .eps = 1e-6f, .warps = w, .items = sl_qknorm_items(false, false, w)};
     SL_CHECK(sl_qknorm_spec(&spec, &pt));
     SL_CHECK(fn(&spec, user));
   }

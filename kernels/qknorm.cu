@@ -20,11 +20,15 @@
 #ifndef WARPS
 #error "WARPS (warps per block) must be defined by the JIT"
 #endif
+#ifndef ITEMS
+#error "ITEMS (head groups per warp per iteration: 1 for decode, 2-4 for prefill) must be defined by the JIT"
+#endif
 #ifndef ROT_DIM
 #error "ROT_DIM (0: no RoPE; else the rotated dims, a power of two in [16, HEAD_DIM]) must be defined by the JIT"
 #endif
 
 static_assert(HEAD_DIM == 64 || HEAD_DIM == 128 || HEAD_DIM == 256, "HEAD_DIM must be 64, 128 or 256");
+static_assert(ITEMS >= 1 && ITEMS <= 8, "ITEMS must be in [1, 8]");
 static_assert(ROT_DIM == 0 || (ROT_DIM >= 16 && ROT_DIM <= HEAD_DIM && (ROT_DIM & (ROT_DIM - 1)) == 0),
               "ROT_DIM must be 0 or a power of two in [16, HEAD_DIM]");
 
@@ -59,56 +63,77 @@ extern "C" __global__ void __launch_bounds__(WARPS * SL_WARP_SIZE)
     wk[i] = WEIGHT_BIAS + wk[i];
   }
 
-  // Grid-stride over groups of HEADS_PER_WARP heads, uniform per warp: every lane of the warp
-  // runs every iteration, so the full-mask shuffles below are always legal.
+  // Grid-stride over blocks of ITEMS x HEADS_PER_WARP consecutive heads, uniform per warp: every
+  // lane runs every iteration, so the full-mask shuffles below are always legal. Item u of an
+  // iteration is head base + u*HEADS_PER_WARP + sub: each load instruction covers 512 contiguous
+  // bytes, and all ITEMS loads are issued before the first reduction (ITEMS x 16 bytes in flight
+  // per lane; one head group alone would leave the memory system under-fed).
   const long warp_id = (long)blockIdx.x * WARPS + threadIdx.x / SL_WARP_SIZE;
   const long warp_stride = (long)gridDim.x * WARPS;
-  for (long base = warp_id * HEADS_PER_WARP; base < total; base += warp_stride * HEADS_PER_WARP) {
-    const long task = base + sub;
-    const bool active = task < total;
-    const long t = active ? task / heads : 0;
-    const int h = active ? (int)(task - t * heads) : 0;
-    const bool is_q = h < q_heads;
-    char *p = is_q ? (char *)q + (t * q_row_stride + (long)h * HEAD_DIM + l * VEC) * ESZ
-                   : (char *)k + (t * k_row_stride + (long)(h - q_heads) * HEAD_DIM + l * VEC) * ESZ;
-    float v[VEC];
-    if (active)
-      sl_load_vec<DTYPE, VEC>(p, v);
-    else
+  constexpr int SPAN = ITEMS * HEADS_PER_WARP;
+  for (long base = warp_id * SPAN; base < total; base += warp_stride * SPAN) {
+    float v[ITEMS][VEC];
+    char *p[ITEMS];
+    bool active[ITEMS], is_q[ITEMS];
+    long t[ITEMS];
 #pragma unroll
-      for (int i = 0; i < VEC; i++) v[i] = 0.0f;
+    for (int u = 0; u < ITEMS; u++) {
+      const long task = base + u * HEADS_PER_WARP + sub;
+      active[u] = task < total;
+      t[u] = active[u] ? task / heads : 0;
+      const int h = active[u] ? (int)(task - t[u] * heads) : 0;
+      is_q[u] = h < q_heads;
+      p[u] = is_q[u] ? (char *)q + (t[u] * q_row_stride + (long)h * HEAD_DIM + l * VEC) * ESZ
+                     : (char *)k + (t[u] * k_row_stride + (long)(h - q_heads) * HEAD_DIM + l * VEC) * ESZ;
+      if (active[u])
+        sl_load_vec<DTYPE, VEC>(p[u], v[u]);
+      else
+#pragma unroll
+        for (int i = 0; i < VEC; i++) v[u][i] = 0.0f;
+    }
 #if ROT_DIM > 0
-    // RoPE loads are issued before the reduction so their latency overlaps it.
+    // RoPE loads are issued before the reductions so their latency overlaps them.
     constexpr int HALF = ROT_DIM / 2;
-    const int pos = active ? positions[t] : -1;
-    const bool rotate = active && pos >= 0 && pos < max_pos && l * VEC < ROT_DIM;
-    float cs[VEC], sn[VEC];
-    if (rotate) {
-      const long off = (long)pos * HALF + (l * VEC) % HALF;
-      sl_load_vec<SL_DTYPE_F32, VEC>(cos_cache + off, cs);
-      sl_load_vec<SL_DTYPE_F32, VEC>(sin_cache + off, sn);
+    bool rotate[ITEMS];
+    float cs[ITEMS][VEC], sn[ITEMS][VEC];
+#pragma unroll
+    for (int u = 0; u < ITEMS; u++) {
+      const int pos = active[u] ? positions[t[u]] : -1;
+      rotate[u] = active[u] && pos >= 0 && pos < max_pos && l * VEC < ROT_DIM;
+      if (rotate[u]) {
+        const long off = (long)pos * HALF + (l * VEC) % HALF;
+        sl_load_vec<SL_DTYPE_F32, VEC>(cos_cache + off, cs[u]);
+        sl_load_vec<SL_DTYPE_F32, VEC>(sin_cache + off, sn[u]);
+      }
     }
 #endif
-    float ss = 0.0f;
+    float ss[ITEMS];
 #pragma unroll
-    for (int i = 0; i < VEC; i++) ss += v[i] * v[i];
-    ss = sl_butterfly_sum<ROUNDS>(ss);
-    const float inv = 1.0f / sqrtf(ss / (float)HEAD_DIM + EPS);
+    for (int u = 0; u < ITEMS; u++) {
+      ss[u] = 0.0f;
 #pragma unroll
-    for (int i = 0; i < VEC; i++) v[i] = (v[i] * inv) * (is_q ? wq[i] : wk[i]);
+      for (int i = 0; i < VEC; i++) ss[u] += v[u][i] * v[u][i];
+      ss[u] = sl_butterfly_sum<ROUNDS>(ss[u]); // ITEMS independent chains: their shuffles overlap
+    }
+#pragma unroll
+    for (int u = 0; u < ITEMS; u++) {
+      const float inv = 1.0f / sqrtf(ss[u] / (float)HEAD_DIM + EPS);
+#pragma unroll
+      for (int i = 0; i < VEC; i++) v[u][i] = (v[u][i] * inv) * (is_q[u] ? wq[i] : wk[i]);
 #if ROT_DIM > 0
-    // Element i pairs with i + HALF, held by the lane HALF/VEC away; HALF/VEC is a power of two
-    // below the head's lane count, so the partner is lane ^ (HALF/VEC), inside the same head.
-    float partner[VEC];
+      // Element i pairs with i + HALF, held by the lane HALF/VEC away; HALF/VEC is a power of
+      // two below the head's lane count, so the partner is lane ^ (HALF/VEC), in the same head.
+      float partner[VEC];
 #pragma unroll
-    for (int i = 0; i < VEC; i++) partner[i] = __shfl_xor_sync(0xffffffffu, v[i], HALF / VEC);
-    if (rotate) {
-      const bool first = l * VEC < HALF;
+      for (int i = 0; i < VEC; i++) partner[i] = __shfl_xor_sync(0xffffffffu, v[u][i], HALF / VEC);
+      if (rotate[u]) {
+        const bool first = l * VEC < HALF;
 #pragma unroll
-      for (int i = 0; i < VEC; i++)
-        v[i] = first ? v[i] * cs[i] - partner[i] * sn[i] : v[i] * cs[i] + partner[i] * sn[i];
-    }
+        for (int i = 0; i < VEC; i++)
+          v[u][i] = first ? v[u][i] * cs[u][i] - partner[i] * sn[u][i] : v[u][i] * cs[u][i] + partner[i] * sn[u][i];
+      }
 #endif
-    if (active) sl_store_vec<DTYPE, VEC>(p, v);
+      if (active[u]) sl_store_vec<DTYPE, VEC>(p[u], v[u]);
+    }
   }
 }

@@ -50,7 +50,13 @@ typedef struct {
   sl_dtype_t dtype, w_dtype;
   float eps, weight_bias;
   int warps;
+  int items; /* head groups per warp per iteration (sl_qknorm_items) */
 } sl_qknorm_point_t;
+
+/* Head groups a warp loads before reducing: 1 for decode; for prefill as many as the register
+ * budget of `warps` per block allows without spilling (measured with ptxas: 4 groups use ~80
+ * registers, 2 groups with RoPE ~92; at 32 warps the budget is 64). */
+int sl_qknorm_items(bool decode, bool rope, int warps);
 
 sl_status_t sl_qknorm(sl_device_t *dev, const sl_qknorm_args_t *args, sl_stream_t *stream);
 sl_status_t sl_qknorm_cpu(const sl_qknorm_args_t *args);

@@ -168,10 +168,18 @@ static void test_configuration_choice(void **state) {
   sl_qknorm_point_t pt;
   SL_ASSERT_OK(sl_qknorm_choose(&a, SL_ARCH_HOPPER, 132, &pt)); /* 36 heads = 18 warps < 132 SMs */
   assert_int_equal(pt.warps, 1);
+  assert_int_equal(pt.items, 1);
   assert_int_equal(pt.rot_dim, 0);
   a.tokens = 4096;
   SL_ASSERT_OK(sl_qknorm_choose(&a, SL_ARCH_HOPPER, 132, &pt));
   assert_true(pt.warps > 1 && pt.warps <= 32);
+  assert_true(pt.items > 1);
+  a.rope = true;
+  a.rot_dim = 128;
+  a.max_pos = 100;
+  SL_ASSERT_OK(sl_qknorm_choose(&a, SL_ARCH_HOPPER, 132, &pt));
+  assert_int_equal(pt.items, sl_qknorm_items(false, true, pt.warps));
+  assert_int_equal(sl_qknorm_items(false, false, 32), 2); /* 64-register budget at 1024 threads */
   assert_int_equal(SL_QKNORM_LANES_PER_HEAD(128), 16); /* half a warp per 128-elt head */
   assert_int_equal(SL_QKNORM_LANES_PER_HEAD(64), 8);
   assert_int_equal(SL_QKNORM_LANES_PER_HEAD(256), 32);
