@@ -409,6 +409,10 @@ int sl_cmd_bench_kernels(sl_runtime_t *rt, int argc, char **argv) {
       return 2;
     }
   }
+  if (tune && sl_device_backend(rt->dev) != SL_BACKEND_CUDA) {
+    if (rt->boot.rank == 0) printf("# --tune measures warps per block of the GPU kernels: skipped on the CPU backend\n");
+    tune = false;
+  }
   sl_status_t s = run_all(&b, tune);
   if (s == SL_OK) s = sl_bench_kernels_quant(&b);
   sl_bench_finish(&b);
