@@ -8,9 +8,7 @@
  * a warp's loads are all in flight before its stores. Decode (tokens < SMs): one warp per
  * block, spread over the SMs. Prefill: 8 warps per block (256 threads), a reasoned default
  * NOT MEASURED YET (written without a GPU); `sluice bench kernels --tune` prints the best. */
-static const struct {
-  int arch, warps;
-} prefill_warps[] = {{SL_ARCH_HOPPER, 8}, {SL_ARCH_BLACKWELL, 8}};
+static const struct { int arch, warps; } prefill_warps[] = {{SL_ARCH_HOPPER, 8}, {SL_ARCH_BLACKWELL, 8}};
 
 static int table_warps(int arch) {
   return arch >= SL_ARCH_BLACKWELL ? prefill_warps[1].warps : prefill_warps[0].warps;

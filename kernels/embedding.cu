@@ -32,7 +32,8 @@ extern "C" __global__ void __launch_bounds__(WARPS * SL_WARP_SIZE)
     const bool bad = id < 0 || id >= vocab;
     // Only lane 0 records, so a bad id costs one atomic; the smallest position wins.
     if (bad && lane == 0) atomicMin(error, sl_embedding_error_encode((int)t, id));
-    const uint4 *src = reinterpret_cast<const uint4 *>((const char *)table + (long)(bad ? 0 : id) * HIDDEN * sl_elem<DTYPE>::bytes);
+    const uint4 *src =
+        reinterpret_cast<const uint4 *>((const char *)table + (long)(bad ? 0 : id) * HIDDEN * sl_elem<DTYPE>::bytes);
     uint4 *dst = reinterpret_cast<uint4 *>((char *)out + t * HIDDEN * sl_elem<DTYPE>::bytes);
 #pragma unroll
     for (int b0 = 0; b0 < PER_LANE; b0 += BATCH) {

@@ -14,8 +14,12 @@
 static inline unsigned long long sl_embedding_error_encode(int position, int id) {
   return ((unsigned long long)(unsigned)position << 32) | (unsigned long long)(unsigned)id;
 }
-static inline int sl_embedding_error_position(unsigned long long rec) { return (int)(unsigned)(rec >> 32); }
-static inline int sl_embedding_error_id(unsigned long long rec) { return (int)(unsigned)(rec & 0xffffffffull); }
+static inline int sl_embedding_error_position(unsigned long long rec) {
+  return (int)(unsigned)(rec >> 32);
+}
+static inline int sl_embedding_error_id(unsigned long long rec) {
+  return (int)(unsigned)(rec & 0xffffffffull);
+}
 
 #ifndef __CUDACC_RTC__
 #include <stdint.h>
@@ -24,13 +28,13 @@ static inline int sl_embedding_error_id(unsigned long long rec) { return (int)(u
 #include "runtime/sl_jit.h"
 
 typedef struct {
-  const int32_t *ids;          /* [tokens] */
-  const void *table;           /* [vocab, hidden] dtype */
-  void *out;                   /* [tokens, hidden] dtype */
-  unsigned long long *error;   /* device memory, one word; reset with sl_embedding_error_reset */
-  int tokens, vocab, hidden;   /* hidden: a multiple of 8 */
-  sl_dtype_t dtype;            /* f32, bf16 or f16 (a gather: no conversion) */
-  int warps;                   /* warps per block; 0 = the table */
+  const int32_t *ids;        /* [tokens] */
+  const void *table;         /* [vocab, hidden] dtype */
+  void *out;                 /* [tokens, hidden] dtype */
+  unsigned long long *error; /* device memory, one word; reset with sl_embedding_error_reset */
+  int tokens, vocab, hidden; /* hidden: a multiple of 8 */
+  sl_dtype_t dtype;          /* f32, bf16 or f16 (a gather: no conversion) */
+  int warps;                 /* warps per block; 0 = the table */
 } sl_embedding_args_t;
 
 typedef struct {

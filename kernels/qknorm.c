@@ -34,8 +34,12 @@ static int table_warps(int arch, int head_dim) {
   return 8;
 }
 
-static bool float_dtype(sl_dtype_t t) { return t == SL_DTYPE_F32 || t == SL_DTYPE_BF16 || t == SL_DTYPE_F16; }
-static bool misaligned16(const void *p) { return ((uintptr_t)p & 15u) != 0; }
+static bool float_dtype(sl_dtype_t t) {
+  return t == SL_DTYPE_F32 || t == SL_DTYPE_BF16 || t == SL_DTYPE_F16;
+}
+static bool misaligned16(const void *p) {
+  return ((uintptr_t)p & 15u) != 0;
+}
 
 /* Everything but the pointers (what the configuration choice depends on). */
 static sl_status_t validate_shape(const sl_qknorm_args_t *a) {
@@ -60,8 +64,7 @@ static sl_status_t validate_shape(const sl_qknorm_args_t *a) {
     int r = a->rot_dim;
     if (r < 16 || r > a->head_dim || (r & (r - 1)) != 0)
       return SL_ERR(SL_ERR_INVALID, "qknorm: rot_dim %d must be a power of two in [16, head_dim %d]", r, a->head_dim);
-    if (a->max_pos <= 0)
-      return SL_ERR(SL_ERR_INVALID, "qknorm: RoPE needs max_pos > 0 (got %d)", a->max_pos);
+    if (a->max_pos <= 0) return SL_ERR(SL_ERR_INVALID, "qknorm: RoPE needs max_pos > 0 (got %d)", a->max_pos);
   }
   return SL_OK;
 }
@@ -133,7 +136,8 @@ static void norm_head(const sl_qknorm_args_t *a, void *base, size_t off, const v
     ss += v[i] * v[i];
   }
   float inv = 1.0f / sqrtf(ss / (float)d + a->eps);
-  for (int i = 0; i < d; i++) v[i] = (v[i] * inv) * (a->weight_bias + sl_load_f32(weight, a->w_dtype, (size_t)i));
+  for (int i = 0; i < d; i++)
+    v[i] = (v[i] * inv) * (a->weight_bias + sl_load_f32(weight, a->w_dtype, (size_t)i));
   if (a->rope && pos >= 0 && pos < a->max_pos) {
     const int half = a->rot_dim / 2;
     const float *c = a->cos_cache + (size_t)pos * (size_t)half, *s = a->sin_cache + (size_t)pos * (size_t)half;
@@ -143,7 +147,8 @@ static void norm_head(const sl_qknorm_args_t *a, void *base, size_t off, const v
       v[i + half] = x2 * c[i] + x1 * s[i];
     }
   }
-  for (int i = 0; i < d; i++) sl_store_f32(base, a->dtype, off + (size_t)i, v[i]);
+  for (int i = 0; i < d; i++)
+    sl_store_f32(base, a->dtype, off + (size_t)i, v[i]);
 }
 
 sl_status_t sl_qknorm_cpu(const sl_qknorm_args_t *a) {
@@ -199,15 +204,22 @@ sl_status_t sl_qknorm_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t
     for (int h = 0; h < 3; h++)
       for (int rope = 0; rope < 2; rope++)
         for (int prefill = 0; prefill < 2; prefill++) {
-          sl_qknorm_point_t pt = {.head_dim = dims[h], .rot_dim = rope ? dims[h] : 0, .dtype = dts[d],
-                                  .w_dtype = dts[d], .eps = 1e-6f,
+          sl_qknorm_point_t pt = {.head_dim = dims[h],
+                                  .rot_dim = rope ? dims[h] : 0,
+                                  .dtype = dts[d],
+                                  .w_dtype = dts[d],
+                                  .eps = 1e-6f,
                                   .warps = prefill ? table_warps(arch, dims[h]) : 1};
           pt.items = sl_qknorm_items(!prefill, rope, pt.warps);
           SL_CHECK(sl_qknorm_spec(&spec, &pt));
           SL_CHECK(fn(&spec, user));
         }
-  sl_qknorm_point_t pt = {.head_dim = 128, .rot_dim = 64, .dtype = SL_DTYPE_BF16, .w_dtype = SL_DTYPE_BF16,
-                          .eps = 1e-6f, .warps = table_warps(arch, 128)};
+  sl_qknorm_point_t pt = {.head_dim = 128,
+                          .rot_dim = 64,
+                          .dtype = SL_DTYPE_BF16,
+                          .w_dtype = SL_DTYPE_BF16,
+                          .eps = 1e-6f,
+                          .warps = table_warps(arch, 128)};
   pt.items = sl_qknorm_items(false, true, pt.warps);
   SL_CHECK(sl_qknorm_spec(&spec, &pt));
   SL_CHECK(fn(&spec, user));
@@ -219,8 +231,13 @@ sl_status_t sl_qknorm_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t
   SL_CHECK(fn(&spec, user));
   /* Every warps-per-block candidate of the benchmark's shape (what --tune launches). */
   for (int w = 1; w <= 32; w *= 2) {
-    pt = (sl_qknorm_point_t){.head_dim = 128, .rot_dim = 0, .dtype = SL_DTYPE_BF16, .w_dtype = SL_DTYPE_BF16,
-                             .eps = 1e-6f, .warps = w, .items = sl_qknorm_items(false, false, w)};
+    pt = (sl_qknorm_point_t){.head_dim = 128,
+                             .rot_dim = 0,
+                             .dtype = SL_DTYPE_BF16,
+                             .w_dtype = SL_DTYPE_BF16,
+                             .eps = 1e-6f,
+                             .warps = w,
+                             .items = sl_qknorm_items(false, false, w)};
     SL_CHECK(sl_qknorm_spec(&spec, &pt));
     SL_CHECK(fn(&spec, user));
   }

@@ -89,7 +89,8 @@ extern "C" __global__ void __launch_bounds__(WARPS * SL_WARP_SIZE)
         sl_load_vec<DTYPE, VEC>(p[u], v[u]);
       else
 #pragma unroll
-        for (int i = 0; i < VEC; i++) v[u][i] = 0.0f;
+        for (int i = 0; i < VEC; i++)
+          v[u][i] = 0.0f;
     }
 #if ROT_DIM > 0
     // RoPE loads are issued before the reductions so their latency overlaps them.
@@ -112,20 +113,23 @@ extern "C" __global__ void __launch_bounds__(WARPS * SL_WARP_SIZE)
     for (int u = 0; u < ITEMS; u++) {
       ss[u] = 0.0f;
 #pragma unroll
-      for (int i = 0; i < VEC; i++) ss[u] += v[u][i] * v[u][i];
+      for (int i = 0; i < VEC; i++)
+        ss[u] += v[u][i] * v[u][i];
       ss[u] = sl_butterfly_sum<ROUNDS>(ss[u]); // ITEMS independent chains: their shuffles overlap
     }
 #pragma unroll
     for (int u = 0; u < ITEMS; u++) {
       const float inv = 1.0f / sqrtf(ss[u] / (float)HEAD_DIM + EPS);
 #pragma unroll
-      for (int i = 0; i < VEC; i++) v[u][i] = (v[u][i] * inv) * (is_q[u] ? wq[i] : wk[i]);
+      for (int i = 0; i < VEC; i++)
+        v[u][i] = (v[u][i] * inv) * (is_q[u] ? wq[i] : wk[i]);
 #if ROT_DIM > 0
       // Element i pairs with i + HALF, held by the lane HALF/VEC away; HALF/VEC is a power of
       // two below the head's lane count, so the partner is lane ^ (HALF/VEC), in the same head.
       float partner[VEC];
 #pragma unroll
-      for (int i = 0; i < VEC; i++) partner[i] = __shfl_xor_sync(0xffffffffu, v[u][i], HALF / VEC);
+      for (int i = 0; i < VEC; i++)
+        partner[i] = __shfl_xor_sync(0xffffffffu, v[u][i], HALF / VEC);
       if (rotate[u]) {
         const bool first = l * VEC < HALF;
 #pragma unroll

@@ -28,21 +28,21 @@
 #include "runtime/sl_jit.h"
 
 typedef struct {
-  void *q;               /* head 0 of token 0 of Q; token t starts at q + t*q_row_stride */
-  void *k;               /* head 0 of token 0 of K */
-  long q_row_stride;     /* elements between tokens: q_heads*head_dim for a separate Q, */
-  long k_row_stride;     /*   (q_heads + 2*kv_heads)*head_dim for a packed QKV row */
+  void *q;                                 /* head 0 of token 0 of Q; token t starts at q + t*q_row_stride */
+  void *k;                                 /* head 0 of token 0 of K */
+  long q_row_stride;                       /* elements between tokens: q_heads*head_dim for a separate Q, */
+  long k_row_stride;                       /*   (q_heads + 2*kv_heads)*head_dim for a packed QKV row */
   int tokens, q_heads, kv_heads, head_dim; /* head_dim 64, 128 or 256 */
   const void *q_weight, *k_weight;         /* [head_dim] w_dtype each */
   sl_dtype_t dtype, w_dtype;               /* dtype of Q/K (in place); of the weights */
   float eps, weight_bias;                  /* compile-time constants */
   /* RoPE (neox) when rope is true: */
   bool rope;
-  int rot_dim;                             /* 16, 32, 64, 128 or 256, <= head_dim */
-  const int32_t *positions;                /* [tokens] */
-  const float *cos_cache, *sin_cache;      /* [max_pos, rot_dim/2] each */
+  int rot_dim;                        /* 16, 32, 64, 128 or 256, <= head_dim */
+  const int32_t *positions;           /* [tokens] */
+  const float *cos_cache, *sin_cache; /* [max_pos, rot_dim/2] each */
   int max_pos;
-  int warps;                               /* warps per block; 0 = the table */
+  int warps; /* warps per block; 0 = the table */
 } sl_qknorm_args_t;
 
 typedef struct {

@@ -32,10 +32,16 @@ typedef struct {
 } warps_entry_t;
 
 static const warps_entry_t hopper_prefill[] = {
-    {1024, 8}, {4096, 8}, {8192, 16}, {SL_RMSNORM_MAX_HIDDEN, 16},
+    {1024, 8},
+    {4096, 8},
+    {8192, 16},
+    {SL_RMSNORM_MAX_HIDDEN, 16},
 };
 static const warps_entry_t blackwell_prefill[] = {
-    {1024, 8}, {4096, 8}, {8192, 16}, {SL_RMSNORM_MAX_HIDDEN, 16},
+    {1024, 8},
+    {4096, 8},
+    {8192, 16},
+    {SL_RMSNORM_MAX_HIDDEN, 16},
 };
 
 static int table_warps(int arch, int hidden) {
@@ -48,11 +54,14 @@ static int table_warps(int arch, int hidden) {
 
 int sl_rmsnorm_warp_candidates(int hidden, int out[8]) {
   int rw = SL_RMSNORM_ROW_WARPS(hidden), n = 0;
-  for (int w = rw; w <= 32 && n < 8; w *= 2) out[n++] = w;
+  for (int w = rw; w <= 32 && n < 8; w *= 2)
+    out[n++] = w;
   return n;
 }
 
-static bool float_dtype(sl_dtype_t t) { return t == SL_DTYPE_F32 || t == SL_DTYPE_BF16 || t == SL_DTYPE_F16; }
+static bool float_dtype(sl_dtype_t t) {
+  return t == SL_DTYPE_F32 || t == SL_DTYPE_BF16 || t == SL_DTYPE_F16;
+}
 
 /* Everything but the pointers (what the configuration choice depends on). */
 static sl_status_t validate_shape(const sl_rmsnorm_args_t *a) {
@@ -213,8 +222,12 @@ sl_status_t sl_rmsnorm_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_
   for (size_t h = 0; h < sizeof hiddens / sizeof *hiddens; h++)
     for (int res = 0; res < 2; res++)
       for (int prefill = 0; prefill < 2; prefill++) {
-        sl_rmsnorm_args_t a = {.rows = prefill ? 100000 : 1, .hidden = hiddens[h], .in_dtype = SL_DTYPE_BF16,
-                               .out_dtype = SL_DTYPE_BF16, .w_dtype = SL_DTYPE_BF16, .res_dtype = SL_DTYPE_BF16,
+        sl_rmsnorm_args_t a = {.rows = prefill ? 100000 : 1,
+                               .hidden = hiddens[h],
+                               .in_dtype = SL_DTYPE_BF16,
+                               .out_dtype = SL_DTYPE_BF16,
+                               .w_dtype = SL_DTYPE_BF16,
+                               .res_dtype = SL_DTYPE_BF16,
                                .eps = 1e-6f};
         SL_CHECK(sl_rmsnorm_choose(&a, arch, 132, &pt));
         pt.residual = res;
@@ -223,9 +236,15 @@ sl_status_t sl_rmsnorm_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_
         SL_CHECK(fn(&spec, user));
       }
   /* Gemma (bias 1), fp32 residual stream with bf16 activations and fp32 weights. */
-  pt = (sl_rmsnorm_point_t){.hidden = 2048, .in_dtype = SL_DTYPE_BF16, .out_dtype = SL_DTYPE_BF16,
-                            .w_dtype = SL_DTYPE_BF16, .res_dtype = SL_DTYPE_BF16, .eps = 1e-6f,
-                            .weight_bias = 1.0f, .residual = true, .warps = 2};
+  pt = (sl_rmsnorm_point_t){.hidden = 2048,
+                            .in_dtype = SL_DTYPE_BF16,
+                            .out_dtype = SL_DTYPE_BF16,
+                            .w_dtype = SL_DTYPE_BF16,
+                            .res_dtype = SL_DTYPE_BF16,
+                            .eps = 1e-6f,
+                            .weight_bias = 1.0f,
+                            .residual = true,
+                            .warps = 2};
   SL_CHECK(sl_rmsnorm_spec(&spec, &pt));
   SL_CHECK(fn(&spec, user));
   pt.weight_bias = 0.0f;
@@ -236,8 +255,12 @@ sl_status_t sl_rmsnorm_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_
   /* Every warps-per-block candidate at one prefill size (what --tune launches). */
   int cand[8], n = sl_rmsnorm_warp_candidates(4096, cand);
   for (int c = 0; c < n; c++) {
-    pt = (sl_rmsnorm_point_t){.hidden = 4096, .in_dtype = SL_DTYPE_BF16, .out_dtype = SL_DTYPE_BF16,
-                              .w_dtype = SL_DTYPE_BF16, .res_dtype = SL_DTYPE_BF16, .eps = 1e-6f,
+    pt = (sl_rmsnorm_point_t){.hidden = 4096,
+                              .in_dtype = SL_DTYPE_BF16,
+                              .out_dtype = SL_DTYPE_BF16,
+                              .w_dtype = SL_DTYPE_BF16,
+                              .res_dtype = SL_DTYPE_BF16,
+                              .eps = 1e-6f,
                               .warps = cand[c]};
     SL_CHECK(sl_rmsnorm_spec(&spec, &pt));
     SL_CHECK(fn(&spec, user));

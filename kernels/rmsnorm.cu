@@ -57,8 +57,8 @@ extern "C" __global__ void __launch_bounds__(WARPS * SL_WARP_SIZE)
     sl_rmsnorm_fwd(const void *__restrict__ x, void *__restrict__ y, void *__restrict__ residual,
                    const void *__restrict__ weight, int rows) {
   __shared__ float partial[2][WARPS];
-  const int slot = threadIdx.x / ROW_THREADS;           // row within the block
-  const int t = threadIdx.x - slot * ROW_THREADS;       // thread within the row
+  const int slot = threadIdx.x / ROW_THREADS;     // row within the block
+  const int t = threadIdx.x - slot * ROW_THREADS; // thread within the row
   int parity = 0;
   float wpre[PRELOAD_W ? CHUNKS : 1][VEC];
   if constexpr (PRELOAD_W) {
@@ -68,7 +68,8 @@ extern "C" __global__ void __launch_bounds__(WARPS * SL_WARP_SIZE)
       if (NVEC % ROW_THREADS == 0 || e < HIDDEN) {
         sl_load_vec<DTYPE_W, VEC>((const char *)weight + (long)e * sl_elem<DTYPE_W>::bytes, wpre[c]);
 #pragma unroll
-        for (int i = 0; i < VEC; i++) wpre[c][i] = WEIGHT_BIAS + wpre[c][i];
+        for (int i = 0; i < VEC; i++)
+          wpre[c][i] = WEIGHT_BIAS + wpre[c][i];
       }
     }
   }
@@ -86,7 +87,8 @@ extern "C" __global__ void __launch_bounds__(WARPS * SL_WARP_SIZE)
         sl_load_vec<DTYPE_IN, VEC>((const char *)x + (row * HIDDEN + e) * sl_elem<DTYPE_IN>::bytes, v[c]);
       else
 #pragma unroll
-        for (int i = 0; i < VEC; i++) v[c][i] = 0.0f;
+        for (int i = 0; i < VEC; i++)
+          v[c][i] = 0.0f;
     }
 #if RESIDUAL
     float r[CHUNKS][VEC];
@@ -97,13 +99,15 @@ extern "C" __global__ void __launch_bounds__(WARPS * SL_WARP_SIZE)
         sl_load_vec<DTYPE_RES, VEC>((const char *)residual + (row * HIDDEN + e) * sl_elem<DTYPE_RES>::bytes, r[c]);
       else
 #pragma unroll
-        for (int i = 0; i < VEC; i++) r[c][i] = 0.0f;
+        for (int i = 0; i < VEC; i++)
+          r[c][i] = 0.0f;
     }
     // residual = x + residual, rounded to its dtype; the norm is of the stored value.
 #pragma unroll
     for (int c = 0; c < CHUNKS; c++) {
 #pragma unroll
-      for (int i = 0; i < VEC; i++) v[c][i] = sl_round_to<DTYPE_RES>(v[c][i] + r[c][i]);
+      for (int i = 0; i < VEC; i++)
+        v[c][i] = sl_round_to<DTYPE_RES>(v[c][i] + r[c][i]);
       const int e = (c * ROW_THREADS + t) * VEC;
       if (active && (NVEC % ROW_THREADS == 0 || e < HIDDEN))
         sl_store_vec<DTYPE_RES, VEC>((char *)residual + (row * HIDDEN + e) * sl_elem<DTYPE_RES>::bytes, v[c]);
@@ -113,7 +117,8 @@ extern "C" __global__ void __launch_bounds__(WARPS * SL_WARP_SIZE)
 #pragma unroll
     for (int c = 0; c < CHUNKS; c++)
 #pragma unroll
-      for (int i = 0; i < VEC; i++) ss += v[c][i] * v[c][i];
+      for (int i = 0; i < VEC; i++)
+        ss += v[c][i] * v[c][i];
     ss = sl_group_sum<WARPS, ROW_WARPS>(ss, partial[parity]);
     parity ^= 1;
     // IEEE sqrt and division (not rsqrtf): once per row, and it matches the CPU reference.
@@ -125,14 +130,17 @@ extern "C" __global__ void __launch_bounds__(WARPS * SL_WARP_SIZE)
         float w[VEC], out[VEC];
         if constexpr (PRELOAD_W) {
 #pragma unroll
-          for (int i = 0; i < VEC; i++) w[i] = wpre[c][i];
+          for (int i = 0; i < VEC; i++)
+            w[i] = wpre[c][i];
         } else {
           sl_load_vec<DTYPE_W, VEC>((const char *)weight + (long)e * sl_elem<DTYPE_W>::bytes, w);
 #pragma unroll
-          for (int i = 0; i < VEC; i++) w[i] = WEIGHT_BIAS + w[i];
+          for (int i = 0; i < VEC; i++)
+            w[i] = WEIGHT_BIAS + w[i];
         }
 #pragma unroll
-        for (int i = 0; i < VEC; i++) out[i] = (v[c][i] * inv) * w[i];
+        for (int i = 0; i < VEC; i++)
+          out[i] = (v[c][i] * inv) * w[i];
         sl_store_vec<DTYPE_OUT, VEC>((char *)y + (row * HIDDEN + e) * sl_elem<DTYPE_OUT>::bytes, out);
       }
     }

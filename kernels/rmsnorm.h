@@ -17,7 +17,8 @@
 /* Warps that share one row: the fewest that keep <= 32 elements per thread (1 warp up to 1024,
  * 4 at 4096, 7 at 7168, 16 at 16384). Beyond one warp the row's sum of squares crosses warps
  * through one float per warp in shared memory. */
-#define SL_RMSNORM_ROW_WARPS(hidden) (((hidden) + 32 * SL_RMSNORM_ELTS_PER_THREAD - 1) / (32 * SL_RMSNORM_ELTS_PER_THREAD))
+#define SL_RMSNORM_ROW_WARPS(hidden)                                                                                   \
+  (((hidden) + 32 * SL_RMSNORM_ELTS_PER_THREAD - 1) / (32 * SL_RMSNORM_ELTS_PER_THREAD))
 
 #ifndef __CUDACC_RTC__
 #include <stdbool.h>
@@ -26,17 +27,17 @@
 #include "runtime/sl_jit.h"
 
 typedef struct {
-  const void *x;        /* [rows, hidden] in_dtype */
-  void *y;              /* [rows, hidden] out_dtype; must not overlap x or residual */
-  void *residual;       /* fused variant: [rows, hidden] res_dtype, read and overwritten by
-                           x + residual; NULL for the plain norm */
-  const void *weight;   /* [hidden] w_dtype */
+  const void *x;      /* [rows, hidden] in_dtype */
+  void *y;            /* [rows, hidden] out_dtype; must not overlap x or residual */
+  void *residual;     /* fused variant: [rows, hidden] res_dtype, read and overwritten by
+                         x + residual; NULL for the plain norm */
+  const void *weight; /* [hidden] w_dtype */
   int rows, hidden;
   sl_dtype_t in_dtype, out_dtype, w_dtype, res_dtype; /* each f32, bf16 or f16 */
-  float eps;            /* compile-time constant of the kernel */
-  float weight_bias;    /* compile-time: scale is (weight_bias + w); 1.0 for Gemma, 0.0 else */
-  int warps;            /* warps per block; 0 = the per-architecture table (tune with
-                           `sluice bench kernels --tune`) */
+  float eps;                                          /* compile-time constant of the kernel */
+  float weight_bias; /* compile-time: scale is (weight_bias + w); 1.0 for Gemma, 0.0 else */
+  int warps;         /* warps per block; 0 = the per-architecture table (tune with
+                        `sluice bench kernels --tune`) */
 } sl_rmsnorm_args_t;
 
 /* The compile-time point of one kernel. */

@@ -17,8 +17,7 @@
 #define SL_VEC_BYTES 16
 
 // Bytes of one element of a float-like dtype code (SL_DTYPE_F32/BF16/F16), at compile time.
-template <int DT>
-struct sl_elem {
+template <int DT> struct sl_elem {
   static_assert(DT == SL_DTYPE_F32 || DT == SL_DTYPE_BF16 || DT == SL_DTYPE_F16,
                 "vec.cuh handles f32, bf16 and f16 only");
   static constexpr int bytes = DT == SL_DTYPE_F32 ? 4 : 2;
@@ -27,8 +26,7 @@ struct sl_elem {
 
 // ---- one packet <-> fp32 ----------------------------------------------------------------
 // Unpack 16 (or 8) raw bytes holding elements of DT into fp32.
-template <int DT>
-__device__ __forceinline__ void sl_unpack_u32(const unsigned int *w, int nwords, float *f) {
+template <int DT> __device__ __forceinline__ void sl_unpack_u32(const unsigned int *w, int nwords, float *f) {
 #pragma unroll
   for (int i = 0; i < nwords; i++) {
     if constexpr (DT == SL_DTYPE_F32) {
@@ -46,8 +44,7 @@ __device__ __forceinline__ void sl_unpack_u32(const unsigned int *w, int nwords,
     }
   }
 }
-template <int DT>
-__device__ __forceinline__ void sl_pack_u32(const float *f, int nwords, unsigned int *w) {
+template <int DT> __device__ __forceinline__ void sl_pack_u32(const float *f, int nwords, unsigned int *w) {
 #pragma unroll
   for (int i = 0; i < nwords; i++) {
     if constexpr (DT == SL_DTYPE_F32) {
@@ -63,18 +60,19 @@ __device__ __forceinline__ void sl_pack_u32(const float *f, int nwords, unsigned
 }
 
 // Round an fp32 value to DT and back (the value a store of DT would keep).
-template <int DT>
-__device__ __forceinline__ float sl_round_to(float x) {
-  if constexpr (DT == SL_DTYPE_F32) return x;
-  else if constexpr (DT == SL_DTYPE_BF16) return __bfloat162float(__float2bfloat16_rn(x));
-  else return __half2float(__float2half_rn(x));
+template <int DT> __device__ __forceinline__ float sl_round_to(float x) {
+  if constexpr (DT == SL_DTYPE_F32)
+    return x;
+  else if constexpr (DT == SL_DTYPE_BF16)
+    return __bfloat162float(__float2bfloat16_rn(x));
+  else
+    return __half2float(__float2half_rn(x));
 }
 
 // ---- N contiguous elements <-> fp32 registers ---------------------------------------------
 // Load N elements of DT at p into f, as 16-byte packets (an 8-byte tail when N*bytes is 8).
 // p must be aligned to min(16, N*bytes).
-template <int DT, int N>
-__device__ __forceinline__ void sl_load_vec(const void *__restrict__ p, float (&f)[N]) {
+template <int DT, int N> __device__ __forceinline__ void sl_load_vec(const void *__restrict__ p, float (&f)[N]) {
   constexpr int bytes = N * sl_elem<DT>::bytes;
   static_assert(bytes % 16 == 0 || bytes == 8, "sl_load_vec: N elements must fill 16-byte packets or 8 bytes");
   if constexpr (bytes == 8) {
@@ -92,8 +90,7 @@ __device__ __forceinline__ void sl_load_vec(const void *__restrict__ p, float (&
 }
 
 // Store N fp32 values to DT at p (rounded to nearest even), as 16-byte packets.
-template <int DT, int N>
-__device__ __forceinline__ void sl_store_vec(void *__restrict__ p, const float (&f)[N]) {
+template <int DT, int N> __device__ __forceinline__ void sl_store_vec(void *__restrict__ p, const float (&f)[N]) {
   constexpr int bytes = N * sl_elem<DT>::bytes;
   static_assert(bytes % 16 == 0 || bytes == 8, "sl_store_vec: N elements must fill 16-byte packets or 8 bytes");
   if constexpr (bytes == 8) {
@@ -111,31 +108,36 @@ __device__ __forceinline__ void sl_store_vec(void *__restrict__ p, const float (
 }
 
 // Raw 16-byte packet copy (no conversion), for gathers.
-__device__ __forceinline__ uint4 sl_load_packet(const void *__restrict__ p) { return *reinterpret_cast<const uint4 *>(p); }
-__device__ __forceinline__ void sl_store_packet(void *__restrict__ p, uint4 v) { *reinterpret_cast<uint4 *>(p) = v; }
+__device__ __forceinline__ uint4 sl_load_packet(const void *__restrict__ p) {
+  return *reinterpret_cast<const uint4 *>(p);
+}
+__device__ __forceinline__ void sl_store_packet(void *__restrict__ p, uint4 v) {
+  *reinterpret_cast<uint4 *>(p) = v;
+}
 
 // ---- reductions ------------------------------------------------------------------------------
 // Sum over aligned groups of 2^ROUNDS lanes by a butterfly (shfl_xor): every lane of a group ends
 // with the same, bit-identical sum (each step adds the same two values in either order). The
 // whole warp must call it (full mask); ROUNDS = 5 is a whole-warp sum, 4 is half-warps, etc.
-template <int ROUNDS_>
-__device__ __forceinline__ float sl_butterfly_sum(float v) {
+template <int ROUNDS_> __device__ __forceinline__ float sl_butterfly_sum(float v) {
   static_assert(ROUNDS_ >= 0 && ROUNDS_ <= 5, "a butterfly spans at most a warp (5 rounds)");
 #pragma unroll
-  for (int i = ROUNDS_ - 1; i >= 0; i--) v += __shfl_xor_sync(0xffffffffu, v, 1 << i);
+  for (int i = ROUNDS_ - 1; i >= 0; i--)
+    v += __shfl_xor_sync(0xffffffffu, v, 1 << i);
   return v;
 }
 
 // log2 of a power of two, at compile time (for the number of butterfly rounds).
-__host__ __device__ constexpr int sl_log2_exact(int n) { return n <= 1 ? 0 : 1 + sl_log2_exact(n / 2); }
+__host__ __device__ constexpr int sl_log2_exact(int n) {
+  return n <= 1 ? 0 : 1 + sl_log2_exact(n / 2);
+}
 
 // Sum over groups of GROUP_WARPS_ consecutive warps of a block of BLOCK_WARPS_ warps: warp sums go
 // through `partial` (BLOCK_WARPS_ floats of shared memory, one slot per warp; no data round trip).
 // Every thread of the block must call it (it contains __syncthreads). The caller alternates
 // between two `partial` arrays on consecutive calls: the barrier of call i+1 then separates the
 // reads of call i from the writes of call i+2, so one barrier per call suffices.
-template <int BLOCK_WARPS_, int GROUP_WARPS_>
-__device__ __forceinline__ float sl_group_sum(float v, float *partial) {
+template <int BLOCK_WARPS_, int GROUP_WARPS_> __device__ __forceinline__ float sl_group_sum(float v, float *partial) {
   static_assert(BLOCK_WARPS_ % GROUP_WARPS_ == 0, "groups must tile the block");
   v = sl_butterfly_sum<5>(v);
   if constexpr (GROUP_WARPS_ == 1) {
@@ -147,14 +149,14 @@ __device__ __forceinline__ float sl_group_sum(float v, float *partial) {
     const int first = warp / GROUP_WARPS_ * GROUP_WARPS_;
     float s = 0.0f;
 #pragma unroll
-    for (int i = 0; i < GROUP_WARPS_; i++) s += partial[first + i];
+    for (int i = 0; i < GROUP_WARPS_; i++)
+      s += partial[first + i];
     return s;
   }
 }
 
 // Sum over the whole block (one group).
-template <int BLOCK_WARPS_>
-__device__ __forceinline__ float sl_block_sum(float v, float *partial) {
+template <int BLOCK_WARPS_> __device__ __forceinline__ float sl_block_sum(float v, float *partial) {
   return sl_group_sum<BLOCK_WARPS_, BLOCK_WARPS_>(v, partial);
 }
 

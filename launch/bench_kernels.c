@@ -38,7 +38,9 @@ static void pool_free(sl_bench_t *b, pool_t *p) {
   sl_device_free(b->rt->dev, p->base);
   p->base = NULL;
 }
-static void *pool_slot(const pool_t *p, int iter) { return p->base + (size_t)(iter % p->copies) * p->stride; }
+static void *pool_slot(const pool_t *p, int iter) {
+  return p->base + (size_t)(iter % p->copies) * p->stride;
+}
 
 /* Fill every slot with random values of `dt` in [-scale, scale] (NaN-free, so timing does not
  * depend on special values). One host buffer, copied into each slot. */
@@ -52,7 +54,8 @@ static sl_status_t pool_fill(sl_bench_t *b, pool_t *p, sl_dtype_t dt, size_t n, 
     sl_store_f32(h, dt, i, scale * ((float)(st >> 8) * (2.0f / 16777216.0f) - 1.0f));
   }
   sl_status_t s = SL_OK;
-  for (int c = 0; c < p->copies && s == SL_OK; c++) s = sl_memcpy(b->rt->dev, pool_slot(p, c), h, bytes, b->stream);
+  for (int c = 0; c < p->copies && s == SL_OK; c++)
+    s = sl_memcpy(b->rt->dev, pool_slot(p, c), h, bytes, b->stream);
   if (s == SL_OK) s = sl_stream_sync(b->rt->dev, b->stream);
   free(h);
   return s;
@@ -62,7 +65,8 @@ static sl_status_t fill_const(sl_bench_t *b, void *dst, sl_dtype_t dt, size_t n,
   size_t bytes = sl_dtype_bytes(dt, n);
   void *h = malloc(bytes);
   if (!h) return SL_ERR(SL_ERR_NOMEM, "bench weights");
-  for (size_t i = 0; i < n; i++) sl_store_f32(h, dt, i, v);
+  for (size_t i = 0; i < n; i++)
+    sl_store_f32(h, dt, i, v);
   sl_status_t s = sl_memcpy(b->rt->dev, dst, h, bytes, b->stream);
   if (s == SL_OK) s = sl_stream_sync(b->rt->dev, b->stream);
   free(h);
@@ -128,9 +132,15 @@ static sl_status_t bench_rmsnorm_shape(sl_bench_t *b, int tokens, int hidden, bo
   SL_CHECK_GOTO(pool_fill(b, &c.x, SL_DTYPE_BF16, n, 2.0f, 1), s, out);
   if (residual) SL_CHECK_GOTO(pool_fill(b, &c.res, SL_DTYPE_BF16, n, 2.0f, 2), s, out);
   SL_CHECK_GOTO(fill_const(b, w, SL_DTYPE_BF16, (size_t)hidden, 1.0f), s, out);
-  c.a = (sl_rmsnorm_args_t){.weight = w, .residual = residual ? c.res.base : NULL, .rows = tokens,
-                            .hidden = hidden, .in_dtype = SL_DTYPE_BF16, .out_dtype = SL_DTYPE_BF16,
-                            .w_dtype = SL_DTYPE_BF16, .res_dtype = SL_DTYPE_BF16, .eps = 1e-6f};
+  c.a = (sl_rmsnorm_args_t){.weight = w,
+                            .residual = residual ? c.res.base : NULL,
+                            .rows = tokens,
+                            .hidden = hidden,
+                            .in_dtype = SL_DTYPE_BF16,
+                            .out_dtype = SL_DTYPE_BF16,
+                            .w_dtype = SL_DTYPE_BF16,
+                            .res_dtype = SL_DTYPE_BF16,
+                            .eps = 1e-6f};
   /* x read + y written (+ residual read and written) + the weight once. */
   double moved = (double)bytes * (residual ? 4 : 2) + 2.0 * hidden;
   char shape[64], path[32];
@@ -226,18 +236,31 @@ static sl_status_t bench_qknorm_shape(sl_bench_t *b, int tokens, int q_heads, in
       s = SL_ERR(SL_ERR_NOMEM, "positions");
       goto out;
     }
-    for (int t = 0; t < tokens; t++) hp[t] = (int32_t)((t * 7919) % max_pos);
+    for (int t = 0; t < tokens; t++)
+      hp[t] = (int32_t)((t * 7919) % max_pos);
     s = sl_memcpy(dev, pos, hp, (size_t)tokens * 4, b->stream);
     if (s == SL_OK) s = sl_stream_sync(dev, b->stream);
     free(hp);
     SL_CHECK_GOTO(s, s, out);
   }
-  c.a = (sl_qknorm_args_t){.q_row_stride = (long)q_heads * D, .k_row_stride = (long)kv_heads * D,
-                           .tokens = tokens, .q_heads = q_heads, .kv_heads = kv_heads, .head_dim = D,
-                           .q_weight = w, .k_weight = w, .dtype = SL_DTYPE_BF16, .w_dtype = SL_DTYPE_BF16,
+  c.a = (sl_qknorm_args_t){.q_row_stride = (long)q_heads * D,
+                           .k_row_stride = (long)kv_heads * D,
+                           .tokens = tokens,
+                           .q_heads = q_heads,
+                           .kv_heads = kv_heads,
+                           .head_dim = D,
+                           .q_weight = w,
+                           .k_weight = w,
+                           .dtype = SL_DTYPE_BF16,
+                           .w_dtype = SL_DTYPE_BF16,
                            .eps = 1e-6f};
-  c.rq = (sl_rmsnorm_args_t){.weight = w, .rows = tokens * q_heads, .hidden = D, .in_dtype = SL_DTYPE_BF16,
-                             .out_dtype = SL_DTYPE_BF16, .w_dtype = SL_DTYPE_BF16, .res_dtype = SL_DTYPE_BF16,
+  c.rq = (sl_rmsnorm_args_t){.weight = w,
+                             .rows = tokens * q_heads,
+                             .hidden = D,
+                             .in_dtype = SL_DTYPE_BF16,
+                             .out_dtype = SL_DTYPE_BF16,
+                             .w_dtype = SL_DTYPE_BF16,
+                             .res_dtype = SL_DTYPE_BF16,
                              .eps = 1e-6f};
   c.rk = c.rq;
   c.rk.rows = tokens * kv_heads;
@@ -253,8 +276,7 @@ static sl_status_t bench_qknorm_shape(sl_bench_t *b, int tokens, int q_heads, in
     SL_CHECK_GOTO(time_both(b, qk_generic, &c, tokens, &gen_us, &gen_gus), s, out);
     snprintf(extra, sizeof extra, "2x rmsnorm/fused: %.2fx%s", us > 0 ? gen_us / us : 0.0, "");
     if (gus > 0 && gen_gus > 0)
-      snprintf(extra, sizeof extra, "2x rmsnorm/fused: %.2fx (graph %.2fx)", us > 0 ? gen_us / us : 0.0,
-               gen_gus / gus);
+      snprintf(extra, sizeof extra, "2x rmsnorm/fused: %.2fx (graph %.2fx)", us > 0 ? gen_us / us : 0.0, gen_gus / gus);
     sl_bench_row(b, "qknorm", shape, path, us, moved, gus, extra);
     sl_bench_row(b, "qknorm/2x-rmsnorm", shape, "generic", gen_us, moved, gen_gus, NULL);
     if (tune && (long)tokens * (q_heads + kv_heads) / 2 >= info->sm_count) {
@@ -284,8 +306,7 @@ static sl_status_t bench_qknorm_shape(sl_bench_t *b, int tokens, int q_heads, in
     c.a.max_pos = max_pos;
     SL_CHECK_GOTO(time_both(b, qk_rope, &c, tokens, &us, &gus), s, out);
     /* + positions and the cos/sin rows each token reads */
-    sl_bench_row(b, "qknorm+rope", shape, "qkv-packed", us, moved + (double)tokens * (4 + 2 * (D / 2) * 4), gus,
-                 NULL);
+    sl_bench_row(b, "qknorm+rope", shape, "qkv-packed", us, moved + (double)tokens * (4 + 2 * (D / 2) * 4), gus, NULL);
   }
 out:
   sl_device_free(dev, w);
@@ -344,8 +365,8 @@ static sl_status_t bench_embedding_shape(sl_bench_t *b, int tokens, int hidden, 
     SL_CHECK_GOTO(sl_memcpy(dev, pool_slot(&c.ids, cpy), hids, (size_t)tokens * 4, b->stream), s, out);
   }
   SL_CHECK_GOTO(sl_stream_sync(dev, b->stream), s, out);
-  c.a = (sl_embedding_args_t){.table = table, .error = err, .tokens = tokens, .vocab = vocab, .hidden = hidden,
-                              .dtype = SL_DTYPE_BF16};
+  c.a = (sl_embedding_args_t){
+      .table = table, .error = err, .tokens = tokens, .vocab = vocab, .hidden = hidden, .dtype = SL_DTYPE_BF16};
   double moved = 2.0 * (double)row * tokens + 4.0 * tokens;
   char shape[64], path[32];
   snprintf(shape, sizeof shape, "T=%d h=%d bf16", tokens, hidden);
@@ -383,14 +404,17 @@ static sl_status_t run_all(sl_bench_t *b, bool tune) {
   sl_bench_header(b, "RMSNorm (bf16 in/out/weight; fused: residual = x + residual, y = norm(residual))");
   for (int r = 0; r < 2; r++)
     for (int h = 0; h < sh.hidden_n; h++)
-      for (int t = 0; t < sh.tokens_n; t++) SL_CHECK(bench_rmsnorm_shape(b, sh.tokens[t], sh.hidden[h], r == 1, tune));
+      for (int t = 0; t < sh.tokens_n; t++)
+        SL_CHECK(bench_rmsnorm_shape(b, sh.tokens[t], sh.hidden[h], r == 1, tune));
   sl_bench_header(b, "QK-norm (in place, head_dim 128; baseline: rmsnorm over [T*heads, 128] for Q then K)");
   static const int qh[] = {32, 64};
   for (int q = 0; q < (b->quick ? 1 : 2); q++)
-    for (int t = 0; t < sh.tokens_n; t++) SL_CHECK(bench_qknorm_shape(b, sh.tokens[t], qh[q], 4, tune));
+    for (int t = 0; t < sh.tokens_n; t++)
+      SL_CHECK(bench_qknorm_shape(b, sh.tokens[t], qh[q], 4, tune));
   sl_bench_header(b, "Embedding lookup (bf16 table, int32 ids)");
   for (int h = 0; h < sh.hidden_n; h++)
-    for (int t = 0; t < sh.tokens_n; t++) SL_CHECK(bench_embedding_shape(b, sh.tokens[t], sh.hidden[h], tune));
+    for (int t = 0; t < sh.tokens_n; t++)
+      SL_CHECK(bench_embedding_shape(b, sh.tokens[t], sh.hidden[h], tune));
   return SL_OK;
 }
 
@@ -403,14 +427,17 @@ int sl_cmd_bench_kernels(sl_runtime_t *rt, int argc, char **argv) {
       tune = true;
     } else {
       if (rt->boot.rank == 0)
-        fprintf(stderr, "usage: sluice bench kernels [--tune] [--iters N] [--json FILE] [--quick|--full] [--only OP]\n"
-                        "unknown option '%s'\n", argv[i]);
+        fprintf(stderr,
+                "usage: sluice bench kernels [--tune] [--iters N] [--json FILE] [--quick|--full] [--only OP]\n"
+                "unknown option '%s'\n",
+                argv[i]);
       sl_bench_finish(&b);
       return 2;
     }
   }
   if (tune && sl_device_backend(rt->dev) != SL_BACKEND_CUDA) {
-    if (rt->boot.rank == 0) printf("# --tune measures warps per block of the GPU kernels: skipped on the CPU backend\n");
+    if (rt->boot.rank == 0)
+      printf("# --tune measures warps per block of the GPU kernels: skipped on the CPU backend\n");
     tune = false;
   }
   sl_status_t s = run_all(&b, tune);

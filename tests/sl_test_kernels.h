@@ -28,12 +28,15 @@ static inline void sl_test_fill(uint64_t *rng, void *p, sl_dtype_t dt, size_t n,
 }
 
 /* Map a 16-bit float pattern to an integer that is monotonic in its value (ulp distance). */
-static inline int sl_test_ord16(uint16_t b) { return (b & 0x8000u) ? -(int)(b & 0x7fffu) : (int)b; }
+static inline int sl_test_ord16(uint16_t b) {
+  return (b & 0x8000u) ? -(int)(b & 0x7fffu) : (int)b;
+}
 
 /* Compare n elements of `dt`: 16-bit types within max_ulp ulps or atol (an absolute floor for
- * results of cancellation, 0 for none); fp32 within atol + rtol*|want|. NaN never passes. Prints the first few mismatches; returns their count. */
-static inline size_t sl_test_compare_dtype(const char *what, sl_dtype_t dt, const void *got, const void *want,
-                                           size_t n, int max_ulp, float atol, float rtol) {
+ * results of cancellation, 0 for none); fp32 within atol + rtol*|want|. NaN never passes. Prints the first few
+ * mismatches; returns their count. */
+static inline size_t sl_test_compare_dtype(const char *what, sl_dtype_t dt, const void *got, const void *want, size_t n,
+                                           int max_ulp, float atol, float rtol) {
   size_t bad = 0;
   for (size_t i = 0; i < n; i++) {
     float g = sl_load_f32(got, dt, i), w = sl_load_f32(want, dt, i);
@@ -47,7 +50,8 @@ static inline size_t sl_test_compare_dtype(const char *what, sl_dtype_t dt, cons
       ok = abs(d) <= max_ulp || fabsf(g - w) <= atol;
     }
     if (!ok) {
-      if (bad < 8) fprintf(stderr, "  %s[%zu] (%s): got %.9g want %.9g\n", what, i, sl_dtype_name(dt), (double)g, (double)w);
+      if (bad < 8)
+        fprintf(stderr, "  %s[%zu] (%s): got %.9g want %.9g\n", what, i, sl_dtype_name(dt), (double)g, (double)w);
       bad++;
     }
   }

@@ -61,9 +61,19 @@ static void rms_check(const rms_case_t *c, sl_stream_t *graph_stream) {
   if (hres) sl_test_fill(&rng, hres, c->res, n, 2.0f, 1);
   void *dx = upload(hx, xb), *dw = upload(hw, wb), *dres = hres ? upload(hres, rb) : NULL;
   void *dy = alloc_poisoned(yb + guard);
-  sl_rmsnorm_args_t a = {.x = dx, .y = dy, .residual = dres, .weight = dw, .rows = c->rows, .hidden = c->hidden,
-                         .in_dtype = c->in, .out_dtype = c->out, .w_dtype = c->w, .res_dtype = c->res,
-                         .eps = 1e-6f, .weight_bias = c->bias, .warps = c->warps};
+  sl_rmsnorm_args_t a = {.x = dx,
+                         .y = dy,
+                         .residual = dres,
+                         .weight = dw,
+                         .rows = c->rows,
+                         .hidden = c->hidden,
+                         .in_dtype = c->in,
+                         .out_dtype = c->out,
+                         .w_dtype = c->w,
+                         .res_dtype = c->res,
+                         .eps = 1e-6f,
+                         .weight_bias = c->bias,
+                         .warps = c->warps};
   if (graph_stream) {
     /* Warm (compile + load outside the capture), poison again, capture, replay once. */
     SL_ASSERT_OK(sl_rmsnorm(dev, &a, graph_stream));
@@ -118,8 +128,14 @@ static void test_rmsnorm_every_dtype_pair(void **state) {
       for (int residual = 0; residual < 2; residual++)
         for (int r = 0; r < 2; r++) {
           sl_dtype_t in = sl_test_float_dtypes[i];
-          rms_case_t c = {.rows = r ? 300 : 1, .hidden = 4096, .in = in, .out = sl_test_float_dtypes[o], .w = in,
-                          .res = in, .bias = 0.0f, .residual = residual};
+          rms_case_t c = {.rows = r ? 300 : 1,
+                          .hidden = 4096,
+                          .in = in,
+                          .out = sl_test_float_dtypes[o],
+                          .w = in,
+                          .res = in,
+                          .bias = 0.0f,
+                          .residual = residual};
           rms_check(&c, NULL);
         }
 }
@@ -130,24 +146,46 @@ static void test_rmsnorm_sizes_and_variants(void **state) {
   for (int h = 0; h < 6; h++)
     for (int r = 0; r < 3; r++)
       for (int residual = 0; residual < 2; residual++) {
-        rms_case_t c = {.rows = rows[r], .hidden = hiddens[h], .in = SL_DTYPE_BF16, .out = SL_DTYPE_BF16,
-                        .w = SL_DTYPE_BF16, .res = SL_DTYPE_BF16, .bias = (float)(r & 1), .residual = residual};
+        rms_case_t c = {.rows = rows[r],
+                        .hidden = hiddens[h],
+                        .in = SL_DTYPE_BF16,
+                        .out = SL_DTYPE_BF16,
+                        .w = SL_DTYPE_BF16,
+                        .res = SL_DTYPE_BF16,
+                        .bias = (float)(r & 1),
+                        .residual = residual};
         rms_check(&c, NULL);
       }
   /* Mixed: bf16 activations, fp32 residual stream and weights; fp16 in, fp32 out, bf16 weights. */
-  rms_case_t m1 = {.rows = 257, .hidden = 2048, .in = SL_DTYPE_BF16, .out = SL_DTYPE_BF16, .w = SL_DTYPE_F32,
-                   .res = SL_DTYPE_F32, .residual = 1};
+  rms_case_t m1 = {.rows = 257,
+                   .hidden = 2048,
+                   .in = SL_DTYPE_BF16,
+                   .out = SL_DTYPE_BF16,
+                   .w = SL_DTYPE_F32,
+                   .res = SL_DTYPE_F32,
+                   .residual = 1};
   rms_check(&m1, NULL);
-  rms_case_t m2 = {.rows = 33, .hidden = 7168, .in = SL_DTYPE_F16, .out = SL_DTYPE_F32, .w = SL_DTYPE_BF16,
-                   .res = SL_DTYPE_BF16, .bias = 1.0f, .residual = 1};
+  rms_case_t m2 = {.rows = 33,
+                   .hidden = 7168,
+                   .in = SL_DTYPE_F16,
+                   .out = SL_DTYPE_F32,
+                   .w = SL_DTYPE_BF16,
+                   .res = SL_DTYPE_BF16,
+                   .bias = 1.0f,
+                   .residual = 1};
   rms_check(&m2, NULL);
   /* Many more row groups than resident blocks: the grid-stride loop runs several rounds. */
-  rms_case_t big = {.rows = 40000, .hidden = 2048, .in = SL_DTYPE_BF16, .out = SL_DTYPE_BF16, .w = SL_DTYPE_BF16,
-                    .res = SL_DTYPE_BF16, .residual = 1};
+  rms_case_t big = {.rows = 40000,
+                    .hidden = 2048,
+                    .in = SL_DTYPE_BF16,
+                    .out = SL_DTYPE_BF16,
+                    .w = SL_DTYPE_BF16,
+                    .res = SL_DTYPE_BF16,
+                    .residual = 1};
   rms_check(&big, NULL);
   /* Per-head size (the QK-norm benchmark's baseline). */
-  rms_case_t head = {.rows = 999, .hidden = 128, .in = SL_DTYPE_BF16, .out = SL_DTYPE_BF16, .w = SL_DTYPE_BF16,
-                     .res = SL_DTYPE_BF16};
+  rms_case_t head = {
+      .rows = 999, .hidden = 128, .in = SL_DTYPE_BF16, .out = SL_DTYPE_BF16, .w = SL_DTYPE_BF16, .res = SL_DTYPE_BF16};
   rms_check(&head, NULL);
 }
 
@@ -156,8 +194,14 @@ static void test_rmsnorm_every_warps_candidate(void **state) {
   for (int h = 0; h < 3; h++) {
     int cand[8], n = sl_rmsnorm_warp_candidates(hiddens[h], cand);
     for (int i = 0; i < n; i++) {
-      rms_case_t c = {.rows = 1001, .hidden = hiddens[h], .in = SL_DTYPE_BF16, .out = SL_DTYPE_BF16,
-                      .w = SL_DTYPE_BF16, .res = SL_DTYPE_BF16, .residual = i & 1, .warps = cand[i]};
+      rms_case_t c = {.rows = 1001,
+                      .hidden = hiddens[h],
+                      .in = SL_DTYPE_BF16,
+                      .out = SL_DTYPE_BF16,
+                      .w = SL_DTYPE_BF16,
+                      .res = SL_DTYPE_BF16,
+                      .residual = i & 1,
+                      .warps = cand[i]};
       rms_check(&c, NULL);
     }
   }
@@ -166,8 +210,8 @@ static void test_rmsnorm_every_warps_candidate(void **state) {
 static void test_rmsnorm_in_cuda_graph(void **state) {
   sl_stream_t *st;
   SL_ASSERT_OK(sl_stream_create(dev, &st));
-  rms_case_t c = {.rows = 16, .hidden = 4096, .in = SL_DTYPE_BF16, .out = SL_DTYPE_BF16, .w = SL_DTYPE_BF16,
-                  .res = SL_DTYPE_BF16};
+  rms_case_t c = {
+      .rows = 16, .hidden = 4096, .in = SL_DTYPE_BF16, .out = SL_DTYPE_BF16, .w = SL_DTYPE_BF16, .res = SL_DTYPE_BF16};
   rms_check(&c, st);
   sl_stream_destroy(dev, st);
 }
@@ -200,7 +244,8 @@ static void qk_check(const qk_case_t *c) {
     hcos[i] = (float)cos(th);
     hsin[i] = (float)sin(th);
   }
-  for (int t = 0; t < c->tokens; t++) hpos[t] = (int32_t)(sl_test_rand_u64(&rng) % QK_MAX_POS);
+  for (int t = 0; t < c->tokens; t++)
+    hpos[t] = (int32_t)(sl_test_rand_u64(&rng) % QK_MAX_POS);
   if (c->tokens > 3) {
     hpos[1] = QK_MAX_POS + 5; /* out of range: normalized, not rotated, nothing read */
     hpos[2] = -3;
@@ -209,11 +254,25 @@ static void qk_check(const qk_case_t *c) {
   void *dpos = upload(hpos, sizeof(int32_t) * (size_t)c->tokens);
   void *dcos = upload(hcos, cache_n * 4), *dsin = upload(hsin, cache_n * 4);
   size_t k_off = sl_dtype_bytes(c->dt, (size_t)c->q_heads * D);
-  sl_qknorm_args_t a = {.q = dq, .k = c->packed ? (char *)dq + k_off : dk, .q_row_stride = q_stride,
-                        .k_row_stride = k_stride, .tokens = c->tokens, .q_heads = c->q_heads,
-                        .kv_heads = c->kv_heads, .head_dim = D, .q_weight = dqw, .k_weight = dkw, .dtype = c->dt,
-                        .w_dtype = c->dt, .eps = 1e-6f, .rope = c->rot_dim > 0, .rot_dim = c->rot_dim,
-                        .positions = dpos, .cos_cache = dcos, .sin_cache = dsin, .max_pos = QK_MAX_POS,
+  sl_qknorm_args_t a = {.q = dq,
+                        .k = c->packed ? (char *)dq + k_off : dk,
+                        .q_row_stride = q_stride,
+                        .k_row_stride = k_stride,
+                        .tokens = c->tokens,
+                        .q_heads = c->q_heads,
+                        .kv_heads = c->kv_heads,
+                        .head_dim = D,
+                        .q_weight = dqw,
+                        .k_weight = dkw,
+                        .dtype = c->dt,
+                        .w_dtype = c->dt,
+                        .eps = 1e-6f,
+                        .rope = c->rot_dim > 0,
+                        .rot_dim = c->rot_dim,
+                        .positions = dpos,
+                        .cos_cache = dcos,
+                        .sin_cache = dsin,
+                        .max_pos = QK_MAX_POS,
                         .warps = c->warps};
   SL_ASSERT_OK(sl_qknorm(dev, &a, NULL));
   finish_kernel("qknorm");
@@ -249,8 +308,8 @@ static void qk_check(const qk_case_t *c) {
     bad += sl_test_compare_dtype("k", c->dt, gk, hk, kn, 2, atol, 1e-5f);
   }
   if (bad)
-    fail_msg("qknorm tokens %d heads %d+%d dim %d rot %d %s packed %d warps %d: %zu mismatches", c->tokens,
-             c->q_heads, c->kv_heads, D, c->rot_dim, sl_dtype_name(c->dt), c->packed, c->warps, bad);
+    fail_msg("qknorm tokens %d heads %d+%d dim %d rot %d %s packed %d warps %d: %zu mismatches", c->tokens, c->q_heads,
+             c->kv_heads, D, c->rot_dim, sl_dtype_name(c->dt), c->packed, c->warps, bad);
   sl_device_free(dev, dq);
   sl_device_free(dev, dk);
   sl_device_free(dev, dqw);
@@ -277,8 +336,14 @@ static void test_qknorm_every_dtype_dim_layout_rope(void **state) {
       for (int packed = 0; packed < 2; packed++)
         for (int rope = 0; rope < 3; rope++)
           for (int t = 0; t < 2; t++) {
-            qk_case_t c = {.tokens = tokens[t], .q_heads = 8, .kv_heads = 2, .head_dim = dims[h],
-                           .rot_dim = rope == 0 ? 0 : rope == 1 ? dims[h] : dims[h] / 2, .packed = packed,
+            qk_case_t c = {.tokens = tokens[t],
+                           .q_heads = 8,
+                           .kv_heads = 2,
+                           .head_dim = dims[h],
+                           .rot_dim = rope == 0   ? 0
+                                      : rope == 1 ? dims[h]
+                                                  : dims[h] / 2,
+                           .packed = packed,
                            .dt = sl_test_float_dtypes[d]};
             qk_check(&c);
           }
@@ -287,15 +352,21 @@ static void test_qknorm_every_dtype_dim_layout_rope(void **state) {
 static void test_qknorm_qwen3_shapes_and_warps(void **state) {
   /* Qwen3 head counts (32+4, 64+4) packed with RoPE; every warps candidate; enough heads for
    * the grid-stride loop to run several rounds. */
-  qk_case_t c = {.tokens = 4096, .q_heads = 32, .kv_heads = 4, .head_dim = 128, .rot_dim = 128, .packed = 1,
-                 .dt = SL_DTYPE_BF16};
+  qk_case_t c = {
+      .tokens = 4096, .q_heads = 32, .kv_heads = 4, .head_dim = 128, .rot_dim = 128, .packed = 1, .dt = SL_DTYPE_BF16};
   qk_check(&c);
   c.q_heads = 64;
   c.tokens = 17;
   qk_check(&c);
   for (int w = 1; w <= 32; w *= 2) {
-    qk_case_t cw = {.tokens = 2000, .q_heads = 32, .kv_heads = 4, .head_dim = 128, .rot_dim = 0, .packed = 0,
-                    .warps = w, .dt = SL_DTYPE_BF16};
+    qk_case_t cw = {.tokens = 2000,
+                    .q_heads = 32,
+                    .kv_heads = 4,
+                    .head_dim = 128,
+                    .rot_dim = 0,
+                    .packed = 0,
+                    .warps = w,
+                    .dt = SL_DTYPE_BF16};
     qk_check(&cw);
   }
 }
@@ -307,7 +378,8 @@ static void emb_check(sl_dtype_t dt, int hidden, int tokens, int warps, int with
   void *htable = sl_test_alloc(row * vocab), *hout = sl_test_alloc(ob + row);
   int32_t *hids = sl_test_alloc(sizeof(int32_t) * (size_t)tokens);
   sl_test_fill(&rng, htable, dt, (size_t)hidden * vocab, 1.0f, 1);
-  for (int t = 0; t < tokens; t++) hids[t] = (int32_t)(sl_test_rand_u64(&rng) % vocab);
+  for (int t = 0; t < tokens; t++)
+    hids[t] = (int32_t)(sl_test_rand_u64(&rng) % vocab);
   if (tokens > 1) hids[tokens - 1] = vocab - 1;
   if (with_bad_ids) {
     hids[7] = vocab + 11;
@@ -318,8 +390,15 @@ static void emb_check(sl_dtype_t dt, int hidden, int tokens, int warps, int with
   void *dout = alloc_poisoned(ob + row), *derr = NULL;
   SL_ASSERT_OK(sl_device_malloc(dev, sizeof(unsigned long long), &derr));
   SL_ASSERT_OK(sl_embedding_error_reset(dev, derr, NULL));
-  sl_embedding_args_t a = {.ids = dids, .table = dtable, .out = dout, .error = derr, .tokens = tokens,
-                           .vocab = vocab, .hidden = hidden, .dtype = dt, .warps = warps};
+  sl_embedding_args_t a = {.ids = dids,
+                           .table = dtable,
+                           .out = dout,
+                           .error = derr,
+                           .tokens = tokens,
+                           .vocab = vocab,
+                           .hidden = hidden,
+                           .dtype = dt,
+                           .warps = warps};
   SL_ASSERT_OK(sl_embedding(dev, &a, NULL)); /* asynchronous: errors come from the check */
   finish_kernel("embedding");
   sl_status_t s = sl_embedding_check(dev, derr, vocab, NULL);
@@ -358,7 +437,8 @@ static void test_embedding_matches_cpu(void **state) {
       emb_check(sl_test_float_dtypes[d], hiddens[h], 1, 0, 0);
       emb_check(sl_test_float_dtypes[d], hiddens[h], 1000, 0, 0);
     }
-  for (int w = 1; w <= 32; w *= 2) emb_check(SL_DTYPE_BF16, 4096, 5000, w, 0);
+  for (int w = 1; w <= 32; w *= 2)
+    emb_check(SL_DTYPE_BF16, 4096, 5000, w, 0);
 }
 
 static void test_embedding_out_of_range_reported(void **state) {

@@ -80,6 +80,8 @@ static inline int sl_test_points_have(const sl_test_points_t *p, const char *nam
   return sl_test_points_have2(p, name, value, NULL, NULL);
 }
 
-static inline void sl_test_points_free(sl_test_points_t *p) { free(p->specs); }
+static inline void sl_test_points_free(sl_test_points_t *p) {
+  free(p->specs);
+}
 
 #endif

@@ -17,7 +17,8 @@ static void test_rmsnorm_points_compile(void **state) {
     assert_true(sl_test_points_have(&p, "RESIDUAL", "0"));
     assert_true(sl_test_points_have(&p, "RESIDUAL", "1"));
     static const char *hiddens[] = {"512", "520", "2048", "4096", "7168", "8192", "16384"};
-    for (int h = 0; h < 7; h++) assert_true(sl_test_points_have(&p, "HIDDEN", hiddens[h]));
+    for (int h = 0; h < 7; h++)
+      assert_true(sl_test_points_have(&p, "HIDDEN", hiddens[h]));
     assert_true(sl_test_points_have(&p, "WEIGHT_BIAS", "1.000000000e+00f"));
     sl_test_points_free(&p);
   }

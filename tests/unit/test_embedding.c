@@ -19,12 +19,19 @@ static void test_gathers_rows_exactly(void **state) {
         int32_t *ids = sl_test_alloc(sizeof(int32_t) * (size_t)tokens[t]);
         unsigned long long *err = sl_test_alloc(sizeof *err);
         sl_test_fill(&rng, table, dt, (size_t)hiddens[h] * vocab, 1.0f, 1);
-        for (int i = 0; i < tokens[t]; i++) ids[i] = (int32_t)(sl_test_rand_u64(&rng) % vocab);
+        for (int i = 0; i < tokens[t]; i++)
+          ids[i] = (int32_t)(sl_test_rand_u64(&rng) % vocab);
         if (tokens[t] > 2) ids[2] = vocab - 1; /* last row */
         memset(out, 0xff, row * (size_t)tokens[t]);
         SL_ASSERT_OK(sl_embedding_error_reset(dev, err, NULL));
-        sl_embedding_args_t a = {.ids = ids, .table = table, .out = out, .error = err, .tokens = tokens[t],
-                                 .vocab = vocab, .hidden = hiddens[h], .dtype = dt};
+        sl_embedding_args_t a = {.ids = ids,
+                                 .table = table,
+                                 .out = out,
+                                 .error = err,
+                                 .tokens = tokens[t],
+                                 .vocab = vocab,
+                                 .hidden = hiddens[h],
+                                 .dtype = dt};
         SL_ASSERT_OK(sl_embedding(dev, &a, NULL));
         SL_ASSERT_OK(sl_embedding_check(dev, err, vocab, NULL));
         for (int i = 0; i < tokens[t]; i++)
@@ -48,13 +55,20 @@ static void test_out_of_range_id_is_reported(void **state) {
   int32_t *ids = sl_test_alloc(sizeof(int32_t) * tokens);
   unsigned long long *err = sl_test_alloc(sizeof *err);
   sl_test_fill(&rng, table, SL_DTYPE_BF16, (size_t)hidden * vocab, 1.0f, 1);
-  for (int i = 0; i < tokens; i++) ids[i] = i;
+  for (int i = 0; i < tokens; i++)
+    ids[i] = i;
   ids[9] = -1;        /* a later bad id */
   ids[5] = vocab + 3; /* the first bad position: this one is reported */
   memset(out, 0xff, row * tokens);
   SL_ASSERT_OK(sl_embedding_error_reset(dev, err, NULL));
-  sl_embedding_args_t a = {.ids = ids, .table = table, .out = out, .error = err, .tokens = tokens, .vocab = vocab,
-                           .hidden = hidden, .dtype = SL_DTYPE_BF16};
+  sl_embedding_args_t a = {.ids = ids,
+                           .table = table,
+                           .out = out,
+                           .error = err,
+                           .tokens = tokens,
+                           .vocab = vocab,
+                           .hidden = hidden,
+                           .dtype = SL_DTYPE_BF16};
   assert_int_equal(sl_embedding(dev, &a, NULL), SL_ERR_RANGE);
   assert_non_null(strstr(sl_last_error(), "token id 53 at position 5"));
   /* The device-side record says the same, through the check every backend uses. */
@@ -68,7 +82,8 @@ static void test_out_of_range_id_is_reported(void **state) {
   for (int i = 0; i < tokens; i++) {
     const unsigned char *o = (const unsigned char *)out + (size_t)i * row;
     if (i == 5 || i == 9) {
-      for (size_t b = 0; b < row; b++) assert_int_equal(o[b], 0);
+      for (size_t b = 0; b < row; b++)
+        assert_int_equal(o[b], 0);
     } else {
       assert_memory_equal(o, (const char *)table + (size_t)ids[i] * row, row);
     }

@@ -25,9 +25,18 @@ static void check_case(sl_device_t *dev, uint64_t *rng, const case_t *c) {
     memcpy(res_in, res, sl_dtype_bytes(c->res, n));
   }
   memset(y, 0xff, sl_dtype_bytes(c->out, n));
-  sl_rmsnorm_args_t a = {.x = x, .y = y, .residual = res, .weight = w, .rows = c->rows, .hidden = c->hidden,
-                         .in_dtype = c->in, .out_dtype = c->out, .w_dtype = c->w, .res_dtype = c->res,
-                         .eps = eps, .weight_bias = c->bias};
+  sl_rmsnorm_args_t a = {.x = x,
+                         .y = y,
+                         .residual = res,
+                         .weight = w,
+                         .rows = c->rows,
+                         .hidden = c->hidden,
+                         .in_dtype = c->in,
+                         .out_dtype = c->out,
+                         .w_dtype = c->w,
+                         .res_dtype = c->res,
+                         .eps = eps,
+                         .weight_bias = c->bias};
   SL_ASSERT_OK(sl_rmsnorm(dev, &a, NULL));
   size_t bad = 0;
   const double atol = c->out == SL_DTYPE_F16 ? 6e-8 : 1e-30;
@@ -82,8 +91,14 @@ static void test_every_dtype_size_and_variant(void **state) {
           for (int bias = 0; bias < 2; bias++)
             for (int residual = 0; residual < 2; residual++) {
               sl_dtype_t in = sl_test_float_dtypes[i];
-              case_t c = {.rows = rows[r], .hidden = hiddens[h], .in = in, .out = sl_test_float_dtypes[o], .w = in,
-                          .res = in, .bias = bias ? 1.0f : 0.0f, .residual = residual};
+              case_t c = {.rows = rows[r],
+                          .hidden = hiddens[h],
+                          .in = in,
+                          .out = sl_test_float_dtypes[o],
+                          .w = in,
+                          .res = in,
+                          .bias = bias ? 1.0f : 0.0f,
+                          .residual = residual};
               check_case(dev, &rng, &c);
             }
   sl_device_close(dev);
@@ -94,20 +109,39 @@ static void test_mixed_dtypes(void **state) {
   sl_device_t *dev;
   SL_ASSERT_OK(sl_device_open(SL_DEVICE_CPU, 0, &dev));
   /* bf16 activations with an fp32 residual stream and fp32 weights; fp16 in, bf16 weights. */
-  case_t c1 = {.rows = 5, .hidden = 2048, .in = SL_DTYPE_BF16, .out = SL_DTYPE_BF16, .w = SL_DTYPE_F32,
-               .res = SL_DTYPE_F32, .bias = 0.0f, .residual = 1};
+  case_t c1 = {.rows = 5,
+               .hidden = 2048,
+               .in = SL_DTYPE_BF16,
+               .out = SL_DTYPE_BF16,
+               .w = SL_DTYPE_F32,
+               .res = SL_DTYPE_F32,
+               .bias = 0.0f,
+               .residual = 1};
   check_case(dev, &rng, &c1);
-  case_t c2 = {.rows = 2, .hidden = 7168, .in = SL_DTYPE_F16, .out = SL_DTYPE_F32, .w = SL_DTYPE_BF16,
-               .res = SL_DTYPE_BF16, .bias = 1.0f, .residual = 1};
+  case_t c2 = {.rows = 2,
+               .hidden = 7168,
+               .in = SL_DTYPE_F16,
+               .out = SL_DTYPE_F32,
+               .w = SL_DTYPE_BF16,
+               .res = SL_DTYPE_BF16,
+               .bias = 1.0f,
+               .residual = 1};
   check_case(dev, &rng, &c2);
   sl_device_close(dev);
 }
 
 static void test_rejects_bad_arguments(void **state) {
   float *buf = sl_test_alloc(4 * 20000 * 4);
-  sl_rmsnorm_args_t ok = {.x = buf, .y = buf + 20000, .weight = buf + 40000, .rows = 2, .hidden = 512,
-                          .in_dtype = SL_DTYPE_F32, .out_dtype = SL_DTYPE_F32, .w_dtype = SL_DTYPE_F32,
-                          .res_dtype = SL_DTYPE_F32, .eps = 1e-6f};
+  sl_rmsnorm_args_t ok = {.x = buf,
+                          .y = buf + 20000,
+                          .weight = buf + 40000,
+                          .rows = 2,
+                          .hidden = 512,
+                          .in_dtype = SL_DTYPE_F32,
+                          .out_dtype = SL_DTYPE_F32,
+                          .w_dtype = SL_DTYPE_F32,
+                          .res_dtype = SL_DTYPE_F32,
+                          .eps = 1e-6f};
   SL_ASSERT_OK(sl_rmsnorm_validate(&ok));
   sl_rmsnorm_args_t a = ok;
   a.hidden = 516; /* not a multiple of 8 */
@@ -136,8 +170,13 @@ static void test_rejects_bad_arguments(void **state) {
 }
 
 static void test_configuration_choice(void **state) {
-  sl_rmsnorm_args_t a = {.rows = 4, .hidden = 4096, .in_dtype = SL_DTYPE_BF16, .out_dtype = SL_DTYPE_BF16,
-                         .w_dtype = SL_DTYPE_BF16, .res_dtype = SL_DTYPE_BF16, .eps = 1e-6f};
+  sl_rmsnorm_args_t a = {.rows = 4,
+                         .hidden = 4096,
+                         .in_dtype = SL_DTYPE_BF16,
+                         .out_dtype = SL_DTYPE_BF16,
+                         .w_dtype = SL_DTYPE_BF16,
+                         .res_dtype = SL_DTYPE_BF16,
+                         .eps = 1e-6f};
   sl_rmsnorm_point_t pt;
   /* Decode: one row per block (the row's 4 warps). */
   SL_ASSERT_OK(sl_rmsnorm_choose(&a, SL_ARCH_HOPPER, 132, &pt));
@@ -169,18 +208,21 @@ static void test_configuration_choice(void **state) {
 static void test_zero_rows_is_a_no_op(void **state) {
   sl_device_t *dev;
   SL_ASSERT_OK(sl_device_open(SL_DEVICE_CPU, 0, &dev));
-  sl_rmsnorm_args_t a = {.rows = 0, .hidden = 512, .in_dtype = SL_DTYPE_BF16, .out_dtype = SL_DTYPE_BF16,
-                         .w_dtype = SL_DTYPE_BF16, .res_dtype = SL_DTYPE_BF16, .eps = 1e-6f};
+  sl_rmsnorm_args_t a = {.rows = 0,
+                         .hidden = 512,
+                         .in_dtype = SL_DTYPE_BF16,
+                         .out_dtype = SL_DTYPE_BF16,
+                         .w_dtype = SL_DTYPE_BF16,
+                         .res_dtype = SL_DTYPE_BF16,
+                         .eps = 1e-6f};
   SL_ASSERT_OK(sl_rmsnorm(dev, &a, NULL));
   sl_device_close(dev);
 }
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_every_dtype_size_and_variant),
-      cmocka_unit_test(test_mixed_dtypes),
-      cmocka_unit_test(test_rejects_bad_arguments),
-      cmocka_unit_test(test_configuration_choice),
+      cmocka_unit_test(test_every_dtype_size_and_variant), cmocka_unit_test(test_mixed_dtypes),
+      cmocka_unit_test(test_rejects_bad_arguments),        cmocka_unit_test(test_configuration_choice),
       cmocka_unit_test(test_zero_rows_is_a_no_op),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
