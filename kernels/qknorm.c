@@ -229,15 +229,17 @@ sl_status_t sl_qknorm_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t
   pt.w_dtype = SL_DTYPE_F32;
   SL_CHECK(sl_qknorm_spec(&spec, &pt));
   SL_CHECK(fn(&spec, user));
-  /* Every warps-per-block candidate of the benchmark's shape (what --tune launches). */
-  for (int w = 1; w <= 32; w *= 2) {
+  /* The largest warps-per-block candidate --tune launches (1024 threads: a 64-register budget),
+   * with and without RoPE; the others compile on demand. */
+  for (int rot = 0; rot <= 128; rot += 128) {
+    const int w = 32;
     pt = (sl_qknorm_point_t){.head_dim = 128,
-                             .rot_dim = 0,
+                             .rot_dim = rot,
                              .dtype = SL_DTYPE_BF16,
                              .w_dtype = SL_DTYPE_BF16,
                              .eps = 1e-6f,
                              .warps = w,
-                             .items = sl_qknorm_items(false, false, w)};
+                             .items = sl_qknorm_items(false, rot > 0, w)};
     SL_CHECK(sl_qknorm_spec(&spec, &pt));
     SL_CHECK(fn(&spec, user));
   }
