@@ -175,7 +175,7 @@ static void test_rmsnorm_sizes_and_variants(void **state) {
                    .residual = 1};
   rms_check(&m2, NULL);
   /* Many more row groups than resident blocks: the grid-stride loop runs several rounds. */
-  rms_case_t big = {.rows = 40000,
+  rms_case_t big = {.rows = 20000,
                     .hidden = 2048,
                     .in = SL_DTYPE_BF16,
                     .out = SL_DTYPE_BF16,
@@ -377,7 +377,7 @@ static void emb_check(sl_dtype_t dt, int hidden, int tokens, int warps, int with
   size_t row = sl_dtype_bytes(dt, (size_t)hidden), ob = row * (size_t)tokens;
   void *htable = sl_test_alloc(row * vocab), *hout = sl_test_alloc(ob + row);
   int32_t *hids = sl_test_alloc(sizeof(int32_t) * (size_t)tokens);
-  sl_test_fill(&rng, htable, dt, (size_t)hidden * vocab, 1.0f, 1);
+  sl_test_fill(&rng, htable, dt, (size_t)hidden * vocab, 1.0f, 0); /* uniform: cheaper, compared bit-exact */
   for (int t = 0; t < tokens; t++)
     hids[t] = (int32_t)(sl_test_rand_u64(&rng) % vocab);
   if (tokens > 1) hids[tokens - 1] = vocab - 1;
