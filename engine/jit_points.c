@@ -4,6 +4,9 @@
 #include "engine/sl_jit_points.h"
 #include "comm/allreduce.h"
 #include "runtime/sl_probe.h"
+#include "kernels/embedding.h"
+#include "kernels/qknorm.h"
+#include "kernels/rmsnorm.h"
 
 static sl_status_t probe_points(int arch, sl_jit_point_fn fn, void *user) {
   (void)arch;
@@ -16,6 +19,9 @@ static sl_status_t probe_points(int arch, sl_jit_point_fn fn, void *user) {
 
 static const sl_jit_module_t modules[] = {
     {"probe", probe_points},
+    {"rmsnorm", sl_rmsnorm_jit_points},
+    {"qknorm", sl_qknorm_jit_points},
+    {"embedding", sl_embedding_jit_points},
     {"allreduce", sl_allreduce_jit_points},
     {NULL, NULL},
 };
