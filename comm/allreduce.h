@@ -11,6 +11,10 @@
  * results and the CPU and GPU backends agree bit for bit. The NCCL path (large messages,
  * ranks on distinct GPUs only) is identical on every rank but follows NCCL's order.
  *
+ * Ordering: every rank must make the same sequence of calls on a communicator (the epoch of
+ * a call is its position in that sequence), issued in order: one stream per rank, or
+ * streams ordered by events. Two communicators are independent.
+ *
  * Failures: every wait is bounded by SL_TIMEOUT_MS. GPU calls do not synchronise; a timeout
  * inside a kernel is recorded in host-mapped memory and reported as SL_ERR_TIMEOUT (naming
  * the peer) by sl_comm_check() and by every later call. After a timeout the communicator is
