@@ -54,6 +54,10 @@ sl_status_t sl_comm_check(sl_comm_t *comm);
 /* Force an algorithm (SL_AR_AUTO, SL_AR_ONESHOT, SL_AR_TWOSHOT, SL_AR_NCCL, SL_AR_NVLS) for the
  * benchmark and tests. NCCL without an NCCL communicator fails at the next call. */
 void sl_comm_set_algo(sl_comm_t *comm, int algo);
+/* Fault injection for tests (CPU backend): in the call whose epoch is `epoch` (1 = the first
+ * call), sleep `ms` right after signalling `phase` (0 or 1) — a rank that stalls in the
+ * middle of an all-reduce. epoch 0 disarms. */
+void sl_comm_test_stall(sl_comm_t *comm, unsigned long long epoch, int phase, long ms);
 /* The algorithm AUTO picks for `bytes` on this communicator. */
 int sl_comm_choose_algo(const sl_comm_t *comm, size_t bytes);
 const char *sl_allreduce_algo_name(int algo);
