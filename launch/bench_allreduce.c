@@ -5,7 +5,9 @@
  * residual + RMSNorm) against the plain all-reduce of the same bytes.
  *   sluice bench allreduce [--dtype bf16|f16|f32] [--max-bytes N] [--algo auto|oneshot|twoshot]
  *                          [--iters N] [--quick|--full] [--json FILE] [--only SUBSTR]
- * The CPU backend runs quick (8 B .. 1 MiB) so CI can smoke-test it. */
+ * The CPU backend runs quick (8 B .. 1 MiB) so CI can smoke-test it. Ranks sharing one GPU
+ * (a correctness set-up: contexts time-slice, ~2.3 ms per flag round) also default to the
+ * quick sweep with 10 iterations, unless --full / --iters say otherwise. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,11 +63,34 @@ static void format_bytes(char *buf, size_t len, size_t bytes) {
     snprintf(buf, len, "%zu B", bytes);
 }
 
+/* Do the ranks of this node share a GPU? */
+static bool node_shares_gpu(sl_runtime_t *rt) {
+  char mine[32], all[8][32];
+  int n = rt->boot.local_size;
+  if (n < 2 || n > 8 || sl_device_backend(rt->dev) != SL_BACKEND_CUDA) return false;
+  snprintf(mine, sizeof mine, "%s", sl_device_info(rt->dev)->pci_bus_id);
+  MPI_Allgather(mine, 32, MPI_CHAR, all, 32, MPI_CHAR, rt->boot.node_comm);
+  for (int i = 0; i < n; i++)
+    for (int j = i + 1; j < n; j++)
+      if (strcmp(all[i], all[j]) == 0) return true;
+  return false;
+}
+
 int sl_cmd_bench_allreduce(sl_runtime_t *rt, int argc, char **argv) {
+  bool iters_given = false, full_given = false;
+  for (int i = 1; i < argc; i++) {
+    iters_given |= strcmp(argv[i], "--iters") == 0;
+    full_given |= strcmp(argv[i], "--full") == 0;
+  }
+  const bool shared_gpu = node_shares_gpu(rt);
   sl_bench_t b;
   if (sl_bench_init(rt, &argc, argv, &b) != SL_OK) {
     fprintf(stderr, "bench allreduce: %s\n", sl_last_error());
     return 1;
+  }
+  if (shared_gpu) {
+    if (!full_given) b.quick = true;
+    if (!iters_given) b.iters = 10;
   }
   const bool gpu = sl_device_backend(rt->dev) == SL_BACKEND_CUDA;
   sl_dtype_t dtype = SL_DTYPE_BF16;
@@ -107,6 +132,8 @@ int sl_cmd_bench_allreduce(sl_runtime_t *rt, int argc, char **argv) {
            b.quick ? " (quick)" : "");
     if (!gpu) printf("# CPU backend: shared memory between processes; GPU rows (graph, NCCL) not applicable\n");
     else if (!nccl && n > 1) printf("# NCCL skipped: ranks share a GPU (NCCL refuses duplicate GPUs)\n");
+    if (shared_gpu)
+      printf("# ranks share one GPU: contexts time-slice, so these times check the path, not its speed\n");
     printf("# busbw = algbw x 2(n-1)/n; ceiling for busbw on one GPU = copy bandwidth\n");
   }
   sl_bench_header(&b, "all-reduce");
