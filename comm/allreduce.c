@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "comm/nvls.h"
 #include "comm/symm.h"
@@ -50,7 +51,16 @@ struct sl_comm {
 #endif
   bool has_nccl;
   sl_nvls_t *nvls; /* only with SL_NVLS=1 */
+  unsigned long long stall_epoch; /* sl_comm_test_stall */
+  int stall_phase;
+  long stall_ms;
 };
+
+void sl_comm_test_stall(sl_comm_t *c, unsigned long long epoch, int phase, long ms) {
+  c->stall_epoch = epoch;
+  c->stall_phase = phase;
+  c->stall_ms = ms;
+}
 
 int sl_comm_rank(const sl_comm_t *c) { return c->rank; }
 int sl_comm_size(const sl_comm_t *c) { return c->size; }
@@ -162,6 +172,10 @@ static void cpu_signal(sl_comm_t *c, uint64_t epoch, int phase) {
   unsigned idx = sl_ar_flag_index(epoch, phase, 0, c->rank);
   for (int r = 0; r < c->size; r++)
     if (r != c->rank) sl_flag_store_release(&flags_of(c, r)[idx], epoch);
+  if (epoch == c->stall_epoch && phase == c->stall_phase) {
+    struct timespec ts = {c->stall_ms / 1000, (c->stall_ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+  }
 }
 
 /* Acquire-wait for every peer's signal of (epoch, phase); bounded. */
@@ -280,7 +294,8 @@ sl_status_t sl_allreduce_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spe
       SL_CHECK(fn(&spec, user));
     }
   }
-  return SL_OK;
+  /* The NVLS kernel is compiled everywhere (it never runs without SL_NVLS=1). */
+  return sl_nvls_jit_points(arch, fn, user);
 }
 
 static int blocks_for(const sl_comm_t *c, size_t bytes) {

@@ -11,6 +11,10 @@
  * results and the CPU and GPU backends agree bit for bit. The NCCL path (large messages,
  * ranks on distinct GPUs only) is identical on every rank but follows NCCL's order.
  *
+ * Ordering: every rank must make the same sequence of calls on a communicator (the epoch of
+ * a call is its position in that sequence), issued in order: one stream per rank, or
+ * streams ordered by events. Two communicators are independent.
+ *
  * Failures: every wait is bounded by SL_TIMEOUT_MS. GPU calls do not synchronise; a timeout
  * inside a kernel is recorded in host-mapped memory and reported as SL_ERR_TIMEOUT (naming
  * the peer) by sl_comm_check() and by every later call. After a timeout the communicator is
@@ -50,6 +54,10 @@ sl_status_t sl_comm_check(sl_comm_t *comm);
 /* Force an algorithm (SL_AR_AUTO, SL_AR_ONESHOT, SL_AR_TWOSHOT, SL_AR_NCCL, SL_AR_NVLS) for the
  * benchmark and tests. NCCL without an NCCL communicator fails at the next call. */
 void sl_comm_set_algo(sl_comm_t *comm, int algo);
+/* Fault injection for tests (CPU backend): in the call whose epoch is `epoch` (1 = the first
+ * call), sleep `ms` right after signalling `phase` (0 or 1) — a rank that stalls in the
+ * middle of an all-reduce. epoch 0 disarms. */
+void sl_comm_test_stall(sl_comm_t *comm, unsigned long long epoch, int phase, long ms);
 /* The algorithm AUTO picks for `bytes` on this communicator. */
 int sl_comm_choose_algo(const sl_comm_t *comm, size_t bytes);
 const char *sl_allreduce_algo_name(int algo);
@@ -87,7 +95,7 @@ void sl_allreduce_residual_rmsnorm_ref(const void *const *inputs, int nranks, co
 /* kind: SL_AR_ONESHOT or SL_AR_TWOSHOT; vec_bytes: 16 (aligned) or the element size. */
 sl_status_t sl_allreduce_spec(sl_jit_spec_t *spec, int kind, sl_dtype_t dtype, int vec_bytes);
 sl_status_t sl_allreduce_rmsnorm_spec(sl_jit_spec_t *spec, sl_dtype_t dtype, int hidden, float eps, float weight_bias);
-/* Every point the all-reduce module compiles (engine/jit_points.c). */
+/* Every point the all-reduce module compiles, NVLS included (engine/jit_points.c). */
 sl_status_t sl_allreduce_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t *spec, void *user), void *user);
 
 #ifdef __cplusplus

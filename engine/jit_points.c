@@ -13,6 +13,9 @@
 #include "kernels/moe_dispatch.h"
 #include "kernels/moe_ffn.h"
 #include "comm/moe_ep.h"
+#include "kernels/embedding.h"
+#include "kernels/qknorm.h"
+#include "kernels/rmsnorm.h"
 
 static sl_status_t probe_points(int arch, sl_jit_point_fn fn, void *user) {
   (void)arch;
@@ -35,6 +38,9 @@ static const sl_jit_module_t modules[] = {
     {"allreduce", sl_allreduce_jit_points},
     {"moe_comm", sl_moe_comm_jit_points},
     {"nvls", sl_nvls_jit_points},
+    {"rmsnorm", sl_rmsnorm_jit_points},
+    {"qknorm", sl_qknorm_jit_points},
+    {"embedding", sl_embedding_jit_points},
     {NULL, NULL},
 };
 

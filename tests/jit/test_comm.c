@@ -45,7 +45,8 @@ static sl_status_t compile_one(const sl_jit_spec_t *spec, void *user) {
 static void compile_all(int arch) {
   int points = 0, nvls_points = 0;
   SL_ASSERT_OK(sl_allreduce_jit_points(arch, count_one, &points));
-  assert_int_equal(points, 3 * 2 * 2 + 2 * 3); /* dtypes x kinds x vector widths + fused */
+  /* dtypes x kinds x vector widths + fused + NVLS (sm_90 and later) */
+  assert_int_equal(points, 3 * 2 * 2 + 2 * 3 + 3);
   SL_ASSERT_OK(sl_nvls_jit_points(arch, count_one, &nvls_points));
   assert_int_equal(nvls_points, 3);
   walk_t w = {.arch = arch};
@@ -63,6 +64,17 @@ static void compile_all(int arch) {
 
 static void test_points_sm90(void **state) { compile_all(SL_ARCH_HOPPER); }
 static void test_points_sm100(void **state) { compile_all(SL_ARCH_BLACKWELL); }
+
+/* Every PTX wrapper of comm/flags.cuh assembles (ptxas only sees asm that a kernel uses). */
+static void test_flag_wrappers_assemble(void **state) {
+  for (int arch = SL_ARCH_HOPPER; arch <= SL_ARCH_BLACKWELL; arch += SL_ARCH_BLACKWELL - SL_ARCH_HOPPER) {
+    sl_jit_spec_t spec;
+    sl_jit_spec_init(&spec, "comm/flags_selftest.cu", "sl_flags_selftest");
+    SL_ASSERT_OK(sl_jit_spec_define(&spec, "FLAGS_ROUNDS", "%d", 100));
+    walk_t w = {.arch = arch};
+    SL_ASSERT_OK(compile_one(&spec, &w));
+  }
+}
 
 static void test_spec_errors(void **state) {
   sl_jit_spec_t spec;
@@ -110,6 +122,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_points_sm90),
       cmocka_unit_test(test_points_sm100),
+      cmocka_unit_test(test_flag_wrappers_assemble),
       cmocka_unit_test(test_spec_errors),
       cmocka_unit_test(test_missing_constant_fails_loudly),
       cmocka_unit_test(test_nvls_off_by_default),

@@ -1,6 +1,7 @@
 /* Fault test (CPU backend): the last rank of each node stops taking part in the middle of a
- * run of all-reduces, by stalling past the timeout ("stall") or by skipping the call
- * ("skip"). Every other rank must return SL_ERR_TIMEOUT naming that rank within twice
+ * run of all-reduces, by stalling past the timeout before the call ("stall"), inside the
+ * call between the two phases of a two-shot ("midstall", by fault injection), or by
+ * skipping the call ("skip"). Every other rank must return SL_ERR_TIMEOUT naming that rank within twice
  * SL_TIMEOUT_MS, and a later call on the broken communicator must fail at once. Nothing may
  * hang: teardown waits are bounded too. Registered by test_allreduce_fault.cmake. */
 #include <stdio.h>
@@ -30,10 +31,13 @@ static void test_peer_stops(void **state) {
   int victim_world = 0;
   if (me == victim) victim_world = rt.boot.rank;
   MPI_Allreduce(MPI_IN_PLACE, &victim_world, 1, MPI_INT, MPI_MAX, rt.boot.node_comm);
+  const bool midstall = strcmp(mode, "midstall") == 0;
+  /* Call 4 (epoch 4, it == 3) is two-shot: the victim signals phase 0, then sleeps. */
+  if (midstall && me == victim) sl_comm_test_stall(comm, 4, 0, 3 * timeout_ms);
   float x[1000];
   for (int it = 0; it < 5; it++) {
     for (int i = 0; i < 1000; i++) x[i] = 1.0f;
-    if (it == 3 && me == victim) {
+    if (it == 3 && me == victim && !midstall) {
       if (strcmp(mode, "stall") == 0) usleep((useconds_t)(3 * timeout_ms * 1000)); /* then leave */
       break;
     }
@@ -46,6 +50,7 @@ static void test_peer_stops(void **state) {
       assert_true(x[0] == (float)sl_comm_size(comm));
       continue;
     }
+    if (me == victim) break; /* midstall: it woke after the others gave up; nothing to check */
     if (s != SL_ERR_TIMEOUT) fail_msg("call %d: expected SL_ERR_TIMEOUT, got %s", it, sl_status_str(s));
     if (it == 3) {
       char want[64];
@@ -68,8 +73,8 @@ static void test_peer_stops(void **state) {
 int main(int argc, char **argv) {
   setenv("SL_DEVICE", "cpu", 1);
   if (argc > 1) mode = argv[1];
-  if (strcmp(mode, "stall") != 0 && strcmp(mode, "skip") != 0) {
-    fprintf(stderr, "usage: %s stall|skip\n", argv[0]);
+  if (strcmp(mode, "stall") != 0 && strcmp(mode, "skip") != 0 && strcmp(mode, "midstall") != 0) {
+    fprintf(stderr, "usage: %s stall|midstall|skip\n", argv[0]);
     return 2;
   }
   if (sl_runtime_init(&argc, &argv, &rt) != SL_OK) {

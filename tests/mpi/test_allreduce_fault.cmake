@@ -1,6 +1,7 @@
-# Fault tests: one rank stops taking part (stalls, or skips the call); the others must get
+# Fault tests: one rank stops taking part (stalls before or inside the call, or skips it);
+# the others must get
 # SL_ERR_TIMEOUT naming it within 2x SL_TIMEOUT_MS. Short timeout so the test is quick.
-foreach(mode stall skip)
+foreach(mode stall midstall skip)
   foreach(cfg np2 np4 np4_2nodes)
     set(np 2)
     set(extra "")
