@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "engine/sl_jit_points.h"
+#include "comm/proxy.h"
 #include "runtime/sl_probe.h"
 
 static sl_status_t probe_points(int arch, sl_jit_point_fn fn, void *user) {
@@ -11,8 +12,16 @@ static sl_status_t probe_points(int arch, sl_jit_point_fn fn, void *user) {
   return fn(&spec, user);
 }
 
+static sl_status_t proxy_points(int arch, sl_jit_point_fn fn, void *user) {
+  (void)arch;
+  sl_jit_spec_t spec;
+  SL_CHECK(sl_proxy_post_kernel_spec(&spec, 128));
+  return fn(&spec, user);
+}
+
 static const sl_jit_module_t modules[] = {
     {"probe", probe_points},
+    {"proxy", proxy_points},
     {NULL, NULL},
 };
 
