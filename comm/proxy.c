@@ -51,6 +51,7 @@ sl_status_t sl_proxy_post_device_ring(sl_proxy_t *proxy, const sl_ring_desc_t *d
   return SL_ERR(SL_ERR_UNSUPPORTED, "no UCX in this build");
 }
 const char *sl_proxy_error(const sl_proxy_t *proxy) { return "no UCX in this build"; }
+void sl_proxy_set_paused(sl_proxy_t *proxy, bool paused) {}
 void sl_proxy_stats(const sl_proxy_t *proxy, sl_proxy_stats_t *out) { memset(out, 0, sizeof *out); }
 
 #else /* SLUICE_HAVE_UCX */
@@ -76,6 +77,7 @@ typedef struct {
   int rank, node;
   char host[64];
   bool remote;
+  bool no_err_handling; /* connected with UCP_ERR_HANDLING_MODE_NONE */
   ucp_ep_h ep;
   ucp_rkey_h window_rkey, flags_rkey;
   uint64_t window_addr, flags_addr;
@@ -107,6 +109,7 @@ struct sl_proxy {
   bool thread_started;
   atomic_int stop;
   atomic_int phase;
+  atomic_bool paused;
   atomic_bool closing;   /* this rank is shutting down: transport errors are expected */
   atomic_int failed;     /* 0 or the sl_status_t that failed the proxy */
   pthread_mutex_t error_lock;
@@ -338,15 +341,17 @@ static void proxy_close_endpoints(sl_proxy_t *p) {
     if (q->flags_rkey) ucp_rkey_destroy(q->flags_rkey);
     q->window_rkey = q->flags_rkey = NULL;
     if (!q->ep) continue;
-    ucp_request_param_t prm = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
-                               .flags = atomic_load(&p->failed) ? UCP_EP_CLOSE_FLAG_FORCE : 0};
+    /* Force (no flush) only after a failure, and only where both sides can take it. */
+    bool force = atomic_load(&p->failed) && !q->no_err_handling;
+    ucp_request_param_t prm = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS, .flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0};
     reqs[i] = ucp_ep_close_nbx(q->ep, &prm);
     q->ep = NULL;
   }
   double deadline = now_ms() + (double)p->timeout_ms;
   for (int i = 0; i < p->size; i++) {
     ucs_status_t st = wait_request(p, reqs[i], deadline);
-    if (st != UCS_OK && st != UCS_ERR_CANCELED && st != UCS_ERR_CONNECTION_RESET && st != UCS_ERR_ENDPOINT_TIMEOUT)
+    if (st != UCS_OK && st != UCS_ERR_CANCELED && st != UCS_ERR_CONNECTION_RESET && st != UCS_ERR_ENDPOINT_TIMEOUT &&
+        st != UCS_ERR_NOT_CONNECTED)
       SL_LOG_WARN("closing the UCX endpoint to rank %d: %s", i, ucs_status_string(st));
   }
 }
@@ -359,7 +364,7 @@ static void *proxy_main(void *arg) {
       proxy_close_endpoints(p);
       atomic_store(&p->phase, PHASE_CLOSED);
     }
-    int did = atomic_load(&p->phase) == PHASE_RUN ? proxy_round(p) : 0;
+    int did = atomic_load(&p->phase) == PHASE_RUN && !atomic_load(&p->paused) ? proxy_round(p) : 0;
     /* Progress even with nothing to send: over TCP and shared memory, peers' puts into
      * this rank's window complete only while this worker is progressed. */
     unsigned events = ucp_worker_progress(p->worker);
@@ -563,7 +568,18 @@ static sl_status_t exchange_and_connect(sl_proxy_t *p, const sl_boot_t *boot, bo
     };
     char what[160], name[96];
     snprintf(what, sizeof what, "connecting to %s", peer_name(p, i, name, sizeof name));
-    SL_CHECK_GOTO(ucs_check(ucp_ep_create(p->worker, &ep, &q->ep), what), s, out);
+    ucs_status_t st = ucp_ep_create(p->worker, &ep, &q->ep);
+    if (st == UCS_ERR_UNREACHABLE) {
+      /* Some transports (shared memory in UCX 1.13) cannot report a peer's failure:
+       * connect without it; a lost peer is then found by the bounded flushes instead. */
+      ep.err_mode = UCP_ERR_HANDLING_MODE_NONE;
+      st = ucp_ep_create(p->worker, &ep, &q->ep);
+      if (st == UCS_OK) {
+        q->no_err_handling = true;
+        SL_LOG_DEBUG("UCX proxy: %s reached without peer-failure reporting", name);
+      }
+    }
+    SL_CHECK_GOTO(ucs_check(st, what), s, out);
     snprintf(what, sizeof what, "unpacking the window key of %s", name);
     SL_CHECK_GOTO(ucs_check(ucp_ep_rkey_unpack(q->ep, blob + sizeof c + c.address_len, &q->window_rkey), what), s,
                   out);
@@ -593,7 +609,8 @@ static void free_all(sl_proxy_t *p) {
       if (q->window_rkey) ucp_rkey_destroy(q->window_rkey);
       if (q->flags_rkey) ucp_rkey_destroy(q->flags_rkey);
       if (q->ep) {
-        ucp_request_param_t prm = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS, .flags = UCP_EP_CLOSE_FLAG_FORCE};
+        ucp_request_param_t prm = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+                                   .flags = q->no_err_handling ? 0 : UCP_EP_CLOSE_FLAG_FORCE};
         void *req = ucp_ep_close_nbx(q->ep, &prm);
         (void)wait_request(p, req, now_ms() + 1000.0);
       }
@@ -642,7 +659,7 @@ sl_status_t sl_proxy_create(const sl_boot_t *boot, sl_device_t *dev, size_t wind
   p->dev = dev;
   p->window_bytes = window_bytes;
   p->flag_slots = flag_slots;
-  p->timeout_ms = sl_config()->timeout_ms;
+  p->timeout_ms = opts->timeout_ms > 0 ? opts->timeout_ms : sl_config()->timeout_ms;
   p->capacity = round_pow2(opts->ring_slots ? opts->ring_slots : DEFAULT_RING_SLOTS);
   p->peers = calloc((size_t)p->size, sizeof(peer_t));
   if (!p->peers) {
@@ -677,7 +694,10 @@ fail:
 static sl_status_t bounded_barrier(sl_proxy_t *p, const char *what) {
   MPI_Request req;
   SL_CHECK(sl_mpi_status(MPI_Ibarrier(p->world, &req), what));
-  double deadline = now_ms() + (double)p->timeout_ms;
+  /* Other ranks may legitimately still be working: the job-wide bound applies, not a
+   * shorter one this proxy was given. */
+  long bound = p->timeout_ms > sl_config()->timeout_ms ? p->timeout_ms : sl_config()->timeout_ms;
+  double deadline = now_ms() + (double)bound;
   unsigned spins = 0;
   for (;;) {
     int done = 0;
@@ -685,7 +705,7 @@ static sl_status_t bounded_barrier(sl_proxy_t *p, const char *what) {
     if (done) return SL_OK;
     if (now_ms() > deadline)
       return SL_ERR(SL_ERR_TIMEOUT, "%s: not every rank arrived within SL_TIMEOUT_MS=%ld ms (a rank stalled or "
-                    "died; end the job)", what, p->timeout_ms);
+                    "died; end the job)", what, bound);
     wait_step(&spins);
   }
 }
@@ -730,6 +750,7 @@ void sl_proxy_flags(const sl_proxy_t *p, uint64_t **host_ptr, uint64_t **dev_ptr
   if (dev_ptr) *dev_ptr = p->flags_dev;
 }
 sl_proxy_mode_t sl_proxy_mode(const sl_proxy_t *p) { return p->mode; }
+void sl_proxy_set_paused(sl_proxy_t *p, bool paused) { atomic_store(&p->paused, paused); }
 bool sl_proxy_is_remote(const sl_proxy_t *p, int rank) { return rank >= 0 && rank < p->size && p->peers[rank].remote; }
 const char *sl_proxy_error(const sl_proxy_t *p) { return atomic_load(&p->failed) ? p->error_text : ""; }
 void sl_proxy_device_ring(const sl_proxy_t *p, sl_proxy_dev_ring_t *out) {

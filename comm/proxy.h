@@ -53,6 +53,7 @@ typedef struct sl_proxy sl_proxy_t;
 typedef struct {
   bool all_peers_remote; /* treat every other rank as remote, same node or not (false) */
   uint32_t ring_slots;   /* descriptors per ring, rounded up to a power of two (0: 1024) */
+  long timeout_ms;       /* bound of every wait of this proxy (0: SL_TIMEOUT_MS) */
   const char *net_devices; /* UCX NET_DEVICES to use, e.g. "mlx5_0:1"; NULL: UCX_NET_DEVICES
                               if set, else the NIC nearest the GPU, else UCX's choice */
 } sl_proxy_options_t;
@@ -113,6 +114,10 @@ void sl_proxy_device_ring(const sl_proxy_t *proxy, sl_proxy_dev_ring_t *out);
 /* CPU-backend producer on the device ring (same protocol as the kernel side; lets CPU
  * code exercise the device ring and its head counter). */
 sl_status_t sl_proxy_post_device_ring(sl_proxy_t *proxy, const sl_ring_desc_t *desc);
+
+/* Tests and diagnostics: while paused the proxy thread consumes no descriptors (it keeps
+ * progressing UCX, so it still serves peers' puts into this rank's window). */
+void sl_proxy_set_paused(sl_proxy_t *proxy, bool paused);
 
 /* The proxy's failure text ("" while healthy). */
 const char *sl_proxy_error(const sl_proxy_t *proxy);

@@ -86,6 +86,15 @@ typedef struct {
   uint32_t pad3[14];
 } sl_ring_header_t;
 
+/* Both compilers check the layout the other side assumes. */
+#ifdef __cplusplus
+static_assert(sizeof(sl_ring_desc_t) == SL_RING_DESC_BYTES, "descriptor is one cache line");
+static_assert(sizeof(sl_ring_header_t) == 4 * SL_RING_CACHELINE, "ring header is four cache lines");
+#else
+_Static_assert(sizeof(sl_ring_desc_t) == SL_RING_DESC_BYTES, "descriptor is one cache line");
+_Static_assert(sizeof(sl_ring_header_t) == 4 * SL_RING_CACHELINE, "ring header is four cache lines");
+#endif
+
 /* Bytes of a ring of `capacity` slots (header + descriptors). */
 static inline size_t sl_ring_bytes(uint32_t capacity) {
   return sizeof(sl_ring_header_t) + (size_t)capacity * sizeof(sl_ring_desc_t);
