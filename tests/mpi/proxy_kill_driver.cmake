@@ -1,0 +1,22 @@
+# Driver of test_proxy_kill: run the job, require a failure exit within LIMIT_S seconds
+# (a hang is the bug this test exists for) after rank 3 announced its death.
+string(REPLACE "|" ";" mpirun "${MPIRUN}")
+string(TIMESTAMP t0 "%s")
+execute_process(COMMAND ${mpirun} -np 4 -x SL_RANKS_PER_NODE=2 -x SL_TIMEOUT_MS=5000 ${EXE}
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT ${LIMIT_S})
+string(TIMESTAMP t1 "%s")
+math(EXPR elapsed "${t1} - ${t0}")
+message("${out}${err}")
+message("mpirun exit: ${rc}, ${elapsed} s")
+if(NOT rc MATCHES "^[0-9]+$")
+  message(FATAL_ERROR "the job did not end within ${LIMIT_S} s after a rank was killed (${rc}): it hangs")
+endif()
+if(rc EQUAL 0)
+  message(FATAL_ERROR "the job exited 0 although rank 3 was killed")
+endif()
+if(NOT out MATCHES "KILLING rank 3")
+  message(FATAL_ERROR "rank 3 never reached the kill point: the job failed for another reason")
+endif()
+if(elapsed GREATER ${LIMIT_S})
+  message(FATAL_ERROR "the job took ${elapsed} s to end (limit ${LIMIT_S} s)")
+endif()
