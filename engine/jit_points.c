@@ -9,6 +9,8 @@ static sl_status_t probe_points(int arch, sl_jit_point_fn fn, void *user) {
   (void)arch;
   sl_jit_spec_t spec;
   SL_CHECK(sl_probe_spec(&spec, 0.5f));
+  SL_CHECK(fn(&spec, user));
+  SL_CHECK(sl_probe_empty_spec(&spec));
   return fn(&spec, user);
 }
 

@@ -99,7 +99,7 @@ int sl_cmd_selfcheck(sl_runtime_t *rt, int argc, char **argv) {
         printf("      error: %s\n", r->error);
       }
     }
-    if (all[0].backend[0] == 'c' && all[0].jit_state > 0)
+    if (strcmp(all[0].backend, "cpu") == 0 && all[0].jit_state > 0)
       printf("JIT: NVRTC %d compiled the probe for sm_%d without a GPU (%s)\n", sl_jit_nvrtc_version(),
              SL_ARCH_HOPPER, all[0].jit_state == 1 ? "cache hit" : "cache miss, now cached");
     printf("selfcheck %s\n", fail ? "FAILED" : "passed");

@@ -53,6 +53,12 @@ sl_status_t sl_jit_spec_define(sl_jit_spec_t *spec, const char *name, const char
   return SL_OK;
 }
 
+sl_status_t sl_jit_spec_define_f32(sl_jit_spec_t *spec, const char *name, float value) {
+  if (value != value || value - value != 0.0f)
+    return SL_ERR(SL_ERR_INVALID, "JIT constant %s of %s must be finite", name, spec->entry);
+  return sl_jit_spec_define(spec, name, "%af", (double)value);
+}
+
 void sl_jit_spec_describe(const sl_jit_spec_t *spec, char *buf, size_t len) {
   size_t off = (size_t)snprintf(buf, len, "%s[", spec->entry);
   for (int i = 0; i < spec->num_defines && off < len; i++)

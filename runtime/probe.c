@@ -11,8 +11,15 @@ enum { PROBE_THREADS = 256 };
 
 sl_status_t sl_probe_spec(sl_jit_spec_t *spec, float shift) {
   sl_jit_spec_init(spec, "runtime/probe.cu", "sl_probe_axpb");
-  SL_CHECK(sl_jit_spec_define(spec, "PROBE_SHIFT", "%.9gf", (double)shift));
+  SL_CHECK(sl_jit_spec_define_f32(spec, "PROBE_SHIFT", shift));
   SL_CHECK(sl_jit_spec_define(spec, "PROBE_THREADS", "%d", PROBE_THREADS));
+  return SL_OK;
+}
+
+sl_status_t sl_probe_empty_spec(sl_jit_spec_t *spec) {
+  sl_jit_spec_init(spec, "runtime/probe.cu", "sl_probe_empty");
+  SL_CHECK(sl_jit_spec_define(spec, "PROBE_SHIFT", "0.0f"));
+  SL_CHECK(sl_jit_spec_define(spec, "PROBE_THREADS", "%d", 32));
   return SL_OK;
 }
 

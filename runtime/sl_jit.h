@@ -44,6 +44,9 @@ typedef struct {
 void sl_jit_spec_init(sl_jit_spec_t *spec, const char *source, const char *entry);
 sl_status_t sl_jit_spec_define(sl_jit_spec_t *spec, const char *name, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* A float constant as an exact hexadecimal literal ("0x1.99999ap-4f"): no rounding on the
+ * way to the device, and valid for every value (a %g format can yield "1f", which is not). */
+sl_status_t sl_jit_spec_define_f32(sl_jit_spec_t *spec, const char *name, float value);
 /* "rmsnorm_fwd[HIDDEN=4096 DTYPE=1 ...]" for messages. */
 void sl_jit_spec_describe(const sl_jit_spec_t *spec, char *buf, size_t len);
 

@@ -15,6 +15,8 @@ typedef struct {
 
 /* The spec of the probe kernel with the given shift constant. */
 sl_status_t sl_probe_spec(sl_jit_spec_t *spec, float shift);
+/* The spec of the empty kernel (launch-latency ceiling in benchmarks). */
+sl_status_t sl_probe_empty_spec(sl_jit_spec_t *spec);
 /* Run y = scale*x + shift over n random inputs on `dev` and compare with the CPU. */
 sl_status_t sl_probe_run(sl_device_t *dev, int n, float scale, float shift, sl_probe_result_t *res);
 

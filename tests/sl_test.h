@@ -4,12 +4,14 @@
 
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
 
 #include "runtime/sluice.h"
 #include "runtime/sl_probe.h"
+#include "kernels/sl_dtype.h"
 
 /* Exit code ctest reads as "skipped". */
 #define SL_TEST_SKIP 77

@@ -1,0 +1,253 @@
+/* Benchmark helpers: ceilings measured in the same run, median device timing, table + JSON. */
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/sl_probe.h"
+#include "sl_bench.h"
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+bool sl_bench_selected(const sl_bench_t *b, const char *op) { return !b->filter || strstr(op, b->filter); }
+
+/* Time `fn` over b->iters repetitions; all are enqueued before one sync so the host runs
+ * ahead and the events see device time, not launch gaps. */
+static sl_status_t time_plain(sl_bench_t *b, sl_bench_fn fn, void *ctx, double *median_us) {
+  sl_device_t *dev = b->rt->dev;
+  int n = b->iters;
+  sl_event_t **ev = calloc((size_t)n * 2, sizeof *ev);
+  double *us = calloc((size_t)n, sizeof *us);
+  sl_status_t s = SL_OK;
+  if (!ev || !us) {
+    s = SL_ERR(SL_ERR_NOMEM, "bench events");
+    goto out;
+  }
+  for (int i = 0; i < 2 * n; i++) SL_CHECK_GOTO(sl_event_create(dev, &ev[i]), s, out);
+  for (int i = 0; i < b->warmup; i++) SL_CHECK_GOTO(fn(ctx, i, b->stream), s, out);
+  for (int i = 0; i < n; i++) {
+    SL_CHECK_GOTO(sl_event_record(dev, ev[2 * i], b->stream), s, out);
+    SL_CHECK_GOTO(fn(ctx, b->warmup + i, b->stream), s, out);
+    SL_CHECK_GOTO(sl_event_record(dev, ev[2 * i + 1], b->stream), s, out);
+  }
+  SL_CHECK_GOTO(sl_stream_sync(dev, b->stream), s, out);
+  SL_CHECK_GOTO(sl_device_check(dev, "benchmarked work"), s, out);
+  for (int i = 0; i < n; i++) {
+    float ms;
+    SL_CHECK_GOTO(sl_event_elapsed_ms(dev, ev[2 * i], ev[2 * i + 1], &ms), s, out);
+    us[i] = ms * 1e3;
+  }
+  qsort(us, (size_t)n, sizeof *us, cmp_double);
+  *median_us = us[n / 2];
+out:
+  if (ev)
+    for (int i = 0; i < 2 * n; i++) sl_event_destroy(dev, ev[i]);
+  free(ev);
+  free(us);
+  return s;
+}
+
+enum { SL_BENCH_REPS_PER_GRAPH = 20 };
+
+static sl_status_t time_graph(sl_bench_t *b, sl_bench_fn fn, void *ctx, double *median_us) {
+  sl_device_t *dev = b->rt->dev;
+  if (sl_device_backend(dev) != SL_BACKEND_CUDA) return SL_ERR_UNSUPPORTED;
+  for (int i = 0; i < b->warmup; i++) SL_CHECK(fn(ctx, i, b->stream));
+  SL_CHECK(sl_stream_sync(dev, b->stream));
+  SL_CHECK(sl_graph_begin_capture(dev, b->stream));
+  sl_status_t s = SL_OK;
+  for (int i = 0; i < SL_BENCH_REPS_PER_GRAPH && s == SL_OK; i++) s = fn(ctx, i, b->stream);
+  sl_graph_t *g = NULL;
+  sl_status_t e = sl_graph_end_capture(dev, b->stream, &g);
+  if (s != SL_OK || e != SL_OK) {
+    sl_graph_destroy(dev, g);
+    return s != SL_OK ? s : e;
+  }
+  /* one graph replay = REPS repetitions */
+  void *saved_ctx = ctx;
+  (void)saved_ctx;
+  sl_event_t *e0 = NULL, *e1 = NULL;
+  double *us = calloc((size_t)b->iters, sizeof *us);
+  if (!us) s = SL_ERR(SL_ERR_NOMEM, "bench");
+  if (s == SL_OK) s = sl_event_create(dev, &e0);
+  if (s == SL_OK) s = sl_event_create(dev, &e1);
+  if (s == SL_OK) s = sl_graph_launch(dev, g, b->stream); /* warm the graph */
+  for (int i = 0; i < b->iters && s == SL_OK; i++) {
+    s = sl_event_record(dev, e0, b->stream);
+    if (s == SL_OK) s = sl_graph_launch(dev, g, b->stream);
+    if (s == SL_OK) s = sl_event_record(dev, e1, b->stream);
+    if (s == SL_OK) s = sl_event_sync(dev, e1);
+    float ms = 0;
+    if (s == SL_OK) s = sl_event_elapsed_ms(dev, e0, e1, &ms);
+    us[i] = ms * 1e3 / SL_BENCH_REPS_PER_GRAPH;
+  }
+  if (s == SL_OK) {
+    qsort(us, (size_t)b->iters, sizeof *us, cmp_double);
+    *median_us = us[b->iters / 2];
+  }
+  free(us);
+  sl_event_destroy(dev, e0);
+  sl_event_destroy(dev, e1);
+  sl_graph_destroy(dev, g);
+  return s;
+}
+
+sl_status_t sl_bench_time(sl_bench_t *b, sl_bench_fn fn, void *ctx, bool in_graph, double *median_us) {
+  return in_graph ? time_graph(b, fn, ctx, median_us) : time_plain(b, fn, ctx, median_us);
+}
+
+/* ---- ceilings ------------------------------------------------------------------------- */
+
+typedef struct {
+  sl_device_t *dev;
+  void *src, *dst;
+  size_t bytes;
+} copy_ctx_t;
+
+static sl_status_t copy_once(void *p, int iter, sl_stream_t *stream) {
+  copy_ctx_t *c = p;
+  return sl_memcpy(c->dev, c->dst, c->src, c->bytes, stream);
+}
+
+typedef struct {
+  sl_kernel_t *k;
+  int launches;
+} empty_ctx_t;
+
+static sl_status_t empty_launches(void *p, int iter, sl_stream_t *stream) {
+  empty_ctx_t *c = p;
+  int zero = 0;
+  void *args[] = {&zero};
+  sl_launch_t l = {.grid = {1}, .block = {32}, .stream = stream};
+  for (int i = 0; i < c->launches; i++) SL_CHECK(sl_kernel_launch(c->k, &l, args));
+  return SL_OK;
+}
+
+static sl_status_t measure_ceilings(sl_bench_t *b) {
+  sl_device_t *dev = b->rt->dev;
+  bool gpu = sl_device_backend(dev) == SL_BACKEND_CUDA;
+  /* Copy bandwidth: a buffer far larger than L2 (H200: 60 MB), read + write bytes. */
+  copy_ctx_t c = {.dev = dev, .bytes = gpu ? ((size_t)1 << 30) : ((size_t)64 << 20)};
+  SL_CHECK(sl_device_malloc(dev, c.bytes, &c.src));
+  sl_status_t s = sl_device_malloc(dev, c.bytes, &c.dst);
+  if (s == SL_OK) s = sl_memset(dev, c.src, 1, c.bytes, b->stream);
+  double us = 0;
+  int iters = b->iters;
+  b->iters = gpu ? 20 : 5;
+  if (s == SL_OK) s = sl_bench_time(b, copy_once, &c, false, &us);
+  b->iters = iters;
+  sl_device_free(dev, c.src);
+  sl_device_free(dev, c.dst);
+  SL_CHECK(s);
+  b->copy_gbps = 2.0 * (double)c.bytes / (us * 1e-6) / 1e9;
+  if (gpu) {
+    sl_jit_spec_t spec;
+    empty_ctx_t e = {.launches = 100};
+    SL_CHECK(sl_probe_empty_spec(&spec));
+    SL_CHECK(sl_jit_get_kernel(dev, &spec, &e.k));
+    SL_CHECK(sl_bench_time(b, empty_launches, &e, false, &us));
+    b->launch_us = us / e.launches;
+    e.launches = 5;
+    SL_CHECK(sl_bench_time(b, empty_launches, &e, true, &us));
+    b->graph_launch_us = us / e.launches;
+  }
+  return SL_OK;
+}
+
+/* One JSON object per line (cJSON escapes names and strings). */
+static void write_json(sl_bench_t *b, cJSON *o) {
+  char *text = cJSON_PrintUnformatted(o);
+  if (text) fprintf(b->json, "%s\n", text);
+  free(text);
+  cJSON_Delete(o);
+}
+
+sl_status_t sl_bench_init(sl_runtime_t *rt, int *argc, char **argv, sl_bench_t *b) {
+  memset(b, 0, sizeof *b);
+  b->rt = rt;
+  bool gpu = sl_device_backend(rt->dev) == SL_BACKEND_CUDA;
+  b->iters = gpu ? 50 : 5;
+  b->warmup = gpu ? 5 : 1;
+  b->quick = !gpu;
+  int out = 1;
+  for (int i = 1; i < *argc; i++) {
+    if (strcmp(argv[i], "--iters") == 0 && i + 1 < *argc) {
+      b->iters = atoi(argv[++i]);
+      if (b->iters < 1) return SL_ERR(SL_ERR_INVALID, "--iters must be >= 1");
+    } else if (strcmp(argv[i], "--json") == 0 && i + 1 < *argc) {
+      const char *path = argv[++i];
+      if (rt->boot.rank == 0) {
+        b->json = fopen(path, "w");
+        if (!b->json) return SL_ERR(SL_ERR_IO, "cannot write --json file %s", path);
+      }
+    } else if (strcmp(argv[i], "--quick") == 0) {
+      b->quick = true;
+    } else if (strcmp(argv[i], "--full") == 0) {
+      b->quick = false;
+    } else if (strcmp(argv[i], "--only") == 0 && i + 1 < *argc) {
+      b->filter = argv[++i];
+    } else {
+      argv[out++] = argv[i];
+    }
+  }
+  *argc = out;
+  SL_CHECK(sl_stream_create(rt->dev, &b->stream));
+  SL_CHECK(measure_ceilings(b));
+  if (rt->boot.rank == 0) {
+    const sl_device_info_t *d = sl_device_info(rt->dev);
+    printf("# device %s (%s), copy bandwidth %.0f GB/s (read+write)", d->name,
+           gpu ? "cuda" : "cpu", b->copy_gbps);
+    if (gpu) printf(", launch %.2f us, in graph %.2f us per kernel", b->launch_us, b->graph_launch_us);
+    printf("\n");
+    if (b->json) {
+      cJSON *o = cJSON_CreateObject();
+      cJSON_AddBoolToObject(o, "ceiling", 1);
+      cJSON_AddStringToObject(o, "device", d->name);
+      cJSON_AddNumberToObject(o, "copy_gbps", b->copy_gbps);
+      cJSON_AddNumberToObject(o, "launch_us", b->launch_us);
+      cJSON_AddNumberToObject(o, "graph_launch_us", b->graph_launch_us);
+      write_json(b, o);
+    }
+  }
+  return SL_OK;
+}
+
+void sl_bench_finish(sl_bench_t *b) {
+  if (b->json) fclose(b->json);
+  b->json = NULL;
+  sl_stream_destroy(b->rt->dev, b->stream);
+  b->stream = NULL;
+}
+
+void sl_bench_header(sl_bench_t *b, const char *title) {
+  if (b->rt->boot.rank != 0) return;
+  printf("\n## %s\n%-22s %-24s %-10s %10s %10s %9s %10s  %s\n", title, "op", "shape", "path", "us", "GB/s",
+         "%copy", "graph_us", "");
+}
+
+void sl_bench_row(sl_bench_t *b, const char *op, const char *shape, const char *path, double us, double bytes,
+                  double graph_us, const char *extra) {
+  if (b->rt->boot.rank != 0) return;
+  double gbps = us > 0 ? bytes / (us * 1e-6) / 1e9 : 0;
+  double pct = b->copy_gbps > 0 ? 100.0 * gbps / b->copy_gbps : 0;
+  char g[32] = "-";
+  if (graph_us >= 0) snprintf(g, sizeof g, "%.2f", graph_us);
+  printf("%-22s %-24s %-10s %10.2f %10.1f %8.1f%% %10s  %s\n", op, shape, path ? path : "-", us, gbps, pct, g,
+         extra ? extra : "");
+  fflush(stdout);
+  if (b->json) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "op", op);
+    cJSON_AddStringToObject(o, "shape", shape);
+    cJSON_AddStringToObject(o, "path", path ? path : "");
+    cJSON_AddNumberToObject(o, "us", us);
+    cJSON_AddNumberToObject(o, "bytes", bytes);
+    cJSON_AddNumberToObject(o, "gbps", gbps);
+    cJSON_AddNumberToObject(o, "pct_copy", pct);
+    if (graph_us >= 0) cJSON_AddNumberToObject(o, "graph_us", graph_us);
+    if (extra) cJSON_AddStringToObject(o, "extra", extra);
+    write_json(b, o);
+  }
+}

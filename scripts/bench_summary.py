@@ -1,0 +1,28 @@
+#!/usr/bin/env python3
+"""Short table of benchmark results: reads the JSON lines `sluice bench ... --json` wrote."""
+import glob
+import json
+import os
+import sys
+
+out = sys.argv[1] if len(sys.argv) > 1 else "."
+for path in sorted(glob.glob(os.path.join(out, "bench-*.json"))):
+    rows = []
+    ceiling = {}
+    with open(path) as f:
+        for line in f:
+            try:
+                o = json.loads(line)
+            except ValueError:
+                continue
+            if o.get("ceiling"):
+                ceiling = o
+            else:
+                rows.append(o)
+    name = os.path.basename(path)[6:-5]
+    print(f"{name}: copy {ceiling.get('copy_gbps', 0):.0f} GB/s, launch {ceiling.get('launch_us', 0):.2f} us, "
+          f"graph {ceiling.get('graph_launch_us', 0):.2f} us; {len(rows)} rows")
+    for o in rows:
+        g = o.get("graph_us")
+        print(f"  {o['op']:<22} {o['shape']:<24} {o.get('path', ''):<10} {o['us']:9.2f} us "
+              f"{o['pct_copy']:6.1f}%  graph {g if g is not None else '-'}  {o.get('extra', '')}")

@@ -1,0 +1,21 @@
+# Command-level tests of the `sluice` binary (label cli): the main job and its error paths.
+function(sl_cli_test name label regex)
+  add_test(NAME cli_${name} COMMAND ${ARGN})
+  set_tests_properties(cli_${name} PROPERTIES LABELS "${label}" TIMEOUT 300 PASS_REGULAR_EXPRESSION "${regex}"
+                       ENVIRONMENT "${SL_TEST_ENV};SL_DEVICE=cpu")
+endfunction()
+
+sl_cli_test(info unit "SL_TIMEOUT_MS.*SL_RANKS_PER_NODE" $<TARGET_FILE:sluice> info --env)
+sl_cli_test(bad_env unit "SL_DEVICE='gpu' is not valid; accepted: auto\\|cpu\\|cuda"
+            ${CMAKE_COMMAND} -E env SL_DEVICE=gpu $<TARGET_FILE:sluice> info)
+sl_cli_test(unknown_command unit "unknown command 'frobnicate'" $<TARGET_FILE:sluice> frobnicate)
+sl_cli_test(selfcheck_np4 mpi "4 rank\\(s\\) on 1 node\\(s\\).*selfcheck passed"
+            ${SL_MPIRUN} -np 4 $<TARGET_FILE:sluice> selfcheck)
+sl_cli_test(selfcheck_np4_2nodes mpi "4 rank\\(s\\) on 2 node\\(s\\) \\(simulated\\).*selfcheck passed"
+            ${SL_MPIRUN} -np 4 -x SL_RANKS_PER_NODE=2 $<TARGET_FILE:sluice> selfcheck)
+sl_cli_test(selfcheck_bad_split mpi "SL_RANKS_PER_NODE=3 does not divide the 4 ranks"
+            ${SL_MPIRUN} -np 4 -x SL_RANKS_PER_NODE=3 $<TARGET_FILE:sluice> selfcheck)
+if(SLUICE_HAVE_CUDA)
+  sl_cli_test(jit_warm_sm90 jit "[0-9]+ compiled, [0-9]+ already cached, 0 failed"
+              ${CMAKE_COMMAND} -E env SL_CACHE_DIR=${CMAKE_BINARY_DIR}/jit-cache-cli $<TARGET_FILE:sluice> jit warm --arch 90 --module probe)
+endif()
