@@ -135,12 +135,7 @@ static void nap_ns(long ns) {
 
 /* A polite wait step for main-thread waits: spin a little, then yield (ranks may share cores). */
 static void wait_step(unsigned *spins) {
-  if (++*spins > WAIT_SPINS_BEFORE_YIELD) {
-    if (*spins > 64 * WAIT_SPINS_BEFORE_YIELD)
-      nap_ns(10000);
-    else
-      sched_yield();
-  }
+  if (++*spins > WAIT_SPINS_BEFORE_YIELD) nap_ns(10000);
 }
 
 static const char *peer_name(const sl_proxy_t *p, int rank, char *buf, size_t len) {
