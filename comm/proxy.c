@@ -66,7 +66,8 @@ enum {
   DEFAULT_RING_SLOTS = 1024,
   IDLE_SPIN_NS = 1000000,   /* spin this long with nothing to do before napping */
   IDLE_NAP_NS = 20000,      /* nap between progress calls once idle (keeps TCP/shm targets served) */
-  WAIT_SPINS_BEFORE_YIELD = 256,
+  WAIT_SPINS_BEFORE_YIELD = 256, /* proxy flush waits: spin, then yield */
+  WAIT_SPINS_BEFORE_NAP = 4096,  /* caller waits: spin a few us, then nap (ranks may share cores) */
 };
 
 static const char *ring_names[NUM_RINGS] = {"host", "device"};
@@ -135,7 +136,7 @@ static void nap_ns(long ns) {
 
 /* A polite wait step for main-thread waits: spin a little, then yield (ranks may share cores). */
 static void wait_step(unsigned *spins) {
-  if (++*spins > WAIT_SPINS_BEFORE_YIELD) nap_ns(10000);
+  if (++*spins > WAIT_SPINS_BEFORE_NAP) nap_ns(10000);
 }
 
 static const char *peer_name(const sl_proxy_t *p, int rank, char *buf, size_t len) {
