@@ -85,6 +85,15 @@ typedef struct {
   sl_proxy_t *proxy; /* for the error callback */
 } peer_t;
 
+/* Descriptors the proxy took from the rings in one round. */
+typedef struct {
+  int n;
+  sl_ring_desc_t desc[BATCH_MAX];
+  int ring_of[BATCH_MAX];
+  uint64_t done_at[NUM_RINGS]; /* each ring's consumed count once this batch was taken */
+  uint64_t flag_src[BATCH_MAX]; /* sources of the flag puts: valid until their flush */
+} batch_t;
+
 struct sl_proxy {
   int rank, size, node;
   MPI_Comm world;
@@ -118,7 +127,8 @@ struct sl_proxy {
 
   /* proxy-thread state */
   uint64_t consumed[NUM_RINGS];
-  uint64_t flag_src[BATCH_MAX]; /* source of the flag puts of the batch in flight */
+  batch_t batches[2]; /* the batch whose flags are in flight, and the one being taken */
+  int flags_batch;    /* index of the batch whose flags are in flight */
 
   atomic_uint_least64_t stat_puts, stat_bytes, stat_batches, stat_full_waits;
 };
@@ -267,64 +277,85 @@ static bool desc_valid(sl_proxy_t *p, const sl_ring_desc_t *d, int ring) {
   return false;
 }
 
-/* One round: take up to BATCH_MAX published descriptors, put their data, flush, put their
- * flags, flush, report them done. Returns the number processed (0: nothing to do). */
-static int proxy_round(sl_proxy_t *p) {
-  sl_ring_desc_t batch[BATCH_MAX];
-  int ring_of[BATCH_MAX];
-  int n = 0, taken[NUM_RINGS] = {0, 0};
+/* The proxy pipelines two batches. Each round:
+ *   1. takes up to BATCH_MAX newly published descriptors (batch N) and puts their data;
+ *   2. flushes every peer touched by N or by the previous batch F, whose flags went out
+ *      last round: one flush completes N's data AND F's flags at their destinations;
+ *   3. reports F done, then puts N's flags (N becomes F).
+ * Invariant: a flag is put only after the flush that completed its data, so it never
+ * arrives first; `done` moves only after the flush that completed the flag. One flush
+ * per round in steady state; a lone descriptor takes two rounds to be reported done, but
+ * its flag leaves after the first. Returns the descriptors handled (0: nothing to do). */
+static bool take_batch(sl_proxy_t *p, batch_t *b) {
+  b->n = 0;
   for (int r = 0; r < NUM_RINGS; r++) {
     sl_ring_header_t *ring = p->ring_host[r];
-    while (n < BATCH_MAX && sl_ring_is_published(ring, p->consumed[r])) {
-      batch[n] = *sl_ring_slot(ring, p->consumed[r]);
-      ring_of[n++] = r;
+    int before = b->n;
+    while (b->n < BATCH_MAX && sl_ring_is_published(ring, p->consumed[r])) {
+      b->desc[b->n] = *sl_ring_slot(ring, p->consumed[r]);
+      b->ring_of[b->n++] = r;
       p->consumed[r]++;
-      taken[r]++;
     }
     /* The descriptors are copied: their slots may be reused at once. */
-    if (taken[r]) sl_ring_store_release(&ring->tail, p->consumed[r]);
+    if (b->n > before) sl_ring_store_release(&ring->tail, p->consumed[r]);
+    b->done_at[r] = p->consumed[r];
   }
-  if (n == 0) return 0;
-  if (atomic_load(&p->failed)) return n; /* failed: consume and drop, producers see the error */
+  return b->n > 0;
+}
 
-  int touched[BATCH_MAX], ntouched = 0;
-  bool seen[p->size];
-  memset(seen, 0, sizeof seen);
-  for (int i = 0; i < n; i++) {
-    if (!desc_valid(p, &batch[i], ring_of[i])) return n;
-    int dst = batch[i].dst_rank;
+static void mark_peers(const batch_t *b, bool *seen, int *touched, int *ntouched) {
+  for (int i = 0; i < b->n; i++) {
+    int dst = b->desc[i].dst_rank;
     if (!seen[dst]) {
       seen[dst] = true;
-      touched[ntouched++] = dst;
+      touched[(*ntouched)++] = dst;
     }
   }
+}
+
+static int proxy_round(sl_proxy_t *p) {
+  batch_t *next = &p->batches[p->flags_batch ^ 1], *flagged = &p->batches[p->flags_batch];
+  bool have_next = take_batch(p, next);
+  if (!have_next && flagged->n == 0) return 0;
+  if (atomic_load(&p->failed)) { /* failed: consume and drop, producers see the error */
+    flagged->n = 0;
+    return next->n;
+  }
+  for (int i = 0; i < next->n; i++)
+    if (!desc_valid(p, &next->desc[i], next->ring_of[i])) return next->n;
   char *window = p->mode == SL_PROXY_DIRECT ? p->window_dev : p->window_host;
-  uint64_t payload = 0;
-  for (int i = 0; i < n; i++) {
-    const sl_ring_desc_t *d = &batch[i];
+  for (int i = 0; i < next->n; i++) {
+    const sl_ring_desc_t *d = &next->desc[i];
     const peer_t *q = &p->peers[d->dst_rank];
-    payload += d->bytes;
     if (d->op == SL_RING_OP_PUT && d->bytes &&
         !issue_put(p, q, window + d->local_offset, d->bytes, q->window_addr + d->remote_offset, q->window_rkey, true))
-      return n;
+      return next->n;
   }
-  /* Invariant: a flag is put only after its data completed at the destination. */
-  if (!flush_peers(p, touched, ntouched, "data")) return n;
-  for (int i = 0; i < n; i++) {
-    const sl_ring_desc_t *d = &batch[i];
-    const peer_t *q = &p->peers[d->dst_rank];
-    p->flag_src[i] = d->epoch;
-    if (!issue_put(p, q, &p->flag_src[i], sizeof(uint64_t), q->flags_addr + (uint64_t)d->flag_index * 8u,
-                   q->flags_rkey, false))
-      return n;
+  int touched[2 * BATCH_MAX], ntouched = 0;
+  bool seen[p->size];
+  memset(seen, 0, sizeof seen);
+  mark_peers(next, seen, touched, &ntouched);
+  mark_peers(flagged, seen, touched, &ntouched);
+  if (!flush_peers(p, touched, ntouched, flagged->n ? "data and flag" : "data")) return next->n;
+  if (flagged->n) {
+    uint64_t payload = 0;
+    for (int i = 0; i < flagged->n; i++) payload += flagged->desc[i].bytes;
+    for (int r = 0; r < NUM_RINGS; r++) sl_ring_store_release(&p->ring_host[r]->done, flagged->done_at[r]);
+    atomic_fetch_add(&p->stat_puts, (uint64_t)flagged->n);
+    atomic_fetch_add(&p->stat_bytes, payload);
+    flagged->n = 0;
   }
-  if (!flush_peers(p, touched, ntouched, "flag")) return n;
-  for (int r = 0; r < NUM_RINGS; r++)
-    if (taken[r]) sl_ring_store_release(&p->ring_host[r]->done, p->consumed[r]);
-  atomic_fetch_add(&p->stat_puts, (uint64_t)n);
-  atomic_fetch_add(&p->stat_bytes, payload);
   atomic_fetch_add(&p->stat_batches, 1);
-  return n;
+  for (int i = 0; i < next->n; i++) {
+    const sl_ring_desc_t *d = &next->desc[i];
+    const peer_t *q = &p->peers[d->dst_rank];
+    next->flag_src[i] = d->epoch;
+    if (!issue_put(p, q, &next->flag_src[i], sizeof(uint64_t), q->flags_addr + (uint64_t)d->flag_index * 8u,
+                   q->flags_rkey, false))
+      return next->n;
+  }
+  if (next->n) p->flags_batch ^= 1; /* next's flags are out: it is the flagged batch now */
+  return next->n ? next->n : 1;
 }
 
 /* Close endpoints (flush mode: everything issued is delivered first), bounded. */
