@@ -421,13 +421,23 @@ static sl_status_t ucs_check(ucs_status_t st, const char *what) {
 }
 #define UCS_CHECK_GOTO(call, res, label) SL_CHECK_GOTO(ucs_check((call), #call), res, label)
 
+/* Does a UCX_TLS value leave room for InfiniBand transports? Naming an IB device in
+ * NET_DEVICES while only tcp/shm are allowed would leave UCX without any transport. */
+static bool tls_may_use_verbs(const char *tls) {
+  if (!tls || !*tls || tls[0] == '^' || strstr(tls, "all")) return true;
+  static const char *const ib[] = {"rc", "ud", "dc", "ib", "mlx5"};
+  for (size_t i = 0; i < sizeof ib / sizeof ib[0]; i++)
+    if (strstr(tls, ib[i])) return true;
+  return false;
+}
+
 static sl_status_t init_ucx(sl_proxy_t *p, const sl_proxy_options_t *opts) {
   ucp_config_t *config;
   SL_CHECK(ucs_check(ucp_config_read(NULL, NULL, &config), "ucp_config_read"));
   char net[96] = "";
   if (opts->net_devices && opts->net_devices[0]) {
     snprintf(net, sizeof net, "%s", opts->net_devices);
-  } else if (!getenv("UCX_NET_DEVICES")) {
+  } else if (!getenv("UCX_NET_DEVICES") && tls_may_use_verbs(getenv("UCX_TLS"))) {
     sl_topo_t topo;
     if (sl_topo_discover(sl_device_info(p->dev), &topo) == SL_OK) sl_topo_ucx_net_devices(&topo, net, sizeof net);
     else sl_clear_error();

@@ -30,8 +30,9 @@
  * (comm/ring.cuh); the same descriptor layout as the CPU producer, a separate ring.
  *
  * UCX configuration: the usual UCX_* variables apply (UCX_TLS, UCX_NET_DEVICES, ...).
- * When UCX_NET_DEVICES is unset and the topology knows the NIC nearest this rank's GPU
- * (runtime/sl_topo.h), the proxy selects that NIC ("mlx5_0:1"). */
+ * When UCX_NET_DEVICES is unset, UCX_TLS (if set) allows InfiniBand transports, and the
+ * topology knows the NIC nearest this rank's GPU (runtime/sl_topo.h), the proxy selects
+ * that NIC ("mlx5_0:1"). */
 #ifndef SL_COMM_PROXY_H
 #define SL_COMM_PROXY_H
 
