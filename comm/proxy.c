@@ -16,13 +16,21 @@
 #include "runtime/sl_log.h"
 #include "runtime/sl_topo.h"
 
-sl_status_t sl_proxy_post_kernel_spec(sl_jit_spec_t *spec, int threads) {
+static sl_status_t test_kernel_spec(sl_jit_spec_t *spec, const char *entry, int threads) {
   if (threads <= 0 || threads > 1024 || (threads & 31))
-    return SL_ERR(SL_ERR_INVALID, "proxy post kernel: %d threads per block (want a multiple of 32, <= 1024)",
-                  threads);
-  sl_jit_spec_init(spec, "comm/proxy_post.cu", "sl_proxy_post_pattern");
+    return SL_ERR(SL_ERR_INVALID, "proxy test kernel %s: %d threads per block (want a multiple of 32, <= 1024)",
+                  entry, threads);
+  sl_jit_spec_init(spec, "comm/proxy_post.cu", entry);
   SL_CHECK(sl_jit_spec_define(spec, "PROXY_THREADS", "%d", threads));
   return SL_OK;
+}
+
+sl_status_t sl_proxy_post_kernel_spec(sl_jit_spec_t *spec, int threads) {
+  return test_kernel_spec(spec, "sl_proxy_post_pattern", threads);
+}
+
+sl_status_t sl_proxy_check_kernel_spec(sl_jit_spec_t *spec, int threads) {
+  return test_kernel_spec(spec, "sl_proxy_check_pattern", threads);
 }
 
 #ifndef SLUICE_HAVE_UCX

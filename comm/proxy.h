@@ -132,9 +132,11 @@ typedef struct {
 } sl_proxy_stats_t;
 void sl_proxy_stats(const sl_proxy_t *proxy, sl_proxy_stats_t *out);
 
-/* The JIT test kernel comm/proxy_post.cu (writes a pattern into the window and posts one
- * descriptor per block); registered in engine/jit_points.c. */
+/* The JIT test kernels of comm/proxy_post.cu, registered in engine/jit_points.c:
+ * post_pattern writes a pattern into the window and posts one descriptor per block;
+ * check_pattern acquires a peer's flags on the GPU and counts wrong bytes. */
 sl_status_t sl_proxy_post_kernel_spec(sl_jit_spec_t *spec, int threads);
+sl_status_t sl_proxy_check_kernel_spec(sl_jit_spec_t *spec, int threads);
 
 #ifdef __cplusplus
 }

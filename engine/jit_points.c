@@ -18,6 +18,8 @@ static sl_status_t proxy_points(int arch, sl_jit_point_fn fn, void *user) {
   (void)arch;
   sl_jit_spec_t spec;
   SL_CHECK(sl_proxy_post_kernel_spec(&spec, 128));
+  SL_CHECK(fn(&spec, user));
+  SL_CHECK(sl_proxy_check_kernel_spec(&spec, 128));
   return fn(&spec, user);
 }
 

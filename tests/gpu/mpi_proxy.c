@@ -1,8 +1,8 @@
 /* GPU test of the UCX proxy: a JIT kernel (comm/proxy_post.cu) writes a pattern into this
  * rank's pinned window and posts one descriptor per block into the proxy's device ring;
- * every remote peer acquires the flags and checks the bytes against the CPU's pattern.
- * A second round posts the same data from the CPU producer; both must match the CPU
- * reference exactly. Ranks share one GPU; with SL_RANKS_PER_NODE=2 -np 4 they form two
+ * every remote peer acquires the flags in a GPU kernel that counts wrong bytes, then on the
+ * host, where the bytes are compared with the CPU's pattern. Alternate rounds post the same
+ * data from the CPU producer; every round must match the CPU reference exactly. Ranks share one GPU; with SL_RANKS_PER_NODE=2 -np 4 they form two
  * simulated nodes, otherwise every other rank is treated as remote. Exit 77 without a GPU. */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -41,8 +41,15 @@ static void test_kernel_posts_and_cpu_posts(void **state) {
 
   sl_jit_spec_t spec;
   SL_ASSERT_OK(sl_proxy_post_kernel_spec(&spec, THREADS));
-  sl_kernel_t *k;
+  sl_kernel_t *k, *check;
   SL_ASSERT_OK(sl_jit_get_kernel(dev, &spec, &k));
+  SL_ASSERT_OK(sl_proxy_check_kernel_spec(&spec, THREADS));
+  SL_ASSERT_OK(sl_jit_get_kernel(dev, &spec, &check));
+  uint64_t *flags_dev;
+  sl_proxy_flags(px, NULL, &flags_dev);
+  assert_non_null(flags_dev);
+  unsigned long long *mismatch_dev;
+  SL_ASSERT_OK(sl_device_malloc(dev, sizeof(unsigned long long), (void **)&mismatch_dev));
   int *status_dev;
   SL_ASSERT_OK(sl_device_malloc(dev, sizeof(int) * BLOCKS, (void **)&status_dev));
 
@@ -88,8 +95,34 @@ static void test_kernel_posts_and_cpu_posts(void **state) {
                                          (uint32_t)(boot.rank * BLOCKS + b), epoch));
       }
     }
+    /* Every rank's posting kernels have finished: the GPU waiters below depend only on
+     * the proxies (CPU threads), never on another process's kernel getting the GPU. */
+    assert_int_equal(MPI_Barrier(boot.world), MPI_SUCCESS);
     for (int src = 0; src < boot.size; src++) {
       if (!sl_proxy_is_remote(px, src)) continue;
+      /* GPU receiver: acquire each block's flag, count wrong bytes. */
+      SL_ASSERT_OK(sl_memset(dev, mismatch_dev, 0, sizeof(unsigned long long), NULL));
+      sl_test_poison(dev, status_dev, sizeof(int) * BLOCKS);
+      unsigned long long recv_base = recv_off(src), chunk = CHUNK, timeout_ns = ring.timeout_ns;
+      unsigned flag_base = (unsigned)(src * BLOCKS);
+      void *cargs[] = {&win_dev, &flags_dev, &src, &recv_base, &chunk, &flag_base, (void *)&epoch, &timeout_ns,
+                       &mismatch_dev, &status_dev};
+      sl_launch_t cl = {.grid = {BLOCKS, 1, 1}, .block = {THREADS, 1, 1}};
+      SL_ASSERT_OK(sl_kernel_launch(check, &cl, cargs));
+      SL_ASSERT_OK(sl_device_sync(dev));
+      SL_ASSERT_OK(sl_device_check(dev, "proxy check kernel"));
+      int cstatus[BLOCKS];
+      unsigned long long gpu_bad = ~0ull;
+      SL_ASSERT_OK(sl_memcpy(dev, cstatus, status_dev, sizeof cstatus, NULL));
+      SL_ASSERT_OK(sl_memcpy(dev, &gpu_bad, mismatch_dev, sizeof gpu_bad, NULL));
+      SL_ASSERT_OK(sl_device_sync(dev));
+      for (int b = 0; b < BLOCKS; b++)
+        if (cstatus[b] != 0)
+          fail_msg("rank %d: GPU wait for flag %d (epoch %llu) from rank %d returned %d", boot.rank, src * BLOCKS + b,
+                   epoch, src, cstatus[b]);
+      if (gpu_bad != 0) fail_msg("rank %d round %d: the GPU counted %llu wrong bytes from rank %d", boot.rank, round,
+                                 gpu_bad, src);
+      /* CPU receiver and reference. */
       for (int b = 0; b < BLOCKS; b++) SL_ASSERT_OK(sl_proxy_wait_flag(px, src, (uint32_t)(src * BLOCKS + b), epoch));
       SL_ASSERT_OK(sl_memcpy(dev, host, win_dev + recv_off(src), area_bytes(), NULL));
       SL_ASSERT_OK(sl_device_sync(dev));
@@ -114,6 +147,7 @@ static void test_kernel_posts_and_cpu_posts(void **state) {
   free(host);
   free(want);
   sl_device_free(dev, status_dev);
+  sl_device_free(dev, mismatch_dev);
   SL_ASSERT_OK(sl_proxy_destroy(px));
 }
 
