@@ -18,8 +18,8 @@
 
 static sl_status_t test_kernel_spec(sl_jit_spec_t *spec, const char *entry, int threads) {
   if (threads <= 0 || threads > 1024 || (threads & 31))
-    return SL_ERR(SL_ERR_INVALID, "proxy test kernel %s: %d threads per block (want a multiple of 32, <= 1024)",
-                  entry, threads);
+    return SL_ERR(SL_ERR_INVALID, "proxy test kernel %s: %d threads per block (want a multiple of 32, <= 1024)", entry,
+                  threads);
   sl_jit_spec_init(spec, "comm/proxy_post.cu", entry);
   SL_CHECK(sl_jit_spec_define(spec, "PROXY_THREADS", "%d", threads));
   return SL_OK;
@@ -41,26 +41,40 @@ sl_status_t sl_proxy_create(const sl_boot_t *boot, sl_device_t *dev, size_t wind
   return SL_ERR(SL_ERR_UNSUPPORTED, "the inter-node proxy needs UCX: this build has none (install libucx-dev, "
                                     "re-run cmake)");
 }
-sl_status_t sl_proxy_destroy(sl_proxy_t *proxy) { return SL_OK; }
+sl_status_t sl_proxy_destroy(sl_proxy_t *proxy) {
+  return SL_OK;
+}
 void sl_proxy_window(const sl_proxy_t *proxy, void **host_ptr, void **dev_ptr) {}
 void sl_proxy_flags(const sl_proxy_t *proxy, uint64_t **host_ptr, uint64_t **dev_ptr) {}
-sl_proxy_mode_t sl_proxy_mode(const sl_proxy_t *proxy) { return SL_PROXY_STAGED; }
-bool sl_proxy_is_remote(const sl_proxy_t *proxy, int rank) { return false; }
-sl_status_t sl_proxy_post_put(sl_proxy_t *proxy, int dst_rank, size_t remote_offset, size_t local_offset,
-                              size_t bytes, uint32_t flag_index, uint64_t epoch) {
+sl_proxy_mode_t sl_proxy_mode(const sl_proxy_t *proxy) {
+  return SL_PROXY_STAGED;
+}
+bool sl_proxy_is_remote(const sl_proxy_t *proxy, int rank) {
+  return false;
+}
+sl_status_t sl_proxy_post_put(sl_proxy_t *proxy, int dst_rank, size_t remote_offset, size_t local_offset, size_t bytes,
+                              uint32_t flag_index, uint64_t epoch) {
   return SL_ERR(SL_ERR_UNSUPPORTED, "no UCX in this build");
 }
 sl_status_t sl_proxy_wait_flag(sl_proxy_t *proxy, int src_rank, uint32_t flag_index, uint64_t epoch) {
   return SL_ERR(SL_ERR_UNSUPPORTED, "no UCX in this build");
 }
-sl_status_t sl_proxy_quiesce(sl_proxy_t *proxy) { return SL_ERR(SL_ERR_UNSUPPORTED, "no UCX in this build"); }
-void sl_proxy_device_ring(const sl_proxy_t *proxy, sl_proxy_dev_ring_t *out) { memset(out, 0, sizeof *out); }
+sl_status_t sl_proxy_quiesce(sl_proxy_t *proxy) {
+  return SL_ERR(SL_ERR_UNSUPPORTED, "no UCX in this build");
+}
+void sl_proxy_device_ring(const sl_proxy_t *proxy, sl_proxy_dev_ring_t *out) {
+  memset(out, 0, sizeof *out);
+}
 sl_status_t sl_proxy_post_device_ring(sl_proxy_t *proxy, const sl_ring_desc_t *desc) {
   return SL_ERR(SL_ERR_UNSUPPORTED, "no UCX in this build");
 }
-const char *sl_proxy_error(const sl_proxy_t *proxy) { return "no UCX in this build"; }
+const char *sl_proxy_error(const sl_proxy_t *proxy) {
+  return "no UCX in this build";
+}
 void sl_proxy_set_paused(sl_proxy_t *proxy, bool paused) {}
-void sl_proxy_stats(const sl_proxy_t *proxy, sl_proxy_stats_t *out) { memset(out, 0, sizeof *out); }
+void sl_proxy_stats(const sl_proxy_t *proxy, sl_proxy_stats_t *out) {
+  memset(out, 0, sizeof *out);
+}
 
 #else /* SLUICE_HAVE_UCX */
 
@@ -70,10 +84,10 @@ enum {
   RING_HOST = 0,   /* CPU producers (sl_proxy_post_put) */
   RING_DEVICE = 1, /* GPU kernels (comm/ring.cuh) or CPU-backend device producers */
   NUM_RINGS = 2,
-  BATCH_MAX = 64,           /* descriptors issued per flush round */
+  BATCH_MAX = 64, /* descriptors issued per flush round */
   DEFAULT_RING_SLOTS = 1024,
-  IDLE_SPIN_NS = 1000000,   /* spin this long with nothing to do before napping */
-  IDLE_NAP_NS = 20000,      /* nap between progress calls once idle (keeps TCP/shm targets served) */
+  IDLE_SPIN_NS = 1000000,        /* spin this long with nothing to do before napping */
+  IDLE_NAP_NS = 20000,           /* nap between progress calls once idle (keeps TCP/shm targets served) */
   WAIT_SPINS_BEFORE_YIELD = 256, /* proxy flush waits: spin, then yield */
   WAIT_SPINS_BEFORE_NAP = 4096,  /* caller waits: spin a few us, then nap (ranks may share cores) */
 };
@@ -98,7 +112,7 @@ typedef struct {
   int n;
   sl_ring_desc_t desc[BATCH_MAX];
   int ring_of[BATCH_MAX];
-  uint64_t done_at[NUM_RINGS]; /* each ring's consumed count once this batch was taken */
+  uint64_t done_at[NUM_RINGS];  /* each ring's consumed count once this batch was taken */
   uint64_t flag_src[BATCH_MAX]; /* sources of the flag puts: valid until their flush */
 } batch_t;
 
@@ -114,8 +128,8 @@ struct sl_proxy {
   uint64_t *flags_host, *flags_dev;
   sl_ring_header_t *ring_host[NUM_RINGS];
   void *ring_dev[NUM_RINGS];
-  uint64_t host_head;                /* CPU producers' counter of the host ring */
-  unsigned long long *dev_head;      /* producers' counter of the device ring */
+  uint64_t host_head;           /* CPU producers' counter of the host ring */
+  unsigned long long *dev_head; /* producers' counter of the device ring */
   uint32_t capacity;
 
   ucp_context_h context;
@@ -128,8 +142,8 @@ struct sl_proxy {
   atomic_int stop;
   atomic_int phase;
   atomic_bool paused;
-  atomic_bool closing;   /* this rank is shutting down: transport errors are expected */
-  atomic_int failed;     /* 0 or the sl_status_t that failed the proxy */
+  atomic_bool closing; /* this rank is shutting down: transport errors are expected */
+  atomic_int failed;   /* 0 or the sl_status_t that failed the proxy */
   pthread_mutex_t error_lock;
   char error_text[512];
 
@@ -177,7 +191,8 @@ static void proxy_fail(sl_proxy_t *p, sl_status_t status, const char *fmt, ...) 
     va_start(ap, fmt);
     vsnprintf(p->error_text, sizeof p->error_text, fmt, ap);
     va_end(ap);
-    for (int r = 0; r < NUM_RINGS; r++) sl_ring_store_release(&p->ring_host[r]->error, (uint64_t)(-(int64_t)status));
+    for (int r = 0; r < NUM_RINGS; r++)
+      sl_ring_store_release(&p->ring_host[r]->error, (uint64_t)(-(int64_t)status));
     SL_LOG_ERROR("UCX proxy failed: %s", p->error_text);
   }
   pthread_mutex_unlock(&p->error_lock);
@@ -193,8 +208,10 @@ static void ep_error_cb(void *arg, ucp_ep_h ep, ucs_status_t status) {
   peer_t *q = arg;
   sl_proxy_t *p = q->proxy;
   if (atomic_load(&p->closing)) return;
-  proxy_fail(p, SL_ERR_PEER, "lost connection to rank %d (node %d, host %s): UCX: %s. The peer probably died; "
-             "end the job", q->rank, q->node, q->host, ucs_status_string(status));
+  proxy_fail(p, SL_ERR_PEER,
+             "lost connection to rank %d (node %d, host %s): UCX: %s. The peer probably died; "
+             "end the job",
+             q->rank, q->node, q->host, ucs_status_string(status));
 }
 
 /* ---- the proxy thread ------------------------------------------------------------ */
@@ -223,7 +240,8 @@ static ucs_status_t wait_request(sl_proxy_t *p, void *req, double deadline_ms) {
 static bool flush_peers(sl_proxy_t *p, const int *touched, int ntouched, const char *what) {
   void *reqs[BATCH_MAX];
   ucp_request_param_t prm = {.op_attr_mask = 0};
-  for (int i = 0; i < ntouched; i++) reqs[i] = ucp_ep_flush_nbx(p->peers[touched[i]].ep, &prm);
+  for (int i = 0; i < ntouched; i++)
+    reqs[i] = ucp_ep_flush_nbx(p->peers[touched[i]].ep, &prm);
   double deadline = now_ms() + (double)p->timeout_ms;
   bool ok = true;
   for (int i = 0; i < ntouched; i++) {
@@ -231,9 +249,10 @@ static bool flush_peers(sl_proxy_t *p, const int *touched, int ntouched, const c
     if (st != UCS_OK && ok) {
       const peer_t *q = &p->peers[touched[i]];
       if (st == UCS_ERR_TIMED_OUT)
-        proxy_fail(p, SL_ERR_TIMEOUT, "rank %d (node %d, host %s) did not complete the %s puts within "
-                   "SL_TIMEOUT_MS=%ld ms: is it alive and progressing?", q->rank, q->node, q->host, what,
-                   p->timeout_ms);
+        proxy_fail(p, SL_ERR_TIMEOUT,
+                   "rank %d (node %d, host %s) did not complete the %s puts within "
+                   "SL_TIMEOUT_MS=%ld ms: is it alive and progressing?",
+                   q->rank, q->node, q->host, what, p->timeout_ms);
       else
         proxy_fail(p, SL_ERR_PEER, "puts to rank %d (node %d, host %s) failed: UCX: %s", q->rank, q->node, q->host,
                    ucs_status_string(st));
@@ -278,10 +297,12 @@ static bool desc_valid(sl_proxy_t *p, const sl_ring_desc_t *d, int ring) {
   else if (d->flag_index >= p->flag_slots)
     why = "flag index out of range";
   if (!why) return true;
-  proxy_fail(p, SL_ERR_RANGE, "bad descriptor on the %s ring: %s (dst %d, remote_offset %llu, local_offset %llu, "
-             "bytes %llu, flag %u, window %zu bytes, %zu flags)", ring_names[ring], why, d->dst_rank,
-             (unsigned long long)d->remote_offset, (unsigned long long)d->local_offset,
-             (unsigned long long)d->bytes, d->flag_index, p->window_bytes, p->flag_slots);
+  proxy_fail(p, SL_ERR_RANGE,
+             "bad descriptor on the %s ring: %s (dst %d, remote_offset %llu, local_offset %llu, "
+             "bytes %llu, flag %u, window %zu bytes, %zu flags)",
+             ring_names[ring], why, d->dst_rank, (unsigned long long)d->remote_offset,
+             (unsigned long long)d->local_offset, (unsigned long long)d->bytes, d->flag_index, p->window_bytes,
+             p->flag_slots);
   return false;
 }
 
@@ -347,8 +368,10 @@ static int proxy_round(sl_proxy_t *p) {
   if (!flush_peers(p, touched, ntouched, flagged->n ? "data and flag" : "data")) return next->n;
   if (flagged->n) {
     uint64_t payload = 0;
-    for (int i = 0; i < flagged->n; i++) payload += flagged->desc[i].bytes;
-    for (int r = 0; r < NUM_RINGS; r++) sl_ring_store_release(&p->ring_host[r]->done, flagged->done_at[r]);
+    for (int i = 0; i < flagged->n; i++)
+      payload += flagged->desc[i].bytes;
+    for (int r = 0; r < NUM_RINGS; r++)
+      sl_ring_store_release(&p->ring_host[r]->done, flagged->done_at[r]);
     atomic_fetch_add(&p->stat_puts, (uint64_t)flagged->n);
     atomic_fetch_add(&p->stat_bytes, payload);
     flagged->n = 0;
@@ -418,7 +441,8 @@ static void *proxy_main(void *arg) {
 
 static uint32_t round_pow2(uint32_t v) {
   uint32_t c = 1;
-  while (c < v && c < (1u << 30)) c <<= 1;
+  while (c < v && c < (1u << 30))
+    c <<= 1;
   return c;
 }
 
@@ -447,8 +471,10 @@ static sl_status_t init_ucx(sl_proxy_t *p, const sl_proxy_options_t *opts) {
     snprintf(net, sizeof net, "%s", opts->net_devices);
   } else if (!getenv("UCX_NET_DEVICES") && tls_may_use_verbs(getenv("UCX_TLS"))) {
     sl_topo_t topo;
-    if (sl_topo_discover(sl_device_info(p->dev), &topo) == SL_OK) sl_topo_ucx_net_devices(&topo, net, sizeof net);
-    else sl_clear_error();
+    if (sl_topo_discover(sl_device_info(p->dev), &topo) == SL_OK)
+      sl_topo_ucx_net_devices(&topo, net, sizeof net);
+    else
+      sl_clear_error();
   }
   if (net[0]) {
     ucs_status_t st = ucp_config_modify(config, "NET_DEVICES", net);
@@ -605,8 +631,8 @@ static sl_status_t exchange_and_connect(sl_proxy_t *p, const sl_boot_t *boot, bo
     q->window_addr = c.window_addr;
     q->flags_addr = c.flags_addr;
     ucp_ep_params_t ep = {
-        .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                      UCP_EP_PARAM_FIELD_ERR_HANDLER,
+        .field_mask =
+            UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER,
         .address = (const ucp_address_t *)(blob + sizeof c),
         .err_mode = UCP_ERR_HANDLING_MODE_PEER,
         .err_handler = {.cb = ep_error_cb, .arg = q},
@@ -626,13 +652,11 @@ static sl_status_t exchange_and_connect(sl_proxy_t *p, const sl_boot_t *boot, bo
     }
     SL_CHECK_GOTO(ucs_check(st, what), s, out);
     snprintf(what, sizeof what, "unpacking the window key of %s", name);
-    SL_CHECK_GOTO(ucs_check(ucp_ep_rkey_unpack(q->ep, blob + sizeof c + c.address_len, &q->window_rkey), what), s,
-                  out);
+    SL_CHECK_GOTO(ucs_check(ucp_ep_rkey_unpack(q->ep, blob + sizeof c + c.address_len, &q->window_rkey), what), s, out);
     snprintf(what, sizeof what, "unpacking the flag key of %s", name);
-    SL_CHECK_GOTO(ucs_check(ucp_ep_rkey_unpack(q->ep, blob + sizeof c + c.address_len + c.window_rkey_len,
-                                               &q->flags_rkey),
-                            what),
-                  s, out);
+    SL_CHECK_GOTO(
+        ucs_check(ucp_ep_rkey_unpack(q->ep, blob + sizeof c + c.address_len + c.window_rkey_len, &q->flags_rkey), what),
+        s, out);
   }
   SL_LOG_DEBUG("UCX proxy: %d remote peers%s", nremote, all_remote ? " (every other rank treated as remote)" : "");
 out:
@@ -670,7 +694,8 @@ static void free_all(sl_proxy_t *p) {
   else
     sl_host_free_mapped(p->dev, p->window_host);
   sl_host_free_mapped(p->dev, p->flags_host);
-  for (int r = 0; r < NUM_RINGS; r++) sl_host_free_mapped(p->dev, p->ring_host[r]);
+  for (int r = 0; r < NUM_RINGS; r++)
+    sl_host_free_mapped(p->dev, p->ring_host[r]);
   sl_device_free(p->dev, p->dev_head);
   pthread_mutex_destroy(&p->error_lock);
   free(p->peers);
@@ -690,8 +715,10 @@ sl_status_t sl_proxy_create(const sl_boot_t *boot, sl_device_t *dev, size_t wind
   SL_MPI_CHECK(MPI_Allreduce(mine, lo, 2, MPI_UNSIGNED_LONG_LONG, MPI_MIN, boot->world));
   SL_MPI_CHECK(MPI_Allreduce(mine, hi, 2, MPI_UNSIGNED_LONG_LONG, MPI_MAX, boot->world));
   if (lo[0] != hi[0] || lo[1] != hi[1])
-    return SL_ERR(SL_ERR_INVALID, "sl_proxy_create: ranks disagree on the window (%llu..%llu bytes) or flags "
-                  "(%llu..%llu slots): every rank must pass the same sizes", lo[0], hi[0], lo[1], hi[1]);
+    return SL_ERR(SL_ERR_INVALID,
+                  "sl_proxy_create: ranks disagree on the window (%llu..%llu bytes) or flags "
+                  "(%llu..%llu slots): every rank must pass the same sizes",
+                  lo[0], hi[0], lo[1], hi[1]);
 
   sl_proxy_t *p = calloc(1, sizeof *p);
   if (!p) return SL_ERR(SL_ERR_NOMEM, "sl_proxy_t");
@@ -749,8 +776,10 @@ static sl_status_t bounded_barrier(sl_proxy_t *p, const char *what) {
     SL_CHECK(sl_mpi_status(MPI_Test(&req, &done, MPI_STATUS_IGNORE), what));
     if (done) return SL_OK;
     if (now_ms() > deadline)
-      return SL_ERR(SL_ERR_TIMEOUT, "%s: not every rank arrived within SL_TIMEOUT_MS=%ld ms (a rank stalled or "
-                    "died; end the job)", what, bound);
+      return SL_ERR(SL_ERR_TIMEOUT,
+                    "%s: not every rank arrived within SL_TIMEOUT_MS=%ld ms (a rank stalled or "
+                    "died; end the job)",
+                    what, bound);
     wait_step(&spins);
   }
 }
@@ -772,7 +801,8 @@ sl_status_t sl_proxy_destroy(sl_proxy_t *p) {
   atomic_store(&p->phase, PHASE_CLOSE);
   double deadline = now_ms() + 2.0 * (double)p->timeout_ms;
   unsigned spins = 0;
-  while (atomic_load(&p->phase) != PHASE_CLOSED && now_ms() < deadline) wait_step(&spins);
+  while (atomic_load(&p->phase) != PHASE_CLOSED && now_ms() < deadline)
+    wait_step(&spins);
   if (healthy) {
     /* Peers' endpoint closes need this worker progressed until they finish too. */
     s = bounded_barrier(p, "sl_proxy_destroy: barrier after closing");
@@ -794,10 +824,18 @@ void sl_proxy_flags(const sl_proxy_t *p, uint64_t **host_ptr, uint64_t **dev_ptr
   if (host_ptr) *host_ptr = p->flags_host;
   if (dev_ptr) *dev_ptr = p->flags_dev;
 }
-sl_proxy_mode_t sl_proxy_mode(const sl_proxy_t *p) { return p->mode; }
-void sl_proxy_set_paused(sl_proxy_t *p, bool paused) { atomic_store(&p->paused, paused); }
-bool sl_proxy_is_remote(const sl_proxy_t *p, int rank) { return rank >= 0 && rank < p->size && p->peers[rank].remote; }
-const char *sl_proxy_error(const sl_proxy_t *p) { return atomic_load(&p->failed) ? p->error_text : ""; }
+sl_proxy_mode_t sl_proxy_mode(const sl_proxy_t *p) {
+  return p->mode;
+}
+void sl_proxy_set_paused(sl_proxy_t *p, bool paused) {
+  atomic_store(&p->paused, paused);
+}
+bool sl_proxy_is_remote(const sl_proxy_t *p, int rank) {
+  return rank >= 0 && rank < p->size && p->peers[rank].remote;
+}
+const char *sl_proxy_error(const sl_proxy_t *p) {
+  return atomic_load(&p->failed) ? p->error_text : "";
+}
 void sl_proxy_device_ring(const sl_proxy_t *p, sl_proxy_dev_ring_t *out) {
   out->ring = p->ring_dev[RING_DEVICE];
   out->head = p->dev_head;
@@ -817,16 +855,19 @@ static sl_status_t check_desc(const sl_proxy_t *p, const sl_ring_desc_t *d) {
   if (d->dst_rank < 0 || d->dst_rank >= p->size)
     return SL_ERR(SL_ERR_RANGE, "proxy put: destination rank %d outside the job's %d ranks", d->dst_rank, p->size);
   if (!p->peers[d->dst_rank].remote)
-    return SL_ERR(SL_ERR_RANGE, "proxy put: %s is not a remote peer of rank %d (same node or self): use symmetric "
-                  "memory, or create the proxy with all_peers_remote", peer_name(p, d->dst_rank, name, sizeof name),
-                  p->rank);
+    return SL_ERR(SL_ERR_RANGE,
+                  "proxy put: %s is not a remote peer of rank %d (same node or self): use symmetric "
+                  "memory, or create the proxy with all_peers_remote",
+                  peer_name(p, d->dst_rank, name, sizeof name), p->rank);
   if (d->op != SL_RING_OP_PUT && d->op != SL_RING_OP_FLAG_ONLY)
     return SL_ERR(SL_ERR_INVALID, "proxy put: unknown descriptor op %u", d->op);
   if (d->bytes > p->window_bytes || d->remote_offset > p->window_bytes - d->bytes ||
       d->local_offset > p->window_bytes - d->bytes)
-    return SL_ERR(SL_ERR_RANGE, "proxy put to rank %d: %llu bytes at remote offset %llu / local offset %llu do not "
-                  "fit the %zu-byte window", d->dst_rank, (unsigned long long)d->bytes,
-                  (unsigned long long)d->remote_offset, (unsigned long long)d->local_offset, p->window_bytes);
+    return SL_ERR(SL_ERR_RANGE,
+                  "proxy put to rank %d: %llu bytes at remote offset %llu / local offset %llu do not "
+                  "fit the %zu-byte window",
+                  d->dst_rank, (unsigned long long)d->bytes, (unsigned long long)d->remote_offset,
+                  (unsigned long long)d->local_offset, p->window_bytes);
   if (d->flag_index >= p->flag_slots)
     return SL_ERR(SL_ERR_RANGE, "proxy put to rank %d: flag index %u >= %zu flag slots", d->dst_rank, d->flag_index,
                   p->flag_slots);
@@ -845,9 +886,11 @@ static sl_status_t post_on(sl_proxy_t *p, int ring_id, uint64_t *head, const sl_
     while (!sl_ring_try_reserve(ring, head, &index)) {
       SL_CHECK(proxy_failure(p));
       if (now_ms() > deadline)
-        return SL_ERR(SL_ERR_TIMEOUT, "the proxy's %s ring (rank %d, %u slots) stayed full for SL_TIMEOUT_MS=%ld ms: "
+        return SL_ERR(SL_ERR_TIMEOUT,
+                      "the proxy's %s ring (rank %d, %u slots) stayed full for SL_TIMEOUT_MS=%ld ms: "
                       "%llu descriptors consumed, %llu completed; the proxy thread is stuck or a destination is "
-                      "not completing puts", ring_names[ring_id], p->rank, ring->capacity, p->timeout_ms,
+                      "not completing puts",
+                      ring_names[ring_id], p->rank, ring->capacity, p->timeout_ms,
                       (unsigned long long)sl_ring_load_acquire(&ring->tail),
                       (unsigned long long)sl_ring_load_acquire(&ring->done));
       wait_step(&spins);
@@ -874,7 +917,7 @@ sl_status_t sl_proxy_post_put(sl_proxy_t *p, int dst_rank, size_t remote_offset,
 sl_status_t sl_proxy_post_device_ring(sl_proxy_t *p, const sl_ring_desc_t *desc) {
   if (sl_device_backend(p->dev) != SL_BACKEND_CPU)
     return SL_ERR(SL_ERR_UNSUPPORTED, "sl_proxy_post_device_ring: on a GPU the device ring's producers are kernels "
-                  "(comm/ring.cuh)");
+                                      "(comm/ring.cuh)");
   return post_on(p, RING_DEVICE, (uint64_t *)p->dev_head, desc);
 }
 
@@ -890,10 +933,11 @@ sl_status_t sl_proxy_wait_flag(sl_proxy_t *p, int src_rank, uint32_t flag_index,
     SL_CHECK(proxy_failure(p));
     if (now_ms() > deadline) {
       char name[96];
-      return SL_ERR(SL_ERR_TIMEOUT, "rank %d waited SL_TIMEOUT_MS=%ld ms for flag %u = epoch %llu from %s; the flag "
-                    "holds %llu: that peer stalled, died, or did not post", p->rank, p->timeout_ms, flag_index,
-                    (unsigned long long)epoch, peer_name(p, src_rank, name, sizeof name),
-                    (unsigned long long)sl_ring_load_acquire(flag));
+      return SL_ERR(SL_ERR_TIMEOUT,
+                    "rank %d waited SL_TIMEOUT_MS=%ld ms for flag %u = epoch %llu from %s; the flag "
+                    "holds %llu: that peer stalled, died, or did not post",
+                    p->rank, p->timeout_ms, flag_index, (unsigned long long)epoch,
+                    peer_name(p, src_rank, name, sizeof name), (unsigned long long)sl_ring_load_acquire(flag));
     }
     wait_step(&spins);
   }
@@ -911,9 +955,10 @@ sl_status_t sl_proxy_quiesce(sl_proxy_t *p) {
       if (done == tail && !sl_ring_is_published(ring, tail)) break;
       SL_CHECK(proxy_failure(p));
       if (now_ms() > deadline)
-        return SL_ERR(SL_ERR_TIMEOUT, "sl_proxy_quiesce: the %s ring of rank %d did not drain within SL_TIMEOUT_MS=%ld "
-                      "ms (%llu consumed, %llu completed)", ring_names[r], p->rank, p->timeout_ms,
-                      (unsigned long long)tail, (unsigned long long)done);
+        return SL_ERR(SL_ERR_TIMEOUT,
+                      "sl_proxy_quiesce: the %s ring of rank %d did not drain within SL_TIMEOUT_MS=%ld "
+                      "ms (%llu consumed, %llu completed)",
+                      ring_names[r], p->rank, p->timeout_ms, (unsigned long long)tail, (unsigned long long)done);
       wait_step(&spins);
     }
   }

@@ -52,9 +52,9 @@ extern "C" {
 typedef struct sl_proxy sl_proxy_t;
 
 typedef struct {
-  bool all_peers_remote; /* treat every other rank as remote, same node or not (false) */
-  uint32_t ring_slots;   /* descriptors per ring, rounded up to a power of two (0: 1024) */
-  long timeout_ms;       /* bound of every wait of this proxy (0: SL_TIMEOUT_MS) */
+  bool all_peers_remote;   /* treat every other rank as remote, same node or not (false) */
+  uint32_t ring_slots;     /* descriptors per ring, rounded up to a power of two (0: 1024) */
+  long timeout_ms;         /* bound of every wait of this proxy (0: SL_TIMEOUT_MS) */
   const char *net_devices; /* UCX NET_DEVICES to use, e.g. "mlx5_0:1"; NULL: UCX_NET_DEVICES
                               if set, else the NIC nearest the GPU, else UCX's choice */
 } sl_proxy_options_t;
@@ -89,8 +89,8 @@ bool sl_proxy_is_remote(const sl_proxy_t *proxy, int rank);
  * dst_rank's flag[flag_index]. Returns once the descriptor is in the ring (asynchronous):
  * don't modify the source bytes before sl_proxy_quiesce. Waits while the ring is full,
  * bounded: SL_ERR_TIMEOUT names the ring. Bad ranks/offsets/sizes: SL_ERR_RANGE. */
-sl_status_t sl_proxy_post_put(sl_proxy_t *proxy, int dst_rank, size_t remote_offset, size_t local_offset,
-                              size_t bytes, uint32_t flag_index, uint64_t epoch);
+sl_status_t sl_proxy_post_put(sl_proxy_t *proxy, int dst_rank, size_t remote_offset, size_t local_offset, size_t bytes,
+                              uint32_t flag_index, uint64_t epoch);
 
 /* Wait until this rank's flag[flag_index] == epoch (acquire), written by src_rank.
  * Timeout: SL_ERR_TIMEOUT naming src_rank, its node and host, the flag, the epoch
@@ -125,9 +125,9 @@ const char *sl_proxy_error(const sl_proxy_t *proxy);
 
 /* Counters for benchmarks and tests. */
 typedef struct {
-  uint64_t puts;        /* descriptors completed */
-  uint64_t bytes;       /* payload bytes completed */
-  uint64_t batches;     /* flush rounds */
+  uint64_t puts;            /* descriptors completed */
+  uint64_t bytes;           /* payload bytes completed */
+  uint64_t batches;         /* flush rounds */
   uint64_t ring_full_waits; /* posts that found their ring full */
 } sl_proxy_stats_t;
 void sl_proxy_stats(const sl_proxy_t *proxy, sl_proxy_stats_t *out);

@@ -9,7 +9,8 @@
 #endif
 
 static inline unsigned char sl_proxy_pattern_byte(uint32_t src_rank, uint32_t block, uint64_t epoch, uint64_t i) {
-  uint64_t x = (i + 1u) * 0x9E3779B97F4A7C15ull ^ ((uint64_t)src_rank << 48) ^ ((uint64_t)block << 24) ^ (epoch * 0xD1B54A32D192ED03ull);
+  uint64_t x = (i + 1u) * 0x9E3779B97F4A7C15ull ^ ((uint64_t)src_rank << 48) ^ ((uint64_t)block << 24) ^
+               (epoch * 0xD1B54A32D192ED03ull);
   x ^= x >> 29;
   x *= 0xBF58476D1CE4E5B9ull;
   x ^= x >> 32;

@@ -1,8 +1,8 @@
 // Proxy test kernels: sl_proxy_post_pattern writes a pattern chunk per block into this rank's
 // (host-mapped) window and posts a descriptor for it into the proxy's device ring;
 // sl_proxy_check_pattern acquires a peer's flags on the GPU and checks the bytes that arrived.
-#include "comm/ring.cuh"
 #include "comm/proxy_pattern.h"
+#include "comm/ring.cuh"
 
 #ifndef PROXY_THREADS
 #error "PROXY_THREADS (threads per block) must be defined by the JIT"
@@ -14,9 +14,8 @@
 // ring's result (SL_RING_DEV_OK, or a negated sl_status_t the host reports).
 extern "C" __global__ void __launch_bounds__(PROXY_THREADS)
     sl_proxy_post_pattern(sl_ring_dev_t ring, unsigned char *window, int rank, int dst_rank,
-                          unsigned long long local_base, unsigned long long remote_base,
-                          unsigned long long chunk, unsigned flag_base, unsigned long long epoch,
-                          int *status) {
+                          unsigned long long local_base, unsigned long long remote_base, unsigned long long chunk,
+                          unsigned flag_base, unsigned long long epoch, int *status) {
   const unsigned b = blockIdx.x;
   unsigned char *mine = window + local_base + (unsigned long long)b * chunk;
   for (unsigned long long i = threadIdx.x; i < chunk; i += PROXY_THREADS)
@@ -44,10 +43,9 @@ extern "C" __global__ void __launch_bounds__(PROXY_THREADS)
 // [recv_base + b*chunk, +chunk) of the window with sl_proxy_pattern_byte(src, b, epoch, i)
 // and adds its mismatches to *mismatches. status[b]: SL_RING_DEV_OK or SL_RING_DEV_TIMEOUT.
 extern "C" __global__ void __launch_bounds__(PROXY_THREADS)
-    sl_proxy_check_pattern(const unsigned char *window, const uint64_t *flags, int src,
-                           unsigned long long recv_base, unsigned long long chunk, unsigned flag_base,
-                           unsigned long long epoch, unsigned long long timeout_ns,
-                           unsigned long long *mismatches, int *status) {
+    sl_proxy_check_pattern(const unsigned char *window, const uint64_t *flags, int src, unsigned long long recv_base,
+                           unsigned long long chunk, unsigned flag_base, unsigned long long epoch,
+                           unsigned long long timeout_ns, unsigned long long *mismatches, int *status) {
   __shared__ int flag_status;
   const unsigned b = blockIdx.x;
   if (threadIdx.x == 0) {

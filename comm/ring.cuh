@@ -5,13 +5,12 @@
 #ifndef SL_COMM_RING_CUH
 #define SL_COMM_RING_CUH
 
-
 #include "comm/ring.h"
 
 // Status codes the device producer returns (values of sl_status_t on the host).
 #define SL_RING_DEV_OK 0
-#define SL_RING_DEV_TIMEOUT (-10)  // SL_ERR_TIMEOUT: ring full for longer than the bound
-#define SL_RING_DEV_PEER (-14)     // SL_ERR_PEER: the proxy reported a failure
+#define SL_RING_DEV_TIMEOUT (-10) // SL_ERR_TIMEOUT: ring full for longer than the bound
+#define SL_RING_DEV_PEER (-14)    // SL_ERR_PEER: the proxy reported a failure
 
 // System-scope acquire/release on host-mapped memory. These few wrappers are local to the
 // ring; the general flags library is comm/flags.cuh.

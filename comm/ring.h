@@ -75,11 +75,11 @@ typedef struct {
 /* Ring header, followed in memory by `capacity` descriptors. Each counter has its own
  * cache line so producers polling `tail` do not bounce the proxy's `done` line. */
 typedef struct {
-  uint64_t tail;     /* written by the proxy: descriptors consumed (slots free again) */
+  uint64_t tail; /* written by the proxy: descriptors consumed (slots free again) */
   uint64_t pad0[7];
-  uint64_t done;     /* written by the proxy: descriptors completed at the destination */
+  uint64_t done; /* written by the proxy: descriptors completed at the destination */
   uint64_t pad1[7];
-  uint64_t error;    /* written by the proxy: 0 = fine, else a negated sl_status_t */
+  uint64_t error; /* written by the proxy: 0 = fine, else a negated sl_status_t */
   uint64_t pad2[7];
   uint32_t capacity; /* slots, a power of two; set at creation, read-only afterwards */
   uint32_t id;       /* which ring of the proxy (for messages) */
@@ -116,14 +116,20 @@ static inline int sl_ring_has_room(uint64_t index, uint64_t tail, uint32_t capac
 }
 
 /* The value `seq` takes when descriptor `index` is published. */
-static inline uint64_t sl_ring_seq_of(uint64_t index) { return index + 1u; }
+static inline uint64_t sl_ring_seq_of(uint64_t index) {
+  return index + 1u;
+}
 
 /* ---- CPU side: producers and the proxy in C (GCC atomic builtins on the plain fields,
  * so the layout stays identical to what the GPU sees). ------------------------------- */
 #if !defined(__CUDACC_RTC__) && !defined(__CUDACC__)
 
-static inline uint64_t sl_ring_load_acquire(const uint64_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
-static inline void sl_ring_store_release(uint64_t *p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+static inline uint64_t sl_ring_load_acquire(const uint64_t *p) {
+  return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+}
+static inline void sl_ring_store_release(uint64_t *p, uint64_t v) {
+  __atomic_store_n(p, v, __ATOMIC_RELEASE);
+}
 
 /* Try once to reserve the next number: returns 1 and sets *index on success, 0 when the
  * ring is full (the caller waits and retries, bounded). `head` is the producers' counter. */

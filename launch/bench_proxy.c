@@ -142,8 +142,10 @@ sl_status_t sl_bench_proxy(sl_bench_t *b) {
   SL_CHECK(sl_proxy_create(boot, b->rt->dev, 2 * MAX_BYTES, NUM_FLAGS, &o, &p.px));
   sl_status_t s = SL_OK;
   if (!sl_proxy_is_remote(p.px, p.peer)) {
-    s = SL_ERR(SL_ERR_INVALID, "proxy bench: rank %d's partner %d is on the same node: run with nodes of equal "
-               "size (e.g. SL_RANKS_PER_NODE=k, -np 2k)", boot->rank, p.peer);
+    s = SL_ERR(SL_ERR_INVALID,
+               "proxy bench: rank %d's partner %d is on the same node: run with nodes of equal "
+               "size (e.g. SL_RANKS_PER_NODE=k, -np 2k)",
+               boot->rank, p.peer);
     goto out;
   }
   p.mpi_buf = malloc(2 * MAX_BYTES);
@@ -161,8 +163,8 @@ sl_status_t sl_bench_proxy(sl_bench_t *b) {
   int nsizes = b->quick ? (int)(sizeof quick / sizeof *quick) : (int)(sizeof full / sizeof *full);
   char title[160];
   snprintf(title, sizeof title, "UCX proxy between %s nodes (%d ranks, %s mode); ceiling: MPI between the same pairs",
-           boot->simulated_nodes ? "simulated" : (boot->num_nodes > 1 ? "real" : "(no: all ranks remote)"),
-           boot->size, sl_proxy_mode(p.px) == SL_PROXY_DIRECT ? "direct" : "staged");
+           boot->simulated_nodes ? "simulated" : (boot->num_nodes > 1 ? "real" : "(no: all ranks remote)"), boot->size,
+           sl_proxy_mode(p.px) == SL_PROXY_DIRECT ? "direct" : "staged");
   sl_bench_header(b, title);
   for (int i = 0; i < nsizes && s == SL_OK; i++) {
     size_t bytes = sizes[i];

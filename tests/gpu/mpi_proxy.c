@@ -2,8 +2,9 @@
  * rank's pinned window and posts one descriptor per block into the proxy's device ring;
  * every remote peer acquires the flags in a GPU kernel that counts wrong bytes, then on the
  * host, where the bytes are compared with the CPU's pattern. Alternate rounds post the same
- * data from the CPU producer; every round must match the CPU reference exactly. Ranks share one GPU; with SL_RANKS_PER_NODE=2 -np 4 they form two
- * simulated nodes, otherwise every other rank is treated as remote. Exit 77 without a GPU. */
+ * data from the CPU producer; every round must match the CPU reference exactly. Ranks share one GPU; with
+ * SL_RANKS_PER_NODE=2 -np 4 they form two simulated nodes, otherwise every other rank is treated as remote. Exit 77
+ * without a GPU. */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,17 +21,24 @@ static const size_t CHUNK = 12345;
 static sl_boot_t boot;
 static sl_device_t *dev;
 
-static size_t area_bytes(void) { return ((BLOCKS * CHUNK + 255) / 256) * 256; }
+static size_t area_bytes(void) {
+  return ((BLOCKS * CHUNK + 255) / 256) * 256;
+}
 /* Window: send area per destination rank, then receive area per source rank. */
-static size_t send_off(int dst) { return area_bytes() * (size_t)dst; }
-static size_t recv_off(int src) { return area_bytes() * (size_t)(boot.size + src); }
+static size_t send_off(int dst) {
+  return area_bytes() * (size_t)dst;
+}
+static size_t recv_off(int src) {
+  return area_bytes() * (size_t)(boot.size + src);
+}
 
 static void test_kernel_posts_and_cpu_posts(void **state) {
   sl_proxy_options_t o = {.all_peers_remote = boot.num_nodes == 1};
   sl_proxy_t *px;
   SL_ASSERT_OK(sl_proxy_create(&boot, dev, area_bytes() * 2u * (size_t)boot.size, (size_t)boot.size * BLOCKS, &o, &px));
   if (boot.rank == 0)
-    printf("proxy mode: %s\n", sl_proxy_mode(px) == SL_PROXY_DIRECT ? "direct (GPUDirect RDMA)" : "staged (pinned host)");
+    printf("proxy mode: %s\n",
+           sl_proxy_mode(px) == SL_PROXY_DIRECT ? "direct (GPUDirect RDMA)" : "staged (pinned host)");
   unsigned char *win_dev;
   sl_proxy_window(px, NULL, (void **)&win_dev);
   assert_non_null(win_dev);
@@ -62,7 +70,8 @@ static void test_kernel_posts_and_cpu_posts(void **state) {
     const unsigned long long epoch = (unsigned long long)round + 1;
     const bool by_kernel = round % 2 == 0;
     /* Poison what peers will write, so a missing put cannot pass. */
-    for (int src = 0; src < boot.size; src++) sl_test_poison(dev, win_dev + recv_off(src), area_bytes());
+    for (int src = 0; src < boot.size; src++)
+      sl_test_poison(dev, win_dev + recv_off(src), area_bytes());
     SL_ASSERT_OK(sl_proxy_quiesce(px));
     assert_int_equal(MPI_Barrier(boot.world), MPI_SUCCESS);
     for (int dst = 0; dst < boot.size; dst++) {
@@ -72,8 +81,8 @@ static void test_kernel_posts_and_cpu_posts(void **state) {
         int rank = boot.rank;
         unsigned long long local_base = send_off(dst), remote_base = recv_off(boot.rank), chunk = CHUNK;
         unsigned flag_base = (unsigned)(boot.rank * BLOCKS);
-        void *args[] = {&ring, &win_dev, &rank, &dst, &local_base, &remote_base, &chunk, &flag_base, (void *)&epoch,
-                        &status_dev};
+        void *args[] = {&ring,        &win_dev, &rank,      &dst,           &local_base,
+                        &remote_base, &chunk,   &flag_base, (void *)&epoch, &status_dev};
         sl_launch_t l = {.grid = {BLOCKS, 1, 1}, .block = {THREADS, 1, 1}};
         SL_ASSERT_OK(sl_kernel_launch(k, &l, args));
         SL_ASSERT_OK(sl_device_sync(dev));
@@ -105,8 +114,8 @@ static void test_kernel_posts_and_cpu_posts(void **state) {
       sl_test_poison(dev, status_dev, sizeof(int) * BLOCKS);
       unsigned long long recv_base = recv_off(src), chunk = CHUNK, timeout_ns = ring.timeout_ns;
       unsigned flag_base = (unsigned)(src * BLOCKS);
-      void *cargs[] = {&win_dev, &flags_dev, &src, &recv_base, &chunk, &flag_base, (void *)&epoch, &timeout_ns,
-                       &mismatch_dev, &status_dev};
+      void *cargs[] = {&win_dev,   &flags_dev,     &src,        &recv_base,    &chunk,
+                       &flag_base, (void *)&epoch, &timeout_ns, &mismatch_dev, &status_dev};
       sl_launch_t cl = {.grid = {BLOCKS, 1, 1}, .block = {THREADS, 1, 1}};
       SL_ASSERT_OK(sl_kernel_launch(check, &cl, cargs));
       SL_ASSERT_OK(sl_device_sync(dev));
@@ -120,14 +129,16 @@ static void test_kernel_posts_and_cpu_posts(void **state) {
         if (cstatus[b] != 0)
           fail_msg("rank %d: GPU wait for flag %d (epoch %llu) from rank %d returned %d", boot.rank, src * BLOCKS + b,
                    epoch, src, cstatus[b]);
-      if (gpu_bad != 0) fail_msg("rank %d round %d: the GPU counted %llu wrong bytes from rank %d", boot.rank, round,
-                                 gpu_bad, src);
+      if (gpu_bad != 0)
+        fail_msg("rank %d round %d: the GPU counted %llu wrong bytes from rank %d", boot.rank, round, gpu_bad, src);
       /* CPU receiver and reference. */
-      for (int b = 0; b < BLOCKS; b++) SL_ASSERT_OK(sl_proxy_wait_flag(px, src, (uint32_t)(src * BLOCKS + b), epoch));
+      for (int b = 0; b < BLOCKS; b++)
+        SL_ASSERT_OK(sl_proxy_wait_flag(px, src, (uint32_t)(src * BLOCKS + b), epoch));
       SL_ASSERT_OK(sl_memcpy(dev, host, win_dev + recv_off(src), area_bytes(), NULL));
       SL_ASSERT_OK(sl_device_sync(dev));
       for (int b = 0; b < BLOCKS; b++)
-        for (size_t i = 0; i < CHUNK; i++) want[b * CHUNK + i] = sl_proxy_pattern_byte((uint32_t)src, (uint32_t)b, epoch, i);
+        for (size_t i = 0; i < CHUNK; i++)
+          want[b * CHUNK + i] = sl_proxy_pattern_byte((uint32_t)src, (uint32_t)b, epoch, i);
       for (size_t i = 0; i < BLOCKS * CHUNK; i++)
         if (host[i] != want[i]) {
           if (bad < 5)
@@ -135,7 +146,8 @@ static void test_kernel_posts_and_cpu_posts(void **state) {
                     by_kernel ? "kernel" : "cpu", src, i, host[i], want[i]);
           bad++;
         }
-      for (size_t i = BLOCKS * CHUNK; i < area_bytes(); i++) bad += host[i] != 0xFF;
+      for (size_t i = BLOCKS * CHUNK; i < area_bytes(); i++)
+        bad += host[i] != 0xFF;
     }
   }
   assert_int_equal(bad, 0);

@@ -31,14 +31,16 @@ static sl_proxy_options_t options(void) {
   return o;
 }
 
-static void barrier(void) { assert_int_equal(MPI_Barrier(boot.world), MPI_SUCCESS); }
+static void barrier(void) {
+  assert_int_equal(MPI_Barrier(boot.world), MPI_SUCCESS);
+}
 
 /* ---- puts of many sizes ---------------------------------------------------------- */
 
 enum { MAX_PUT = 4 << 20, SLACK = 128 };
 
-static const size_t put_sizes[] = {1, 2, 3, 7, 8, 31, 64, 65, 255, 1000, 4095, 4096, 8193, 65537, 262144 + 5,
-                                   (1 << 20) + 3, MAX_PUT};
+static const size_t put_sizes[] = {
+    1, 2, 3, 7, 8, 31, 64, 65, 255, 1000, 4095, 4096, 8193, 65537, 262144 + 5, (1 << 20) + 3, MAX_PUT};
 enum { NUM_SIZES = sizeof put_sizes / sizeof put_sizes[0] };
 
 /* Window: [0, AREA) send area, then one receive area of AREA bytes per source rank.
@@ -55,7 +57,8 @@ static void test_puts_all_sizes(void **state) {
   sl_proxy_window(px, (void **)&win, NULL);
   assert_non_null(win);
   int nremote = 0;
-  for (int r = 0; r < boot.size; r++) nremote += sl_proxy_is_remote(px, r);
+  for (int r = 0; r < boot.size; r++)
+    nremote += sl_proxy_is_remote(px, r);
   assert_false(sl_proxy_is_remote(px, boot.rank));
   if (nremote == 0) {
     sl_proxy_destroy(px);
@@ -73,7 +76,8 @@ static void test_puts_all_sizes(void **state) {
     const uint64_t epoch = (uint64_t)round + 1;
     const size_t bytes = put_sizes[round % NUM_SIZES];
     const size_t local_off = sl_test_rand_u64(&rng) % SLACK, remote_off = sl_test_rand_u64(&rng) % SLACK;
-    for (size_t i = 0; i < bytes; i++) win[local_off + i] = sl_proxy_pattern_byte((uint32_t)boot.rank, 0, epoch, i);
+    for (size_t i = 0; i < bytes; i++)
+      win[local_off + i] = sl_proxy_pattern_byte((uint32_t)boot.rank, 0, epoch, i);
     for (int dst = 0; dst < boot.size; dst++)
       if (sl_proxy_is_remote(px, dst))
         SL_ASSERT_OK(sl_proxy_post_put(px, dst, AREA * (size_t)(1 + boot.rank) + remote_off, local_off, bytes,
@@ -92,8 +96,10 @@ static void test_puts_all_sizes(void **state) {
           bad++;
           break;
         }
-      for (size_t i = 0; i < remote_off; i++) bad += area[i] != 0xEE;
-      for (size_t i = remote_off + bytes; i < remote_off + bytes + SLACK; i++) bad += area[i] != 0xEE;
+      for (size_t i = 0; i < remote_off; i++)
+        bad += area[i] != 0xEE;
+      for (size_t i = remote_off + bytes; i < remote_off + bytes + SLACK; i++)
+        bad += area[i] != 0xEE;
       memset(area, 0xEE, remote_off + bytes + SLACK);
       /* The sender may overwrite this area only after this acknowledgement. */
       SL_ASSERT_OK(sl_proxy_post_put(px, src, 0, 0, 0, (uint32_t)(boot.size + boot.rank), epoch));
@@ -123,13 +129,15 @@ static void test_backpressure_no_loss(void **state) {
   uint64_t *win;
   sl_proxy_window(px, (void **)&win, NULL);
   int nremote = 0;
-  for (int r = 0; r < boot.size; r++) nremote += sl_proxy_is_remote(px, r);
+  for (int r = 0; r < boot.size; r++)
+    nremote += sl_proxy_is_remote(px, r);
   if (nremote == 0) {
     sl_proxy_destroy(px);
     skip();
   }
   uint64_t *send = win; /* value k at send[k] */
-  for (uint64_t k = 0; k < BP_POSTS; k++) send[k] = ((uint64_t)boot.rank << 32) | (k * 2654435761u);
+  for (uint64_t k = 0; k < BP_POSTS; k++)
+    send[k] = ((uint64_t)boot.rank << 32) | (k * 2654435761u);
   barrier();
   /* Even k on the host ring, odd k on the device ring (the CPU-backend producer of the
    * ring kernels use): each ring's flag ends at its last epoch. */
@@ -140,8 +148,13 @@ static void test_backpressure_no_loss(void **state) {
       if (k % 2 == 0) {
         SL_ASSERT_OK(sl_proxy_post_put(px, dst, remote, k * 8, 8, (uint32_t)boot.rank, k + 1));
       } else {
-        sl_ring_desc_t d = {.remote_offset = remote, .local_offset = k * 8, .bytes = 8, .epoch = k + 1,
-                            .dst_rank = dst, .flag_index = (uint32_t)(boot.size + boot.rank), .op = SL_RING_OP_PUT};
+        sl_ring_desc_t d = {.remote_offset = remote,
+                            .local_offset = k * 8,
+                            .bytes = 8,
+                            .epoch = k + 1,
+                            .dst_rank = dst,
+                            .flag_index = (uint32_t)(boot.size + boot.rank),
+                            .op = SL_RING_OP_PUT};
         SL_ASSERT_OK(sl_proxy_post_device_ring(px, &d));
       }
     }
@@ -151,7 +164,8 @@ static void test_backpressure_no_loss(void **state) {
     SL_ASSERT_OK(sl_proxy_wait_flag(px, src, (uint32_t)src, BP_POSTS - 1));
     SL_ASSERT_OK(sl_proxy_wait_flag(px, src, (uint32_t)(boot.size + src), BP_POSTS));
     const uint64_t *recv = win + (area / 8) * (size_t)(1 + src);
-    for (uint64_t k = 0; k < BP_POSTS; k++) bad += recv[k] != (((uint64_t)src << 32) | (k * 2654435761u));
+    for (uint64_t k = 0; k < BP_POSTS; k++)
+      bad += recv[k] != (((uint64_t)src << 32) | (k * 2654435761u));
   }
   assert_int_equal(bad, 0);
   SL_ASSERT_OK(sl_proxy_quiesce(px));
@@ -178,7 +192,8 @@ static void test_ring_full_times_out(void **state) {
     if (sl_proxy_is_remote(px, r)) dst = r;
   if (dst >= 0 && boot.rank == 0) {
     sl_proxy_set_paused(px, true);
-    for (int k = 0; k < 4; k++) SL_ASSERT_OK(sl_proxy_post_put(px, dst, 64, 0, 8, 0, (uint64_t)k + 1));
+    for (int k = 0; k < 4; k++)
+      SL_ASSERT_OK(sl_proxy_post_put(px, dst, 64, 0, 8, 0, (uint64_t)k + 1));
     assert_int_equal(sl_proxy_post_put(px, dst, 64, 0, 8, 0, 5), SL_ERR_TIMEOUT);
     assert_non_null(strstr(sl_last_error(), "host ring"));
     assert_non_null(strstr(sl_last_error(), "stayed full"));

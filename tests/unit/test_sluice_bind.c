@@ -44,8 +44,8 @@ static int setup(void **state) {
   strcpy(cut, "launch/sluice-bind");
   const char *a = "devices/pci0000:00/0000:00:01.0/0000:10:00.0", *b = "devices/pci0000:80/0000:80:01.0/0000:90:00.0";
   char p[512];
-  const char *devs[4][3] = {{a, "0000:19:00.0", "0\n"}, {a, "0000:1a:00.0", "0\n"}, {b, "0000:9a:00.0", "1\n"},
-                            {b, "0000:9b:00.0", "1\n"}};
+  const char *devs[4][3] = {
+      {a, "0000:19:00.0", "0\n"}, {a, "0000:1a:00.0", "0\n"}, {b, "0000:9a:00.0", "1\n"}, {b, "0000:9b:00.0", "1\n"}};
   mkdirs("bus/pci/devices");
   for (int i = 0; i < 4; i++) {
     snprintf(p, sizeof p, "%s/%s", devs[i][0], devs[i][1]);
@@ -118,8 +118,8 @@ static void test_user_choices_win(void **state) {
   const char *o = run_bind("OMPI_COMM_WORLD_LOCAL_RANK=0 UCX_NET_DEVICES=mlx5_9:1");
   expect(o, "\nUCX_NET_DEVICES=mlx5_9:1\n");
   o = run_bind("OMPI_COMM_WORLD_LOCAL_RANK=0 CUDA_VISIBLE_DEVICES=1");
-  expect(o, "\nSL_CUDA_DEVICE=0\n");             /* index within the visible list */
-  expect(o, "\nUCX_NET_DEVICES=mlx5_1:2\n");     /* ...which is the second physical GPU */
+  expect(o, "\nSL_CUDA_DEVICE=0\n");         /* index within the visible list */
+  expect(o, "\nUCX_NET_DEVICES=mlx5_1:2\n"); /* ...which is the second physical GPU */
   expect(o, "\nSL_BIND_NUMA_NODE=1\n");
 }
 
