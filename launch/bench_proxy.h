@@ -6,9 +6,9 @@
 
 #include "sl_bench.h"
 
-/* Collective over b->rt->boot.world. Pairs every rank with a rank of another node
- * (rank + ranks-per-node, mod size); with one node every other rank is treated as remote
- * and ranks pair as (2i, 2i+1). Rows (rank 0 prints):
+/* Collective over b->rt->boot.world. Pairs rank r of the first half with r + size/2 (on
+ * another node when nodes hold equal numbers of consecutive ranks); with one node every
+ * other rank is treated as remote and ranks pair as (2i, 2i+1). Rows (rank 0 prints):
  *   proxy_lat   one-way put+flag latency (ping-pong / 2), us; extra: MPI's and the ratio
  *   proxy_bw    streamed puts then one flag; GB/s; extra: MPI's and the ratio
  * --quick (CPU default) runs fewer sizes. */
