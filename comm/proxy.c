@@ -166,7 +166,7 @@ static void nap_ns(long ns) {
   nanosleep(&ts, NULL);
 }
 
-/* A polite wait step for main-thread waits: spin a little, then yield (ranks may share cores). */
+/* A polite wait step for callers' waits: spin a few us, then nap (ranks may share cores). */
 static void wait_step(unsigned *spins) {
   if (++*spins > WAIT_SPINS_BEFORE_NAP) nap_ns(10000);
 }
@@ -185,12 +185,13 @@ static const char *peer_name(const sl_proxy_t *p, int rank, char *buf, size_t le
 static void proxy_fail(sl_proxy_t *p, sl_status_t status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void proxy_fail(sl_proxy_t *p, sl_status_t status, const char *fmt, ...) {
   pthread_mutex_lock(&p->error_lock);
-  int expected = 0;
-  if (atomic_compare_exchange_strong(&p->failed, &expected, (int)status)) {
+  if (atomic_load(&p->failed) == 0) {
+    /* The text first, then the status (seq_cst store): whoever sees the status sees the text. */
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(p->error_text, sizeof p->error_text, fmt, ap);
     va_end(ap);
+    atomic_store(&p->failed, (int)status);
     for (int r = 0; r < NUM_RINGS; r++)
       sl_ring_store_release(&p->ring_host[r]->error, (uint64_t)(-(int64_t)status));
     SL_LOG_ERROR("UCX proxy failed: %s", p->error_text);
@@ -223,13 +224,14 @@ static ucs_status_t wait_request(sl_proxy_t *p, void *req, double deadline_ms) {
   ucs_status_t st;
   unsigned spins = 0;
   while ((st = ucp_request_check_status(req)) == UCS_INPROGRESS) {
-    if (!ucp_worker_progress(p->worker)) {
-      if (now_ms() > deadline_ms) {
-        ucp_request_free(req); /* released by UCX when it completes, if ever */
-        return UCS_ERR_TIMED_OUT;
-      }
-      if (++spins > WAIT_SPINS_BEFORE_YIELD) sched_yield();
+    unsigned events = ucp_worker_progress(p->worker);
+    /* The clock is read even while other traffic keeps progress busy: a dead target must
+     * not be hidden by live ones. */
+    if ((++spins & 63) == 0 && now_ms() > deadline_ms) {
+      ucp_request_free(req); /* released by UCX when it completes, if ever */
+      return UCS_ERR_TIMED_OUT;
     }
+    if (!events && spins > WAIT_SPINS_BEFORE_YIELD) sched_yield();
   }
   ucp_request_free(req);
   return st;
@@ -238,7 +240,7 @@ static ucs_status_t wait_request(sl_proxy_t *p, void *req, double deadline_ms) {
 /* Remote completion of everything issued to the peers marked in `touched`. Flushes are
  * issued to all of them first, then awaited, so peers complete in parallel. */
 static bool flush_peers(sl_proxy_t *p, const int *touched, int ntouched, const char *what) {
-  void *reqs[BATCH_MAX];
+  void *reqs[2 * BATCH_MAX]; /* at most two batches' distinct destinations */
   ucp_request_param_t prm = {.op_attr_mask = 0};
   for (int i = 0; i < ntouched; i++)
     reqs[i] = ucp_ep_flush_nbx(p->peers[touched[i]].ep, &prm);
