@@ -883,13 +883,15 @@ static sl_status_t post_on(sl_proxy_t *p, int ring_id, uint64_t *head, const sl_
   uint64_t index;
   if (!sl_ring_try_reserve(ring, head, &index)) {
     atomic_fetch_add(&p->stat_full_waits, 1);
-    double deadline = now_ms() + (double)p->timeout_ms;
+    /* Twice the bound: a stuck destination makes the proxy fail first (its flushes are
+     * bounded by one timeout each), and that error names the peer. */
+    double deadline = now_ms() + 2.0 * (double)p->timeout_ms;
     unsigned spins = 0;
     while (!sl_ring_try_reserve(ring, head, &index)) {
       SL_CHECK(proxy_failure(p));
       if (now_ms() > deadline)
         return SL_ERR(SL_ERR_TIMEOUT,
-                      "the proxy's %s ring (rank %d, %u slots) stayed full for SL_TIMEOUT_MS=%ld ms: "
+                      "the proxy's %s ring (rank %d, %u slots) stayed full for 2 x SL_TIMEOUT_MS=%ld ms: "
                       "%llu descriptors consumed, %llu completed; the proxy thread is stuck or a destination is "
                       "not completing puts",
                       ring_names[ring_id], p->rank, ring->capacity, p->timeout_ms,
@@ -946,7 +948,9 @@ sl_status_t sl_proxy_wait_flag(sl_proxy_t *p, int src_rank, uint32_t flag_index,
 }
 
 sl_status_t sl_proxy_quiesce(sl_proxy_t *p) {
-  double deadline = now_ms() + (double)p->timeout_ms;
+  /* A descriptor takes two flush rounds, each bounded by one timeout: a stuck destination
+   * fails the proxy (naming the peer) before this bound expires. */
+  double deadline = now_ms() + 2.0 * (double)p->timeout_ms;
   for (int r = 0; r < NUM_RINGS; r++) {
     sl_ring_header_t *ring = p->ring_host[r];
     unsigned spins = 0;
@@ -958,7 +962,7 @@ sl_status_t sl_proxy_quiesce(sl_proxy_t *p) {
       SL_CHECK(proxy_failure(p));
       if (now_ms() > deadline)
         return SL_ERR(SL_ERR_TIMEOUT,
-                      "sl_proxy_quiesce: the %s ring of rank %d did not drain within SL_TIMEOUT_MS=%ld "
+                      "sl_proxy_quiesce: the %s ring of rank %d did not drain within 2 x SL_TIMEOUT_MS=%ld "
                       "ms (%llu consumed, %llu completed)",
                       ring_names[r], p->rank, p->timeout_ms, (unsigned long long)tail, (unsigned long long)done);
       wait_step(&spins);

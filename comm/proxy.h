@@ -19,10 +19,14 @@
  *    host_ptr == NULL. Otherwise (and on the CPU backend) the window is pinned host memory
  *    mapped into the device (staging): host_ptr and dev_ptr alias the same bytes.
  *    sl_proxy_mode says which. Flags are always host-mapped memory.
- *  - Every wait is bounded by SL_TIMEOUT_MS. A wait that expires returns SL_ERR_TIMEOUT
- *    naming the peer (rank, node, host); a ring that stays full returns SL_ERR_TIMEOUT
- *    naming the ring; a peer lost by the transport makes later calls fail with SL_ERR_PEER
- *    naming it. A failed proxy stays failed: destroy it and end the job.
+ *  - Every wait is bounded by SL_TIMEOUT_MS (or opts.timeout_ms). A flag wait that expires
+ *    returns SL_ERR_TIMEOUT naming the peer (rank, node, host). The proxy's own flushes are
+ *    bounded the same way: a destination that stops progressing fails the proxy with
+ *    SL_ERR_TIMEOUT naming it, a peer lost by the transport with SL_ERR_PEER naming it, and
+ *    every later call returns that error. Posting into a full ring and quiesce wait twice
+ *    the bound (a descriptor takes two flush rounds), so a stuck peer is reported by name
+ *    before "ring stayed full" / "did not drain". A failed proxy stays failed: destroy it
+ *    and end the job (MPI_Abort).
  *  - Thread safety: post/wait/quiesce may be called from several threads. create and
  *    destroy are collective over boot->world and must be called by every rank.
  *

@@ -1,6 +1,6 @@
 /* Fault test of the UCX proxy: rank 3 (simulated node 1) is killed (SIGKILL) in the middle
  * of an exchange; the job must end promptly with a failure, never hang. Run by the driver
- * tests/mpi/proxy_kill_driver.cmake (registration: test_proxy_kill.cmake), which checks
+ * tests/mpi/proxy_fault_driver.cmake (registration: test_proxy_kill.cmake), which checks
  * the exit status and the time mpirun took. Exit 0 would mean nobody noticed. */
 #define _GNU_SOURCE
 #include <signal.h>

@@ -3,5 +3,6 @@
 string(REPLACE ";" "|" sl_mpirun_arg "${SL_MPIRUN}")
 add_test(NAME ${SL_TEST_NAME}_np4_2nodes
          COMMAND ${CMAKE_COMMAND} "-DMPIRUN=${sl_mpirun_arg}" -DEXE=$<TARGET_FILE:${SL_TEST_TARGET}> -DLIMIT_S=30
-                 -P ${CMAKE_CURRENT_SOURCE_DIR}/mpi/proxy_kill_driver.cmake)
+                 -DTIMEOUT_MS=5000 -DREQUIRE_FAILURE=1 "-DEXPECT=KILLING rank 3"
+                 -P ${CMAKE_CURRENT_SOURCE_DIR}/mpi/proxy_fault_driver.cmake)
 list(APPEND registered ${SL_TEST_NAME}_np4_2nodes)
