@@ -220,7 +220,9 @@ static void test_ring_full_times_out(void **state) {
 
 static void test_stalled_peer_named(void **state) {
   sl_proxy_options_t o = options();
-  o.timeout_ms = 600;
+  /* Long enough for healthy rounds on a loaded CI machine, short enough for a quick test. */
+  enum { STALL_TIMEOUT_MS = 1000 };
+  o.timeout_ms = STALL_TIMEOUT_MS;
   sl_proxy_t *px;
   /* Flag src: data from source rank src; flag size: nobody waits on it. */
   SL_ASSERT_OK(sl_proxy_create(&boot, dev, 4096 * (size_t)(boot.size + 1), (size_t)boot.size + 1, &o, &px));
@@ -230,7 +232,7 @@ static void test_stalled_peer_named(void **state) {
   sl_proxy_window(px, (void **)&win, NULL);
   memset(win, 0x5A, 4096);
   /* Round 1 completes; in round 2 the stalled rank puts its data but withholds its flag
-   * for three timeouts, so its remote peers fail with SL_ERR_TIMEOUT naming it, while
+   * for 2.5 timeouts, so its remote peers fail with SL_ERR_TIMEOUT naming it, while
    * everyone else's round completes. */
   for (uint64_t epoch = 1; epoch <= 2; epoch++) {
     const bool stalling = boot.rank == stall && epoch == 2;
@@ -238,7 +240,7 @@ static void test_stalled_peer_named(void **state) {
       if (sl_proxy_is_remote(px, dst))
         SL_ASSERT_OK(sl_proxy_post_put(px, dst, 4096 * (size_t)(1 + boot.rank), 0, 4096,
                                        stalling ? (uint32_t)boot.size : (uint32_t)boot.rank, epoch));
-    if (stalling) usleep(3 * 600 * 1000);
+    if (stalling) usleep(5 * STALL_TIMEOUT_MS / 2 * 1000);
     for (int src = 0; src < boot.size; src++) {
       if (!sl_proxy_is_remote(px, src)) continue;
       sl_status_t s = sl_proxy_wait_flag(px, src, (uint32_t)src, epoch);
