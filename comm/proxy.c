@@ -33,6 +33,15 @@ sl_status_t sl_proxy_check_kernel_spec(sl_jit_spec_t *spec, int threads) {
   return test_kernel_spec(spec, "sl_proxy_check_pattern", threads);
 }
 
+sl_status_t sl_proxy_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t *spec, void *user), void *user) {
+  (void)arch;
+  sl_jit_spec_t spec;
+  SL_CHECK(sl_proxy_post_kernel_spec(&spec, 128));
+  SL_CHECK(fn(&spec, user));
+  SL_CHECK(sl_proxy_check_kernel_spec(&spec, 128));
+  return fn(&spec, user);
+}
+
 #ifndef SLUICE_HAVE_UCX
 
 sl_status_t sl_proxy_create(const sl_boot_t *boot, sl_device_t *dev, size_t window_bytes, size_t flag_slots,

@@ -141,6 +141,8 @@ void sl_proxy_stats(const sl_proxy_t *proxy, sl_proxy_stats_t *out);
  * check_pattern acquires a peer's flags on the GPU and counts wrong bytes. */
 sl_status_t sl_proxy_post_kernel_spec(sl_jit_spec_t *spec, int threads);
 sl_status_t sl_proxy_check_kernel_spec(sl_jit_spec_t *spec, int threads);
+/* Every JIT point of the module (both test kernels), for engine/jit_points.c. */
+sl_status_t sl_proxy_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t *spec, void *user), void *user);
 
 #ifdef __cplusplus
 }

@@ -4,6 +4,9 @@
 #include "engine/sl_jit_points.h"
 #include "comm/proxy.h"
 #include "runtime/sl_probe.h"
+#include "kernels/embedding.h"
+#include "kernels/qknorm.h"
+#include "kernels/rmsnorm.h"
 
 static sl_status_t probe_points(int arch, sl_jit_point_fn fn, void *user) {
   (void)arch;
@@ -14,18 +17,12 @@ static sl_status_t probe_points(int arch, sl_jit_point_fn fn, void *user) {
   return fn(&spec, user);
 }
 
-static sl_status_t proxy_points(int arch, sl_jit_point_fn fn, void *user) {
-  (void)arch;
-  sl_jit_spec_t spec;
-  SL_CHECK(sl_proxy_post_kernel_spec(&spec, 128));
-  SL_CHECK(fn(&spec, user));
-  SL_CHECK(sl_proxy_check_kernel_spec(&spec, 128));
-  return fn(&spec, user);
-}
-
 static const sl_jit_module_t modules[] = {
     {"probe", probe_points},
-    {"proxy", proxy_points},
+    {"rmsnorm", sl_rmsnorm_jit_points},
+    {"qknorm", sl_qknorm_jit_points},
+    {"embedding", sl_embedding_jit_points},
+    {"proxy", sl_proxy_jit_points},
     {NULL, NULL},
 };
 
