@@ -4,6 +4,7 @@
 #include "engine/sl_jit_points.h"
 #include "comm/allreduce.h"
 #include "comm/nvls.h"
+#include "comm/proxy.h"
 #include "runtime/sl_probe.h"
 #include "kernels/act.h"
 #include "kernels/quant.h"
@@ -41,6 +42,7 @@ static const sl_jit_module_t modules[] = {
     {"rmsnorm", sl_rmsnorm_jit_points},
     {"qknorm", sl_qknorm_jit_points},
     {"embedding", sl_embedding_jit_points},
+    {"proxy", sl_proxy_jit_points},
     {NULL, NULL},
 };
 
