@@ -23,6 +23,9 @@
 #ifndef MOE_UNROLL
 #error "MOE_UNROLL (16-byte vectors per lane per work item) must be defined by the JIT"
 #endif
+#ifndef MOE_KERNEL
+#error "MOE_KERNEL (0: fused, 1: route, 2: copy; only that kernel is compiled) must be defined by the JIT"
+#endif
 #ifndef MOE_PAYLOAD
 #error "MOE_PAYLOAD (-1: bf16 copy, else an SL_QFMT_* format) must be defined by the JIT"
 #endif
@@ -264,6 +267,7 @@ struct FusedOffset {
   }
 };
 
+#if MOE_KERNEL == 0
 extern "C" __global__ void __launch_bounds__(SL_MOE_FUSED_THREADS)
     sl_moe_dispatch_fused(const __nv_bfloat16 *__restrict__ x, const int *__restrict__ topk_ids, int num_tokens,
                           int num_experts, int expert_begin, int expert_end, int capacity,
@@ -290,6 +294,9 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_FUSED_THREADS)
              expert_scales, global_scale, &state->error, slots, FusedOffset{counts});
 }
 
+#endif
+
+#if MOE_KERNEL == 1
 extern "C" __global__ void __launch_bounds__(SL_MOE_ROUTE_THREADS)
     sl_moe_dispatch_route(const int *__restrict__ topk_ids, int num_tokens, int num_experts, int expert_begin,
                           int expert_end, int capacity, int *__restrict__ expert_counts,
@@ -330,6 +337,9 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_ROUTE_THREADS)
   if (threadIdx.x == 0) *done = 0u; // ready for the next launch (kernel boundary orders it)
 }
 
+#endif
+
+#if MOE_KERNEL == 2
 struct SplitOffset {
   const int *offsets;
   __device__ int operator()(int p, int e) const { return offsets[(p / SL_MOE_ROUTE_PAIRS) * MOE_LOCAL + e]; }
@@ -344,3 +354,4 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_COPY_THREADS)
   copy_items(x, topk_ids, num_tokens, num_experts, expert_begin, expert_end, capacity, pair_rank, expert_x,
              expert_scales, global_scale, &state->error, slots, SplitOffset{offsets});
 }
+#endif
