@@ -140,7 +140,8 @@ static void test_all_formats(void **state) {
   const int Ts[] = {3, sms + 77}; /* decode (rows < SMs) and prefill paths; not a multiple of 128 */
   for (size_t ci = 0; ci < sizeof cfgs / sizeof cfgs[0]; ci++)
     for (int d = 0; d < 3; d++)
-      for (int ti = 0; ti < 2; ti++) run_case(&rng, (int)ci, dts[d], Ts[ti], 2048, 2048, false);
+      for (int ti = 0; ti < 2; ti++) /* 2944 = 11.5 bf16 warp chunks: the tail lanes idle */
+        run_case(&rng, (int)ci, dts[d], Ts[ti], 2944, 2944, false);
 }
 
 static void test_wide_rows_strides(void **state) {
