@@ -17,10 +17,10 @@
  *   Little's law asks for at 4.8 TB/s and ~650 ns latency over 132 SMs.
  * Measured numbers go to kernels/NOTES.md; change a row here only with a benchmark. */
 typedef struct {
-  int arch;          /* SL_ARCH_*; 0 = any other */
+  int arch; /* SL_ARCH_*; 0 = any other */
   int decode_warps;
   int prefill_warps;
-  int unroll;        /* work items loaded before any is processed, per warp */
+  int unroll; /* work items loaded before any is processed, per warp */
 } sl_kq_arch_cfg_t;
 
 static const sl_kq_arch_cfg_t sl_kq_arch_table[] = {
@@ -31,7 +31,8 @@ static const sl_kq_arch_cfg_t sl_kq_arch_table[] = {
 
 static inline const sl_kq_arch_cfg_t *sl_kq_arch_cfg(int arch) {
   const sl_kq_arch_cfg_t *c = sl_kq_arch_table;
-  while (c->arch && c->arch != arch) c++;
+  while (c->arch && c->arch != arch)
+    c++;
   return c;
 }
 /* Warps per block for `rows` rows on a device of `sm_count` SMs. */
