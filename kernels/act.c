@@ -6,8 +6,12 @@
 #include "kernels/kq_launch.h"
 #include "kernels/quant.h"
 
-static bool float_dtype(sl_dtype_t t) { return t == SL_DTYPE_F32 || t == SL_DTYPE_BF16 || t == SL_DTYPE_F16; }
-static const char *kind_name(sl_act_kind_t k) { return k == SL_ACT_SILU_MUL ? "silu_mul" : "gelu_tanh_mul"; }
+static bool float_dtype(sl_dtype_t t) {
+  return t == SL_DTYPE_F32 || t == SL_DTYPE_BF16 || t == SL_DTYPE_F16;
+}
+static const char *kind_name(sl_act_kind_t k) {
+  return k == SL_ACT_SILU_MUL ? "silu_mul" : "gelu_tanh_mul";
+}
 
 static sl_status_t check_args(const sl_act_args_t *a) {
   if (a->kind != SL_ACT_SILU_MUL && a->kind != SL_ACT_GELU_TANH_MUL)
@@ -60,15 +64,18 @@ sl_status_t sl_act_ref(const sl_act_args_t *a) {
       float absmax = 0.0f;
       int bad = 0;
       for (int j = 0; j < 128; j++) {
-        if (!sl_qf_finite(y[j])) bad = 1;
-        else absmax = sl_qf_max(absmax, sl_qf_abs(y[j]));
+        if (!sl_qf_finite(y[j]))
+          bad = 1;
+        else
+          absmax = sl_qf_max(absmax, sl_qf_abs(y[j]));
       }
       sl_qf_scale_t s = sl_qf_block_scale(SL_QFMT_FP8_GROUP, rule, absmax, 0.0f);
       float scale = s.scale_f32;
       uint8_t su;
       if (bad) sl_qf_nan_scale(SL_QFMT_FP8_GROUP, &scale, &su);
       uint8_t *codes = (uint8_t *)a->out + (size_t)t * os + i0;
-      for (int j = 0; j < 128; j++) codes[j] = bad ? (uint8_t)SL_E4M3_NAN : sl_qf_encode(SL_QFMT_FP8_GROUP, s, y[j]);
+      for (int j = 0; j < 128; j++)
+        codes[j] = bad ? (uint8_t)SL_E4M3_NAN : sl_qf_encode(SL_QFMT_FP8_GROUP, s, y[j]);
       a->out_scales[(size_t)t * (a->inter / 128) + i0 / 128] = scale;
     }
   }
@@ -95,8 +102,8 @@ sl_status_t sl_act_spec(const sl_act_args_t *a, int arch, int sm_count, sl_jit_s
 
 static sl_status_t check_aligned(const void *p, long row_bytes, const char *what) {
   if (((uintptr_t)p & 15u) || (row_bytes & 15))
-    return SL_ERR(SL_ERR_INVALID, "act: %s must be 16-byte aligned, rows included (pointer %p, row %ld bytes)", what,
-                  p, row_bytes);
+    return SL_ERR(SL_ERR_INVALID, "act: %s must be 16-byte aligned, rows included (pointer %p, row %ld bytes)", what, p,
+                  row_bytes);
   return SL_OK;
 }
 
@@ -105,7 +112,8 @@ sl_status_t sl_act(sl_device_t *dev, const sl_act_args_t *a, sl_stream_t *stream
   SL_CHECK(check_args(a));
   if (a->num_tokens == 0) return SL_OK;
   long is = a->in_stride ? a->in_stride : 2L * a->inter, os = a->out_stride ? a->out_stride : a->inter;
-  long ib = (long)(sl_dtype_bits(a->in_dtype) / 8), ob = a->out_dtype == SL_DTYPE_FP8_E4M3 ? 1 : (long)(sl_dtype_bits(a->out_dtype) / 8);
+  long ib = (long)(sl_dtype_bits(a->in_dtype) / 8),
+       ob = a->out_dtype == SL_DTYPE_FP8_E4M3 ? 1 : (long)(sl_dtype_bits(a->out_dtype) / 8);
   SL_CHECK(check_aligned(a->in, is * ib, "the input"));
   /* A lane stores 16/ib elements at once: 16 bytes, or 8/4 for outputs narrower than the
    * input (f32 -> bf16, FP8), so rows need that alignment. */

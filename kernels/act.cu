@@ -66,7 +66,8 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32)
         sl_kq_load<IN_DTYPE>(p + (long)INTER * ib, up[u]);
       } else {
 #pragma unroll
-        for (int j = 0; j < VEC; j++) gate[u][j] = up[u][j] = 0.0f;
+        for (int j = 0; j < VEC; j++)
+          gate[u][j] = up[u][j] = 0.0f;
       }
     }
 #pragma unroll
@@ -76,7 +77,8 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32)
       const int row = (int)(it / CHUNKS), col = (int)(it % CHUNKS) * CHUNK + lane * VEC;
       float y[VEC];
 #pragma unroll
-      for (int j = 0; j < VEC; j++) y[j] = act_fn(gate[u][j]) * up[u][j];
+      for (int j = 0; j < VEC; j++)
+        y[j] = act_fn(gate[u][j]) * up[u][j];
 #if FP8_OUT
       float absmax;
       int bad;

@@ -17,10 +17,10 @@
  *   Little's law asks for at 4.8 TB/s and ~650 ns latency over 132 SMs.
  * Measured numbers go to kernels/NOTES.md; change a row here only with a benchmark. */
 typedef struct {
-  int arch;          /* SL_ARCH_*; 0 = any other */
+  int arch; /* SL_ARCH_*; 0 = any other */
   int decode_warps;
   int prefill_warps;
-  int unroll;        /* work items loaded before any is processed, per warp */
+  int unroll; /* work items loaded before any is processed, per warp */
 } sl_kq_arch_cfg_t;
 
 static const sl_kq_arch_cfg_t sl_kq_arch_table[] = {
@@ -31,7 +31,8 @@ static const sl_kq_arch_cfg_t sl_kq_arch_table[] = {
 
 static inline const sl_kq_arch_cfg_t *sl_kq_arch_cfg(int arch) {
   const sl_kq_arch_cfg_t *c = sl_kq_arch_table;
-  while (c->arch && c->arch != arch) c++;
+  while (c->arch && c->arch != arch)
+    c++;
   return c;
 }
 /* Warps per block for `rows` rows on a device of `sm_count` SMs. */
@@ -41,19 +42,11 @@ static inline int sl_kq_warps(int arch, int sm_count, long rows) {
 }
 
 /* Launch `k` with a grid no larger than the device keeps resident (the kernels loop over
- * their work items grid-stride): blocks = min(ceil(items / (warps * unroll)), resident). */
-static inline sl_status_t sl_kq_launch(sl_device_t *dev, sl_kernel_t *k, int warps, int unroll, long items,
-                                       sl_stream_t *stream, void **args) {
-  int per_sm = 0;
-  SL_CHECK(sl_kernel_occupancy(k, warps * 32, 0, &per_sm));
-  if (per_sm < 1) per_sm = 1;
-  long want = (items + (long)warps * unroll - 1) / ((long)warps * unroll);
-  long resident = (long)per_sm * sl_device_info(dev)->sm_count;
-  long blocks = want < resident ? want : resident;
-  if (blocks < 1) blocks = 1;
-  sl_launch_t l = {.grid = {(unsigned)blocks, 1, 1}, .block = {(unsigned)(warps * 32), 1, 1}, .stream = stream};
-  return sl_kernel_launch(k, &l, args);
-}
+ * their work items grid-stride): blocks = min(ceil(items / (warps * unroll)), resident).
+ * The occupancy query is memoized per kernel (kernels/kq_launch.c): decode launches are
+ * host-latency bound and the answer never changes for a loaded kernel. */
+sl_status_t sl_kq_launch(sl_device_t *dev, sl_kernel_t *k, int warps, int unroll, long items, sl_stream_t *stream,
+                         void **args);
 
 #endif
 #endif

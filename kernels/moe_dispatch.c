@@ -131,6 +131,7 @@ sl_status_t sl_moe_dispatch_spec(int hidden, int top_k, int num_local, sl_moe_pa
   SL_CHECK(sl_jit_spec_define(spec, "MOE_LOCAL", "%d", num_local));
   SL_CHECK(sl_jit_spec_define(spec, "MOE_UNROLL", "%d",
                               which == ENTRY_FUSED ? DECODE_UNROLL : route ? 1 : PREFILL_UNROLL));
+  SL_CHECK(sl_jit_spec_define(spec, "MOE_KERNEL", "%d", which));
   SL_CHECK(sl_jit_spec_define(spec, "MOE_PAYLOAD", "%d", route ? -1 : payload_qfmt(payload)));
   SL_CHECK(sl_jit_spec_define(spec, "MOE_QRULE", "%d",
                               route || payload == SL_MOE_PAYLOAD_BF16 || payload == SL_MOE_PAYLOAD_NVFP4 ? 0
@@ -141,7 +142,8 @@ sl_status_t sl_moe_dispatch_spec(int hidden, int top_k, int num_local, sl_moe_pa
 sl_status_t sl_moe_dispatch_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t *spec, void *user),
                                        void *user) {
   /* Qwen3-30B-A3B (E=128, K=8, H=2048) and DeepSeek-V3 (E=256, K=8, H=7168), at TP=1 and
-   * with an eighth of the experts (TP/EP=8), bf16 payload; the quantized payloads at TP=1. */
+   * with an eighth of the experts (TP/EP=8), bf16 payload; the quantized payloads at
+   * Qwen3-30B-A3B TP=1 (the payload code does not depend on E or H beyond constants). */
   static const int shapes[][3] = {{2048, 8, 128}, {2048, 8, 16}, {7168, 8, 256}, {7168, 8, 32}};
   static const int quant[][2] = {{SL_MOE_PAYLOAD_FP8_GROUP, SL_QRULE_IEEE}, {SL_MOE_PAYLOAD_FP8_GROUP, SL_QRULE_CEIL},
                                  {SL_MOE_PAYLOAD_MXFP8, SL_QRULE_CEIL},     {SL_MOE_PAYLOAD_MXFP8, SL_QRULE_FLOOR},
@@ -153,7 +155,7 @@ sl_status_t sl_moe_dispatch_jit_points(int arch, sl_status_t (*fn)(const sl_jit_
       SL_CHECK(sl_moe_dispatch_spec(shapes[i][0], shapes[i][1], shapes[i][2], SL_MOE_PAYLOAD_BF16, 0, which, &spec));
       SL_CHECK(fn(&spec, user));
     }
-    if (shapes[i][2] != 128 && shapes[i][2] != 256) continue;
+    if (shapes[i][2] != 128) continue; /* the quantized payloads: one shape */
     for (size_t q = 0; q < sizeof quant / sizeof quant[0]; q++)
       for (int which = ENTRY_FUSED; which <= ENTRY_COPY; which += ENTRY_COPY - ENTRY_FUSED) {
         SL_CHECK(sl_moe_dispatch_spec(shapes[i][0], shapes[i][1], shapes[i][2], (sl_moe_payload_t)quant[q][0],

@@ -23,6 +23,9 @@
 #ifndef MOE_UNROLL
 #error "MOE_UNROLL (16-byte vectors per lane per work item) must be defined by the JIT"
 #endif
+#ifndef MOE_KERNEL
+#error "MOE_KERNEL (0: fused, 1: route, 2: copy; only that kernel is compiled) must be defined by the JIT"
+#endif
 #ifndef MOE_PAYLOAD
 #error "MOE_PAYLOAD (-1: bf16 copy, else an SL_QFMT_* format) must be defined by the JIT"
 #endif
@@ -160,90 +163,114 @@ __device__ __forceinline__ void route_pairs(int route_block, int num_pairs, cons
   for (int i = threadIdx.x; i < MOE_LOCAL; i += THREADS) counts[route_block * MOE_LOCAL + i] = base[i];
 }
 
-// Copy work items (token, chunk of MOE_CHUNK columns), one warp each. Lane k < K computes the
-// row of pair (t, k) (offset_fn gives the rank of the pair's routing block within its
-// expert); the chunk-0 warp of a token publishes the slots. Rows over capacity get -1.
+// Copy work items (token, chunk of MOE_CHUNK columns), one warp each. The item's 16-byte
+// vectors of x and (lanes k < K) the pair's expert id are loaded first (load_item: nothing
+// there depends on routing, so the fused kernel issues it before its grid barrier), then
+// copy_item computes the rows (offset_fn gives the rank of the pair's routing block within
+// its expert), publishes the slots from the chunk-0 warp of the token, and stores K times.
+struct ItemInput {
+  uint4 v[MOE_UNROLL];
+  int id; // topk id of pair (t, lane) for lane < K
+};
+
+__device__ __forceinline__ void load_item(long item, const __nv_bfloat16 *__restrict__ x,
+                                          const int *__restrict__ topk_ids, ItemInput &in) {
+  const int lane = threadIdx.x % 32;
+  const int t = (int)(item / MOE_CHUNKS), c = (int)(item % MOE_CHUNKS);
+  in.id = lane < MOE_TOPK ? topk_ids[t * MOE_TOPK + lane] : -1;
+  const uint4 *src = reinterpret_cast<const uint4 *>(x + (long)t * MOE_HIDDEN);
+#pragma unroll
+  for (int j = 0; j < MOE_UNROLL; j++) {
+    const int col = c * MOE_CHUNK + (j * 32 + lane) * SL_MOE_VEC_ELEMS;
+    in.v[j] = col < MOE_HIDDEN ? __ldg(src + col / SL_MOE_VEC_ELEMS) : make_uint4(0u, 0u, 0u, 0u);
+  }
+}
+
+template <typename OffsetFn>
+__device__ __forceinline__ void copy_item(long item, ItemInput &in, int num_experts, int expert_begin,
+                                          int expert_end, int capacity, const int *pair_rank,
+                                          void *__restrict__ expert_x, void *__restrict__ expert_scales,
+                                          float global_scale, sl_dev_error_t *err, int *__restrict__ slots,
+                                          OffsetFn offset_fn) {
+  const int lane = threadIdx.x % 32;
+  const int t = (int)(item / MOE_CHUNKS), c = (int)(item % MOE_CHUNKS);
+  uint4 *v = in.v;
+  long row = -1;
+  if (lane < MOE_TOPK) {
+    const int p = t * MOE_TOPK + lane;
+    const int id = in.id;
+    const int e = (id >= 0 && id < num_experts) ? sl_moe_local_expert(id, expert_begin, expert_end) : -1;
+    if (e >= 0) {
+      const int rank = __ldcg(&pair_rank[p]) + offset_fn(p, e);
+      if (rank < capacity) row = sl_moe_row(e, rank, capacity);
+    }
+    if (c == 0) slots[p] = (int)row;
+  }
+  // A token with no row here (other ranks' experts, dropped, invalid) is not quantized.
+  if (!__any_sync(0xffffffffu, row >= 0)) return;
+#if MOE_PAYLOAD < 0
+#pragma unroll
+  for (int k = 0; k < MOE_TOPK; k++) {
+    const long r = __shfl_sync(0xffffffffu, row, k);
+    if (r < 0) continue;
+    uint4 *dst = reinterpret_cast<uint4 *>(static_cast<__nv_bfloat16 *>(expert_x) + r * MOE_HIDDEN);
+#pragma unroll
+    for (int j = 0; j < MOE_UNROLL; j++) {
+      const int col = c * MOE_CHUNK + (j * 32 + lane) * SL_MOE_VEC_ELEMS;
+      if (col < MOE_HIDDEN) dst[col / SL_MOE_VEC_ELEMS] = v[j];
+    }
+  }
+#else
+  // Quantize once per token (all lanes take part in the block reductions; lanes past the
+  // row end quantize zeros that are never stored: H is a multiple of the block).
+  QuantVec q[MOE_UNROLL];
+#pragma unroll
+  for (int j = 0; j < MOE_UNROLL; j++) {
+    const int col = c * MOE_CHUNK + (j * 32 + lane) * SL_MOE_VEC_ELEMS;
+    q[j] = quantize_vec(v[j], global_scale);
+    if (!q[j].finite && col < MOE_HIDDEN && lane % MOE_QLANES == 0)
+      sl_dev_error_record(err, SL_DEV_ERR_NUMERIC, t, col / MOE_QBLOCK, MOE_QBLOCK);
+  }
+#pragma unroll
+  for (int k = 0; k < MOE_TOPK; k++) {
+    const long r = __shfl_sync(0xffffffffu, row, k);
+    if (r < 0) continue;
+    unsigned char *dst = static_cast<unsigned char *>(expert_x) + r * MOE_ROW_BYTES;
+#pragma unroll
+    for (int j = 0; j < MOE_UNROLL; j++) {
+      const int col = c * MOE_CHUNK + (j * 32 + lane) * SL_MOE_VEC_ELEMS;
+      if (col >= MOE_HIDDEN) continue;
+#if MOE_QFP4
+      *reinterpret_cast<unsigned *>(dst + col / 2) = q[j].codes.x;
+#else
+      *reinterpret_cast<uint2 *>(dst + col) = q[j].codes;
+#endif
+      if (lane % MOE_QLANES == 0) {
+        const long si = r * (MOE_HIDDEN / MOE_QBLOCK) + col / MOE_QBLOCK;
+        if (MOE_PAYLOAD == SL_QFMT_FP8_GROUP)
+          static_cast<float *>(expert_scales)[si] = q[j].scale_f32;
+        else
+          static_cast<unsigned char *>(expert_scales)[si] = q[j].scale_u8;
+      }
+    }
+  }
+#endif
+}
+
 template <typename OffsetFn>
 __device__ __forceinline__ void copy_items(const __nv_bfloat16 *__restrict__ x, const int *__restrict__ topk_ids,
                                            int num_tokens, int num_experts, int expert_begin, int expert_end,
                                            int capacity, const int *pair_rank, void *__restrict__ expert_x,
                                            void *__restrict__ expert_scales, float global_scale,
                                            sl_dev_error_t *err, int *__restrict__ slots, OffsetFn offset_fn) {
-  const int lane = threadIdx.x % 32;
   const int warps_per_block = blockDim.x / 32;
   const long num_items = (long)num_tokens * MOE_CHUNKS;
   for (long item = (long)blockIdx.x * warps_per_block + threadIdx.x / 32; item < num_items;
        item += (long)gridDim.x * warps_per_block) {
-    const int t = (int)(item / MOE_CHUNKS), c = (int)(item % MOE_CHUNKS);
-    long row = -1;
-    if (lane < MOE_TOPK) {
-      const int p = t * MOE_TOPK + lane;
-      const int id = topk_ids[p];
-      const int e = (id >= 0 && id < num_experts) ? sl_moe_local_expert(id, expert_begin, expert_end) : -1;
-      if (e >= 0) {
-        const int rank = __ldcg(&pair_rank[p]) + offset_fn(p, e);
-        if (rank < capacity) row = sl_moe_row(e, rank, capacity);
-      }
-      if (c == 0) slots[p] = (int)row;
-    }
-    // A token with no row here (other ranks' experts, dropped, invalid) is neither read
-    // nor quantized.
-    if (!__any_sync(0xffffffffu, row >= 0)) continue;
-    uint4 v[MOE_UNROLL];
-    const uint4 *src = reinterpret_cast<const uint4 *>(x + (long)t * MOE_HIDDEN);
-#pragma unroll
-    for (int j = 0; j < MOE_UNROLL; j++) {
-      const int col = c * MOE_CHUNK + (j * 32 + lane) * SL_MOE_VEC_ELEMS;
-      if (col < MOE_HIDDEN) v[j] = __ldg(src + col / SL_MOE_VEC_ELEMS);
-    }
-#if MOE_PAYLOAD < 0
-#pragma unroll
-    for (int k = 0; k < MOE_TOPK; k++) {
-      const long r = __shfl_sync(0xffffffffu, row, k);
-      if (r < 0) continue;
-      uint4 *dst = reinterpret_cast<uint4 *>(static_cast<__nv_bfloat16 *>(expert_x) + r * MOE_HIDDEN);
-#pragma unroll
-      for (int j = 0; j < MOE_UNROLL; j++) {
-        const int col = c * MOE_CHUNK + (j * 32 + lane) * SL_MOE_VEC_ELEMS;
-        if (col < MOE_HIDDEN) dst[col / SL_MOE_VEC_ELEMS] = v[j];
-      }
-    }
-#else
-    // Quantize once per token (all lanes take part in the block reductions; lanes past the
-    // row end quantize zeros that are never stored: H is a multiple of the block).
-    QuantVec q[MOE_UNROLL];
-#pragma unroll
-    for (int j = 0; j < MOE_UNROLL; j++) {
-      const int col = c * MOE_CHUNK + (j * 32 + lane) * SL_MOE_VEC_ELEMS;
-      if (col >= MOE_HIDDEN) v[j] = make_uint4(0u, 0u, 0u, 0u);
-      q[j] = quantize_vec(v[j], global_scale);
-      if (!q[j].finite && col < MOE_HIDDEN && lane % MOE_QLANES == 0)
-        sl_dev_error_record(err, SL_DEV_ERR_NUMERIC, t, col / MOE_QBLOCK, MOE_QBLOCK);
-    }
-#pragma unroll
-    for (int k = 0; k < MOE_TOPK; k++) {
-      const long r = __shfl_sync(0xffffffffu, row, k);
-      if (r < 0) continue;
-      unsigned char *dst = static_cast<unsigned char *>(expert_x) + r * MOE_ROW_BYTES;
-#pragma unroll
-      for (int j = 0; j < MOE_UNROLL; j++) {
-        const int col = c * MOE_CHUNK + (j * 32 + lane) * SL_MOE_VEC_ELEMS;
-        if (col >= MOE_HIDDEN) continue;
-#if MOE_QFP4
-        *reinterpret_cast<unsigned *>(dst + col / 2) = q[j].codes.x;
-#else
-        *reinterpret_cast<uint2 *>(dst + col) = q[j].codes;
-#endif
-        if (lane % MOE_QLANES == 0) {
-          const long si = r * (MOE_HIDDEN / MOE_QBLOCK) + col / MOE_QBLOCK;
-          if (MOE_PAYLOAD == SL_QFMT_FP8_GROUP)
-            static_cast<float *>(expert_scales)[si] = q[j].scale_f32;
-          else
-            static_cast<unsigned char *>(expert_scales)[si] = q[j].scale_u8;
-        }
-      }
-    }
-#endif
+    ItemInput in;
+    load_item(item, x, topk_ids, in);
+    copy_item(item, in, num_experts, expert_begin, expert_end, capacity, pair_rank, expert_x, expert_scales,
+              global_scale, err, slots, offset_fn);
   }
 }
 
@@ -264,6 +291,7 @@ struct FusedOffset {
   }
 };
 
+#if MOE_KERNEL == 0
 extern "C" __global__ void __launch_bounds__(SL_MOE_FUSED_THREADS)
     sl_moe_dispatch_fused(const __nv_bfloat16 *__restrict__ x, const int *__restrict__ topk_ids, int num_tokens,
                           int num_experts, int expert_begin, int expert_end, int capacity,
@@ -279,6 +307,11 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_FUSED_THREADS)
   if ((int)blockIdx.x < route_blocks)
     route_pairs<SL_MOE_FUSED_THREADS, 1>(blockIdx.x, num_pairs, topk_ids, num_experts, expert_begin, expert_end,
                                          counts, pair_rank, &state->error, base, tag);
+  // This warp's first copy item does not depend on the routing: load it before the barrier.
+  const long num_items = (long)num_tokens * MOE_CHUNKS;
+  const long first_item = (long)blockIdx.x * (SL_MOE_FUSED_THREADS / 32) + threadIdx.x / 32;
+  ItemInput first;
+  if (first_item < num_items) load_item(first_item, x, topk_ids, first);
   if (!sl_grid_barrier_sync(&bar, timeout_ns)) return;
   for (int e = blockIdx.x * SL_MOE_FUSED_THREADS + threadIdx.x; e < MOE_LOCAL;
        e += gridDim.x * SL_MOE_FUSED_THREADS) {
@@ -286,10 +319,16 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_FUSED_THREADS)
     for (int b = 0; b < route_blocks; b++) total += __ldcg(&counts[b * MOE_LOCAL + e]);
     finish_expert(e, total, capacity, expert_begin, expert_counts, &state->error);
   }
-  copy_items(x, topk_ids, num_tokens, num_experts, expert_begin, expert_end, capacity, pair_rank, expert_x,
-             expert_scales, global_scale, &state->error, slots, FusedOffset{counts});
+  for (long item = first_item; item < num_items; item += (long)gridDim.x * (SL_MOE_FUSED_THREADS / 32)) {
+    if (item != first_item) load_item(item, x, topk_ids, first);
+    copy_item(item, first, num_experts, expert_begin, expert_end, capacity, pair_rank, expert_x, expert_scales,
+              global_scale, &state->error, slots, FusedOffset{counts});
+  }
 }
 
+#endif
+
+#if MOE_KERNEL == 1
 extern "C" __global__ void __launch_bounds__(SL_MOE_ROUTE_THREADS)
     sl_moe_dispatch_route(const int *__restrict__ topk_ids, int num_tokens, int num_experts, int expert_begin,
                           int expert_end, int capacity, int *__restrict__ expert_counts,
@@ -330,6 +369,9 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_ROUTE_THREADS)
   if (threadIdx.x == 0) *done = 0u; // ready for the next launch (kernel boundary orders it)
 }
 
+#endif
+
+#if MOE_KERNEL == 2
 struct SplitOffset {
   const int *offsets;
   __device__ int operator()(int p, int e) const { return offsets[(p / SL_MOE_ROUTE_PAIRS) * MOE_LOCAL + e]; }
@@ -344,3 +386,4 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_COPY_THREADS)
   copy_items(x, topk_ids, num_tokens, num_experts, expert_begin, expert_end, capacity, pair_rank, expert_x,
              expert_scales, global_scale, &state->error, slots, SplitOffset{offsets});
 }
+#endif

@@ -71,7 +71,9 @@ typedef struct {
   sl_moe_path_t *path_taken;    /* optional out: which path ran */
 } sl_moe_dispatch_args_t;
 
-/* Workspace bytes for calls of up to `max_tokens` tokens. */
+/* Workspace bytes for calls of up to `max_tokens` tokens. A workspace holds the grid
+ * barrier word and the error record: one workspace per stream (two dispatches in flight
+ * on one workspace would share the barrier). */
 size_t sl_moe_dispatch_workspace_bytes(int max_tokens, int top_k, int num_local_experts);
 /* Zero the workspace (once after allocation, and after a reported timeout). */
 sl_status_t sl_moe_dispatch_workspace_init(sl_device_t *dev, void *workspace, size_t bytes, sl_stream_t *stream);

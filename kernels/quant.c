@@ -16,7 +16,9 @@ static const char *format_name(sl_quant_format_t f) {
   return "?";
 }
 
-static bool float_dtype(sl_dtype_t t) { return t == SL_DTYPE_F32 || t == SL_DTYPE_BF16 || t == SL_DTYPE_F16; }
+static bool float_dtype(sl_dtype_t t) {
+  return t == SL_DTYPE_F32 || t == SL_DTYPE_BF16 || t == SL_DTYPE_F16;
+}
 
 size_t sl_quant_codes_bytes(sl_quant_format_t format, int num_tokens, int hidden) {
   size_t n = (size_t)num_tokens * (size_t)hidden;
@@ -36,8 +38,8 @@ static sl_status_t check_common(const char *op, sl_quant_format_t format, int ru
     return SL_ERR(SL_ERR_INVALID, "%s %s: bad shape %d x %d", op, format_name(format), num_tokens, hidden);
   int block = sl_qfmt_block((int)format);
   if (hidden % block)
-    return SL_ERR(SL_ERR_INVALID, "%s %s: hidden %d is not a multiple of the block size %d", op,
-                  format_name(format), hidden, block);
+    return SL_ERR(SL_ERR_INVALID, "%s %s: hidden %d is not a multiple of the block size %d", op, format_name(format),
+                  hidden, block);
   if (!float_dtype(dtype))
     return SL_ERR(SL_ERR_INVALID, "%s %s: dtype %s not supported (bf16, f16, f32)", op, format_name(format),
                   sl_dtype_name(dtype));
@@ -48,12 +50,13 @@ static sl_status_t check_common(const char *op, sl_quant_format_t format, int ru
   if (format == SL_QUANT_FP8_GROUP && layout != SL_QUANT_LAYOUT_LINEAR)
     return SL_ERR(SL_ERR_INVALID, "%s fp8-group128: fp32 scales are linear only (swizzled is for byte scales)", op);
   if (rule >= 0) {
-    bool ok = format == SL_QUANT_NVFP4 ||
-              (format == SL_QUANT_FP8_GROUP && (rule == SL_QRULE_IEEE || rule == SL_QRULE_CEIL)) ||
-              ((format == SL_QUANT_MXFP8 || format == SL_QUANT_MXFP4) && (rule == SL_QRULE_CEIL || rule == SL_QRULE_FLOOR));
+    bool ok =
+        format == SL_QUANT_NVFP4 ||
+        (format == SL_QUANT_FP8_GROUP && (rule == SL_QRULE_IEEE || rule == SL_QRULE_CEIL)) ||
+        ((format == SL_QUANT_MXFP8 || format == SL_QUANT_MXFP4) && (rule == SL_QRULE_CEIL || rule == SL_QRULE_FLOOR));
     if (!ok)
-      return SL_ERR(SL_ERR_INVALID, "%s %s: scale rule %d not defined (fp8-group: IEEE or CEIL; MX: CEIL or FLOOR)",
-                    op, format_name(format), rule);
+      return SL_ERR(SL_ERR_INVALID, "%s %s: scale rule %d not defined (fp8-group: IEEE or CEIL; MX: CEIL or FLOOR)", op,
+                    format_name(format), rule);
   }
   if (format == SL_QUANT_NVFP4 && !(sl_qf_finite(global_scale) && global_scale > 0.0f))
     return SL_ERR(SL_ERR_INVALID, "%s nvfp4: global_scale %g must be finite and > 0 (448*6 / tensor absmax)", op,
@@ -66,7 +69,8 @@ static sl_status_t check_common(const char *op, sl_quant_format_t format, int ru
 static void write_swizzle_padding(uint8_t *scales, int rows, int cols) {
   int rows_pad = sl_qf_round_up(rows, 128), cols_pad = sl_qf_round_up(cols, 4);
   for (int r = 0; r < rows_pad; r++)
-    for (int c = (r < rows ? cols : 0); c < cols_pad; c++) scales[sl_qf_swizzled_offset(r, c, cols)] = 0;
+    for (int c = (r < rows ? cols : 0); c < cols_pad; c++)
+      scales[sl_qf_swizzled_offset(r, c, cols)] = 0;
 }
 
 sl_status_t sl_quant_ref(const sl_quant_args_t *a) {
@@ -84,8 +88,10 @@ sl_status_t sl_quant_ref(const sl_quant_args_t *a) {
       int bad = 0;
       for (int j = 0; j < block; j++) {
         float x = sl_load_f32(a->in, a->in_dtype, base + j);
-        if (!sl_qf_finite(x)) bad = 1;
-        else absmax = sl_qf_max(absmax, sl_qf_abs(x));
+        if (!sl_qf_finite(x))
+          bad = 1;
+        else
+          absmax = sl_qf_max(absmax, sl_qf_abs(x));
       }
       float scale_f32;
       uint8_t scale_u8;
@@ -101,14 +107,18 @@ sl_status_t sl_quant_ref(const sl_quant_args_t *a) {
         uint8_t c = bad ? sl_qf_nan_code(fmt) : sl_qf_encode(fmt, s, sl_load_f32(a->in, a->in_dtype, base + j));
         size_t i = out0 + j;
         if (sl_qfmt_is_fp4(fmt)) {
-          if (i & 1) codes[i / 2] = (uint8_t)((codes[i / 2] & 0x0f) | (c << 4));
-          else codes[i / 2] = c; /* element 2i in the low nibble */
+          if (i & 1)
+            codes[i / 2] = (uint8_t)((codes[i / 2] & 0x0f) | (c << 4));
+          else
+            codes[i / 2] = c; /* element 2i in the low nibble */
         } else {
           codes[i] = c;
         }
       }
-      if (fmt == SL_QFMT_FP8_GROUP) scales_f32[(size_t)t * cols + g] = scale_f32;
-      else scales_u8[sl_qf_scale_offset((int)a->layout, t, g, cols)] = scale_u8;
+      if (fmt == SL_QFMT_FP8_GROUP)
+        scales_f32[(size_t)t * cols + g] = scale_f32;
+      else
+        scales_u8[sl_qf_scale_offset((int)a->layout, t, g, cols)] = scale_u8;
     }
   }
   if (fmt != SL_QFMT_FP8_GROUP && a->layout == SL_QUANT_LAYOUT_SWIZZLED)
@@ -139,8 +149,8 @@ sl_status_t sl_dequant_ref(const sl_dequant_args_t *a) {
   return SL_OK;
 }
 
-sl_status_t sl_quant_check_scales_host(sl_quant_format_t format, sl_quant_layout_t layout, int num_tokens,
-                                       int hidden, const void *scales) {
+sl_status_t sl_quant_check_scales_host(sl_quant_format_t format, sl_quant_layout_t layout, int num_tokens, int hidden,
+                                       const void *scales) {
   int fmt = (int)format, block = sl_qfmt_block(fmt), cols = hidden / block;
   for (int t = 0; t < num_tokens; t++)
     for (int g = 0; g < cols; g++) {
@@ -158,8 +168,8 @@ sl_status_t sl_quant_check_scales_host(sl_quant_format_t format, sl_quant_layout
   return SL_OK;
 }
 
-sl_status_t sl_quant_check_scales(sl_device_t *dev, sl_quant_format_t format, sl_quant_layout_t layout,
-                                  int num_tokens, int hidden, const void *scales, sl_stream_t *stream) {
+sl_status_t sl_quant_check_scales(sl_device_t *dev, sl_quant_format_t format, sl_quant_layout_t layout, int num_tokens,
+                                  int hidden, const void *scales, sl_stream_t *stream) {
   if (sl_device_backend(dev) == SL_BACKEND_CPU)
     return sl_quant_check_scales_host(format, layout, num_tokens, hidden, scales);
   size_t bytes = sl_quant_scales_bytes(format, layout, num_tokens, hidden);
@@ -221,8 +231,8 @@ static long quant_items(int num_tokens, int hidden, sl_dtype_t dtype) {
 
 static sl_status_t check_aligned(const char *op, const void *p, long stride_bytes, const char *what) {
   if (((uintptr_t)p & 15u) || (stride_bytes & 15))
-    return SL_ERR(SL_ERR_INVALID, "%s: %s must be 16-byte aligned, rows included (pointer %p, row %ld bytes)", op,
-                  what, p, stride_bytes);
+    return SL_ERR(SL_ERR_INVALID, "%s: %s must be 16-byte aligned, rows included (pointer %p, row %ld bytes)", op, what,
+                  p, stride_bytes);
   return SL_OK;
 }
 
@@ -280,12 +290,19 @@ sl_status_t sl_dequant(sl_device_t *dev, const sl_dequant_args_t *a, sl_stream_t
 sl_status_t sl_quant_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t *spec, void *user), void *user) {
   static const int hiddens[] = {7168};
   static const sl_dtype_t dtypes[] = {SL_DTYPE_BF16, SL_DTYPE_F16, SL_DTYPE_F32};
-  static const struct { int fmt, rule, layout; } cfgs[] = {
-      {SL_QFMT_FP8_GROUP, SL_QRULE_IEEE, SL_QLAYOUT_LINEAR}, {SL_QFMT_FP8_GROUP, SL_QRULE_CEIL, SL_QLAYOUT_LINEAR},
-      {SL_QFMT_MXFP8, SL_QRULE_FLOOR, SL_QLAYOUT_LINEAR},   {SL_QFMT_MXFP8, SL_QRULE_CEIL, SL_QLAYOUT_SWIZZLED},
-      {SL_QFMT_MXFP8, SL_QRULE_FLOOR, SL_QLAYOUT_SWIZZLED}, {SL_QFMT_MXFP4, SL_QRULE_FLOOR, SL_QLAYOUT_LINEAR},
-      {SL_QFMT_MXFP4, SL_QRULE_CEIL, SL_QLAYOUT_SWIZZLED},  {SL_QFMT_MXFP4, SL_QRULE_FLOOR, SL_QLAYOUT_SWIZZLED},
-      {SL_QFMT_NVFP4, 0, SL_QLAYOUT_LINEAR},                {SL_QFMT_NVFP4, 0, SL_QLAYOUT_SWIZZLED},
+  static const struct {
+    int fmt, rule, layout;
+  } cfgs[] = {
+      {SL_QFMT_FP8_GROUP, SL_QRULE_IEEE, SL_QLAYOUT_LINEAR},
+      {SL_QFMT_FP8_GROUP, SL_QRULE_CEIL, SL_QLAYOUT_LINEAR},
+      {SL_QFMT_MXFP8, SL_QRULE_FLOOR, SL_QLAYOUT_LINEAR},
+      {SL_QFMT_MXFP8, SL_QRULE_CEIL, SL_QLAYOUT_SWIZZLED},
+      {SL_QFMT_MXFP8, SL_QRULE_FLOOR, SL_QLAYOUT_SWIZZLED},
+      {SL_QFMT_MXFP4, SL_QRULE_FLOOR, SL_QLAYOUT_LINEAR},
+      {SL_QFMT_MXFP4, SL_QRULE_CEIL, SL_QLAYOUT_SWIZZLED},
+      {SL_QFMT_MXFP4, SL_QRULE_FLOOR, SL_QLAYOUT_SWIZZLED},
+      {SL_QFMT_NVFP4, 0, SL_QLAYOUT_LINEAR},
+      {SL_QFMT_NVFP4, 0, SL_QLAYOUT_SWIZZLED},
   };
   const sl_kq_arch_cfg_t *ac = sl_kq_arch_cfg(arch);
   int warps[2] = {ac->decode_warps, ac->prefill_warps};

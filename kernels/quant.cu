@@ -26,11 +26,11 @@
 
 #define BLOCK_ELEMS (QFMT == SL_QFMT_FP8_GROUP ? 128 : QFMT == SL_QFMT_NVFP4 ? 16 : 32)
 #define IS_FP4 (QFMT == SL_QFMT_MXFP4 || QFMT == SL_QFMT_NVFP4)
-static constexpr int VEC = sl_kq_elem<DTYPE>::vec;    // elements per thread per item
-static constexpr int CHUNK = 32 * VEC;                // elements per warp item
+static constexpr int VEC = sl_kq_elem<DTYPE>::vec; // elements per thread per item
+static constexpr int CHUNK = 32 * VEC;             // elements per warp item
 static constexpr int CHUNKS = (HIDDEN + CHUNK - 1) / CHUNK;
-static constexpr int LANES = BLOCK_ELEMS / VEC;       // lanes sharing one scale block
-static constexpr int COLS = HIDDEN / BLOCK_ELEMS;     // scale blocks per row
+static constexpr int LANES = BLOCK_ELEMS / VEC;   // lanes sharing one scale block
+static constexpr int COLS = HIDDEN / BLOCK_ELEMS; // scale blocks per row
 static_assert(HIDDEN % BLOCK_ELEMS == 0, "HIDDEN must be a multiple of the block size");
 static_assert(BLOCK_ELEMS % VEC == 0, "a thread's packet never straddles two blocks");
 static_assert(QFMT != SL_QFMT_FP8_GROUP || QLAYOUT == SL_QLAYOUT_LINEAR, "fp32 scales are linear");
@@ -78,7 +78,8 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32)
         sl_kq_load<DTYPE>((const char *)in + ((long)row * in_stride + col) * ebytes, v[u]);
       else {
 #pragma unroll
-        for (int j = 0; j < VEC; j++) v[u][j] = 0.0f;
+        for (int j = 0; j < VEC; j++)
+          v[u][j] = 0.0f;
       }
     }
 #pragma unroll
@@ -142,7 +143,8 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32)
       if (it >= items || col >= HIDDEN) continue;
       float y[VEC];
 #pragma unroll
-      for (int j = 0; j < VEC; j++) y[j] = sl_qf_decode(QFMT, c[u][j], sf[u], su[u], global_scale);
+      for (int j = 0; j < VEC; j++)
+        y[j] = sl_qf_decode(QFMT, c[u][j], sf[u], su[u], global_scale);
       sl_kq_store<DTYPE, VEC>((char *)out + ((long)row * out_stride + col) * ebytes, y);
     }
   }

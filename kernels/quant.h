@@ -45,15 +45,15 @@ typedef enum {
  * sl_quant_check_scales when they can afford to look. */
 typedef struct {
   sl_quant_format_t format;
-  sl_quant_rule_t rule;     /* NVFP4: ignored */
+  sl_quant_rule_t rule; /* NVFP4: ignored */
   sl_quant_layout_t layout;
   int num_tokens, hidden;
-  sl_dtype_t in_dtype;      /* bf16, f16, f32 */
+  sl_dtype_t in_dtype; /* bf16, f16, f32 */
   const void *in;
-  long in_stride;           /* elements per row; 0 = hidden */
+  long in_stride; /* elements per row; 0 = hidden */
   void *codes;
   void *scales;
-  float global_scale;       /* NVFP4 encode scale, 448*6 / tensor absmax (finite, > 0) */
+  float global_scale; /* NVFP4 encode scale, 448*6 / tensor absmax (finite, > 0) */
   bool check_nan;
 } sl_quant_args_t;
 
@@ -63,10 +63,10 @@ typedef struct {
   int num_tokens, hidden;
   const void *codes;
   const void *scales;
-  float global_scale;       /* NVFP4 */
-  sl_dtype_t out_dtype;     /* bf16, f16, f32 */
+  float global_scale;   /* NVFP4 */
+  sl_dtype_t out_dtype; /* bf16, f16, f32 */
   void *out;
-  long out_stride;          /* elements per row; 0 = hidden */
+  long out_stride; /* elements per row; 0 = hidden */
 } sl_dequant_args_t;
 
 sl_status_t sl_quant(sl_device_t *dev, const sl_quant_args_t *a, sl_stream_t *stream);
@@ -83,11 +83,11 @@ size_t sl_quant_scales_bytes(sl_quant_format_t format, sl_quant_layout_t layout,
 /* Read the scales back (synchronises `stream`) and return SL_ERR_NUMERIC naming the first
  * token/block whose scale is the NaN marker of a non-finite input; SL_OK otherwise. Works for
  * sl_quant output and for sl_act's FP8 out_scales (FP8_GROUP, linear). */
-sl_status_t sl_quant_check_scales(sl_device_t *dev, sl_quant_format_t format, sl_quant_layout_t layout,
-                                  int num_tokens, int hidden, const void *scales, sl_stream_t *stream);
+sl_status_t sl_quant_check_scales(sl_device_t *dev, sl_quant_format_t format, sl_quant_layout_t layout, int num_tokens,
+                                  int hidden, const void *scales, sl_stream_t *stream);
 /* The same on host memory. */
-sl_status_t sl_quant_check_scales_host(sl_quant_format_t format, sl_quant_layout_t layout, int num_tokens,
-                                       int hidden, const void *scales);
+sl_status_t sl_quant_check_scales_host(sl_quant_format_t format, sl_quant_layout_t layout, int num_tokens, int hidden,
+                                       const void *scales);
 
 /* JIT specs `sl_quant` / `sl_dequant` use on sm_<arch> with `sm_count` SMs. */
 sl_status_t sl_quant_spec(const sl_quant_args_t *a, int arch, int sm_count, sl_jit_spec_t *spec);

@@ -28,18 +28,18 @@ __device__ __forceinline__ unsigned short sl_kq_f32_to_bf16(float f) {
   asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f));
   return h;
 }
-__device__ __forceinline__ float sl_kq_bf16_to_f32(unsigned short h) { return __uint_as_float((unsigned)h << 16); }
+__device__ __forceinline__ float sl_kq_bf16_to_f32(unsigned short h) {
+  return __uint_as_float((unsigned)h << 16);
+}
 
-template <int DT>
-struct sl_kq_elem {
+template <int DT> struct sl_kq_elem {
   static_assert(DT == SL_DTYPE_F32 || DT == SL_DTYPE_BF16 || DT == SL_DTYPE_F16, "f32, bf16, f16 only");
   static constexpr int bytes = DT == SL_DTYPE_F32 ? 4 : 2;
   static constexpr int vec = SL_KQ_PACKET / bytes; // elements per 16-byte packet
 };
 
 // Load one 16-byte packet (vec elements of DT) as fp32.
-template <int DT>
-__device__ __forceinline__ void sl_kq_load(const void *p, float *f) {
+template <int DT> __device__ __forceinline__ void sl_kq_load(const void *p, float *f) {
   uint4 w = __ldg(reinterpret_cast<const uint4 *>(p));
   unsigned int u[4] = {w.x, w.y, w.z, w.w};
 #pragma unroll
@@ -58,8 +58,7 @@ __device__ __forceinline__ void sl_kq_load(const void *p, float *f) {
 
 // Store N fp32 values rounded once to DT (RNE), in 16-byte packets (8-byte ones when N
 // elements of DT are only 8 bytes: f32 in, bf16 out).
-template <int DT, int N>
-__device__ __forceinline__ void sl_kq_store(void *p, const float *f) {
+template <int DT, int N> __device__ __forceinline__ void sl_kq_store(void *p, const float *f) {
   constexpr int words = N * sl_kq_elem<DT>::bytes / 4;
   static_assert(words % 2 == 0, "whole 8- or 16-byte packets only");
   unsigned int u[words];
@@ -79,45 +78,53 @@ __device__ __forceinline__ void sl_kq_store(void *p, const float *f) {
       reinterpret_cast<uint4 *>(p)[i / 4] = make_uint4(u[i], u[i + 1], u[i + 2], u[i + 3]);
   } else {
 #pragma unroll
-    for (int i = 0; i < words; i += 2) reinterpret_cast<uint2 *>(p)[i / 2] = make_uint2(u[i], u[i + 1]);
+    for (int i = 0; i < words; i += 2)
+      reinterpret_cast<uint2 *>(p)[i / 2] = make_uint2(u[i], u[i + 1]);
   }
 }
 
 // Store N codes (bytes for FP8, nibbles for FP4, element 2i in the low nibble) as one
 // 2/4/8-byte store: N*8 or N*4 bits.
-template <int N, bool FP4>
-__device__ __forceinline__ void sl_kq_store_codes(unsigned char *p, const unsigned char *c) {
+template <int N, bool FP4> __device__ __forceinline__ void sl_kq_store_codes(unsigned char *p, const unsigned char *c) {
   unsigned long long w = 0;
 #pragma unroll
-  for (int i = 0; i < N; i++) w |= (unsigned long long)c[i] << (FP4 ? 4 * i : 8 * i);
+  for (int i = 0; i < N; i++)
+    w |= (unsigned long long)c[i] << (FP4 ? 4 * i : 8 * i);
   constexpr int bytes = FP4 ? N / 2 : N;
-  if constexpr (bytes == 8) *reinterpret_cast<unsigned long long *>(p) = w;
-  else if constexpr (bytes == 4) *reinterpret_cast<unsigned int *>(p) = (unsigned int)w;
-  else if constexpr (bytes == 2) *reinterpret_cast<unsigned short *>(p) = (unsigned short)w;
-  else static_assert(bytes == 8 || bytes == 4 || bytes == 2, "2, 4 or 8 bytes of codes per thread");
+  if constexpr (bytes == 8)
+    *reinterpret_cast<unsigned long long *>(p) = w;
+  else if constexpr (bytes == 4)
+    *reinterpret_cast<unsigned int *>(p) = (unsigned int)w;
+  else if constexpr (bytes == 2)
+    *reinterpret_cast<unsigned short *>(p) = (unsigned short)w;
+  else
+    static_assert(bytes == 8 || bytes == 4 || bytes == 2, "2, 4 or 8 bytes of codes per thread");
 }
 
 // Load N codes back (inverse of sl_kq_store_codes); unpacks to one code per byte.
-template <int N, bool FP4>
-__device__ __forceinline__ void sl_kq_load_codes(const unsigned char *p, unsigned char *c) {
+template <int N, bool FP4> __device__ __forceinline__ void sl_kq_load_codes(const unsigned char *p, unsigned char *c) {
   constexpr int bytes = FP4 ? N / 2 : N;
   unsigned long long w;
-  if constexpr (bytes == 8) w = *reinterpret_cast<const unsigned long long *>(p);
-  else if constexpr (bytes == 4) w = *reinterpret_cast<const unsigned int *>(p);
-  else w = *reinterpret_cast<const unsigned short *>(p);
+  if constexpr (bytes == 8)
+    w = *reinterpret_cast<const unsigned long long *>(p);
+  else if constexpr (bytes == 4)
+    w = *reinterpret_cast<const unsigned int *>(p);
+  else
+    w = *reinterpret_cast<const unsigned short *>(p);
 #pragma unroll
-  for (int i = 0; i < N; i++) c[i] = (unsigned char)((w >> (FP4 ? 4 * i : 8 * i)) & (FP4 ? 0xfu : 0xffu));
+  for (int i = 0; i < N; i++)
+    c[i] = (unsigned char)((w >> (FP4 ? 4 * i : 8 * i)) & (FP4 ? 0xfu : 0xffu));
 }
 
 // Absmax of a block as the max of |x|'s bit patterns: for finite floats the integer order of
 // the magnitude bits is the float order, and NaN/Inf (exponent all ones) sort above every
 // finite value, so one integer max per element yields both the absmax and the "block holds
 // NaN/Inf" flag (max bits >= 0x7f800000) — 2 instructions per element instead of 5.
-template <int VEC>
-__device__ __forceinline__ unsigned sl_kq_thread_absmax_bits(const float *v) {
+template <int VEC> __device__ __forceinline__ unsigned sl_kq_thread_absmax_bits(const float *v) {
   unsigned m = 0;
 #pragma unroll
-  for (int j = 0; j < VEC; j++) m = max(m, __float_as_uint(v[j]) & 0x7fffffffu);
+  for (int j = 0; j < VEC; j++)
+    m = max(m, __float_as_uint(v[j]) & 0x7fffffffu);
   return m;
 }
 
@@ -126,11 +133,11 @@ __device__ __forceinline__ unsigned sl_kq_thread_absmax_bits(const float *v) {
 // this is a sub-warp reduction: every lane of the block ends with the same result, with no
 // shared memory or barrier. All 32 lanes execute the shuffles (tail lanes carry 0), so the
 // full mask is correct.
-template <int LANES>
-__device__ __forceinline__ unsigned sl_kq_block_max(unsigned m) {
+template <int LANES> __device__ __forceinline__ unsigned sl_kq_block_max(unsigned m) {
   static_assert(LANES >= 1 && LANES <= 32 && (LANES & (LANES - 1)) == 0, "power-of-two lanes per block");
 #pragma unroll
-  for (int k = 1; k < LANES; k <<= 1) m = max(m, __shfl_xor_sync(0xffffffffu, m, k));
+  for (int k = 1; k < LANES; k <<= 1)
+    m = max(m, __shfl_xor_sync(0xffffffffu, m, k));
   return m;
 }
 
@@ -165,17 +172,20 @@ __device__ __forceinline__ void sl_kq_quantize(const float *v, float absmax, int
   if (bad) {
     sl_qf_nan_scale(FMT, &scale_f32, &scale_u8);
 #pragma unroll
-    for (int j = 0; j < VEC; j++) codes[j] = sl_qf_nan_code(FMT);
+    for (int j = 0; j < VEC; j++)
+      codes[j] = sl_qf_nan_code(FMT);
     return;
   }
   if (s.zero) {
 #pragma unroll
-    for (int j = 0; j < VEC; j++) codes[j] = 0;
+    for (int j = 0; j < VEC; j++)
+      codes[j] = 0;
     return;
   }
   float y[VEC];
 #pragma unroll
-  for (int j = 0; j < VEC; j++) y[j] = s.div ? SL_QF_DIV(v[j], s.mul) : SL_QF_MUL(v[j], s.mul);
+  for (int j = 0; j < VEC; j++)
+    y[j] = s.div ? SL_QF_DIV(v[j], s.mul) : SL_QF_MUL(v[j], s.mul);
   if constexpr (FMT == SL_QFMT_FP8_GROUP || FMT == SL_QFMT_MXFP8) {
 #pragma unroll
     for (int j = 0; j < VEC; j += 2) {
@@ -185,7 +195,8 @@ __device__ __forceinline__ void sl_kq_quantize(const float *v, float absmax, int
     }
   } else {
 #pragma unroll
-    for (int j = 0; j < VEC; j++) codes[j] = sl_f32_to_e2m1(y[j]);
+    for (int j = 0; j < VEC; j++)
+      codes[j] = sl_f32_to_e2m1(y[j]);
   }
 }
 

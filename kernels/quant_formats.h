@@ -66,7 +66,9 @@ SL_QF_FN int sl_qfmt_block(int fmt) {
   return fmt == SL_QFMT_FP8_GROUP ? 128 : fmt == SL_QFMT_NVFP4 ? 16 : 32;
 }
 /* 1 when the codes are FP4 (two per byte, element 2i in the low nibble). */
-SL_QF_FN int sl_qfmt_is_fp4(int fmt) { return fmt == SL_QFMT_MXFP4 || fmt == SL_QFMT_NVFP4; }
+SL_QF_FN int sl_qfmt_is_fp4(int fmt) {
+  return fmt == SL_QFMT_MXFP4 || fmt == SL_QFMT_NVFP4;
+}
 
 /* ---- Bits --------------------------------------------------------------------------- */
 SL_QF_FN uint32_t sl_qf_bits(float f) {
@@ -88,10 +90,16 @@ SL_QF_FN float sl_qf_float(uint32_t u) {
 #endif
 }
 /* Not NaN and not +-Inf. */
-SL_QF_FN int sl_qf_finite(float f) { return (sl_qf_bits(f) & 0x7f800000u) != 0x7f800000u; }
-SL_QF_FN float sl_qf_abs(float f) { return sl_qf_float(sl_qf_bits(f) & 0x7fffffffu); }
+SL_QF_FN int sl_qf_finite(float f) {
+  return (sl_qf_bits(f) & 0x7f800000u) != 0x7f800000u;
+}
+SL_QF_FN float sl_qf_abs(float f) {
+  return sl_qf_float(sl_qf_bits(f) & 0x7fffffffu);
+}
 /* max for absmax reductions: inputs are never NaN here (a non-finite block is flagged). */
-SL_QF_FN float sl_qf_max(float a, float b) { return a > b ? a : b; }
+SL_QF_FN float sl_qf_max(float a, float b) {
+  return a > b ? a : b;
+}
 
 /* 2^e as fp32 for e in [-127, 127] (exact; 2^-127 is an fp32 subnormal). */
 SL_QF_FN float sl_qf_pow2(int e) {
@@ -105,13 +113,13 @@ SL_QF_FN uint8_t sl_f32_to_e4m3(float f) {
   uint32_t sign = (u >> 24) & 0x80u, a = u & 0x7fffffffu;
   if (a > 0x7f800000u) return (uint8_t)(sign | 0x7fu);
   if (a >= 0x43e00000u) return (uint8_t)(sign | 0x7eu); /* >= 448 (incl. Inf): satfinite */
-  if (a >= 0x3c800000u) {                                /* >= 2^-6: normal E4M3 */
+  if (a >= 0x3c800000u) {                               /* >= 2^-6: normal E4M3 */
     uint32_t r = a + 0x7ffffu + ((a >> 20) & 1u);       /* RNE to 3 mantissa bits */
-    return (uint8_t)(sign | ((r >> 20) - (120u << 3)));  /* rebias 127 -> 7 */
+    return (uint8_t)(sign | ((r >> 20) - (120u << 3))); /* rebias 127 -> 7 */
   }
   /* Subnormal: the code is round(|f| / 2^-9) in 0..8 (8 is the smallest normal, 0x08). */
   uint32_t e = a >> 23;
-  if (e < 117u) return (uint8_t)sign; /* < 2^-10 (half the smallest subnormal): 0 */
+  if (e < 117u) return (uint8_t)sign;                         /* < 2^-10 (half the smallest subnormal): 0 */
   uint32_t m = (a & 0x7fffffu) | 0x800000u, shift = 141u - e; /* 21..24 */
   uint32_t q = m >> shift, rem = m & ((1u << shift) - 1u), half = 1u << (shift - 1u);
   if (rem > half || (rem == half && (q & 1u))) q++;
@@ -130,8 +138,14 @@ SL_QF_FN float sl_e4m3_to_f32(uint8_t c) {
 SL_QF_FN uint8_t sl_f32_to_e2m1(float f) {
   uint32_t sign = (sl_qf_bits(f) >> 28) & 0x8u;
   float a = sl_qf_abs(f);
-  uint8_t c = a <= 0.25f ? 0 : a < 0.75f ? 1 : a <= 1.25f ? 2 : a < 1.75f ? 3
-            : a <= 2.5f ? 4 : a < 3.5f ? 5 : a <= 5.0f ? 6 : 7;
+  uint8_t c = a <= 0.25f   ? 0
+              : a < 0.75f  ? 1
+              : a <= 1.25f ? 2
+              : a < 1.75f  ? 3
+              : a <= 2.5f  ? 4
+              : a < 3.5f   ? 5
+              : a <= 5.0f  ? 6
+                           : 7;
   return (uint8_t)(sign | c);
 }
 SL_QF_FN float sl_e2m1_to_f32(uint8_t c) {
@@ -152,7 +166,8 @@ SL_QF_FN int sl_qf_floor_log2(float a) {
   uint32_t u = sl_qf_bits(a) & 0x7fffffffu, e = u >> 23;
   if (e) return (int)e - 127;
   int p = 22;
-  while (p > 0 && !(u & (1u << p))) p--;
+  while (p > 0 && !(u & (1u << p)))
+    p--;
   return p - 149;
 }
 /* ceil(log2(a)) of a finite a > 0. */
@@ -162,7 +177,9 @@ SL_QF_FN int sl_qf_ceil_log2(float a) {
   int p = sl_qf_floor_log2(a);
   return p + (m != (1u << (p + 149)));
 }
-SL_QF_FN int sl_qf_clamp_exp(int e) { return e < -127 ? -127 : e > 127 ? 127 : e; }
+SL_QF_FN int sl_qf_clamp_exp(int e) {
+  return e < -127 ? -127 : e > 127 ? 127 : e;
+}
 
 /* Block exponent of a power-of-two scale from the block absmax (finite, >= 0).
  * CEIL ("RCEIL", UE8M0 rounded up): ceil(log2(absmax / max_code)), absmax / max_code by
@@ -197,10 +214,10 @@ SL_QF_FN int sl_qf_block_exp(float absmax, int rule, float max_code, int emax_co
  * E8M0 0xff, E4M3 0x7f) and its codes are E4M3 NaN (0x7f) or E2M1 0, so dequantization
  * yields NaN, never plausible garbage; the host reports SL_ERR_NUMERIC (kernels/quant.h). */
 typedef struct {
-  float mul;      /* element multiplier (x * mul), or the divisor when div is set */
-  int div;        /* FP8_GROUP IEEE: code = e4m3(x / mul) */
-  int zero;       /* codes are all zero */
-  float scale_f32; /* the fp32 scale stored (FP8_GROUP) */
+  float mul;        /* element multiplier (x * mul), or the divisor when div is set */
+  int div;          /* FP8_GROUP IEEE: code = e4m3(x / mul) */
+  int zero;         /* codes are all zero */
+  float scale_f32;  /* the fp32 scale stored (FP8_GROUP) */
   uint8_t scale_u8; /* the byte scale stored (E8M0 or E4M3) */
 } sl_qf_scale_t;
 
@@ -215,8 +232,10 @@ SL_QF_FN sl_qf_scale_t sl_qf_block_scale(int fmt, int rule, float absmax, float 
     float sf_f = SL_QF_MUL(global_scale, SL_QF_DIV(absmax, SL_E2M1_MAX));
     s.scale_u8 = sl_f32_to_e4m3(sf_f);
     float sf = sl_e4m3_to_f32(s.scale_u8);
-    if (sf == 0.0f) s.zero = 1;
-    else s.mul = SL_QF_DIV(global_scale, sf);
+    if (sf == 0.0f)
+      s.zero = 1;
+    else
+      s.mul = SL_QF_DIV(global_scale, sf);
     return s;
   }
   if (fmt == SL_QFMT_FP8_GROUP && rule == SL_QRULE_IEEE) {
@@ -247,7 +266,9 @@ SL_QF_FN void sl_qf_nan_scale(int fmt, float *scale_f32, uint8_t *scale_u8) {
   *scale_f32 = sl_qf_float(0x7fc00000u);
   *scale_u8 = fmt == SL_QFMT_NVFP4 ? (uint8_t)SL_E4M3_NAN : (uint8_t)SL_E8M0_NAN;
 }
-SL_QF_FN uint8_t sl_qf_nan_code(int fmt) { return sl_qfmt_is_fp4(fmt) ? 0 : (uint8_t)SL_E4M3_NAN; }
+SL_QF_FN uint8_t sl_qf_nan_code(int fmt) {
+  return sl_qfmt_is_fp4(fmt) ? 0 : (uint8_t)SL_E4M3_NAN;
+}
 
 /* Dequantize one code: the decoded value times the block's decode scale, one rounding.
  * NVFP4: (e2m1 * decode(sf)) is exact in fp32, then / global_scale rounds once. */
@@ -269,7 +290,9 @@ SL_QF_FN float sl_qf_decode(int fmt, uint8_t code, float scale_f32, uint8_t scal
  * i+64, i+96 with their 4 columns each. Equivalently (vLLM's swizzle_blockscale): view the
  * padded matrix as [rt, 4, 32, ct, 4] and permute to [rt, ct, 32, 4, 4]. Byte scales only
  * (FP8_GROUP's fp32 scales are linear). */
-SL_QF_FN int sl_qf_round_up(int x, int m) { return (x + m - 1) / m * m; }
+SL_QF_FN int sl_qf_round_up(int x, int m) {
+  return (x + m - 1) / m * m;
+}
 SL_QF_FN size_t sl_qf_swizzled_offset(int row, int col, int cols) {
   size_t col_tiles = (size_t)((cols + 3) / 4);
   return (((size_t)(row >> 7) * col_tiles + (size_t)(col >> 2)) << 9) + (size_t)((row & 31) << 4) +
@@ -296,9 +319,9 @@ SL_QF_FN float sl_qf_expf(float x) {
   if (x < -87.0f) return 0.0f;
   float n = fmaf(x, 1.44269504f, 12582912.0f); /* round(x / ln2) via the 1.5*2^23 trick */
   n = n - 12582912.0f;
-  float r = fmaf(n, -0.693145752f, x);          /* Cody-Waite: ln2 = hi + lo */
+  float r = fmaf(n, -0.693145752f, x); /* Cody-Waite: ln2 = hi + lo */
   r = fmaf(n, -1.42860677e-6f, r);
-  float p = 1.98756912e-4f;                      /* minimax for e^r on [-ln2/2, ln2/2] */
+  float p = 1.98756912e-4f; /* minimax for e^r on [-ln2/2, ln2/2] */
   p = fmaf(p, r, 1.39819994e-3f);
   p = fmaf(p, r, 8.33345205e-3f);
   p = fmaf(p, r, 4.16657962e-2f);
@@ -307,11 +330,13 @@ SL_QF_FN float sl_qf_expf(float x) {
   float r2 = SL_QF_MUL(r, r);
   p = fmaf(p, r2, r);
   p = SL_QF_ADD(p, 1.0f);
-  int ni = (int)n;                               /* -126..128 */
+  int ni = (int)n; /* -126..128 */
   if (ni > 127) return SL_QF_MUL(SL_QF_MUL(p, 2.0f), sl_qf_pow2(ni - 1));
   return SL_QF_MUL(p, sl_qf_pow2(ni));
 }
 /* 1 / (1 + e^-x), reproducible. */
-SL_QF_FN float sl_qf_sigmoidf(float x) { return SL_QF_DIV(1.0f, SL_QF_ADD(1.0f, sl_qf_expf(-x))); }
+SL_QF_FN float sl_qf_sigmoidf(float x) {
+  return SL_QF_DIV(1.0f, SL_QF_ADD(1.0f, sl_qf_expf(-x)));
+}
 
 #endif

@@ -12,7 +12,9 @@
 
 #define MASKED_ID 0x7fffffff
 
-static bool float_dtype(sl_dtype_t t) { return t == SL_DTYPE_F32 || t == SL_DTYPE_BF16 || t == SL_DTYPE_F16; }
+static bool float_dtype(sl_dtype_t t) {
+  return t == SL_DTYPE_F32 || t == SL_DTYPE_BF16 || t == SL_DTYPE_F16;
+}
 
 static sl_status_t check_args(const sl_router_args_t *a) {
   if (a->kind != SL_ROUTER_SOFTMAX_TOPK && a->kind != SL_ROUTER_SIGMOID_GROUPED)
@@ -22,7 +24,8 @@ static sl_status_t check_args(const sl_router_args_t *a) {
   if (a->top_k < 1 || a->top_k > 32 || a->top_k > a->num_experts)
     return SL_ERR(SL_ERR_INVALID, "router: top_k %d must be in 1..min(32, experts %d)", a->top_k, a->num_experts);
   if (!float_dtype(a->logits_dtype))
-    return SL_ERR(SL_ERR_INVALID, "router: logits dtype %s not supported (bf16, f16, f32)", sl_dtype_name(a->logits_dtype));
+    return SL_ERR(SL_ERR_INVALID, "router: logits dtype %s not supported (bf16, f16, f32)",
+                  sl_dtype_name(a->logits_dtype));
   if (a->kind == SL_ROUTER_SIGMOID_GROUPED) {
     int ng = a->num_groups;
     if (ng < 1 || a->num_experts % ng || a->num_experts / ng < 2)
@@ -34,9 +37,13 @@ static sl_status_t check_args(const sl_router_args_t *a) {
   return SL_OK;
 }
 
-static float scaling_of(const sl_router_args_t *a) { return a->routed_scaling == 0.0f ? 1.0f : a->routed_scaling; }
+static float scaling_of(const sl_router_args_t *a) {
+  return a->routed_scaling == 0.0f ? 1.0f : a->routed_scaling;
+}
 
-static bool better(float av, int ai, float bv, int bi) { return av > bv || (av == bv && ai < bi); }
+static bool better(float av, int ai, float bv, int bi) {
+  return av > bv || (av == bv && ai < bi);
+}
 
 /* k largest (value, lower id first) among entries not masked (mask may be NULL). */
 static void select_topk(const float *key, const bool *allowed, int n, int k, int32_t *ids) {
@@ -66,10 +73,12 @@ sl_status_t sl_router_ref(const sl_router_args_t *a) {
   for (int t = 0; t < a->num_tokens; t++) {
     int32_t *ids = a->topk_ids + (size_t)t * K;
     float *w = a->topk_weights + (size_t)t * K;
-    for (int e = 0; e < E; e++) x[e] = sl_load_f32(a->logits, a->logits_dtype, (size_t)t * E + e);
+    for (int e = 0; e < E; e++)
+      x[e] = sl_load_f32(a->logits, a->logits_dtype, (size_t)t * E + e);
     if (a->kind == SL_ROUTER_SOFTMAX_TOPK) {
       float mx = -INFINITY;
-      for (int e = 0; e < E; e++) mx = sl_qf_max(mx, x[e]);
+      for (int e = 0; e < E; e++)
+        mx = sl_qf_max(mx, x[e]);
       /* The kernel's sum: lane l adds its NE experts in order, then a butterfly over 32 lanes. */
       float lane_sum[32];
       for (int l = 0; l < 32; l++) {
@@ -83,11 +92,14 @@ sl_status_t sl_router_ref(const sl_router_args_t *a) {
       }
       for (int m = 16; m >= 1; m >>= 1) {
         float nxt[32];
-        for (int l = 0; l < 32; l++) nxt[l] = SL_QF_ADD(lane_sum[l], lane_sum[l ^ m]);
-        for (int l = 0; l < 32; l++) lane_sum[l] = nxt[l];
+        for (int l = 0; l < 32; l++)
+          nxt[l] = SL_QF_ADD(lane_sum[l], lane_sum[l ^ m]);
+        for (int l = 0; l < 32; l++)
+          lane_sum[l] = nxt[l];
       }
       select_topk(x, NULL, E, K, ids); /* softmax is monotone: select on the logits */
-      for (int r = 0; r < K; r++) w[r] = SL_QF_DIV(p[ids[r]], lane_sum[0]);
+      for (int r = 0; r < K; r++)
+        w[r] = SL_QF_DIV(p[ids[r]], lane_sum[0]);
     } else {
       const int G = a->num_groups, GS = E / G;
       for (int e = 0; e < E; e++) {
@@ -98,22 +110,29 @@ sl_status_t sl_router_ref(const sl_router_args_t *a) {
       for (int g = 0; g < G; g++) {
         float t1 = -INFINITY, t2 = -INFINITY;
         for (int e = g * GS; e < (g + 1) * GS; e++) {
-          if (b[e] > t1) t2 = t1, t1 = b[e];
-          else if (b[e] > t2) t2 = b[e];
+          if (b[e] > t1)
+            t2 = t1, t1 = b[e];
+          else if (b[e] > t2)
+            t2 = b[e];
         }
         gscore[g] = SL_QF_ADD(t1, t2);
       }
       int32_t gids[1024];
       select_topk(gscore, NULL, G, a->topk_groups, gids);
-      for (int e = 0; e < E; e++) allowed[e] = false;
+      for (int e = 0; e < E; e++)
+        allowed[e] = false;
       for (int r = 0; r < a->topk_groups; r++)
-        for (int e = gids[r] * GS; e < (gids[r] + 1) * GS; e++) allowed[e] = true;
+        for (int e = gids[r] * GS; e < (gids[r] + 1) * GS; e++)
+          allowed[e] = true;
       select_topk(b, allowed, E, K, ids);
-      for (int r = 0; r < K; r++) w[r] = p[ids[r]]; /* the unbiased scores */
+      for (int r = 0; r < K; r++)
+        w[r] = p[ids[r]]; /* the unbiased scores */
     }
     float norm = 0.0f, sc = scaling_of(a);
-    for (int r = 0; r < K; r++) norm = SL_QF_ADD(norm, w[r]);
-    for (int r = 0; r < K; r++) w[r] = SL_QF_MUL(a->renormalize ? SL_QF_DIV(w[r], norm) : w[r], sc);
+    for (int r = 0; r < K; r++)
+      norm = SL_QF_ADD(norm, w[r]);
+    for (int r = 0; r < K; r++)
+      w[r] = SL_QF_MUL(a->renormalize ? SL_QF_DIV(w[r], norm) : w[r], sc);
   }
   free(x), free(allowed);
   return SL_OK;
@@ -169,7 +188,9 @@ sl_status_t sl_router(sl_device_t *dev, const sl_router_args_t *a, sl_stream_t *
  * (64, top 6) softmax; DeepSeek-V3 (256 experts, 8 groups, top 4 groups, top 8) sigmoid;
  * bf16/f16/f32 logits; decode and prefill warps. */
 sl_status_t sl_router_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t *spec, void *user), void *user) {
-  static const struct { int kind, E, K, G, TG; } cfgs[] = {
+  static const struct {
+    int kind, E, K, G, TG;
+  } cfgs[] = {
       {SL_ROUTER_SOFTMAX_TOPK, 128, 8, 1, 1},
       {SL_ROUTER_SOFTMAX_TOPK, 8, 2, 1, 1},
       {SL_ROUTER_SOFTMAX_TOPK, 64, 6, 1, 1},

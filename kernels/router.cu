@@ -28,8 +28,8 @@
 // Lane l holds experts [l*NE, (l+1)*NE): contiguous, so a group of experts is a run of whole
 // lanes and its top-2 is a sub-warp reduction over LPG lanes.
 static constexpr int NE = (NUM_EXPERTS + 31) / 32;
-static constexpr int GS = NUM_EXPERTS / NUM_GROUPS;  // experts per group
-static constexpr int LPG = GS / NE;                  // lanes per group
+static constexpr int GS = NUM_EXPERTS / NUM_GROUPS; // experts per group
+static constexpr int LPG = GS / NE;                 // lanes per group
 static_assert(NE <= 32, "at most 1024 experts");
 static_assert(TOPK >= 1 && TOPK <= 32, "1..32 experts per token");
 static_assert(KIND == 0 || (NUM_EXPERTS % NUM_GROUPS == 0 && GS % NE == 0 && (LPG & (LPG - 1)) == 0 && GS >= 2),
@@ -38,9 +38,12 @@ static_assert(KIND == 0 || (NUM_EXPERTS % NUM_GROUPS == 0 && GS % NE == 0 && (LP
 #define NEG_INF (-__int_as_float(0x7f800000))
 
 __device__ __forceinline__ float load_logit(const void *p, long i) {
-  if constexpr (DTYPE == SL_DTYPE_F32) return reinterpret_cast<const float *>(p)[i];
-  else if constexpr (DTYPE == SL_DTYPE_BF16) return sl_kq_bf16_to_f32(reinterpret_cast<const unsigned short *>(p)[i]);
-  else return sl_kq_f16_to_f32(reinterpret_cast<const unsigned short *>(p)[i]);
+  if constexpr (DTYPE == SL_DTYPE_F32)
+    return reinterpret_cast<const float *>(p)[i];
+  else if constexpr (DTYPE == SL_DTYPE_BF16)
+    return sl_kq_bf16_to_f32(reinterpret_cast<const unsigned short *>(p)[i]);
+  else
+    return sl_kq_f16_to_f32(reinterpret_cast<const unsigned short *>(p)[i]);
 }
 
 // (value, id) order: larger value first, then the lower id. Masked entries carry MASKED_ID
@@ -64,7 +67,8 @@ __device__ __forceinline__ void warp_argmax(float &v, int &id) {
 __device__ __forceinline__ void select_topk(float (&key)[NE], int lane, int (&ids)[TOPK]) {
   bool used[NE];
 #pragma unroll
-  for (int j = 0; j < NE; j++) used[j] = false;
+  for (int j = 0; j < NE; j++)
+    used[j] = false;
 #pragma unroll 1
   for (int r = 0; r < TOPK; r++) {
     float bv = NEG_INF;
@@ -108,9 +112,11 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32)
     // softmax is monotone: select on the logits, so ids depend on comparisons only.
     float mx = NEG_INF;
 #pragma unroll
-    for (int j = 0; j < NE; j++) mx = sl_qf_max(mx, x[j]);
+    for (int j = 0; j < NE; j++)
+      mx = sl_qf_max(mx, x[j]);
 #pragma unroll
-    for (int m = 16; m >= 1; m >>= 1) mx = sl_qf_max(mx, __shfl_xor_sync(0xffffffffu, mx, m));
+    for (int m = 16; m >= 1; m >>= 1)
+      mx = sl_qf_max(mx, __shfl_xor_sync(0xffffffffu, mx, m));
     float ex[NE], sum = 0.0f;
 #pragma unroll
     for (int j = 0; j < NE; j++) {
@@ -118,10 +124,12 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32)
       sum = SL_QF_ADD(sum, ex[j]);
     }
 #pragma unroll
-    for (int m = 16; m >= 1; m >>= 1) sum = SL_QF_ADD(sum, __shfl_xor_sync(0xffffffffu, sum, m));
+    for (int m = 16; m >= 1; m >>= 1)
+      sum = SL_QF_ADD(sum, __shfl_xor_sync(0xffffffffu, sum, m));
     select_topk(x, lane, ids);
 #pragma unroll
-    for (int r = 0; r < TOPK; r++) w[r] = SL_QF_DIV(fetch(ex, ids[r]), sum);
+    for (int r = 0; r < TOPK; r++)
+      w[r] = SL_QF_DIV(fetch(ex, ids[r]), sum);
 #else
     float s[NE], b[NE];
 #pragma unroll
@@ -134,8 +142,10 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32)
     float t1 = NEG_INF, t2 = NEG_INF;
 #pragma unroll
     for (int j = 0; j < NE; j++) {
-      if (b[j] > t1) t2 = t1, t1 = b[j];
-      else if (b[j] > t2) t2 = b[j];
+      if (b[j] > t1)
+        t2 = t1, t1 = b[j];
+      else if (b[j] > t2)
+        t2 = b[j];
     }
 #pragma unroll
     for (int m = 1; m < LPG; m <<= 1) {
@@ -158,12 +168,14 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32)
       if (!keep) b[j] = NEG_INF;
     select_topk(b, lane, ids);
 #pragma unroll
-    for (int r = 0; r < TOPK; r++) w[r] = fetch(s, ids[r]);
+    for (int r = 0; r < TOPK; r++)
+      w[r] = fetch(s, ids[r]);
 #endif
     // Weights: renormalized over the k chosen (summed in rank order), then scaled.
     float norm = 0.0f;
 #pragma unroll
-    for (int r = 0; r < TOPK; r++) norm = SL_QF_ADD(norm, w[r]);
+    for (int r = 0; r < TOPK; r++)
+      norm = SL_QF_ADD(norm, w[r]);
 #pragma unroll
     for (int r = 0; r < TOPK; r++) {
       float v = renormalize ? SL_QF_DIV(w[r], norm) : w[r];

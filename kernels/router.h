@@ -47,8 +47,7 @@ sl_status_t sl_router_ref(const sl_router_args_t *a);
 sl_status_t sl_router_spec(const sl_router_args_t *a, int arch, int sm_count, sl_jit_spec_t *spec);
 
 /* Every configuration point, for `sluice jit warm` and the jit tests. */
-sl_status_t sl_router_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t *spec, void *user),
-                                 void *user);
+sl_status_t sl_router_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t *spec, void *user), void *user);
 
 #ifdef __cplusplus
 }

@@ -138,6 +138,33 @@ static sl_status_t bench_dispatch_combine(sl_bench_t *b, const model_t *m, const
         goto out;
       }
       sl_bench_row(b, "moe_dispatch", shape, sl_moe_path_name(path), us, dbytes, gus, NULL);
+      /* Fused payload quantization: x read once, K quantized rows + scales written. */
+      void *scales = NULL;
+      r = sl_device_malloc(dev, (size_t)E * T * (H / 16) + 256, &scales);
+      for (int p = SL_MOE_PAYLOAD_FP8_GROUP; p <= SL_MOE_PAYLOAD_NVFP4 && r == SL_OK; p++) {
+        ctx_t q = c;
+        q.da.payload = (sl_moe_payload_t)p;
+        q.da.quant_rule = p == SL_MOE_PAYLOAD_FP8_GROUP ? SL_QRULE_IEEE : SL_QRULE_CEIL;
+        q.da.global_scale = 448.0f * 6.0f / 8.0f;
+        q.da.expert_scales = scales;
+        r = time_both(b, run_dispatch, &q, true, &us, &gus);
+        if (r == SL_OK) r = sl_moe_dispatch_check(dev, ws, b->stream);
+        if (r != SL_OK) break;
+        const double qbytes = (double)T * H * 2 + (double)T * K * sl_moe_payload_row_bytes(q.da.payload, H) +
+                              (double)T * K * sl_moe_payload_scales_per_row(q.da.payload, H) *
+                                  sl_moe_payload_scale_bytes(q.da.payload) +
+                              (double)T * K * 8 + E * 4;
+        char qpath[48], extra[32];
+        snprintf(qpath, sizeof qpath, "%s", sl_moe_path_name(path));
+        snprintf(extra, sizeof extra, "payload %s", sl_moe_payload_name(q.da.payload));
+        sl_bench_row(b, "moe_dispatch_quant", shape, qpath, us, qbytes, gus, extra);
+      }
+      if (scales) sl_device_free(dev, scales);
+      if (r != SL_OK) {
+        sl_device_free(dev, ex);
+        s = r;
+        goto out;
+      }
     }
     if (sl_bench_selected(b, "moe_combine")) {
       /* Slots of a real dispatch first (combine reads the dispatched rows). */

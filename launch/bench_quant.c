@@ -32,7 +32,7 @@ typedef enum {
 } op_t;
 
 static const char *op_names[OP_COUNT] = {
-    "act_silu_bf16", "act_silu_fp8",   "quant_fp8_g128",   "quant_mxfp8_swz",     "quant_mxfp4_swz",
+    "act_silu_bf16",   "act_silu_fp8",     "quant_fp8_g128",    "quant_mxfp8_swz",      "quant_mxfp4_swz",
     "quant_nvfp4_swz", "dequant_fp8_g128", "dequant_nvfp4_swz", "router_softmax_128k8", "router_ds_256k8g",
 };
 
@@ -47,7 +47,9 @@ typedef struct {
   size_t in_bytes, out_bytes, scale_bytes;
 } ctx_t;
 
-static bool is_router(op_t op) { return op == OP_ROUTER_SOFTMAX || op == OP_ROUTER_GROUPED; }
+static bool is_router(op_t op) {
+  return op == OP_ROUTER_SOFTMAX || op == OP_ROUTER_GROUPED;
+}
 
 /* Input and output sizes of one repetition. */
 static void sizes(ctx_t *c) {
@@ -60,18 +62,19 @@ static void sizes(ctx_t *c) {
   case OP_QUANT_MXFP8:
   case OP_QUANT_MXFP4:
   case OP_QUANT_NVFP4: {
-    sl_quant_format_t f = c->op == OP_QUANT_FP8 ? SL_QUANT_FP8_GROUP : c->op == OP_QUANT_MXFP8 ? SL_QUANT_MXFP8
-                          : c->op == OP_QUANT_MXFP4 ? SL_QUANT_MXFP4 : SL_QUANT_NVFP4;
+    sl_quant_format_t f = c->op == OP_QUANT_FP8     ? SL_QUANT_FP8_GROUP
+                          : c->op == OP_QUANT_MXFP8 ? SL_QUANT_MXFP8
+                          : c->op == OP_QUANT_MXFP4 ? SL_QUANT_MXFP4
+                                                    : SL_QUANT_NVFP4;
     sl_quant_layout_t l = f == SL_QUANT_FP8_GROUP ? SL_QUANT_LAYOUT_LINEAR : SL_QUANT_LAYOUT_SWIZZLED;
     c->in_bytes = T * H * 2, c->out_bytes = sl_quant_codes_bytes(f, c->T, c->H);
     c->scale_bytes = sl_quant_scales_bytes(f, l, c->T, c->H);
     break;
   }
-  case OP_DEQUANT_FP8:
-    c->in_bytes = T * H, c->scale_bytes = T * (H / 128) * 4, c->out_bytes = T * H * 2;
-    break;
+  case OP_DEQUANT_FP8: c->in_bytes = T * H, c->scale_bytes = T * (H / 128) * 4, c->out_bytes = T * H * 2; break;
   case OP_DEQUANT_NVFP4:
-    c->in_bytes = T * H / 2, c->scale_bytes = sl_quant_scales_bytes(SL_QUANT_NVFP4, SL_QUANT_LAYOUT_SWIZZLED, c->T, c->H);
+    c->in_bytes = T * H / 2,
+    c->scale_bytes = sl_quant_scales_bytes(SL_QUANT_NVFP4, SL_QUANT_LAYOUT_SWIZZLED, c->T, c->H);
     c->out_bytes = T * H * 2;
     break;
   case OP_ROUTER_SOFTMAX: c->in_bytes = T * 128 * 2, c->out_bytes = T * 8 * 8; break;
@@ -86,19 +89,31 @@ static sl_status_t run_once(void *p, int iter, sl_stream_t *stream) {
   switch (c->op) {
   case OP_ACT_BF16:
   case OP_ACT_FP8: {
-    sl_act_args_t a = {.kind = SL_ACT_SILU_MUL, .num_tokens = c->T, .inter = c->H, .in_dtype = SL_DTYPE_BF16,
-                       .out_dtype = c->op == OP_ACT_FP8 ? SL_DTYPE_FP8_E4M3 : SL_DTYPE_BF16, .in = c->in[s],
-                       .out = c->out[s], .out_scales = c->scales[s]};
+    sl_act_args_t a = {.kind = SL_ACT_SILU_MUL,
+                       .num_tokens = c->T,
+                       .inter = c->H,
+                       .in_dtype = SL_DTYPE_BF16,
+                       .out_dtype = c->op == OP_ACT_FP8 ? SL_DTYPE_FP8_E4M3 : SL_DTYPE_BF16,
+                       .in = c->in[s],
+                       .out = c->out[s],
+                       .out_scales = c->scales[s]};
     return sl_act(c->dev, &a, stream);
   }
   case OP_QUANT_FP8:
   case OP_QUANT_MXFP8:
   case OP_QUANT_MXFP4:
   case OP_QUANT_NVFP4: {
-    sl_quant_args_t q = {.num_tokens = c->T, .hidden = c->H, .in_dtype = SL_DTYPE_BF16, .in = c->in[s],
-                         .codes = c->out[s], .scales = c->scales[s], .global_scale = 1.0f,
-                         .layout = SL_QUANT_LAYOUT_SWIZZLED, .rule = SL_QUANT_RULE_CEIL};
-    if (c->op == OP_QUANT_FP8) q.format = SL_QUANT_FP8_GROUP, q.layout = SL_QUANT_LAYOUT_LINEAR, q.rule = SL_QUANT_RULE_IEEE;
+    sl_quant_args_t q = {.num_tokens = c->T,
+                         .hidden = c->H,
+                         .in_dtype = SL_DTYPE_BF16,
+                         .in = c->in[s],
+                         .codes = c->out[s],
+                         .scales = c->scales[s],
+                         .global_scale = 1.0f,
+                         .layout = SL_QUANT_LAYOUT_SWIZZLED,
+                         .rule = SL_QUANT_RULE_CEIL};
+    if (c->op == OP_QUANT_FP8)
+      q.format = SL_QUANT_FP8_GROUP, q.layout = SL_QUANT_LAYOUT_LINEAR, q.rule = SL_QUANT_RULE_IEEE;
     if (c->op == OP_QUANT_MXFP8) q.format = SL_QUANT_MXFP8;
     if (c->op == OP_QUANT_MXFP4) q.format = SL_QUANT_MXFP4;
     if (c->op == OP_QUANT_NVFP4) q.format = SL_QUANT_NVFP4;
@@ -108,19 +123,31 @@ static sl_status_t run_once(void *p, int iter, sl_stream_t *stream) {
   case OP_DEQUANT_NVFP4: {
     bool nv = c->op == OP_DEQUANT_NVFP4;
     sl_dequant_args_t d = {.format = nv ? SL_QUANT_NVFP4 : SL_QUANT_FP8_GROUP,
-                           .layout = nv ? SL_QUANT_LAYOUT_SWIZZLED : SL_QUANT_LAYOUT_LINEAR, .num_tokens = c->T,
-                           .hidden = c->H, .codes = c->in[s], .scales = c->scales[s], .global_scale = 1.0f,
-                           .out_dtype = SL_DTYPE_BF16, .out = c->out[s]};
+                           .layout = nv ? SL_QUANT_LAYOUT_SWIZZLED : SL_QUANT_LAYOUT_LINEAR,
+                           .num_tokens = c->T,
+                           .hidden = c->H,
+                           .codes = c->in[s],
+                           .scales = c->scales[s],
+                           .global_scale = 1.0f,
+                           .out_dtype = SL_DTYPE_BF16,
+                           .out = c->out[s]};
     return sl_dequant(c->dev, &d, stream);
   }
   case OP_ROUTER_SOFTMAX:
   case OP_ROUTER_GROUPED: {
     bool ds = c->op == OP_ROUTER_GROUPED;
-    sl_router_args_t r = {.kind = ds ? SL_ROUTER_SIGMOID_GROUPED : SL_ROUTER_SOFTMAX_TOPK, .num_tokens = c->T,
-                          .num_experts = ds ? 256 : 128, .top_k = 8, .renormalize = true, .num_groups = 8,
-                          .topk_groups = 4, .routed_scaling = ds ? 2.5f : 1.0f,
-                          .logits_dtype = ds ? SL_DTYPE_F32 : SL_DTYPE_BF16, .logits = c->in[s],
-                          .correction_bias = ds ? c->bias : NULL, .topk_ids = c->out[s],
+    sl_router_args_t r = {.kind = ds ? SL_ROUTER_SIGMOID_GROUPED : SL_ROUTER_SOFTMAX_TOPK,
+                          .num_tokens = c->T,
+                          .num_experts = ds ? 256 : 128,
+                          .top_k = 8,
+                          .renormalize = true,
+                          .num_groups = 8,
+                          .topk_groups = 4,
+                          .routed_scaling = ds ? 2.5f : 1.0f,
+                          .logits_dtype = ds ? SL_DTYPE_F32 : SL_DTYPE_BF16,
+                          .logits = c->in[s],
+                          .correction_bias = ds ? c->bias : NULL,
+                          .topk_ids = c->out[s],
                           .topk_weights = (float *)((char *)c->out[s] + (size_t)c->T * 8 * 4)};
     return sl_router(c->dev, &r, stream);
   }
@@ -196,11 +223,15 @@ static sl_status_t bench_one(sl_bench_t *b, op_t op, int T, int H) {
   if (s == SL_OK && gpu && T <= 16) s = sl_bench_time(b, run_once, &c, true, &graph_us);
   if (s == SL_OK) {
     char shape[48], path[24], extra[64] = "";
-    if (is_router(op)) snprintf(shape, sizeof shape, "T=%d E=%d", T, op == OP_ROUTER_GROUPED ? 256 : 128);
-    else snprintf(shape, sizeof shape, "T=%d %s=%d", T, op <= OP_ACT_FP8 ? "I" : "H", H);
+    if (is_router(op))
+      snprintf(shape, sizeof shape, "T=%d E=%d", T, op == OP_ROUTER_GROUPED ? 256 : 128);
+    else
+      snprintf(shape, sizeof shape, "T=%d %s=%d", T, op <= OP_ACT_FP8 ? "I" : "H", H);
     const sl_device_info_t *info = sl_device_info(dev);
-    if (gpu) snprintf(path, sizeof path, "w%d", sl_kq_warps(info->arch, info->sm_count, T));
-    else snprintf(path, sizeof path, "cpu");
+    if (gpu)
+      snprintf(path, sizeof path, "w%d", sl_kq_warps(info->arch, info->sm_count, T));
+    else
+      snprintf(path, sizeof path, "cpu");
     if (gpu && T >= 8192 && !is_router(op)) snprintf(extra, sizeof extra, "target >= 92%% copy");
     if (gpu && T <= 16) snprintf(extra, sizeof extra, "target graph <= 3 us");
     sl_bench_row(b, op_names[op], shape, path, us, (double)set, graph_us, extra[0] ? extra : NULL);
@@ -225,7 +256,8 @@ sl_status_t sl_bench_kernels_quant(sl_bench_t *b) {
   for (int op = 0; op < OP_COUNT; op++)
     for (int h = 0; h < nh; h++) {
       if (is_router((op_t)op) && h > 0) continue; /* the router's shape is T x experts */
-      for (int t = 0; t < nt; t++) SL_CHECK(bench_one(b, (op_t)op, ts[t], hs[h]));
+      for (int t = 0; t < nt; t++)
+        SL_CHECK(bench_one(b, (op_t)op, ts[t], hs[h]));
     }
   return SL_OK;
 }

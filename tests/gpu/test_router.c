@@ -22,7 +22,8 @@ static void run_case(uint64_t *rng, sl_router_kind_t kind, int E, int K, int G, 
     if (sl_test_rand_u64(rng) % 16 == 0) v = 1.5f; /* exact ties */
     sl_store_f32(h_logits, dt, i, v);
   }
-  for (int e = 0; e < E; e++) bias[e] = sl_test_rand_uniform(rng, -0.05f, 0.05f);
+  for (int e = 0; e < E; e++)
+    bias[e] = sl_test_rand_uniform(rng, -0.05f, 0.05f);
   void *d_logits, *d_bias, *d_ids, *d_w;
   SL_ASSERT_OK(sl_device_malloc(dev, lb, &d_logits));
   SL_ASSERT_OK(sl_device_malloc(dev, sizeof(float) * E, &d_bias));
@@ -32,9 +33,18 @@ static void run_case(uint64_t *rng, sl_router_kind_t kind, int E, int K, int G, 
   SL_ASSERT_OK(sl_memcpy(dev, d_bias, bias, sizeof(float) * E, NULL));
   sl_test_poison(dev, d_ids, sizeof(int32_t) * T * K);
   sl_test_poison(dev, d_w, sizeof(float) * T * K);
-  sl_router_args_t a = {.kind = kind, .num_tokens = T, .num_experts = E, .top_k = K, .renormalize = renorm,
-                        .num_groups = G, .topk_groups = TG, .routed_scaling = scaling, .logits_dtype = dt,
-                        .logits = d_logits, .correction_bias = with_bias ? d_bias : NULL, .topk_ids = d_ids,
+  sl_router_args_t a = {.kind = kind,
+                        .num_tokens = T,
+                        .num_experts = E,
+                        .top_k = K,
+                        .renormalize = renorm,
+                        .num_groups = G,
+                        .topk_groups = TG,
+                        .routed_scaling = scaling,
+                        .logits_dtype = dt,
+                        .logits = d_logits,
+                        .correction_bias = with_bias ? d_bias : NULL,
+                        .topk_ids = d_ids,
                         .topk_weights = d_w};
   char what[128];
   snprintf(what, sizeof what, "router kind %d E=%d K=%d G=%d/%d renorm %d %s bias %d T=%d", (int)kind, E, K, G, TG,

@@ -56,8 +56,12 @@ static void test_quant_specs(void **state) {
   for (int a = 0; a < 2; a++)
     for (int f = 0; f < 4; f++)
       for (int T = 1; T <= 8192; T *= 8192) { /* decode (1 row) and prefill (8192 rows) */
-        sl_quant_args_t q = {.format = fmts[f], .rule = rules[f], .layout = SL_QUANT_LAYOUT_LINEAR, .num_tokens = T,
-                             .hidden = 7168, .in_dtype = SL_DTYPE_BF16};
+        sl_quant_args_t q = {.format = fmts[f],
+                             .rule = rules[f],
+                             .layout = SL_QUANT_LAYOUT_LINEAR,
+                             .num_tokens = T,
+                             .hidden = 7168,
+                             .in_dtype = SL_DTYPE_BF16};
         sl_jit_spec_t spec;
         SL_ASSERT_OK(sl_quant_spec(&q, archs[a], SMS, &spec));
         assert_registered("quant", archs[a], &spec);
@@ -72,8 +76,11 @@ static void test_quant_specs(void **state) {
         assert_non_null(strstr(desc, want));
       }
   /* an unregistered size still compiles (a deployment's own hidden size) */
-  sl_quant_args_t q = {.format = SL_QUANT_NVFP4, .layout = SL_QUANT_LAYOUT_SWIZZLED, .num_tokens = 4,
-                       .hidden = 2880, .in_dtype = SL_DTYPE_F32};
+  sl_quant_args_t q = {.format = SL_QUANT_NVFP4,
+                       .layout = SL_QUANT_LAYOUT_SWIZZLED,
+                       .num_tokens = 4,
+                       .hidden = 2880,
+                       .in_dtype = SL_DTYPE_F32};
   sl_jit_spec_t spec;
   for (int a = 0; a < 2; a++) {
     SL_ASSERT_OK(sl_quant_spec(&q, archs[a], SMS, &spec));
@@ -83,8 +90,12 @@ static void test_quant_specs(void **state) {
 
 static void test_act_router_specs(void **state) {
   for (int a = 0; a < 2; a++) {
-    sl_act_args_t x = {.kind = SL_ACT_SILU_MUL, .num_tokens = 4096, .inter = 768, .in_dtype = SL_DTYPE_BF16,
-                       .out_dtype = SL_DTYPE_FP8_E4M3, .scale_ue8m0 = true};
+    sl_act_args_t x = {.kind = SL_ACT_SILU_MUL,
+                       .num_tokens = 4096,
+                       .inter = 768,
+                       .in_dtype = SL_DTYPE_BF16,
+                       .out_dtype = SL_DTYPE_FP8_E4M3,
+                       .scale_ue8m0 = true};
     sl_jit_spec_t spec;
     SL_ASSERT_OK(sl_act_spec(&x, archs[a], SMS, &spec));
     assert_registered("act", archs[a], &spec);
@@ -92,8 +103,13 @@ static void test_act_router_specs(void **state) {
     x.out_dtype = SL_DTYPE_BF16;
     SL_ASSERT_OK(sl_act_spec(&x, archs[a], SMS, &spec));
     assert_compiles(&spec, archs[a]);
-    sl_router_args_t r = {.kind = SL_ROUTER_SIGMOID_GROUPED, .num_tokens = 16, .num_experts = 256, .top_k = 8,
-                          .num_groups = 8, .topk_groups = 4, .logits_dtype = SL_DTYPE_F32};
+    sl_router_args_t r = {.kind = SL_ROUTER_SIGMOID_GROUPED,
+                          .num_tokens = 16,
+                          .num_experts = 256,
+                          .top_k = 8,
+                          .num_groups = 8,
+                          .topk_groups = 4,
+                          .logits_dtype = SL_DTYPE_F32};
     SL_ASSERT_OK(sl_router_spec(&r, archs[a], SMS, &spec));
     assert_registered("router", archs[a], &spec);
     r.kind = SL_ROUTER_SOFTMAX_TOPK;

@@ -33,9 +33,17 @@ static void test_act_matches_definition(void **state) {
         sl_dtype_t in_t = dts[di], out_t = dts[dout];
         long is = 2 * I + 8, os = I + 16; /* strided rows */
         void *in = calloc((size_t)T * is, 4), *out = calloc((size_t)T * os, 4);
-        for (long i = 0; i < T * is; i++) sl_store_f32(in, in_t, i, 4.0f * sl_test_rand_normal(&rng));
-        sl_act_args_t a = {.kind = (sl_act_kind_t)kind, .num_tokens = T, .inter = I, .in_dtype = in_t,
-                           .out_dtype = out_t, .in = in, .out = out, .in_stride = is, .out_stride = os};
+        for (long i = 0; i < T * is; i++)
+          sl_store_f32(in, in_t, i, 4.0f * sl_test_rand_normal(&rng));
+        sl_act_args_t a = {.kind = (sl_act_kind_t)kind,
+                           .num_tokens = T,
+                           .inter = I,
+                           .in_dtype = in_t,
+                           .out_dtype = out_t,
+                           .in = in,
+                           .out = out,
+                           .in_stride = is,
+                           .out_stride = os};
         SL_ASSERT_OK(sl_act_ref(&a));
         for (int t = 0; t < T; t++)
           for (int i = 0; i < I; i++) {
@@ -58,8 +66,13 @@ static void test_act_matches_definition(void **state) {
 static void test_act_hand_values(void **state) {
   float in[2 * 8] = {0.0f, 20.0f, -20.0f, 1.0f, 0, 0, 0, 0, 3.0f, 1.0f, 1.0f, 2.0f, 0, 0, 0, 0};
   float out[8];
-  sl_act_args_t a = {.kind = SL_ACT_SILU_MUL, .num_tokens = 1, .inter = 8, .in_dtype = SL_DTYPE_F32,
-                     .out_dtype = SL_DTYPE_F32, .in = in, .out = out};
+  sl_act_args_t a = {.kind = SL_ACT_SILU_MUL,
+                     .num_tokens = 1,
+                     .inter = 8,
+                     .in_dtype = SL_DTYPE_F32,
+                     .out_dtype = SL_DTYPE_F32,
+                     .in = in,
+                     .out = out};
   SL_ASSERT_OK(sl_act_ref(&a));
   assert_true(out[0] == 0.0f);
   assert_true(fabsf(out[1] - 20.0f) < 1e-5f);
@@ -79,20 +92,33 @@ static void test_act_fp8_matches_quantizer(void **state) {
   for (int kind = 0; kind < 2; kind++)
     for (int ue8m0 = 0; ue8m0 < 2; ue8m0++) {
       uint16_t *in = malloc(sizeof(uint16_t) * T * 2 * I);
-      for (int i = 0; i < T * 2 * I; i++) in[i] = sl_f32_to_bf16(3.0f * sl_test_rand_normal(&rng));
-      for (int i = 0; i < 2 * I; i++) in[2 * I + i] = 0; /* token 1: all-zero groups */
+      for (int i = 0; i < T * 2 * I; i++)
+        in[i] = sl_f32_to_bf16(3.0f * sl_test_rand_normal(&rng));
+      for (int i = 0; i < 2 * I; i++)
+        in[2 * I + i] = 0; /* token 1: all-zero groups */
       float *y = malloc(sizeof(float) * T * I), s1[5 * 3], s2[5 * 3];
       uint8_t *c1 = malloc(T * I), *c2 = malloc(T * I);
-      sl_act_args_t a = {.kind = (sl_act_kind_t)kind, .num_tokens = T, .inter = I, .in_dtype = SL_DTYPE_BF16,
-                         .out_dtype = SL_DTYPE_F32, .in = in, .out = y};
+      sl_act_args_t a = {.kind = (sl_act_kind_t)kind,
+                         .num_tokens = T,
+                         .inter = I,
+                         .in_dtype = SL_DTYPE_BF16,
+                         .out_dtype = SL_DTYPE_F32,
+                         .in = in,
+                         .out = y};
       SL_ASSERT_OK(sl_act_ref(&a));
       a.out_dtype = SL_DTYPE_FP8_E4M3;
       a.out = c1;
       a.out_scales = s1;
       a.scale_ue8m0 = ue8m0;
       SL_ASSERT_OK(sl_act_ref(&a));
-      sl_quant_args_t q = {.format = SL_QUANT_FP8_GROUP, .rule = ue8m0 ? SL_QUANT_RULE_CEIL : SL_QUANT_RULE_IEEE,
-                           .num_tokens = T, .hidden = I, .in_dtype = SL_DTYPE_F32, .in = y, .codes = c2, .scales = s2};
+      sl_quant_args_t q = {.format = SL_QUANT_FP8_GROUP,
+                           .rule = ue8m0 ? SL_QUANT_RULE_CEIL : SL_QUANT_RULE_IEEE,
+                           .num_tokens = T,
+                           .hidden = I,
+                           .in_dtype = SL_DTYPE_F32,
+                           .in = y,
+                           .codes = c2,
+                           .scales = s2};
       SL_ASSERT_OK(sl_quant_ref(&q));
       assert_memory_equal(c1, c2, (size_t)T * I);
       assert_memory_equal(s1, s2, sizeof s1);
@@ -105,10 +131,17 @@ static void test_act_fp8_nan_marked(void **state) {
   const int I = 256;
   float in[2 * 256], s[2];
   uint8_t c[256];
-  for (int i = 0; i < 2 * I; i++) in[i] = 0.5f;
+  for (int i = 0; i < 2 * I; i++)
+    in[i] = 0.5f;
   in[I + 130] = NAN; /* up of element 130: group 1 */
-  sl_act_args_t a = {.kind = SL_ACT_SILU_MUL, .num_tokens = 1, .inter = I, .in_dtype = SL_DTYPE_F32,
-                     .out_dtype = SL_DTYPE_FP8_E4M3, .in = in, .out = c, .out_scales = s};
+  sl_act_args_t a = {.kind = SL_ACT_SILU_MUL,
+                     .num_tokens = 1,
+                     .inter = I,
+                     .in_dtype = SL_DTYPE_F32,
+                     .out_dtype = SL_DTYPE_FP8_E4M3,
+                     .in = in,
+                     .out = c,
+                     .out_scales = s};
   SL_ASSERT_OK(sl_act_ref(&a));
   assert_false(isnan(s[0]));
   assert_true(isnan(s[1]));
@@ -120,8 +153,13 @@ static void test_act_fp8_nan_marked(void **state) {
 
 static void test_act_bad_arguments(void **state) {
   float in[64], out[64];
-  sl_act_args_t a = {.kind = SL_ACT_SILU_MUL, .num_tokens = 1, .inter = 12, .in_dtype = SL_DTYPE_F32,
-                     .out_dtype = SL_DTYPE_F32, .in = in, .out = out};
+  sl_act_args_t a = {.kind = SL_ACT_SILU_MUL,
+                     .num_tokens = 1,
+                     .inter = 12,
+                     .in_dtype = SL_DTYPE_F32,
+                     .out_dtype = SL_DTYPE_F32,
+                     .in = in,
+                     .out = out};
   assert_int_equal(sl_act_ref(&a), SL_ERR_INVALID); /* inter not a multiple of 8 */
   a.inter = 32;
   a.out_dtype = SL_DTYPE_FP8_E4M3;
@@ -133,7 +171,7 @@ static void test_act_bad_arguments(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_act_matches_definition), cmocka_unit_test(test_act_hand_values),
+      cmocka_unit_test(test_act_matches_definition),    cmocka_unit_test(test_act_hand_values),
       cmocka_unit_test(test_act_fp8_matches_quantizer), cmocka_unit_test(test_act_fp8_nan_marked),
       cmocka_unit_test(test_act_bad_arguments),
   };

@@ -31,8 +31,12 @@ static int nearest(double x, int ncodes, double (*value)(int), int sign_bit, int
   (void)ncodes;
   return (signbit(x) ? sign_bit : 0) | best;
 }
-static int e4m3_nearest(double x) { return nearest(x, 127, e4m3_value, 0x80, 0x7e); }
-static int e2m1_nearest(double x) { return nearest(x, 8, e2m1_value, 0x8, 7); }
+static int e4m3_nearest(double x) {
+  return nearest(x, 127, e4m3_value, 0x80, 0x7e);
+}
+static int e2m1_nearest(double x) {
+  return nearest(x, 8, e2m1_value, 0x8, 7);
+}
 
 static void test_e4m3_decode_all_codes(void **state) {
   for (int c = 0; c < 256; c++) {
@@ -49,13 +53,13 @@ static void test_e4m3_decode_all_codes(void **state) {
 
 static void test_e4m3_rounding_boundaries(void **state) {
   /* Hand-worked: ties go to the even code. */
-  assert_int_equal(sl_f32_to_e4m3(1.0625f), 0x38);       /* between 1.0 (0x38) and 1.125 (0x39) */
-  assert_int_equal(sl_f32_to_e4m3(1.1875f), 0x3a);       /* between 1.125 and 1.25 (0x3a) */
+  assert_int_equal(sl_f32_to_e4m3(1.0625f), 0x38); /* between 1.0 (0x38) and 1.125 (0x39) */
+  assert_int_equal(sl_f32_to_e4m3(1.1875f), 0x3a); /* between 1.125 and 1.25 (0x3a) */
   assert_int_equal(sl_f32_to_e4m3(nextafterf(1.0625f, 2.0f)), 0x39);
   assert_int_equal(sl_f32_to_e4m3(-1.0625f), 0xb8);
-  assert_int_equal(sl_f32_to_e4m3(432.0f), 0x7e);        /* between 416 and 448: even 448 */
+  assert_int_equal(sl_f32_to_e4m3(432.0f), 0x7e); /* between 416 and 448: even 448 */
   assert_int_equal(sl_f32_to_e4m3(448.0f), 0x7e);
-  assert_int_equal(sl_f32_to_e4m3(464.0f), 0x7e);        /* saturates, never NaN */
+  assert_int_equal(sl_f32_to_e4m3(464.0f), 0x7e); /* saturates, never NaN */
   assert_int_equal(sl_f32_to_e4m3(1e30f), 0x7e);
   assert_int_equal(sl_f32_to_e4m3(-INFINITY), 0xfe);
   assert_int_equal(sl_f32_to_e4m3(NAN) & 0x7f, 0x7f);
@@ -67,7 +71,7 @@ static void test_e4m3_rounding_boundaries(void **state) {
   assert_int_equal(sl_f32_to_e4m3(ldexpf(2.5f, -9)), 0x02);  /* tie 2|3 -> 2 */
   assert_int_equal(sl_f32_to_e4m3(ldexpf(1.0f, -10)), 0x00); /* tie 0|1 -> 0 */
   assert_int_equal(sl_f32_to_e4m3(nextafterf(ldexpf(1.0f, -10), 1.0f)), 0x01);
-  assert_int_equal(sl_f32_to_e4m3(ldexpf(7.5f, -9)), 0x08);  /* tie 7|8: 8 = 2^-6, smallest normal */
+  assert_int_equal(sl_f32_to_e4m3(ldexpf(7.5f, -9)), 0x08); /* tie 7|8: 8 = 2^-6, smallest normal */
   assert_int_equal(sl_f32_to_e4m3(ldexpf(1.0f, -6)), 0x08);
   assert_int_equal(sl_f32_to_e4m3(1e-30f), 0x00);
   /* Every midpoint between neighbouring codes, and one ulp either side, against the search. */
@@ -88,15 +92,19 @@ static void test_e4m3_rounding_boundaries(void **state) {
 }
 
 static void test_e2m1_rounding_boundaries(void **state) {
-  static const struct { float x; int code; } cases[] = {
-      {0.25f, 0}, {0.75f, 2}, {1.25f, 2}, {1.75f, 4}, {2.5f, 4}, {3.5f, 6}, {5.0f, 6}, {5.5f, 7},
+  static const struct {
+    float x;
+    int code;
+  } cases[] = {
+      {0.25f, 0}, {0.75f, 2}, {1.25f, 2}, {1.75f, 4}, {2.5f, 4},  {3.5f, 6},  {5.0f, 6},   {5.5f, 7},
       {6.0f, 7},  {7.0f, 7},  {1e9f, 7},  {0.0f, 0},  {-0.0f, 8}, {-0.3f, 9}, {-5.0f, 14}, {-INFINITY, 15},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     if (sl_f32_to_e2m1(cases[i].x) != cases[i].code)
       fail_msg("e2m1(%g) = %d, want %d", (double)cases[i].x, sl_f32_to_e2m1(cases[i].x), cases[i].code);
   }
-  for (int c = 0; c < 16; c++) assert_true((double)sl_e2m1_to_f32((uint8_t)c) == e2m1_value(c));
+  for (int c = 0; c < 16; c++)
+    assert_true((double)sl_e2m1_to_f32((uint8_t)c) == e2m1_value(c));
   for (int c = 0; c < 7; c++) {
     float mid = (float)((e2m1_value(c) + e2m1_value(c + 1)) / 2);
     float probes[3] = {mid, nextafterf(mid, 0.0f), nextafterf(mid, 100.0f)};
@@ -114,11 +122,11 @@ static void test_block_scale_rules(void **state) {
   assert_int_equal(sl_qf_block_exp(1.0f, SL_QRULE_FLOOR, 448.0f, 8), -8);
   assert_int_equal(sl_qf_block_exp(448.0f, SL_QRULE_CEIL, 448.0f, 8), 0);
   assert_int_equal(sl_qf_block_exp(449.0f, SL_QRULE_CEIL, 448.0f, 8), 1);
-  assert_int_equal(sl_qf_block_exp(1.0f, SL_QRULE_CEIL, 448.0f, 8), -8);   /* 1/448 = 2^-8.8 */
+  assert_int_equal(sl_qf_block_exp(1.0f, SL_QRULE_CEIL, 448.0f, 8), -8); /* 1/448 = 2^-8.8 */
   assert_int_equal(sl_qf_block_exp(6.0f, SL_QRULE_FLOOR, 6.0f, 2), 0);
-  assert_int_equal(sl_qf_block_exp(7.0f, SL_QRULE_FLOOR, 6.0f, 2), 0);     /* 7 then saturates to 6 */
+  assert_int_equal(sl_qf_block_exp(7.0f, SL_QRULE_FLOOR, 6.0f, 2), 0); /* 7 then saturates to 6 */
   assert_int_equal(sl_qf_block_exp(7.0f, SL_QRULE_CEIL, 6.0f, 2), 1);
-  assert_int_equal(sl_qf_block_exp(0.0f, SL_QRULE_CEIL, 6.0f, 2), -127);   /* zero block: code 0 */
+  assert_int_equal(sl_qf_block_exp(0.0f, SL_QRULE_CEIL, 6.0f, 2), -127);      /* zero block: code 0 */
   assert_int_equal(sl_qf_block_exp(1e-45f, SL_QRULE_FLOOR, 448.0f, 8), -127); /* clamped */
   assert_int_equal(sl_qf_block_exp(3e38f, SL_QRULE_FLOOR, 448.0f, 8), 127 - 8);
   /* floor/ceil log2 on subnormals against libm */
@@ -211,13 +219,29 @@ static void test_round_trip_exact(void **state) {
           x[b * block + j] = (float)v * scale;
         }
       }
-      for (int i = 0; i < T * H; i++) sl_store_f32(in, dtypes[di], i, x[i]);
-      sl_quant_args_t q = {.format = c.fmt, .rule = c.rule, .layout = c.layout, .num_tokens = T, .hidden = H,
-                           .in_dtype = dtypes[di], .in = in, .codes = codes, .scales = scales,
-                           .global_scale = gs, .check_nan = true};
+      for (int i = 0; i < T * H; i++)
+        sl_store_f32(in, dtypes[di], i, x[i]);
+      sl_quant_args_t q = {.format = c.fmt,
+                           .rule = c.rule,
+                           .layout = c.layout,
+                           .num_tokens = T,
+                           .hidden = H,
+                           .in_dtype = dtypes[di],
+                           .in = in,
+                           .codes = codes,
+                           .scales = scales,
+                           .global_scale = gs,
+                           .check_nan = true};
       SL_ASSERT_OK(sl_quant_ref(&q));
-      sl_dequant_args_t d = {.format = c.fmt, .layout = c.layout, .num_tokens = T, .hidden = H, .codes = codes,
-                             .scales = scales, .global_scale = gs, .out_dtype = SL_DTYPE_F32, .out = back};
+      sl_dequant_args_t d = {.format = c.fmt,
+                             .layout = c.layout,
+                             .num_tokens = T,
+                             .hidden = H,
+                             .codes = codes,
+                             .scales = scales,
+                             .global_scale = gs,
+                             .out_dtype = SL_DTYPE_F32,
+                             .out = back};
       SL_ASSERT_OK(sl_dequant_ref(&d));
       for (int i = 0; i < T * H; i++)
         if (!(back[i] == x[i] || (back[i] == 0 && x[i] == 0)))
@@ -236,16 +260,27 @@ static void test_quant_matches_definition(void **state) {
   for (size_t ci = 0; ci < sizeof all_cfgs / sizeof all_cfgs[0]; ci++) {
     qcfg_t c = all_cfgs[ci];
     int fmt = (int)c.fmt, fp4 = sl_qfmt_is_fp4(fmt), block = sl_qfmt_block(fmt), cols = H / block;
-    for (int i = 0; i < T * H; i++) x[i] = sl_test_rand_normal(&rng) * ldexpf(1.0f, (i / block) % 7 - 3);
-    for (int j = 0; j < block; j++) x[H + j] = 0.0f; /* a zero block */
+    for (int i = 0; i < T * H; i++)
+      x[i] = sl_test_rand_normal(&rng) * ldexpf(1.0f, (i / block) % 7 - 3);
+    for (int j = 0; j < block; j++)
+      x[H + j] = 0.0f; /* a zero block */
     float gs = 448.0f * 6.0f / 20.0f;
-    sl_quant_args_t q = {.format = c.fmt, .rule = c.rule, .layout = c.layout, .num_tokens = T, .hidden = H,
-                         .in_dtype = SL_DTYPE_F32, .in = x, .codes = codes, .scales = scales, .global_scale = gs};
+    sl_quant_args_t q = {.format = c.fmt,
+                         .rule = c.rule,
+                         .layout = c.layout,
+                         .num_tokens = T,
+                         .hidden = H,
+                         .in_dtype = SL_DTYPE_F32,
+                         .in = x,
+                         .codes = codes,
+                         .scales = scales,
+                         .global_scale = gs};
     SL_ASSERT_OK(sl_quant_ref(&q));
     for (int t = 0; t < T; t++)
       for (int g = 0; g < cols; g++) {
         double amax = 0;
-        for (int j = 0; j < block; j++) amax = fmax(amax, fabs(x[t * H + g * block + j]));
+        for (int j = 0; j < block; j++)
+          amax = fmax(amax, fabs(x[t * H + g * block + j]));
         double dec; /* the decode scale by definition */
         if (fmt == SL_QFMT_FP8_GROUP && c.rule == SL_QUANT_RULE_IEEE) {
           dec = (float)(amax / 448.0); /* IEEE division of two floats: correctly rounded */
@@ -256,20 +291,24 @@ static void test_quant_matches_definition(void **state) {
           dec = e4m3_value(sc) / gs;
         } else {
           double mc = fp4 ? 6.0 : 448.0;
-          int e = amax == 0 ? -127
+          int e = amax == 0                      ? -127
                   : c.rule == SL_QUANT_RULE_CEIL ? (int)ceil(log2((double)(float)(amax / mc)))
                                                  : (int)floor(log2(amax)) - (fp4 ? 2 : 8);
           dec = ldexp(1.0, e);
-          if (fmt == SL_QFMT_FP8_GROUP) assert_true(((float *)scales)[t * cols + g] == (float)dec);
-          else assert_int_equal(scales[sl_qf_scale_offset((int)c.layout, t, g, cols)], e + 127);
+          if (fmt == SL_QFMT_FP8_GROUP)
+            assert_true(((float *)scales)[t * cols + g] == (float)dec);
+          else
+            assert_int_equal(scales[sl_qf_scale_offset((int)c.layout, t, g, cols)], e + 127);
         }
         for (int j = 0; j < block; j++) {
           size_t i = (size_t)t * H + g * block + j;
           double xv = x[i];
           int want;
-          if (dec == 0 || amax == 0) want = 0;
+          if (dec == 0 || amax == 0)
+            want = 0;
           else if (fmt == SL_QFMT_NVFP4) /* x * (gs / sf), two correctly rounded float ops */
-            want = e2m1_nearest((double)(x[i] * (float)(gs / e4m3_value(scales[sl_qf_scale_offset((int)c.layout, t, g, cols)]))));
+            want = e2m1_nearest(
+                (double)(x[i] * (float)(gs / e4m3_value(scales[sl_qf_scale_offset((int)c.layout, t, g, cols)]))));
           else if (fmt == SL_QFMT_FP8_GROUP && c.rule == SL_QUANT_RULE_IEEE)
             want = e4m3_nearest((double)(float)(xv / dec));
           else
@@ -286,12 +325,18 @@ static void test_quant_matches_definition(void **state) {
 static void test_fp4_nibble_order(void **state) {
   float x[32] = {1.0f, 2.0f, -0.5f, 6.0f};
   uint8_t codes[16], scales[4];
-  sl_quant_args_t q = {.format = SL_QUANT_MXFP4, .rule = SL_QUANT_RULE_FLOOR, .num_tokens = 1, .hidden = 32,
-                       .in_dtype = SL_DTYPE_F32, .in = x, .codes = codes, .scales = scales};
+  sl_quant_args_t q = {.format = SL_QUANT_MXFP4,
+                       .rule = SL_QUANT_RULE_FLOOR,
+                       .num_tokens = 1,
+                       .hidden = 32,
+                       .in_dtype = SL_DTYPE_F32,
+                       .in = x,
+                       .codes = codes,
+                       .scales = scales};
   SL_ASSERT_OK(sl_quant_ref(&q));
-  assert_int_equal(scales[0], 127);  /* absmax 6: floor(log2 6) - 2 = 0 */
-  assert_int_equal(codes[0], 0x42);  /* element 0 (1.0 = code 2) low, element 1 (2.0 = 4) high */
-  assert_int_equal(codes[1], 0x79);  /* element 2 (-0.5 = 0x9) low, element 3 (6.0 = 7) high */
+  assert_int_equal(scales[0], 127); /* absmax 6: floor(log2 6) - 2 = 0 */
+  assert_int_equal(codes[0], 0x42); /* element 0 (1.0 = code 2) low, element 1 (2.0 = 4) high */
+  assert_int_equal(codes[1], 0x79); /* element 2 (-0.5 = 0x9) low, element 3 (6.0 = 7) high */
   assert_int_equal(codes[2], 0x00);
 }
 
@@ -318,19 +363,28 @@ static void test_swizzle_layout(void **state) {
   /* Padding is written as zero; real cells hold the scales. */
   const int T = 3, H = 64; /* MXFP8: 2 blocks per row, padded to 128 x 4 */
   float x[3 * 64];
-  for (int i = 0; i < T * H; i++) x[i] = (float)(i % 37) - 18.0f;
+  for (int i = 0; i < T * H; i++)
+    x[i] = (float)(i % 37) - 18.0f;
   uint8_t codes[3 * 64], scales[512];
   memset(scales, 0xAB, sizeof scales);
-  sl_quant_args_t q = {.format = SL_QUANT_MXFP8, .rule = SL_QUANT_RULE_CEIL, .layout = SL_QUANT_LAYOUT_SWIZZLED,
-                       .num_tokens = T, .hidden = H, .in_dtype = SL_DTYPE_F32, .in = x, .codes = codes,
+  sl_quant_args_t q = {.format = SL_QUANT_MXFP8,
+                       .rule = SL_QUANT_RULE_CEIL,
+                       .layout = SL_QUANT_LAYOUT_SWIZZLED,
+                       .num_tokens = T,
+                       .hidden = H,
+                       .in_dtype = SL_DTYPE_F32,
+                       .in = x,
+                       .codes = codes,
                        .scales = scales};
   assert_int_equal(sl_quant_scales_bytes(SL_QUANT_MXFP8, SL_QUANT_LAYOUT_SWIZZLED, T, H), 512);
   SL_ASSERT_OK(sl_quant_ref(&q));
   for (int r = 0; r < 128; r++)
     for (int c = 0; c < 4; c++) {
       uint8_t v = scales[sl_qf_swizzled_offset(r, c, 2)];
-      if (r < T && c < 2) assert_int_not_equal(v, 0);
-      else assert_int_equal(v, 0);
+      if (r < T && c < 2)
+        assert_int_not_equal(v, 0);
+      else
+        assert_int_equal(v, 0);
     }
 }
 
@@ -338,15 +392,24 @@ static void test_nan_reported(void **state) {
   const int T = 3, H = 512;
   float *x = calloc(T * H, sizeof(float));
   uint8_t *codes = malloc(T * H), *scales = malloc(4 * 128 * 64);
-  for (int i = 0; i < T * H; i++) x[i] = (float)(i % 11) - 5.0f;
+  for (int i = 0; i < T * H; i++)
+    x[i] = (float)(i % 11) - 5.0f;
   for (size_t ci = 0; ci < sizeof all_cfgs / sizeof all_cfgs[0]; ci++) {
     qcfg_t c = all_cfgs[ci];
     int block = sl_qfmt_block((int)c.fmt);
     x[1 * H + 2 * block + 3] = NAN;
     x[2 * H + 5] = INFINITY;
-    sl_quant_args_t q = {.format = c.fmt, .rule = c.rule, .layout = c.layout, .num_tokens = T, .hidden = H,
-                         .in_dtype = SL_DTYPE_F32, .in = x, .codes = codes, .scales = scales,
-                         .global_scale = 1.0f, .check_nan = true};
+    sl_quant_args_t q = {.format = c.fmt,
+                         .rule = c.rule,
+                         .layout = c.layout,
+                         .num_tokens = T,
+                         .hidden = H,
+                         .in_dtype = SL_DTYPE_F32,
+                         .in = x,
+                         .codes = codes,
+                         .scales = scales,
+                         .global_scale = 1.0f,
+                         .check_nan = true};
     sl_clear_error();
     assert_int_equal(sl_quant_ref(&q), SL_ERR_NUMERIC);
     assert_non_null(strstr(sl_last_error(), "token 1, block 2"));
@@ -354,10 +417,18 @@ static void test_nan_reported(void **state) {
     q.check_nan = false;
     SL_ASSERT_OK(sl_quant_ref(&q)); /* without the check the NaN marker is still written */
     float *back = malloc(sizeof(float) * T * H);
-    sl_dequant_args_t d = {.format = c.fmt, .layout = c.layout, .num_tokens = T, .hidden = H, .codes = codes,
-                           .scales = scales, .global_scale = 1.0f, .out_dtype = SL_DTYPE_F32, .out = back};
+    sl_dequant_args_t d = {.format = c.fmt,
+                           .layout = c.layout,
+                           .num_tokens = T,
+                           .hidden = H,
+                           .codes = codes,
+                           .scales = scales,
+                           .global_scale = 1.0f,
+                           .out_dtype = SL_DTYPE_F32,
+                           .out = back};
     SL_ASSERT_OK(sl_dequant_ref(&d));
-    for (int j = 0; j < block; j++) assert_true(isnan(back[1 * H + 2 * block + j]));
+    for (int j = 0; j < block; j++)
+      assert_true(isnan(back[1 * H + 2 * block + j]));
     assert_true(isnan(back[2 * H + 5]));
     assert_false(isnan(back[0]) || isnan(back[1 * H + 3 * block]));
     free(back);
@@ -372,8 +443,13 @@ static void test_nan_reported(void **state) {
 static void test_bad_arguments(void **state) {
   float x[64];
   uint8_t codes[64], scales[64];
-  sl_quant_args_t q = {.format = SL_QUANT_FP8_GROUP, .num_tokens = 1, .hidden = 64, .in_dtype = SL_DTYPE_F32,
-                       .in = x, .codes = codes, .scales = scales};
+  sl_quant_args_t q = {.format = SL_QUANT_FP8_GROUP,
+                       .num_tokens = 1,
+                       .hidden = 64,
+                       .in_dtype = SL_DTYPE_F32,
+                       .in = x,
+                       .codes = codes,
+                       .scales = scales};
   assert_int_equal(sl_quant_ref(&q), SL_ERR_INVALID); /* 64 is not a multiple of 128 */
   q.format = SL_QUANT_NVFP4;
   q.global_scale = 0.0f;
@@ -393,11 +469,17 @@ static void test_cpu_backend_entry(void **state) {
   const int T = 2, H = 128;
   uint16_t in[2 * 128];
   uint64_t rng = sl_test_seed();
-  for (int i = 0; i < T * H; i++) in[i] = sl_f32_to_bf16(sl_test_rand_normal(&rng));
+  for (int i = 0; i < T * H; i++)
+    in[i] = sl_f32_to_bf16(sl_test_rand_normal(&rng));
   uint8_t c1[256], c2[256];
   float s1[2], s2[2];
-  sl_quant_args_t q = {.format = SL_QUANT_FP8_GROUP, .num_tokens = T, .hidden = H, .in_dtype = SL_DTYPE_BF16,
-                       .in = in, .codes = c1, .scales = s1};
+  sl_quant_args_t q = {.format = SL_QUANT_FP8_GROUP,
+                       .num_tokens = T,
+                       .hidden = H,
+                       .in_dtype = SL_DTYPE_BF16,
+                       .in = in,
+                       .codes = c1,
+                       .scales = s1};
   SL_ASSERT_OK(sl_quant(dev, &q, NULL));
   q.codes = c2;
   q.scales = s2;
@@ -409,11 +491,16 @@ static void test_cpu_backend_entry(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_e4m3_decode_all_codes),   cmocka_unit_test(test_e4m3_rounding_boundaries),
-      cmocka_unit_test(test_e2m1_rounding_boundaries), cmocka_unit_test(test_block_scale_rules),
-      cmocka_unit_test(test_round_trip_exact),        cmocka_unit_test(test_quant_matches_definition),
-      cmocka_unit_test(test_fp4_nibble_order),        cmocka_unit_test(test_swizzle_layout),
-      cmocka_unit_test(test_nan_reported),            cmocka_unit_test(test_bad_arguments),
+      cmocka_unit_test(test_e4m3_decode_all_codes),
+      cmocka_unit_test(test_e4m3_rounding_boundaries),
+      cmocka_unit_test(test_e2m1_rounding_boundaries),
+      cmocka_unit_test(test_block_scale_rules),
+      cmocka_unit_test(test_round_trip_exact),
+      cmocka_unit_test(test_quant_matches_definition),
+      cmocka_unit_test(test_fp4_nibble_order),
+      cmocka_unit_test(test_swizzle_layout),
+      cmocka_unit_test(test_nan_reported),
+      cmocka_unit_test(test_bad_arguments),
       cmocka_unit_test(test_cpu_backend_entry),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -24,11 +24,18 @@ static void test_expf_accuracy(void **state) {
 
 static void test_ties_by_lower_id(void **state) {
   float logits[2][16];
-  for (int e = 0; e < 16; e++) logits[0][e] = 1.0f, logits[1][e] = (float)(e % 4); /* 3 at ids 3,7,11,15 */
+  for (int e = 0; e < 16; e++)
+    logits[0][e] = 1.0f, logits[1][e] = (float)(e % 4); /* 3 at ids 3,7,11,15 */
   int32_t ids[2][4];
   float w[2][4];
-  sl_router_args_t a = {.kind = SL_ROUTER_SOFTMAX_TOPK, .num_tokens = 2, .num_experts = 16, .top_k = 4,
-                        .renormalize = true, .logits_dtype = SL_DTYPE_F32, .logits = logits, .topk_ids = &ids[0][0],
+  sl_router_args_t a = {.kind = SL_ROUTER_SOFTMAX_TOPK,
+                        .num_tokens = 2,
+                        .num_experts = 16,
+                        .top_k = 4,
+                        .renormalize = true,
+                        .logits_dtype = SL_DTYPE_F32,
+                        .logits = logits,
+                        .topk_ids = &ids[0][0],
                         .topk_weights = &w[0][0]};
   SL_ASSERT_OK(sl_router_ref(&a));
   for (int r = 0; r < 4; r++) {
@@ -53,16 +60,25 @@ static void test_softmax_definition(void **state) {
   uint16_t *logits = malloc(sizeof(uint16_t) * T * E);
   int32_t *ids = malloc(sizeof(int32_t) * T * K);
   float *w = malloc(sizeof(float) * T * K);
-  for (int i = 0; i < T * E; i++) logits[i] = sl_f32_to_bf16(2.0f * sl_test_rand_normal(&rng));
+  for (int i = 0; i < T * E; i++)
+    logits[i] = sl_f32_to_bf16(2.0f * sl_test_rand_normal(&rng));
   for (int renorm = 0; renorm < 2; renorm++) {
-    sl_router_args_t a = {.kind = SL_ROUTER_SOFTMAX_TOPK, .num_tokens = T, .num_experts = E, .top_k = K,
-                          .renormalize = renorm, .logits_dtype = SL_DTYPE_BF16, .logits = logits, .topk_ids = ids,
+    sl_router_args_t a = {.kind = SL_ROUTER_SOFTMAX_TOPK,
+                          .num_tokens = T,
+                          .num_experts = E,
+                          .top_k = K,
+                          .renormalize = renorm,
+                          .logits_dtype = SL_DTYPE_BF16,
+                          .logits = logits,
+                          .topk_ids = ids,
                           .topk_weights = w};
     SL_ASSERT_OK(sl_router_ref(&a));
     for (int t = 0; t < T; t++) {
       double p[128], mx = -1e30, sum = 0, selsum = 0;
-      for (int e = 0; e < E; e++) mx = fmax(mx, sl_bf16_to_f32(logits[t * E + e]));
-      for (int e = 0; e < E; e++) sum += p[e] = exp(sl_bf16_to_f32(logits[t * E + e]) - mx);
+      for (int e = 0; e < E; e++)
+        mx = fmax(mx, sl_bf16_to_f32(logits[t * E + e]));
+      for (int e = 0; e < E; e++)
+        sum += p[e] = exp(sl_bf16_to_f32(logits[t * E + e]) - mx);
       bool taken[128] = {false};
       for (int r = 0; r < K; r++) { /* direct: the largest probability, ties to the lower id */
         int best = -1;
@@ -102,21 +118,34 @@ static void test_deepseek_grouped(void **state) {
   float *logits = malloc(sizeof(float) * T * E), bias[256];
   int32_t *ids = malloc(sizeof(int32_t) * T * K);
   float *w = malloc(sizeof(float) * T * K);
-  for (int i = 0; i < T * E; i++) logits[i] = 1.5f * sl_test_rand_normal(&rng);
-  for (int e = 0; e < E; e++) bias[e] = sl_test_rand_uniform(&rng, -0.1f, 0.1f);
+  for (int i = 0; i < T * E; i++)
+    logits[i] = 1.5f * sl_test_rand_normal(&rng);
+  for (int e = 0; e < E; e++)
+    bias[e] = sl_test_rand_uniform(&rng, -0.1f, 0.1f);
   for (int renorm = 0; renorm < 2; renorm++) {
-    sl_router_args_t a = {.kind = SL_ROUTER_SIGMOID_GROUPED, .num_tokens = T, .num_experts = E, .top_k = K,
-                          .renormalize = renorm, .num_groups = G, .topk_groups = TG, .routed_scaling = scaling,
-                          .logits_dtype = SL_DTYPE_F32, .logits = logits, .correction_bias = bias,
-                          .topk_ids = ids, .topk_weights = w};
+    sl_router_args_t a = {.kind = SL_ROUTER_SIGMOID_GROUPED,
+                          .num_tokens = T,
+                          .num_experts = E,
+                          .top_k = K,
+                          .renormalize = renorm,
+                          .num_groups = G,
+                          .topk_groups = TG,
+                          .routed_scaling = scaling,
+                          .logits_dtype = SL_DTYPE_F32,
+                          .logits = logits,
+                          .correction_bias = bias,
+                          .topk_ids = ids,
+                          .topk_weights = w};
     SL_ASSERT_OK(sl_router_ref(&a));
     for (int t = 0; t < T; t++) {
       float s[256], b[256];
-      for (int e = 0; e < E; e++) s[e] = sl_qf_sigmoidf(logits[t * E + e]), b[e] = s[e] + bias[e];
+      for (int e = 0; e < E; e++)
+        s[e] = sl_qf_sigmoidf(logits[t * E + e]), b[e] = s[e] + bias[e];
       kv_t groups[8];
       for (int g = 0; g < G; g++) {
         kv_t m[32];
-        for (int j = 0; j < 32; j++) m[j] = (kv_t){b[g * 32 + j], j};
+        for (int j = 0; j < 32; j++)
+          m[j] = (kv_t){b[g * 32 + j], j};
         qsort(m, 32, sizeof m[0], kv_desc);
         groups[g] = (kv_t){m[0].v + m[1].v, g};
       }
@@ -124,10 +153,12 @@ static void test_deepseek_grouped(void **state) {
       kv_t cand[128];
       int n = 0;
       for (int r = 0; r < TG; r++)
-        for (int j = 0; j < 32; j++) cand[n] = (kv_t){b[groups[r].id * 32 + j], groups[r].id * 32 + j}, n++;
+        for (int j = 0; j < 32; j++)
+          cand[n] = (kv_t){b[groups[r].id * 32 + j], groups[r].id * 32 + j}, n++;
       qsort(cand, n, sizeof cand[0], kv_desc);
       double sum = 0;
-      for (int r = 0; r < K; r++) sum += s[cand[r].id];
+      for (int r = 0; r < K; r++)
+        sum += s[cand[r].id];
       for (int r = 0; r < K; r++) {
         assert_int_equal(ids[t * K + r], cand[r].id);
         double want = (renorm ? s[cand[r].id] / sum : s[cand[r].id]) * scaling;
@@ -145,12 +176,22 @@ static void test_deepseek_grouped(void **state) {
 static void test_grouped_hand_example(void **state) {
   const float b[8] = {0.9f, 0.1f, 0.6f, 0.6f, 0.55f, 0.5f, 0.2f, 0.2f};
   float logits[8];
-  for (int e = 0; e < 8; e++) logits[e] = logf(b[e] / (1.0f - b[e]));
+  for (int e = 0; e < 8; e++)
+    logits[e] = logf(b[e] / (1.0f - b[e]));
   int32_t ids[2];
   float w[2];
-  sl_router_args_t a = {.kind = SL_ROUTER_SIGMOID_GROUPED, .num_tokens = 1, .num_experts = 8, .top_k = 2,
-                        .renormalize = true, .num_groups = 4, .topk_groups = 2, .routed_scaling = 1.0f,
-                        .logits_dtype = SL_DTYPE_F32, .logits = logits, .topk_ids = ids, .topk_weights = w};
+  sl_router_args_t a = {.kind = SL_ROUTER_SIGMOID_GROUPED,
+                        .num_tokens = 1,
+                        .num_experts = 8,
+                        .top_k = 2,
+                        .renormalize = true,
+                        .num_groups = 4,
+                        .topk_groups = 2,
+                        .routed_scaling = 1.0f,
+                        .logits_dtype = SL_DTYPE_F32,
+                        .logits = logits,
+                        .topk_ids = ids,
+                        .topk_weights = w};
   SL_ASSERT_OK(sl_router_ref(&a));
   assert_int_equal(ids[0], 2);
   assert_int_equal(ids[1], 3);
@@ -175,8 +216,14 @@ static void test_router_bad_arguments(void **state) {
   float logits[16] = {0};
   int32_t ids[16];
   float w[16];
-  sl_router_args_t a = {.kind = SL_ROUTER_SOFTMAX_TOPK, .num_tokens = 1, .num_experts = 16, .top_k = 17,
-                        .logits_dtype = SL_DTYPE_F32, .logits = logits, .topk_ids = ids, .topk_weights = w};
+  sl_router_args_t a = {.kind = SL_ROUTER_SOFTMAX_TOPK,
+                        .num_tokens = 1,
+                        .num_experts = 16,
+                        .top_k = 17,
+                        .logits_dtype = SL_DTYPE_F32,
+                        .logits = logits,
+                        .topk_ids = ids,
+                        .topk_weights = w};
   assert_int_equal(sl_router_ref(&a), SL_ERR_INVALID);
   a.top_k = 4;
   a.kind = SL_ROUTER_SIGMOID_GROUPED;
@@ -190,8 +237,8 @@ static void test_router_bad_arguments(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_expf_accuracy),       cmocka_unit_test(test_ties_by_lower_id),
-      cmocka_unit_test(test_softmax_definition),  cmocka_unit_test(test_deepseek_grouped),
+      cmocka_unit_test(test_expf_accuracy),        cmocka_unit_test(test_ties_by_lower_id),
+      cmocka_unit_test(test_softmax_definition),   cmocka_unit_test(test_deepseek_grouped),
       cmocka_unit_test(test_grouped_hand_example), cmocka_unit_test(test_router_bad_arguments),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
