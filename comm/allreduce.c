@@ -50,7 +50,7 @@ struct sl_comm {
   ncclComm_t nccl;
 #endif
   bool has_nccl;
-  sl_nvls_t *nvls; /* only with SL_NVLS=1 */
+  sl_nvls_t *nvls;                /* only with SL_NVLS=1 */
   unsigned long long stall_epoch; /* sl_comm_test_stall */
   int stall_phase;
   long stall_ms;
@@ -62,10 +62,18 @@ void sl_comm_test_stall(sl_comm_t *c, unsigned long long epoch, int phase, long 
   c->stall_ms = ms;
 }
 
-int sl_comm_rank(const sl_comm_t *c) { return c->rank; }
-int sl_comm_size(const sl_comm_t *c) { return c->size; }
-bool sl_comm_has_nccl(const sl_comm_t *c) { return c->has_nccl; }
-void sl_comm_set_algo(sl_comm_t *c, int algo) { c->algo = algo; }
+int sl_comm_rank(const sl_comm_t *c) {
+  return c->rank;
+}
+int sl_comm_size(const sl_comm_t *c) {
+  return c->size;
+}
+bool sl_comm_has_nccl(const sl_comm_t *c) {
+  return c->has_nccl;
+}
+void sl_comm_set_algo(sl_comm_t *c, int algo) {
+  c->algo = algo;
+}
 
 const char *sl_allreduce_algo_name(int algo) {
   switch (algo) {
@@ -87,7 +95,9 @@ int sl_comm_choose_algo(const sl_comm_t *c, size_t bytes) {
   return c->nvls && c->size >= 4 ? SL_AR_NVLS : SL_AR_TWOSHOT;
 }
 
-static bool is_float_dtype(sl_dtype_t t) { return t == SL_DTYPE_F32 || t == SL_DTYPE_BF16 || t == SL_DTYPE_F16; }
+static bool is_float_dtype(sl_dtype_t t) {
+  return t == SL_DTYPE_F32 || t == SL_DTYPE_BF16 || t == SL_DTYPE_F16;
+}
 
 /* ---- timeouts ------------------------------------------------------------------------------ */
 
@@ -101,7 +111,8 @@ static sl_status_t timeout_error(const sl_comm_t *c, const char *what) {
                 "(flag %u: phase %d, block %d; expected epoch %llu, saw %llu). Rank %d stopped taking part: it died, "
                 "stalled, or skipped the call (every rank must make the same collective calls in the same order); "
                 "if it is only slow, raise SL_TIMEOUT_MS (now %ld ms). This communicator is now unusable",
-                what, r->waiter_rank, c->world_ranks[r->waiter_rank >= 0 && r->waiter_rank < c->size ? r->waiter_rank : 0],
+                what, r->waiter_rank,
+                c->world_ranks[r->waiter_rank >= 0 && r->waiter_rank < c->size ? r->waiter_rank : 0],
                 (double)r->waited_ns / 1e6, r->peer, c->world_ranks[peer], r->flag_index, phase, block,
                 (unsigned long long)r->expected, (unsigned long long)r->observed, r->peer, c->timeout_ms);
 }
@@ -120,20 +131,21 @@ sl_status_t sl_comm_check(sl_comm_t *c) {
 static void reduce_range(const void *const *srcs, int n, void *out, size_t b, size_t e, sl_dtype_t t) {
   for (size_t i = b; i < e; i++) {
     float acc = sl_load_f32(srcs[0], t, i);
-    for (int r = 1; r < n; r++) acc += sl_load_f32(srcs[r], t, i);
+    for (int r = 1; r < n; r++)
+      acc += sl_load_f32(srcs[r], t, i);
     sl_store_f32(out, t, i, acc);
   }
 }
 
-static void residual_rmsnorm_rows(const void *const *srcs, int n, const sl_ar_rmsnorm_args_t *a, int row_b,
-                                  int row_e) {
+static void residual_rmsnorm_rows(const void *const *srcs, int n, const sl_ar_rmsnorm_args_t *a, int row_b, int row_e) {
   const size_t h = (size_t)a->hidden;
   for (int row = row_b; row < row_e; row++) {
     float ss = 0.0f;
     for (size_t j = 0; j < h; j++) {
       size_t i = (size_t)row * h + j;
       float acc = sl_load_f32(srcs[0], a->dtype, i);
-      for (int r = 1; r < n; r++) acc += sl_load_f32(srcs[r], a->dtype, i);
+      for (int r = 1; r < n; r++)
+        acc += sl_load_f32(srcs[r], a->dtype, i);
       acc += sl_load_f32(a->residual, a->dtype, i);
       sl_store_f32(a->residual, a->dtype, i, acc);
       float v = sl_load_f32(a->residual, a->dtype, i); /* the rounded value, as stored */
@@ -159,7 +171,9 @@ void sl_allreduce_residual_rmsnorm_ref(const void *const *inputs, int nranks, co
 
 /* ---- CPU backend: the protocol with C11 atomics over shm ------------------------------------- */
 
-static sl_ar_ctl_t *own_ctl(sl_comm_t *c) { return (sl_ar_ctl_t *)sl_symm_local(c->symm); }
+static sl_ar_ctl_t *own_ctl(sl_comm_t *c) {
+  return (sl_ar_ctl_t *)sl_symm_local(c->symm);
+}
 static sl_flag_t *flags_of(sl_comm_t *c, int r) {
   return (sl_flag_t *)((char *)sl_symm_peer(c->symm, r) + SL_AR_FLAGS_OFFSET);
 }
@@ -198,7 +212,8 @@ static sl_status_t cpu_allreduce_piece(sl_comm_t *c, const void *in, void *out, 
   uint64_t e = ctl->epoch + 1;
   const size_t esz = sl_dtype_bytes(t, 1);
   const void *srcs[SL_AR_MAX_RANKS];
-  for (int r = 0; r < c->size; r++) srcs[r] = data_of(c, r, e);
+  for (int r = 0; r < c->size; r++)
+    srcs[r] = data_of(c, r, e);
   memcpy(data_of(c, c->rank, e), in, count * esz);
   cpu_signal(c, e, 0);
   SL_CHECK(cpu_wait(c, e, 0, "all-reduce"));
@@ -224,7 +239,8 @@ static sl_status_t cpu_residual_rmsnorm(sl_comm_t *c, const sl_ar_rmsnorm_args_t
   uint64_t e = ctl->epoch + 1;
   size_t count = (size_t)a->rows * (size_t)a->hidden;
   const void *srcs[SL_AR_MAX_RANKS];
-  for (int r = 0; r < c->size; r++) srcs[r] = data_of(c, r, e);
+  for (int r = 0; r < c->size; r++)
+    srcs[r] = data_of(c, r, e);
   memcpy(data_of(c, c->rank, e), a->x, sl_dtype_bytes(a->dtype, count));
   cpu_signal(c, e, 0);
   SL_CHECK(cpu_wait(c, e, 0, "all-reduce+rmsnorm"));
@@ -240,7 +256,8 @@ static const char *const kernel_entry[] = {NULL, "sl_ar_oneshot", "sl_ar_twoshot
 sl_status_t sl_allreduce_spec(sl_jit_spec_t *spec, int kind, sl_dtype_t dtype, int vec_bytes) {
   if (kind != SL_AR_ONESHOT && kind != SL_AR_TWOSHOT)
     return SL_ERR(SL_ERR_INVALID, "all-reduce kernel kind %d (oneshot=1, twoshot=2)", kind);
-  if (!is_float_dtype(dtype)) return SL_ERR(SL_ERR_INVALID, "all-reduce of %s: only f32, bf16, f16", sl_dtype_name(dtype));
+  if (!is_float_dtype(dtype))
+    return SL_ERR(SL_ERR_INVALID, "all-reduce of %s: only f32, bf16, f16", sl_dtype_name(dtype));
   sl_jit_spec_init(spec, "comm/allreduce.cu", kernel_entry[kind]);
   SL_CHECK(sl_jit_spec_define(spec, "AR_DTYPE", "%d", (int)dtype));
   SL_CHECK(sl_jit_spec_define(spec, "AR_THREADS", "%d", SL_AR_THREADS));
@@ -257,11 +274,12 @@ static int rmsnorm_warps(sl_dtype_t dtype, int hidden) {
 }
 
 sl_status_t sl_allreduce_rmsnorm_spec(sl_jit_spec_t *spec, sl_dtype_t dtype, int hidden, float eps, float weight_bias) {
-  if (!is_float_dtype(dtype)) return SL_ERR(SL_ERR_INVALID, "all-reduce+rmsnorm of %s: only f32, bf16, f16", sl_dtype_name(dtype));
+  if (!is_float_dtype(dtype))
+    return SL_ERR(SL_ERR_INVALID, "all-reduce+rmsnorm of %s: only f32, bf16, f16", sl_dtype_name(dtype));
   int vec = 16 / (int)sl_dtype_bytes(dtype, 1);
   if (hidden <= 0 || hidden % vec != 0)
-    return SL_ERR(SL_ERR_INVALID, "all-reduce+rmsnorm: hidden %d must be a positive multiple of %d for %s", hidden,
-                  vec, sl_dtype_name(dtype));
+    return SL_ERR(SL_ERR_INVALID, "all-reduce+rmsnorm: hidden %d must be a positive multiple of %d for %s", hidden, vec,
+                  sl_dtype_name(dtype));
   sl_jit_spec_init(spec, "comm/allreduce.cu", "sl_ar_residual_rmsnorm");
   SL_CHECK(sl_jit_spec_define(spec, "AR_DTYPE", "%d", (int)dtype));
   SL_CHECK(sl_jit_spec_define(spec, "AR_THREADS", "%d", rmsnorm_warps(dtype, hidden) * 32));
@@ -351,7 +369,8 @@ sl_status_t sl_allreduce(sl_comm_t *c, const void *in, void *out, size_t count, 
   if (algo == SL_AR_NCCL) {
 #ifdef SLUICE_HAVE_CUDA
     if (!c->has_nccl)
-      return SL_ERR(SL_ERR_UNSUPPORTED, "sl_allreduce: NCCL requested but the ranks share a GPU or this is the CPU backend");
+      return SL_ERR(SL_ERR_UNSUPPORTED,
+                    "sl_allreduce: NCCL requested but the ranks share a GPU or this is the CPU backend");
     ncclDataType_t nt = dtype == SL_DTYPE_F32 ? ncclFloat32 : dtype == SL_DTYPE_BF16 ? ncclBfloat16 : ncclFloat16;
     ncclResult_t r = ncclAllReduce(in, out, count, nt, ncclSum, c->nccl, (cudaStream_t)sl_stream_native(stream));
     if (r != ncclSuccess) return SL_ERR(SL_ERR_CUDA, "ncclAllReduce of %zu elements: %s", count, ncclGetErrorString(r));
@@ -376,20 +395,25 @@ sl_status_t sl_allreduce(sl_comm_t *c, const void *in, void *out, size_t count, 
 
 sl_status_t sl_allreduce_residual_rmsnorm(sl_comm_t *c, const sl_ar_rmsnorm_args_t *a, sl_stream_t *stream) {
   if (!is_float_dtype(a->dtype))
-    return SL_ERR(SL_ERR_INVALID, "all-reduce+rmsnorm: dtype %s is not supported (f32, bf16, f16)", sl_dtype_name(a->dtype));
-  if (a->rows <= 0 || a->hidden <= 0) return SL_ERR(SL_ERR_INVALID, "all-reduce+rmsnorm: %d rows x %d hidden", a->rows, a->hidden);
+    return SL_ERR(SL_ERR_INVALID, "all-reduce+rmsnorm: dtype %s is not supported (f32, bf16, f16)",
+                  sl_dtype_name(a->dtype));
+  if (a->rows <= 0 || a->hidden <= 0)
+    return SL_ERR(SL_ERR_INVALID, "all-reduce+rmsnorm: %d rows x %d hidden", a->rows, a->hidden);
   size_t bytes = sl_dtype_bytes(a->dtype, (size_t)a->rows * (size_t)a->hidden);
   if (bytes > c->max_bytes)
-    return SL_ERR(SL_ERR_CAPACITY, "all-reduce+rmsnorm: %d x %d %s (%zu bytes) exceeds the communicator's max message "
-                  "%zu bytes; create the comm with a larger max_bytes", a->rows, a->hidden, sl_dtype_name(a->dtype),
-                  bytes, c->max_bytes);
+    return SL_ERR(SL_ERR_CAPACITY,
+                  "all-reduce+rmsnorm: %d x %d %s (%zu bytes) exceeds the communicator's max message "
+                  "%zu bytes; create the comm with a larger max_bytes",
+                  a->rows, a->hidden, sl_dtype_name(a->dtype), bytes, c->max_bytes);
   SL_CHECK(sl_comm_check(c));
   if (c->backend == SL_BACKEND_CPU) return cpu_residual_rmsnorm(c, a);
   int vec = 16 / (int)sl_dtype_bytes(a->dtype, 1);
   if ((uintptr_t)a->x % 16 || (uintptr_t)a->residual % 16 || (uintptr_t)a->weight % 16 || (uintptr_t)a->out % 16 ||
       a->hidden % vec)
-    return SL_ERR(SL_ERR_INVALID, "all-reduce+rmsnorm on the GPU needs 16-byte aligned buffers and hidden %% %d == 0 "
-                  "(hidden %d)", vec, a->hidden);
+    return SL_ERR(SL_ERR_INVALID,
+                  "all-reduce+rmsnorm on the GPU needs 16-byte aligned buffers and hidden %% %d == 0 "
+                  "(hidden %d)",
+                  vec, a->hidden);
   sl_jit_spec_t spec;
   SL_CHECK(sl_allreduce_rmsnorm_spec(&spec, a->dtype, a->hidden, a->eps, a->weight_bias));
   sl_ar_args_t k = c->base;
@@ -465,7 +489,8 @@ sl_status_t sl_comm_create(const sl_boot_t *boot, sl_device_t *dev, const sl_con
     goto fail;
   }
   SL_CHECK_GOTO(sl_mpi_status(MPI_Allgather(&boot->rank, 1, MPI_INT, c->world_ranks, 1, MPI_INT, boot->node_comm),
-                              "MPI_Allgather(world ranks)"), st, fail);
+                              "MPI_Allgather(world ranks)"),
+                st, fail);
   if (c->backend == SL_BACKEND_CPU) {
     c->rec = c->rec_dev = calloc(1, sizeof *c->rec);
     if (!c->rec) {
@@ -476,8 +501,10 @@ sl_status_t sl_comm_create(const sl_boot_t *boot, sl_device_t *dev, const sl_con
     SL_CHECK_GOTO(sl_host_alloc_mapped(dev, sizeof *c->rec, (void **)&c->rec, (void **)&c->rec_dev), st, fail);
     memset(c->rec, 0, sizeof *c->rec);
   }
-  SL_CHECK_GOTO(sl_symm_create(dev, boot->node_comm, sl_ar_segment_bytes(c->max_bytes), "allreduce", &c->symm), st, fail);
-  for (int r = 0; r < c->size; r++) c->base.seg[r] = sl_symm_peer(c->symm, r);
+  SL_CHECK_GOTO(sl_symm_create(dev, boot->node_comm, sl_ar_segment_bytes(c->max_bytes), "allreduce", &c->symm), st,
+                fail);
+  for (int r = 0; r < c->size; r++)
+    c->base.seg[r] = sl_symm_peer(c->symm, r);
   c->base.rank = c->rank;
   c->base.nranks = c->size;
   c->base.max_bytes = c->max_bytes;

@@ -10,19 +10,23 @@ __device__ __forceinline__ void reduce_range(const sl_ar_args_t &a, const ar_blo
     float acc[AR_VEC];
     pack_t x = ld_vec_cg(ar_data(s, a, 0) + i * ES);
 #pragma unroll
-    for (int k = 0; k < AR_VEC; k++) acc[k] = elem_to_f32(x.e[k]);
+    for (int k = 0; k < AR_VEC; k++)
+      acc[k] = elem_to_f32(x.e[k]);
     for (int r = 1; r < a.nranks; r++) {
       x = ld_vec_cg(ar_data(s, a, r) + i * ES);
 #pragma unroll
-      for (int k = 0; k < AR_VEC; k++) acc[k] += elem_to_f32(x.e[k]);
+      for (int k = 0; k < AR_VEC; k++)
+        acc[k] += elem_to_f32(x.e[k]);
     }
 #pragma unroll
-    for (int k = 0; k < AR_VEC; k++) x.e[k] = f32_to_elem(acc[k]);
+    for (int k = 0; k < AR_VEC; k++)
+      x.e[k] = f32_to_elem(acc[k]);
     st_vec(dst + i * ES, x);
   }
   for (unsigned long long i = ve + threadIdx.x; i < e; i += AR_THREADS) {
     float acc = elem_to_f32(ld_elem_cg(ar_data(s, a, 0) + i * ES));
-    for (int r = 1; r < a.nranks; r++) acc += elem_to_f32(ld_elem_cg(ar_data(s, a, r) + i * ES));
+    for (int r = 1; r < a.nranks; r++)
+      acc += elem_to_f32(ld_elem_cg(ar_data(s, a, r) + i * ES));
     st_elem(dst + i * ES, f32_to_elem(acc));
   }
 }
@@ -80,12 +84,14 @@ extern "C" __global__ void __launch_bounds__(AR_THREADS) sl_ar_twoshot(sl_ar_arg
 // Sum over the block in a fixed tree (same result on every rank for the same inputs).
 __device__ __forceinline__ float block_sum(float v, float *warp_sums) {
 #pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  for (int o = 16; o > 0; o >>= 1)
+    v += __shfl_xor_sync(0xffffffffu, v, o);
   if ((threadIdx.x & 31) == 0) warp_sums[threadIdx.x >> 5] = v;
   __syncthreads();
   float total = 0.0f;
 #pragma unroll
-  for (int w = 0; w < ARN_WARPS; w++) total += warp_sums[w];
+  for (int w = 0; w < ARN_WARPS; w++)
+    total += warp_sums[w];
   __syncthreads(); // warp_sums reused by the next row
   return total;
 }
@@ -107,11 +113,13 @@ extern "C" __global__ void __launch_bounds__(AR_THREADS) sl_ar_residual_rmsnorm(
       float acc[AR_VEC];
       pack_t x = ld_vec_cg(ar_data(s, a, 0) + i * ES);
 #pragma unroll
-      for (int k = 0; k < AR_VEC; k++) acc[k] = elem_to_f32(x.e[k]);
+      for (int k = 0; k < AR_VEC; k++)
+        acc[k] = elem_to_f32(x.e[k]);
       for (int r = 1; r < a.nranks; r++) {
         x = ld_vec_cg(ar_data(s, a, r) + i * ES);
 #pragma unroll
-        for (int k = 0; k < AR_VEC; k++) acc[k] += elem_to_f32(x.e[k]);
+        for (int k = 0; k < AR_VEC; k++)
+          acc[k] += elem_to_f32(x.e[k]);
       }
       pack_t res = ld_vec_cg(residual + i * ES);
 #pragma unroll

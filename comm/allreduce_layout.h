@@ -47,8 +47,8 @@ enum { SL_AR_AUTO = 0, SL_AR_ONESHOT = 1, SL_AR_TWOSHOT = 2, SL_AR_NCCL = 3, SL_
 
 /* Control block at offset 0 of each rank's segment; private to that rank. */
 typedef struct {
-  unsigned long long epoch; /* last completed call */
-  unsigned int blocks_done; /* GPU: blocks of the running kernel that finished */
+  unsigned long long epoch;   /* last completed call */
+  unsigned int blocks_done;   /* GPU: blocks of the running kernel that finished */
   unsigned int timeout_claim; /* GPU: first timed-out waiter sets it (then fills the record) */
 } sl_ar_ctl_t;
 
@@ -82,7 +82,7 @@ static inline SL_AR_HD unsigned long long sl_ar_segment_bytes(unsigned long long
 /* Split [0, n) into `parts` contiguous ranges whose starts are multiples of `vec`
  * (elements); range `part` is [*begin, *end) (empty ranges at the end are possible). */
 static inline SL_AR_HD void sl_ar_part(unsigned long long n, unsigned long long vec, int parts, int part,
-                              unsigned long long *begin, unsigned long long *end) {
+                                       unsigned long long *begin, unsigned long long *end) {
   unsigned long long per = (n + (unsigned long long)parts - 1) / (unsigned long long)parts;
   per = (per + vec - 1) / vec * vec;
   unsigned long long b = per * (unsigned long long)part;
@@ -95,19 +95,19 @@ static inline SL_AR_HD void sl_ar_part(unsigned long long n, unsigned long long 
 
 /* Kernel argument block (passed by value; same layout on host and device). */
 typedef struct {
-  char *seg[SL_AR_MAX_RANKS];  /* every rank's segment, as addressable from this rank */
-  const void *in;              /* this rank's input (count elements) */
-  void *out;                   /* result (count elements); may equal in */
-  void *residual;              /* fused: residual stream (rows x hidden), updated in place */
-  const void *weight;          /* fused: RMSNorm weight (hidden) */
-  sl_flag_timeout_t *timeout;  /* host-mapped timeout record */
-  char *mc;                    /* NVLS only: multicast address of the two data regions */
-  char *uc;                    /* NVLS only: this rank's unicast mapping of the same memory */
-  unsigned long long count;    /* elements */
-  unsigned long long max_bytes;/* the comm's max message (sizes the data regions) */
+  char *seg[SL_AR_MAX_RANKS];   /* every rank's segment, as addressable from this rank */
+  const void *in;               /* this rank's input (count elements) */
+  void *out;                    /* result (count elements); may equal in */
+  void *residual;               /* fused: residual stream (rows x hidden), updated in place */
+  const void *weight;           /* fused: RMSNorm weight (hidden) */
+  sl_flag_timeout_t *timeout;   /* host-mapped timeout record */
+  char *mc;                     /* NVLS only: multicast address of the two data regions */
+  char *uc;                     /* NVLS only: this rank's unicast mapping of the same memory */
+  unsigned long long count;     /* elements */
+  unsigned long long max_bytes; /* the comm's max message (sizes the data regions) */
   unsigned long long timeout_ns;
   int rank, nranks;
-  int rows;                    /* fused: rows (count = rows * hidden) */
+  int rows; /* fused: rows (count = rows * hidden) */
   int pad;
 } sl_ar_args_t;
 

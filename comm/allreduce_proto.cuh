@@ -27,18 +27,30 @@
 #if AR_DTYPE == 0
 #define AR_ELEM_BYTES 4
 typedef unsigned int elem_bits_t;
-__device__ __forceinline__ float elem_to_f32(elem_bits_t u) { return __uint_as_float(u); }
-__device__ __forceinline__ elem_bits_t f32_to_elem(float f) { return __float_as_uint(f); }
+__device__ __forceinline__ float elem_to_f32(elem_bits_t u) {
+  return __uint_as_float(u);
+}
+__device__ __forceinline__ elem_bits_t f32_to_elem(float f) {
+  return __float_as_uint(f);
+}
 #elif AR_DTYPE == 1
 #define AR_ELEM_BYTES 2
 typedef unsigned short elem_bits_t;
-__device__ __forceinline__ float elem_to_f32(elem_bits_t u) { return __bfloat162float(__ushort_as_bfloat16(u)); }
-__device__ __forceinline__ elem_bits_t f32_to_elem(float f) { return __bfloat16_as_ushort(__float2bfloat16_rn(f)); }
+__device__ __forceinline__ float elem_to_f32(elem_bits_t u) {
+  return __bfloat162float(__ushort_as_bfloat16(u));
+}
+__device__ __forceinline__ elem_bits_t f32_to_elem(float f) {
+  return __bfloat16_as_ushort(__float2bfloat16_rn(f));
+}
 #elif AR_DTYPE == 2
 #define AR_ELEM_BYTES 2
 typedef unsigned short elem_bits_t;
-__device__ __forceinline__ float elem_to_f32(elem_bits_t u) { return __half2float(__ushort_as_half(u)); }
-__device__ __forceinline__ elem_bits_t f32_to_elem(float f) { return __half_as_ushort(__float2half_rn(f)); }
+__device__ __forceinline__ float elem_to_f32(elem_bits_t u) {
+  return __half2float(__ushort_as_half(u));
+}
+__device__ __forceinline__ elem_bits_t f32_to_elem(float f) {
+  return __half_as_ushort(__float2half_rn(f));
+}
 #else
 #error "AR_DTYPE must be 0 (f32), 1 (bf16) or 2 (f16)"
 #endif
@@ -65,9 +77,15 @@ __device__ __forceinline__ pack_t ld_vec_cg(const char *p) {
   x.raw = __ldcg((const raw_vec_t *)p);
   return x;
 }
-__device__ __forceinline__ void st_vec(char *p, pack_t x) { *(raw_vec_t *)p = x.raw; }
-__device__ __forceinline__ elem_bits_t ld_elem_cg(const char *p) { return __ldcg((const elem_bits_t *)p); }
-__device__ __forceinline__ void st_elem(char *p, elem_bits_t v) { *(elem_bits_t *)p = v; }
+__device__ __forceinline__ void st_vec(char *p, pack_t x) {
+  *(raw_vec_t *)p = x.raw;
+}
+__device__ __forceinline__ elem_bits_t ld_elem_cg(const char *p) {
+  return __ldcg((const elem_bits_t *)p);
+}
+__device__ __forceinline__ void st_elem(char *p, elem_bits_t v) {
+  *(elem_bits_t *)p = v;
+}
 
 // ---- protocol helpers ----------------------------------------------------------------------------
 struct ar_block_t {
@@ -107,8 +125,7 @@ __device__ __forceinline__ bool ar_exchange(const sl_ar_args_t &a, ar_block_t &s
     const unsigned idx = sl_ar_flag_index(s.epoch, phase, blockIdx.x, t);
     const sl_flag_t *mine = (const sl_flag_t *)(s.seg[a.rank] + SL_AR_FLAGS_OFFSET) + idx;
     sl_ar_ctl_t *ctl = (sl_ar_ctl_t *)s.seg[a.rank];
-    if (!sl_flag_wait_eq_dev(mine, s.epoch, a.timeout_ns, a.timeout, &ctl->timeout_claim, a.rank, t, idx))
-      s.fail = 1;
+    if (!sl_flag_wait_eq_dev(mine, s.epoch, a.timeout_ns, a.timeout, &ctl->timeout_claim, a.rank, t, idx)) s.fail = 1;
   }
   __syncthreads();
   return !s.fail;
@@ -134,7 +151,8 @@ __device__ __forceinline__ void copy_range(char *dst, const char *src, unsigned 
   const unsigned long long ve = b + (e - b) / AR_VEC * AR_VEC;
   for (unsigned long long i = b + threadIdx.x * (unsigned long long)AR_VEC; i < ve; i += AR_THREADS * AR_VEC)
     st_vec(dst + i * ES, ld_vec_cg(src + i * ES));
-  for (unsigned long long i = ve + threadIdx.x; i < e; i += AR_THREADS) st_elem(dst + i * ES, ld_elem_cg(src + i * ES));
+  for (unsigned long long i = ve + threadIdx.x; i < e; i += AR_THREADS)
+    st_elem(dst + i * ES, ld_elem_cg(src + i * ES));
 }
 
 #endif

@@ -48,8 +48,12 @@ __device__ __forceinline__ unsigned long long sl_atom_acq_rel_sys_add(sl_flag_t 
   asm volatile("atom.acq_rel.sys.global.add.u64 %0, [%1], %2;" : "=l"(old) : "l"(p), "l"(v) : "memory");
   return old;
 }
-__device__ __forceinline__ void sl_fence_acq_rel_sys() { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
-__device__ __forceinline__ void sl_fence_acq_rel_gpu() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
+__device__ __forceinline__ void sl_fence_acq_rel_sys() {
+  asm volatile("fence.acq_rel.sys;" ::: "memory");
+}
+__device__ __forceinline__ void sl_fence_acq_rel_gpu() {
+  asm volatile("fence.acq_rel.gpu;" ::: "memory");
+}
 
 // Nanoseconds from the global timer (same clock on every SM).
 __device__ __forceinline__ unsigned long long sl_globaltimer_ns() {

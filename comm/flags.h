@@ -34,13 +34,13 @@ typedef unsigned long long sl_flag_t;
  * `timed_out` is written last (after a fence), so a reader that sees it non-zero sees the
  * rest of the record. The first waiter to time out wins; later ones leave it alone. */
 typedef struct {
-  unsigned int timed_out;      /* 0 = no timeout; 1 = the record below is valid */
-  int waiter_rank;             /* rank (in the communicator) that waited */
-  int peer;                    /* rank it waited for */
-  unsigned int flag_index;     /* index of the flag in the waiter's flag array */
-  unsigned long long expected; /* epoch it waited for */
-  unsigned long long observed; /* value it last read */
-  unsigned long long waited_ns;/* how long it waited */
+  unsigned int timed_out;       /* 0 = no timeout; 1 = the record below is valid */
+  int waiter_rank;              /* rank (in the communicator) that waited */
+  int peer;                     /* rank it waited for */
+  unsigned int flag_index;      /* index of the flag in the waiter's flag array */
+  unsigned long long expected;  /* epoch it waited for */
+  unsigned long long observed;  /* value it last read */
+  unsigned long long waited_ns; /* how long it waited */
 } sl_flag_timeout_t;
 
 #ifndef __CUDACC_RTC__
@@ -71,8 +71,8 @@ static inline unsigned long long sl_flag_load_relaxed(const sl_flag_t *flag) {
 /* Spin until *flag == expected (acquire), at most timeout_ms. Spins briefly, then yields
  * the CPU between polls (ranks may outnumber cores). Returns true when the epoch arrived;
  * false on timeout, with *observed the last value read and *waited_ns the time spent. */
-static inline bool sl_flag_wait_eq(const sl_flag_t *flag, unsigned long long expected, long timeout_ms, unsigned long long *observed,
-                                   unsigned long long *waited_ns) {
+static inline bool sl_flag_wait_eq(const sl_flag_t *flag, unsigned long long expected, long timeout_ms,
+                                   unsigned long long *observed, unsigned long long *waited_ns) {
   unsigned long long v = sl_flag_load_acquire(flag);
   if (v == expected) {
     if (waited_ns) *waited_ns = 0;
@@ -98,7 +98,8 @@ static inline bool sl_flag_wait_eq(const sl_flag_t *flag, unsigned long long exp
 
 /* Fill a timeout record unless one is already there (first waiter wins). */
 static inline void sl_flag_timeout_record(sl_flag_timeout_t *rec, int waiter_rank, int peer, unsigned int flag_index,
-                                          unsigned long long expected, unsigned long long observed, unsigned long long waited_ns) {
+                                          unsigned long long expected, unsigned long long observed,
+                                          unsigned long long waited_ns) {
   if (atomic_load_explicit((_Atomic unsigned int *)&rec->timed_out, memory_order_acquire)) return;
   rec->waiter_rank = waiter_rank;
   rec->peer = peer;

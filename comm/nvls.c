@@ -38,9 +38,15 @@ sl_status_t sl_nvls_create(const sl_config_t *cfg, sl_device_t *dev, MPI_Comm co
   *out = NULL;
   return SL_ERR(SL_ERR_UNSUPPORTED, "NVLS: no CUDA backend in this build");
 }
-void sl_nvls_destroy(sl_nvls_t *n) { (void)n; }
-void *sl_nvls_multicast(const sl_nvls_t *n) { return NULL; }
-void *sl_nvls_unicast(const sl_nvls_t *n) { return NULL; }
+void sl_nvls_destroy(sl_nvls_t *n) {
+  (void)n;
+}
+void *sl_nvls_multicast(const sl_nvls_t *n) {
+  return NULL;
+}
+void *sl_nvls_unicast(const sl_nvls_t *n) {
+  return NULL;
+}
 
 #else
 
@@ -107,10 +113,10 @@ static sl_status_t resolve_driver(void) {
   return SL_OK;
 }
 
-#define SL_CU(call)                                                                              \
-  do {                                                                                           \
-    CUresult r_ = (call);                                                                        \
-    if (r_ != CUDA_SUCCESS) return SL_ERR(SL_ERR_CUDA, "NVLS: %s failed (CUresult %d)", #call, (int)r_); \
+#define SL_CU(call)                                                                                                    \
+  do {                                                                                                                 \
+    CUresult r_ = (call);                                                                                              \
+    if (r_ != CUDA_SUCCESS) return SL_ERR(SL_ERR_CUDA, "NVLS: %s failed (CUresult %d)", #call, (int)r_);               \
   } while (0)
 
 /* Agree that every rank succeeded so far; a failure anywhere fails everywhere. */
@@ -152,7 +158,7 @@ static sl_status_t setup(sl_nvls_t *n, sl_device_t *dev, MPI_Comm comm) {
     if (drv.cuMulticastCreate(&n->mc, &mp) != CUDA_SUCCESS)
       st = SL_ERR(SL_ERR_CUDA, "NVLS: cuMulticastCreate of %zu bytes failed", n->bytes);
     else if ((n->have_mc = true, drv.cuMemExportToShareableHandle(&fd, n->mc, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
-                                                                   0)) != CUDA_SUCCESS)
+                                                                  0)) != CUDA_SUCCESS)
       st = SL_ERR(SL_ERR_CUDA, "NVLS: exporting the multicast handle failed");
     owner[1] = fd;
   }
@@ -165,7 +171,7 @@ static sl_status_t setup(sl_nvls_t *n, sl_device_t *dev, MPI_Comm comm) {
     if (pidfd >= 0) close(pidfd);
     if (fd < 0)
       st = SL_ERR(SL_ERR_UNSUPPORTED, "NVLS: cannot duplicate rank 0's multicast fd (pidfd_getfd needs Linux >= 5.6 "
-                  "and ptrace permission over rank 0)");
+                                      "and ptrace permission over rank 0)");
     else if (drv.cuMemImportFromShareableHandle(&n->mc, (void *)(long)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) !=
              CUDA_SUCCESS)
       st = SL_ERR(SL_ERR_CUDA, "NVLS: importing the multicast handle failed");
@@ -242,7 +248,11 @@ void sl_nvls_destroy(sl_nvls_t *n) {
   free(n);
 }
 
-void *sl_nvls_multicast(const sl_nvls_t *n) { return (void *)n->mc_va; }
-void *sl_nvls_unicast(const sl_nvls_t *n) { return (void *)n->uc_va; }
+void *sl_nvls_multicast(const sl_nvls_t *n) {
+  return (void *)n->mc_va;
+}
+void *sl_nvls_unicast(const sl_nvls_t *n) {
+  return (void *)n->uc_va;
+}
 
 #endif

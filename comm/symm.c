@@ -38,12 +38,22 @@ struct sl_symm {
 static unsigned long long job_id;
 static unsigned seq;
 
-unsigned long long sl_symm_job_id(void) { return job_id; }
+unsigned long long sl_symm_job_id(void) {
+  return job_id;
+}
 
-int sl_symm_rank(const sl_symm_t *s) { return s->rank; }
-int sl_symm_size(const sl_symm_t *s) { return s->size; }
-size_t sl_symm_bytes(const sl_symm_t *s) { return s->bytes; }
-void *sl_symm_local(const sl_symm_t *s) { return s->local; }
+int sl_symm_rank(const sl_symm_t *s) {
+  return s->rank;
+}
+int sl_symm_size(const sl_symm_t *s) {
+  return s->size;
+}
+size_t sl_symm_bytes(const sl_symm_t *s) {
+  return s->bytes;
+}
+void *sl_symm_local(const sl_symm_t *s) {
+  return s->local;
+}
 void *sl_symm_peer(const sl_symm_t *s, int peer) {
   if (peer < 0 || peer >= s->size) return NULL;
   return s->peers[peer];
@@ -134,7 +144,8 @@ static sl_status_t create_shm(sl_symm_t *s) {
   if (fd >= 0) close(fd);
   int all_ok;
   sl_status_t as = agree(s->comm, st == SL_OK, &all_ok);
-  if (st == SL_OK && (as != SL_OK || !all_ok)) st = SL_ERR(SL_ERR_PEER, "%s: a peer failed to create its shared memory", s->tag);
+  if (st == SL_OK && (as != SL_OK || !all_ok))
+    st = SL_ERR(SL_ERR_PEER, "%s: a peer failed to create its shared memory", s->tag);
   if (st == SL_OK) {
     for (int r = 0; r < s->size && st == SL_OK; r++) {
       if (r == s->rank) continue;
@@ -154,7 +165,8 @@ static sl_status_t create_shm(sl_symm_t *s) {
     }
     /* Unlink only after every rank has mapped every name. */
     sl_status_t as2 = agree(s->comm, st == SL_OK, &all_ok);
-    if (st == SL_OK && (as2 != SL_OK || !all_ok)) st = SL_ERR(SL_ERR_PEER, "%s: a peer failed to map the shared memory", s->tag);
+    if (st == SL_OK && (as2 != SL_OK || !all_ok))
+      st = SL_ERR(SL_ERR_PEER, "%s: a peer failed to map the shared memory", s->tag);
   }
   if (s->local) shm_unlink(name);
   return st;
@@ -182,7 +194,8 @@ static sl_status_t create_ipc(sl_symm_t *s) {
   }
   int all_ok;
   sl_status_t as = agree(s->comm, st == SL_OK, &all_ok);
-  if (st == SL_OK && (as != SL_OK || !all_ok)) st = SL_ERR(SL_ERR_PEER, "%s: a peer failed to allocate its buffer", s->tag);
+  if (st == SL_OK && (as != SL_OK || !all_ok))
+    st = SL_ERR(SL_ERR_PEER, "%s: a peer failed to allocate its buffer", s->tag);
   if (st != SL_OK) return st;
   SL_MPI_CHECK(MPI_Allgather(&mine, sizeof mine, MPI_BYTE, all, sizeof mine, MPI_BYTE, s->comm));
   for (int r = 0; r < s->size && st == SL_OK; r++) {
@@ -190,12 +203,15 @@ static sl_status_t create_ipc(sl_symm_t *s) {
     cudaError_t err = cudaIpcOpenMemHandle(&s->peers[r], all[r], cudaIpcMemLazyEnablePeerAccess);
     if (err != cudaSuccess) {
       s->peers[r] = NULL;
-      st = SL_ERR(SL_ERR_CUDA, "%s: cudaIpcOpenMemHandle of rank %d's buffer failed: %s; are the ranks on one node "
-                  "with peer access between their GPUs?", s->tag, r, cudaGetErrorString(err));
+      st = SL_ERR(SL_ERR_CUDA,
+                  "%s: cudaIpcOpenMemHandle of rank %d's buffer failed: %s; are the ranks on one node "
+                  "with peer access between their GPUs?",
+                  s->tag, r, cudaGetErrorString(err));
     }
   }
   sl_status_t as2 = agree(s->comm, st == SL_OK, &all_ok);
-  if (st == SL_OK && (as2 != SL_OK || !all_ok)) st = SL_ERR(SL_ERR_PEER, "%s: a peer failed to open the IPC handles", s->tag);
+  if (st == SL_OK && (as2 != SL_OK || !all_ok))
+    st = SL_ERR(SL_ERR_PEER, "%s: a peer failed to open the IPC handles", s->tag);
   return st;
 }
 
@@ -234,7 +250,8 @@ sl_status_t sl_symm_create(sl_device_t *dev, MPI_Comm comm, size_t bytes, const 
     if (job_id == 0) {
       /* Job id: rank 0's pid and start time, so two jobs never pick the same names. */
       unsigned long long id = ((unsigned long long)getpid() << 32) ^ (unsigned long long)time(NULL);
-      SL_CHECK_GOTO(sl_mpi_status(MPI_Bcast(&id, 1, MPI_UNSIGNED_LONG_LONG, 0, s->comm), "MPI_Bcast(job id)"), st, fail);
+      SL_CHECK_GOTO(sl_mpi_status(MPI_Bcast(&id, 1, MPI_UNSIGNED_LONG_LONG, 0, s->comm), "MPI_Bcast(job id)"), st,
+                    fail);
       job_id = id ? id : 1;
       SL_CHECK_GOTO(sl_symm_sweep_stale(NULL), st, fail);
     }
@@ -253,7 +270,8 @@ sl_status_t sl_symm_create(sl_device_t *dev, MPI_Comm comm, size_t bytes, const 
 fail:
   if (s->backend == SL_BACKEND_CPU) destroy_shm(s);
 #ifdef SLUICE_HAVE_CUDA
-  else destroy_ipc(s);
+  else
+    destroy_ipc(s);
 #endif
   MPI_Comm_free(&s->comm);
   free(s);
@@ -272,7 +290,8 @@ void sl_symm_destroy(sl_symm_t *s) {
                 limit_ms);
   if (s->backend == SL_BACKEND_CPU) destroy_shm(s);
 #ifdef SLUICE_HAVE_CUDA
-  else destroy_ipc(s);
+  else
+    destroy_ipc(s);
 #endif
   if (all_arrived) MPI_Comm_free(&s->comm); /* else leaked on purpose: see bounded_barrier */
   free(s);

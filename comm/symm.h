@@ -42,8 +42,8 @@ sl_status_t sl_symm_create(sl_device_t *dev, MPI_Comm comm, size_t bytes, const 
  * (it died or stalled) it still frees its own resources and returns. NULL is a no-op. */
 void sl_symm_destroy(sl_symm_t *symm);
 
-int sl_symm_rank(const sl_symm_t *symm);   /* this rank in the communicator */
-int sl_symm_size(const sl_symm_t *symm);   /* ranks in the communicator */
+int sl_symm_rank(const sl_symm_t *symm); /* this rank in the communicator */
+int sl_symm_size(const sl_symm_t *symm); /* ranks in the communicator */
 size_t sl_symm_bytes(const sl_symm_t *symm);
 /* This rank's buffer. */
 void *sl_symm_local(const sl_symm_t *symm);

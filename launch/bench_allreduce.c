@@ -130,8 +130,10 @@ int sl_cmd_bench_allreduce(sl_runtime_t *rt, int argc, char **argv) {
   if (rt->boot.rank == 0) {
     printf("# all-reduce over %d rank(s) per node, %s, iters %d%s\n", n, sl_dtype_name(dtype), b.iters,
            b.quick ? " (quick)" : "");
-    if (!gpu) printf("# CPU backend: shared memory between processes; GPU rows (graph, NCCL) not applicable\n");
-    else if (!nccl && n > 1) printf("# NCCL skipped: ranks share a GPU (NCCL refuses duplicate GPUs)\n");
+    if (!gpu)
+      printf("# CPU backend: shared memory between processes; GPU rows (graph, NCCL) not applicable\n");
+    else if (!nccl && n > 1)
+      printf("# NCCL skipped: ranks share a GPU (NCCL refuses duplicate GPUs)\n");
     if (shared_gpu)
       printf("# ranks share one GPU: contexts time-slice, so these times check the path, not its speed\n");
     printf("# busbw = algbw x 2(n-1)/n; ceiling for busbw on one GPU = copy bandwidth\n");
@@ -174,8 +176,15 @@ int sl_cmd_bench_allreduce(sl_runtime_t *rt, int argc, char **argv) {
         sl_memset(rt->dev, w, 0, sl_dtype_bytes(dtype, hidden), b.stream) == SL_OK) {
       sl_bench_header(&b, "fused all-reduce + residual + RMSNorm (decode)");
       for (int r = 0; r < 3; r++) {
-        c.fused = (sl_ar_rmsnorm_args_t){.x = c.in, .residual = res, .weight = w, .out = c.out, .rows = row_counts[r],
-                                         .hidden = hidden, .dtype = dtype, .eps = 1e-6f, .weight_bias = 1.0f};
+        c.fused = (sl_ar_rmsnorm_args_t){.x = c.in,
+                                         .residual = res,
+                                         .weight = w,
+                                         .out = c.out,
+                                         .rows = row_counts[r],
+                                         .hidden = hidden,
+                                         .dtype = dtype,
+                                         .eps = 1e-6f,
+                                         .weight_bias = 1.0f};
         double us, graph_us, pus, pgraph;
         if (time_both(&b, fused_once, &c, gpu, &us, &graph_us) != SL_OK) goto out;
         c.count = (size_t)row_counts[r] * hidden;

@@ -27,7 +27,8 @@ enum { MAX_BYTES = 4 << 20 };
 
 static void make_input(void *buf, size_t count, sl_dtype_t t, int world_rank, uint64_t tag) {
   uint64_t st = seed ^ (tag * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)(world_rank + 1) << 40);
-  for (size_t i = 0; i < count; i++) sl_store_f32(buf, t, i, sl_test_rand_uniform(&st, -4.0f, 4.0f));
+  for (size_t i = 0; i < count; i++)
+    sl_store_f32(buf, t, i, sl_test_rand_uniform(&st, -4.0f, 4.0f));
 }
 
 /* Collective over the node: every rank calls it before any rank may fail an assertion, so
@@ -81,7 +82,8 @@ static void run_case(size_t count, sl_dtype_t t, int algo, bool in_place, size_t
   expect_bytes(what, got, want, bytes);
   sl_device_free(rt.dev, d_in);
   sl_device_free(rt.dev, d_out);
-  for (int r = 0; r < n; r++) free(inputs[r]);
+  for (int r = 0; r < n; r++)
+    free(inputs[r]);
   free(want);
   free(got);
 }
@@ -125,8 +127,15 @@ static void test_fused_residual_rmsnorm(void **state) {
       make_input(w, hidden, t, 998, tag + 2);
       memcpy(res_ref, res, bytes);
       float bias = rc == 1 ? 1.0f : 0.0f;
-      sl_ar_rmsnorm_args_t ra = {.x = NULL, .residual = res_ref, .weight = w, .out = out_ref, .rows = rows,
-                                 .hidden = hidden, .dtype = t, .eps = 1e-6f, .weight_bias = bias};
+      sl_ar_rmsnorm_args_t ra = {.x = NULL,
+                                 .residual = res_ref,
+                                 .weight = w,
+                                 .out = out_ref,
+                                 .rows = rows,
+                                 .hidden = hidden,
+                                 .dtype = t,
+                                 .eps = 1e-6f,
+                                 .weight_bias = bias};
       sl_allreduce_residual_rmsnorm_ref((const void *const *)inputs, n, &ra);
       void *dx, *dres, *dw, *dout;
       SL_ASSERT_OK(sl_device_malloc(rt.dev, bytes, &dx));
@@ -137,8 +146,15 @@ static void test_fused_residual_rmsnorm(void **state) {
       SL_ASSERT_OK(sl_memcpy(rt.dev, dx, inputs[sl_comm_rank(comm)], bytes, stream));
       SL_ASSERT_OK(sl_memcpy(rt.dev, dres, res, bytes, stream));
       SL_ASSERT_OK(sl_memcpy(rt.dev, dw, w, wbytes, stream));
-      sl_ar_rmsnorm_args_t a = {.x = dx, .residual = dres, .weight = dw, .out = dout, .rows = rows, .hidden = hidden,
-                                .dtype = t, .eps = 1e-6f, .weight_bias = bias};
+      sl_ar_rmsnorm_args_t a = {.x = dx,
+                                .residual = dres,
+                                .weight = dw,
+                                .out = dout,
+                                .rows = rows,
+                                .hidden = hidden,
+                                .dtype = t,
+                                .eps = 1e-6f,
+                                .weight_bias = bias};
       SL_ASSERT_OK(sl_allreduce_residual_rmsnorm(comm, &a, stream));
       SL_ASSERT_OK(sl_memcpy(rt.dev, res_got, dres, bytes, stream));
       SL_ASSERT_OK(sl_memcpy(rt.dev, out_got, dout, bytes, stream));
@@ -158,8 +174,10 @@ static void test_fused_residual_rmsnorm(void **state) {
       assert_int_equal(sl_test_compare_f32(what, g, wnt, count, 1e-6f, rtol), 0);
       if (!same_out) fail_msg("%s: ranks of the node got different results", what);
       free(g), free(wnt);
-      sl_device_free(rt.dev, dx), sl_device_free(rt.dev, dres), sl_device_free(rt.dev, dw), sl_device_free(rt.dev, dout);
-      for (int r = 0; r < n; r++) free(inputs[r]);
+      sl_device_free(rt.dev, dx), sl_device_free(rt.dev, dres), sl_device_free(rt.dev, dw),
+          sl_device_free(rt.dev, dout);
+      for (int r = 0; r < n; r++)
+        free(inputs[r]);
       free(res), free(w), free(res_ref), free(out_ref), free(res_got), free(out_got);
       tag += 3;
     }
@@ -203,7 +221,8 @@ static void test_graph_capture(void **state) {
     SL_ASSERT_OK(sl_memcpy(rt.dev, got, d_out2, bytes, stream));
     sync_and_check();
     expect_bytes(replay ? "graph replay 2, two-shot" : "graph replay 1, two-shot", got, want, bytes);
-    for (int r = 0; r < n; r++) free(inputs[r]);
+    for (int r = 0; r < n; r++)
+      free(inputs[r]);
   }
   /* and a plain call after the replays is still in step */
   run_case(4099, SL_DTYPE_F32, SL_AR_AUTO, false, 0, 6000);
@@ -228,7 +247,7 @@ static void test_skipped_call_times_out(void **state) {
   SL_ASSERT_OK(sl_comm_check(c));
   if (me != victim) {
     SL_ASSERT_OK(sl_allreduce(c, d, d, 4096, SL_DTYPE_F32, stream)); /* enqueues; no host wait */
-    SL_ASSERT_OK(sl_stream_sync(rt.dev, stream)); /* the kernel returns after the timeout */
+    SL_ASSERT_OK(sl_stream_sync(rt.dev, stream));                    /* the kernel returns after the timeout */
     SL_ASSERT_OK(sl_device_check(rt.dev, "timed-out all-reduce"));
     assert_int_equal(sl_comm_check(c), SL_ERR_TIMEOUT);
     char want[48];

@@ -35,7 +35,12 @@ static sl_status_t compile_one(const sl_jit_spec_t *spec, void *user) {
   size_t size = 0;
   sl_status_t s = sl_jit_compile(spec, w->arch, &cubin, &size, NULL);
   if (s != SL_OK) return s;
-  bool ok = size > 4 && memcmp(cubin, "\x7f" "ELF", 4) == 0 && cubin_has(cubin, size, spec->entry);
+  bool ok = size > 4 &&
+            memcmp(cubin,
+                   "\x7f"
+                   "ELF",
+                   4) == 0 &&
+            cubin_has(cubin, size, spec->entry);
   free(cubin);
   if (!ok) return SL_ERR(SL_ERR_INTERNAL, "%s: the cubin is not an ELF holding the kernel", spec->entry);
   w->compiled++;
@@ -62,8 +67,12 @@ static void compile_all(int arch) {
   assert_int_equal(w.compiled, 4);
 }
 
-static void test_points_sm90(void **state) { compile_all(SL_ARCH_HOPPER); }
-static void test_points_sm100(void **state) { compile_all(SL_ARCH_BLACKWELL); }
+static void test_points_sm90(void **state) {
+  compile_all(SL_ARCH_HOPPER);
+}
+static void test_points_sm100(void **state) {
+  compile_all(SL_ARCH_BLACKWELL);
+}
 
 /* Every PTX wrapper of comm/flags.cuh assembles (ptxas only sees asm that a kernel uses). */
 static void test_flag_wrappers_assemble(void **state) {

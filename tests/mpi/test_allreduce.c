@@ -22,7 +22,8 @@ enum { MAX_BYTES = 256 << 10 };         /* small, so large messages go in pieces
 /* Rank `world_rank`'s input for case `tag`: the same on every rank that computes it. */
 static void make_input(void *buf, size_t count, sl_dtype_t t, int world_rank, uint64_t tag) {
   uint64_t st = seed ^ (tag * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)(world_rank + 1) << 40);
-  for (size_t i = 0; i < count; i++) sl_store_f32(buf, t, i, sl_test_rand_uniform(&st, -4.0f, 4.0f));
+  for (size_t i = 0; i < count; i++)
+    sl_store_f32(buf, t, i, sl_test_rand_uniform(&st, -4.0f, 4.0f));
 }
 
 /* Check the result against the reference, bit for bit, and across ranks by hash. */
@@ -60,7 +61,8 @@ static void run_case(size_t count, sl_dtype_t t, int algo, bool in_place, uint64
   SL_ASSERT_OK(sl_comm_check(comm));
   check_result(what, in_place ? in : out, want, bytes);
   if (!in_place) assert_memory_equal(in, inputs[sl_comm_rank(comm)], bytes); /* input untouched */
-  for (int r = 0; r < n; r++) free(inputs[r]);
+  for (int r = 0; r < n; r++)
+    free(inputs[r]);
   free(want);
   free(in);
   free(out);
@@ -76,7 +78,8 @@ static void test_sizes_dtypes_algos(void **state) {
   for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++)
     for (int d = 0; d < 3; d++)
       for (int a = 0; a < 3; a++)
-        for (int ip = 0; ip < 2; ip++) run_case(counts[c], dtypes[d], algos[a], ip, tag++);
+        for (int ip = 0; ip < 2; ip++)
+          run_case(counts[c], dtypes[d], algos[a], ip, tag++);
   sl_comm_set_algo(comm, SL_AR_AUTO);
 }
 
@@ -91,10 +94,13 @@ static void test_auto_choice(void **state) {
 static void test_many_calls(void **state) {
   float x[37], want[37];
   for (int it = 0; it < 200; it++) {
-    for (int i = 0; i < 37; i++) x[i] = (float)(sl_comm_rank(comm) + 1) * (float)(i + it);
+    for (int i = 0; i < 37; i++)
+      x[i] = (float)(sl_comm_rank(comm) + 1) * (float)(i + it);
     float total = 0.0f;
-    for (int r = 0; r < sl_comm_size(comm); r++) total += (float)(r + 1);
-    for (int i = 0; i < 37; i++) want[i] = total * (float)(i + it);
+    for (int r = 0; r < sl_comm_size(comm); r++)
+      total += (float)(r + 1);
+    for (int i = 0; i < 37; i++)
+      want[i] = total * (float)(i + it);
     SL_ASSERT_OK(sl_allreduce(comm, x, x, 37, SL_DTYPE_F32, NULL));
     assert_memory_equal(x, want, sizeof x);
   }
@@ -121,8 +127,15 @@ static void test_fused_residual_rmsnorm(void **state) {
       memcpy(res_ref, res, bytes);
       make_input(w, hidden, t, 998, tag + 2);
       memset(out, 0xFF, bytes);
-      sl_ar_rmsnorm_args_t a = {.x = inputs[sl_comm_rank(comm)], .residual = res, .weight = w, .out = out,
-                                .rows = rows, .hidden = hidden, .dtype = t, .eps = 1e-6f, .weight_bias = s == 2 ? 1.0f : 0.0f};
+      sl_ar_rmsnorm_args_t a = {.x = inputs[sl_comm_rank(comm)],
+                                .residual = res,
+                                .weight = w,
+                                .out = out,
+                                .rows = rows,
+                                .hidden = hidden,
+                                .dtype = t,
+                                .eps = 1e-6f,
+                                .weight_bias = s == 2 ? 1.0f : 0.0f};
       sl_ar_rmsnorm_args_t ra = a;
       ra.residual = res_ref;
       ra.out = out_ref;
@@ -137,17 +150,27 @@ static void test_fused_residual_rmsnorm(void **state) {
        * applied to the updated residual, within the order of the sum of squares. */
       if (hidden % 8 == 0) {
         void *y = malloc(bytes);
-        sl_rmsnorm_args_t rn = {.x = res_ref, .y = y, .weight = w, .rows = rows, .hidden = hidden, .in_dtype = t,
-                                .out_dtype = t, .w_dtype = t, .res_dtype = t, .eps = 1e-6f,
+        sl_rmsnorm_args_t rn = {.x = res_ref,
+                                .y = y,
+                                .weight = w,
+                                .rows = rows,
+                                .hidden = hidden,
+                                .in_dtype = t,
+                                .out_dtype = t,
+                                .w_dtype = t,
+                                .res_dtype = t,
+                                .eps = 1e-6f,
                                 .weight_bias = a.weight_bias};
         SL_ASSERT_OK(sl_rmsnorm_cpu(&rn));
         float *gy = malloc(count * 4), *go = malloc(count * 4);
-        for (size_t i = 0; i < count; i++) gy[i] = sl_load_f32(y, t, i), go[i] = sl_load_f32(out_ref, t, i);
+        for (size_t i = 0; i < count; i++)
+          gy[i] = sl_load_f32(y, t, i), go[i] = sl_load_f32(out_ref, t, i);
         float rtol = t == SL_DTYPE_BF16 ? 1.0f / 128.0f : t == SL_DTYPE_F16 ? 1.0f / 1024.0f : 1e-5f;
         assert_int_equal(sl_test_compare_f32("fused reference vs sl_rmsnorm_cpu", go, gy, count, 1e-6f, rtol), 0);
         free(y), free(gy), free(go);
       }
-      for (int r = 0; r < n; r++) free(inputs[r]);
+      for (int r = 0; r < n; r++)
+        free(inputs[r]);
       free(res), free(res_ref), free(w), free(out), free(out_ref);
       tag += 3;
     }

@@ -36,7 +36,8 @@ static void test_peer_stops(void **state) {
   if (midstall && me == victim) sl_comm_test_stall(comm, 4, 0, 3 * timeout_ms);
   float x[1000];
   for (int it = 0; it < 5; it++) {
-    for (int i = 0; i < 1000; i++) x[i] = 1.0f;
+    for (int i = 0; i < 1000; i++)
+      x[i] = 1.0f;
     if (it == 3 && me == victim && !midstall) {
       if (strcmp(mode, "stall") == 0) usleep((useconds_t)(3 * timeout_ms * 1000)); /* then leave */
       break;

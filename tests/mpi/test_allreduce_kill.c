@@ -34,7 +34,8 @@ int main(int argc, char **argv) {
     float x[256];
     for (int it = 0;; it++) {
       if (it == 20 && rt.boot.rank == 1) raise(SIGKILL);
-      for (int i = 0; i < 256; i++) x[i] = 1.0f;
+      for (int i = 0; i < 256; i++)
+        x[i] = 1.0f;
       if (sl_allreduce(comm, x, x, 256, SL_DTYPE_F32, NULL) != SL_OK) {
         fprintf(stderr, "rank %d: all-reduce failed: %s\n", rt.boot.rank, sl_last_error());
         rc = 3; /* our own timeout ended it: still a failed job */

@@ -21,7 +21,8 @@ static int count_names(const char *prefix) {
   if (!d) return 0;
   int n = 0;
   struct dirent *e;
-  while ((e = readdir(d)) != NULL) n += strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+  while ((e = readdir(d)) != NULL)
+    n += strncmp(e->d_name, prefix, strlen(prefix)) == 0;
   closedir(d);
   return n;
 }
@@ -38,7 +39,8 @@ static void test_peers_see_each_other(void **state) {
   /* zeroed at creation */
   const unsigned char *mine = sl_symm_local(s);
   size_t nonzero = 0;
-  for (size_t i = 0; i < bytes; i++) nonzero += mine[i] != 0;
+  for (size_t i = 0; i < bytes; i++)
+    nonzero += mine[i] != 0;
   assert_int_equal(nonzero, 0);
   /* the names are unlinked once everybody mapped them */
   char prefix[64];
@@ -46,12 +48,14 @@ static void test_peers_see_each_other(void **state) {
   assert_int_equal(count_names(prefix), 0);
 
   unsigned *w = sl_symm_local(s);
-  for (size_t i = 0; i < bytes / 4; i++) w[i] = (unsigned)(me * 7919u + i);
+  for (size_t i = 0; i < bytes / 4; i++)
+    w[i] = (unsigned)(me * 7919u + i);
   MPI_Barrier(rt.boot.node_comm);
   for (int r = 0; r < n; r++) {
     const unsigned *p = sl_symm_peer(s, r);
     size_t bad = 0;
-    for (size_t i = 0; i < bytes / 4; i++) bad += p[i] != (unsigned)(r * 7919u + i);
+    for (size_t i = 0; i < bytes / 4; i++)
+      bad += p[i] != (unsigned)(r * 7919u + i);
     if (bad) fail_msg("rank %d's buffer: %zu words differ", r, bad);
   }
   /* a peer's write lands in the owner's buffer (after everybody finished reading) */

@@ -19,7 +19,8 @@ typedef struct {
 static void *writer(void *arg) {
   pingpong_t *p = arg;
   for (unsigned long long e = 1; e <= ROUNDS; e++) {
-    for (int i = 0; i < WORDS; i++) p->data[i] = e * 1000003ull + (unsigned long long)i;
+    for (int i = 0; i < WORDS; i++)
+      p->data[i] = e * 1000003ull + (unsigned long long)i;
     sl_flag_store_release(&p->to_reader, e);
     if (!sl_flag_wait_eq(&p->to_writer, e, 10000, NULL, NULL)) {
       p->errors++;
@@ -36,8 +37,10 @@ static void test_release_acquire_publishes_data(void **state) {
   int bad = 0;
   for (unsigned long long e = 1; e <= ROUNDS; e++) {
     unsigned long long seen = 0;
-    if (!sl_flag_wait_eq(&p->to_reader, e, 10000, &seen, NULL)) fail_msg("round %llu: reader timed out (saw %llu)", e, seen);
-    for (int i = 0; i < WORDS; i++) bad += p->data[i] != e * 1000003ull + (unsigned long long)i;
+    if (!sl_flag_wait_eq(&p->to_reader, e, 10000, &seen, NULL))
+      fail_msg("round %llu: reader timed out (saw %llu)", e, seen);
+    for (int i = 0; i < WORDS; i++)
+      bad += p->data[i] != e * 1000003ull + (unsigned long long)i;
     sl_flag_store_release(&p->to_writer, e);
   }
   pthread_join(t, NULL);
@@ -135,10 +138,8 @@ static void test_partition_covers_once(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_release_acquire_publishes_data),
-      cmocka_unit_test(test_wait_is_bounded),
-      cmocka_unit_test(test_timeout_record_first_wins),
-      cmocka_unit_test(test_flag_slots),
+      cmocka_unit_test(test_release_acquire_publishes_data), cmocka_unit_test(test_wait_is_bounded),
+      cmocka_unit_test(test_timeout_record_first_wins),      cmocka_unit_test(test_flag_slots),
       cmocka_unit_test(test_partition_covers_once),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
