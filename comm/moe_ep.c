@@ -68,7 +68,8 @@ sl_status_t sl_moe_comm_create(sl_device_t *dev, MPI_Comm comm, const sl_moe_com
     return SL_ERR(SL_ERR_INVALID, "moe comm: %d ranks in the group; 1..%d ranks of one node are supported "
                   "(build one group per node: pass the node communicator)", size, SL_MOE_EP_MAX_RANKS);
   case -2:
-    return SL_ERR(SL_ERR_INVALID, "moe comm: %d experts do not divide over %d ranks", cfg->num_experts, size);
+    return SL_ERR(SL_ERR_INVALID, "moe comm: %d experts do not divide over %d ranks (or more than %d per rank)",
+                  cfg->num_experts, size, SL_MOE_EP_MAX_LOCAL_EXPERTS);
   case -3:
     return SL_ERR(SL_ERR_INVALID, "moe comm: top_k %d must be in [1, min(%d, experts %d)]", cfg->top_k,
                   SL_MOE_EP_MAX_TOPK, cfg->num_experts);

@@ -100,46 +100,53 @@ __device__ void ep_send(const ep_params_t &p) {
 }
 
 // Gather (receiver): acquire each sender's count, then each token, and copy it into the
-// expert-major rows of every local expert it was sent to.
+// expert-major rows of every local expert it was sent to. The (sender, slot) items of all
+// senders are numbered consecutively and spread over every warp of the grid.
 __device__ void ep_gather(const ep_params_t &p) {
   const ep_layout_t &l = p.l;
   unsigned char *own = p.peer[l.rank];
   int lane = ep_lane();
+  int start[SL_MOE_EP_MAX_RANKS + 1];
+  start[0] = 0;
   for (int si = 0; si < l.nsenders; si++) {
     int s = l.tp ? l.rank : si;
     if (!ep_warp_wait(p, ep_flag(own, sl_moe_ep_count_flag(&l, si)), p.epoch, s, 0x20000u + si)) return;
-    int n = (int)*reinterpret_cast<volatile unsigned long long *>(own + sl_moe_ep_recv_count(&l, si));
-    for (int slot = ep_gwarp(); slot < n; slot += ep_nwarps()) {
-      if (!ep_warp_wait(p, ep_flag(own, sl_moe_ep_tok_flag(&l, si, slot)), p.epoch, s, (unsigned)slot)) return;
-      const unsigned char *entry = own + sl_moe_ep_entry(&l, si, slot);
-      const sl_moe_ep_meta_t *m = reinterpret_cast<const sl_moe_ep_meta_t *>(entry + l.token_bytes);
-      int t = m->token, nexp = m->nexp;
-      for (int j = 0; j < nexp; j++) {
-        int le = m->entry[j] & 0xffff, k = m->entry[j] >> 16;
-        int row = 0;
-        if (lane == 0) row = atomicAdd(&p.expert_counts[le], 1);
-        row = __shfl_sync(0xffffffffu, row, 0);
-        if (row >= l.capacity) {
-          // Dropped: report it, and give the source a zero row so its combine completes.
-          if (lane == 0) ep_error(p, SL_MOE_EP_ERR_CAPACITY, le, l.capacity, s);
-          if (l.tp) {
-            if (lane == 0) *ep_i32(p.ws, sl_moe_ep_pair_row(&l, t, k)) = -1;
-          } else {
-            ep_warp_zero16(p.peer[s] + sl_moe_ep_comb_row(&l, t, k), 2LL * l.hidden);
-            ep_warp_release(ep_flag(p.peer[s], sl_moe_ep_comb_flag(&l, t, k)), p.epoch);
-          }
-          continue;
+    start[si + 1] = start[si] + (int)*reinterpret_cast<volatile unsigned long long *>(own + sl_moe_ep_recv_count(&l, si));
+  }
+  int total = start[l.nsenders];
+  for (int item = ep_gwarp(); item < total; item += ep_nwarps()) {
+    int si = 0;
+    while (item >= start[si + 1]) si++;
+    int s = l.tp ? l.rank : si, slot = item - start[si];
+    if (!ep_warp_wait(p, ep_flag(own, sl_moe_ep_tok_flag(&l, si, slot)), p.epoch, s, (unsigned)slot)) return;
+    const unsigned char *entry = own + sl_moe_ep_entry(&l, si, slot);
+    const sl_moe_ep_meta_t *m = reinterpret_cast<const sl_moe_ep_meta_t *>(entry + l.token_bytes);
+    int t = m->token, nexp = m->nexp;
+    for (int j = 0; j < nexp; j++) {
+      int le = m->entry[j] & 0xffff, k = m->entry[j] >> 16;
+      int row = 0;
+      if (lane == 0) row = atomicAdd(&p.expert_counts[le], 1);
+      row = __shfl_sync(0xffffffffu, row, 0);
+      if (row >= l.capacity) {
+        // Dropped: report it, and give the source a zero row so its combine completes.
+        if (lane == 0) ep_error(p, SL_MOE_EP_ERR_CAPACITY, le, l.capacity, s);
+        if (l.tp) {
+          if (lane == 0) *ep_i32(p.ws, sl_moe_ep_pair_row(&l, t, k)) = -1;
+        } else {
+          ep_warp_zero16(p.peer[s] + sl_moe_ep_comb_row(&l, t, k), 2LL * l.hidden);
+          ep_warp_release(ep_flag(p.peer[s], sl_moe_ep_comb_flag(&l, t, k)), p.epoch);
         }
-        long long r = sl_moe_ep_expert_row(&l, le, row);
-        ep_warp_copy16(p.expert_x + r * l.codes_bytes, entry, l.codes_bytes);
-        if (l.scales_bytes)
-          ep_warp_copy4(p.expert_scales + r * l.scales_bytes, entry + sl_moe_ep_align(l.codes_bytes, 16),
-                        l.scales_bytes);
-        if (lane == 0) {
-          *ep_i32(p.ws, sl_moe_ep_row_src(&l, r)) = sl_moe_ep_pack_src(&l, s, t, k);
-          p.expert_weights[r] = m->weight[j];
-          if (l.tp) *ep_i32(p.ws, sl_moe_ep_pair_row(&l, t, k)) = (int)r;
-        }
+        continue;
+      }
+      long long r = sl_moe_ep_expert_row(&l, le, row);
+      ep_warp_copy16(p.expert_x + r * l.codes_bytes, entry, l.codes_bytes);
+      if (l.scales_bytes)
+        ep_warp_copy4(p.expert_scales + r * l.scales_bytes, entry + sl_moe_ep_align(l.codes_bytes, 16),
+                      l.scales_bytes);
+      if (lane == 0) {
+        *ep_i32(p.ws, sl_moe_ep_row_src(&l, r)) = sl_moe_ep_pack_src(&l, s, t, k);
+        p.expert_weights[r] = m->weight[j];
+        if (l.tp) *ep_i32(p.ws, sl_moe_ep_pair_row(&l, t, k)) = (int)r;
       }
     }
   }
@@ -156,18 +163,44 @@ __device__ void ep_ack(const ep_params_t &p) {
 }
 
 // ---- combine phases (EP) ----------------------------------------------------------------
-// Send back: each expert row to its source's (token, k) slot, with a release flag.
+// Send back: each expert row to its source's (token, k) slot, with a release flag. The rows
+// of all local experts are numbered consecutively (an exclusive prefix of the counts, built
+// by warp 0 of each block in shared memory) and spread over every warp of the grid, so a
+// few rows in each of many experts still use the whole grid. Every thread of the block
+// calls it (it synchronises the block once).
 __device__ void ep_combine_send(const ep_params_t &p) {
   const ep_layout_t &l = p.l;
-  for (int le = 0; le < l.experts_per_rank; le++) {
-    int cnt = min(p.expert_counts[le], l.capacity);
-    for (int row = ep_gwarp(); row < cnt; row += ep_nwarps()) {
-      long long r = sl_moe_ep_expert_row(&l, le, row);
-      int s, t, k;
-      sl_moe_ep_unpack_src(&l, *ep_i32(p.ws, sl_moe_ep_row_src(&l, r)), &s, &t, &k);
-      ep_warp_copy16(p.peer[s] + sl_moe_ep_comb_row(&l, t, k), p.expert_out + r * l.hidden, 2LL * l.hidden);
-      ep_warp_release(ep_flag(p.peer[s], sl_moe_ep_comb_flag(&l, t, k)), p.epoch);
+  __shared__ int first_row[SL_MOE_EP_MAX_LOCAL_EXPERTS + 1];
+  int lane = ep_lane();
+  if (threadIdx.x < 32) {
+    int carry = 0;
+    for (int base = 0; base < l.experts_per_rank; base += 32) {
+      int le = base + lane;
+      int v = le < l.experts_per_rank ? min(p.expert_counts[le], l.capacity) : 0, x = v;
+#pragma unroll
+      for (int o = 1; o < 32; o <<= 1) {
+        int y = __shfl_up_sync(0xffffffffu, x, o);
+        if (lane >= o) x += y;
+      }
+      if (le < l.experts_per_rank) first_row[le] = carry + x - v;
+      carry += __shfl_sync(0xffffffffu, x, 31);
     }
+    if (lane == 0) first_row[l.experts_per_rank] = carry;
+  }
+  __syncthreads();
+  int total = first_row[l.experts_per_rank];
+  for (int item = ep_gwarp(); item < total; item += ep_nwarps()) {
+    int lo = 0, hi = l.experts_per_rank - 1; // the last expert whose first row is <= item
+    while (lo < hi) {
+      int mid = (lo + hi + 1) >> 1;
+      if (first_row[mid] <= item) lo = mid;
+      else hi = mid - 1;
+    }
+    long long r = sl_moe_ep_expert_row(&l, lo, item - first_row[lo]);
+    int s, t, k;
+    sl_moe_ep_unpack_src(&l, *ep_i32(p.ws, sl_moe_ep_row_src(&l, r)), &s, &t, &k);
+    ep_warp_copy16(p.peer[s] + sl_moe_ep_comb_row(&l, t, k), p.expert_out + r * l.hidden, 2LL * l.hidden);
+    ep_warp_release(ep_flag(p.peer[s], sl_moe_ep_comb_flag(&l, t, k)), p.epoch);
   }
 }
 

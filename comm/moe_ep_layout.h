@@ -61,6 +61,7 @@
 
 #define SL_MOE_EP_MAX_RANKS 8  /* one node (= SL_SYMM_MAX_RANKS) */
 #define SL_MOE_EP_MAX_TOPK 16
+#define SL_MOE_EP_MAX_LOCAL_EXPERTS 1024 /* combine's shared-memory prefix of expert counts */
 #define SL_MOE_EP_ALIGN 256
 
 /* Payload of a dispatched token (values shared with the JIT constant SL_EP_PAYLOAD). */
@@ -218,7 +219,7 @@ SL_EP_FN long long sl_moe_ep_expert_row(const sl_moe_ep_layout_t *l, int le, int
 SL_EP_FN int sl_moe_ep_layout_init(sl_moe_ep_layout_t *l, int nranks, int rank, int tp, int num_experts, int top_k,
                                    int hidden, int payload, int max_tokens, int capacity) {
   if (nranks < 1 || nranks > SL_MOE_EP_MAX_RANKS || rank < 0 || rank >= nranks) return -1;
-  if (num_experts < nranks || num_experts % nranks) return -2;
+  if (num_experts < nranks || num_experts % nranks || num_experts / nranks > SL_MOE_EP_MAX_LOCAL_EXPERTS) return -2;
   if (top_k < 1 || top_k > SL_MOE_EP_MAX_TOPK || top_k > num_experts) return -3;
   if (hidden < 128 || hidden % 128) return -4;
   if (payload < 0 || payload >= SL_MOE_EP_NUM_PAYLOADS) return -5;
