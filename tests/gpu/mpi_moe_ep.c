@@ -7,6 +7,8 @@
  *  - invalid expert ids: sl_moe_comm_check reports SL_ERR_RANGE, the rest is exact;
  *  - TP, decode (fused combine + all-reduce) and prefill (built-in one-shot, and comm1's
  *    sl_allreduce), within a bf16 ulp and identical on every rank;
+ *  - with moe's expert FFN (cuBLAS) between them: equal to moe's one-GPU layer
+ *    (sl_moe_layer_forward) on the same tokens, EP and TP, decode and prefill;
  *  - dispatch and combine captured in CUDA graphs and replayed with new inputs (the epoch
  *    lives on the device, so every replay is a new call);
  *  - a rank that skips a dispatch: the others' kernels give up after the handle's timeout and
@@ -17,6 +19,7 @@
 #include <string.h>
 
 #include "../mpi/moe_ep_check.h"
+#include "../mpi/moe_ep_layer_check.h"
 #include "comm/moe_tp.h"
 
 static sl_runtime_t rt;
@@ -91,6 +94,17 @@ static void test_tp_external_allreduce(void **state) {
   SL_ASSERT_OK(sl_comm_check(ar));
   sl_moe_comm_destroy(h);
   sl_comm_destroy(ar);
+}
+
+/* With moe's real expert FFN (cuBLAS) between dispatch and combine: equals moe's one-GPU
+ * layer over every expert (within 2 bf16 ulps: GEMMs of different row counts). */
+static void test_equals_layer(void **state) {
+  size_t bad = 0;
+  bad += moe_run_layer_case(&H, SL_MOE_DEPLOY_EP, 4, 4, 512, 256, 24, SL_MOE_COMM_PATH_DECODE, sl_test_seed());
+  bad += moe_run_layer_case(&H, SL_MOE_DEPLOY_EP, 4, 4, 512, 256, 40, SL_MOE_COMM_PATH_PREFILL, sl_test_seed() + 1);
+  bad += moe_run_layer_case(&H, SL_MOE_DEPLOY_TP, 4, 4, 256, 128, 16, SL_MOE_COMM_PATH_DECODE, sl_test_seed() + 2);
+  bad += moe_run_layer_case(&H, SL_MOE_DEPLOY_TP, 4, 4, 256, 128, 33, SL_MOE_COMM_PATH_PREFILL, sl_test_seed() + 3);
+  if (bad) fail_msg("rank %d: %zu outputs differ from the single-rank layer", H.rank, bad);
 }
 
 /* Capture dispatch and combine once, replay three times with new inputs in the same buffers. */
@@ -224,7 +238,7 @@ int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_ep_payloads_paths), cmocka_unit_test(test_ep_skew_empty_invalid),
       cmocka_unit_test(test_tp_paths),          cmocka_unit_test(test_tp_external_allreduce),
-      cmocka_unit_test(test_graph_replay),
+      cmocka_unit_test(test_equals_layer),      cmocka_unit_test(test_graph_replay),
       cmocka_unit_test(test_skipped_dispatch_times_out),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);

@@ -27,16 +27,16 @@ typedef enum {
   ROUTE_INVALID = 3,  /* random, plus one id out of range in some tokens */
 } moe_route_t;
 
-static const char *moe_route_name(moe_route_t r) {
+static inline const char *moe_route_name(moe_route_t r) {
   static const char *n[] = {"random", "skew-to-rank0", "topk-on-one-rank", "invalid-ids"};
   return n[r];
 }
 
-static float moe_ffn_a(int e) { return 1.0f + 0.0625f * (float)(e % 7); }
-static float moe_ffn_b(int e) { return 0.03125f * (float)(e % 5) - 0.0625f; }
+static inline float moe_ffn_a(int e) { return 1.0f + 0.0625f * (float)(e % 7); }
+static inline float moe_ffn_b(int e) { return 0.03125f * (float)(e % 5) - 0.0625f; }
 
 /* K distinct experts for one token. */
-static void moe_pick_experts(uint64_t *rng, int E, int K, int lo, int hi, int32_t *ids) {
+static inline void moe_pick_experts(uint64_t *rng, int E, int K, int lo, int hi, int32_t *ids) {
   for (int k = 0; k < K; k++) {
     int e, dup;
     do {
@@ -50,7 +50,7 @@ static void moe_pick_experts(uint64_t *rng, int E, int K, int lo, int hi, int32_
 }
 
 /* Dequantized tokens by kquant's reference: v[T, H] fp32. */
-static void moe_ref_dequant(const sl_moe_ep_layout_t *l, float gs, int T, const uint16_t *x, float *v) {
+static inline void moe_ref_dequant(const sl_moe_ep_layout_t *l, float gs, int T, const uint16_t *x, float *v) {
   size_t n = (size_t)T * l->hidden;
   if (l->payload == SL_MOE_EP_PAYLOAD_BF16 || T == 0) {
     for (size_t i = 0; i < n; i++) v[i] = sl_bf16_to_f32(x[i]);
@@ -88,14 +88,14 @@ typedef struct {
   sl_moe_comm_path_t path_taken; /* out */
 } moe_case_t;
 
-static void *moe_dev_alloc(sl_device_t *dev, size_t bytes) {
+static inline void *moe_dev_alloc(sl_device_t *dev, size_t bytes) {
   void *p = NULL;
   SL_ASSERT_OK(sl_device_malloc(dev, bytes ? bytes : 16, &p));
   return p;
 }
 
 /* One collective MoE call through `h`, checked. Every rank of the group calls it. */
-static void moe_run_case(moe_harness_t *H, sl_moe_comm_t *h, uint64_t *rng, moe_case_t *c) {
+static inline void moe_run_case(moe_harness_t *H, sl_moe_comm_t *h, uint64_t *rng, moe_case_t *c) {
   const sl_moe_ep_layout_t *l = sl_moe_comm_layout(h);
   const sl_moe_comm_experts_t *ex = sl_moe_comm_experts(h);
   int T = c->T, K = l->top_k, E = l->num_experts, Hd = l->hidden, epr = l->experts_per_rank;
