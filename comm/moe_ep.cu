@@ -29,6 +29,56 @@ __device__ void ep_wait_credits(const ep_params_t &p) {
   ep_wait(p, ep_flag(p.peer[l.rank], sl_moe_ep_ack(&l, d)), p.epoch - 1, d, 0x10000u + d);
 }
 
+#if SL_EP_PAYLOAD != SL_MOE_EP_PAYLOAD_BF16
+// Quantize one token row into staging, the whole warp at once: 4 elements per lane (one
+// 8-byte load), B/4 consecutive lanes per scale block, the block's absmax by a sub-warp
+// butterfly over log2(B/4) rounds; then the same quant_formats.h rules as the CPU
+// (sl_moe_ep_quant_block), so the codes and scales are bit-identical. Max is order-free.
+__device__ void ep_quant_token(const ep_params_t &p, const unsigned short *row, unsigned char *stg) {
+  constexpr int B = SL_EP_PAYLOAD == SL_MOE_EP_PAYLOAD_FP8 ? 128 : SL_EP_PAYLOAD == SL_MOE_EP_PAYLOAD_MXFP8 ? 32 : 16;
+  constexpr int LPB = B / 4;
+  constexpr bool FP4 = SL_EP_PAYLOAD == SL_MOE_EP_PAYLOAD_NVFP4;
+  const int fmt = sl_moe_ep_qfmt(SL_EP_PAYLOAD), rule = sl_moe_ep_qrule(SL_EP_PAYLOAD);
+  const ep_layout_t &l = p.l;
+  int lane = ep_lane();
+  unsigned char *scales = stg + sl_moe_ep_align(l.codes_bytes, 16);
+  for (int base = 0; base < l.hidden; base += 128) {
+    int e0 = base + 4 * lane;
+    uint2 raw = *reinterpret_cast<const uint2 *>(row + e0);
+    float v[4] = {__uint_as_float(raw.x << 16), __uint_as_float(raw.x & 0xffff0000u), __uint_as_float(raw.y << 16),
+                  __uint_as_float(raw.y & 0xffff0000u)};
+    float absmax = 0.0f;
+    int bad = 0;
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+      if (!sl_qf_finite(v[j])) bad = 1;
+      else absmax = sl_qf_max(absmax, sl_qf_abs(v[j]));
+    }
+#pragma unroll
+    for (int m = 1; m < LPB; m <<= 1) {
+      absmax = sl_qf_max(absmax, __shfl_xor_sync(0xffffffffu, absmax, m));
+      bad |= __shfl_xor_sync(0xffffffffu, bad, m);
+    }
+    sl_qf_scale_t sc = sl_qf_block_scale(fmt, rule, absmax, p.global_scale);
+    float sf = sc.scale_f32;
+    unsigned char su = sc.scale_u8;
+    if (bad) sl_qf_nan_scale(fmt, &sf, &su);
+    unsigned c[4];
+#pragma unroll
+    for (int j = 0; j < 4; j++) c[j] = bad ? sl_qf_nan_code(fmt) : sl_qf_encode(fmt, sc, v[j]);
+    if (FP4)
+      *reinterpret_cast<unsigned short *>(stg + e0 / 2) = (unsigned short)(c[0] | (c[1] << 4) | (c[2] << 8) | (c[3] << 12));
+    else
+      *reinterpret_cast<unsigned *>(stg + e0) = c[0] | (c[1] << 8) | (c[2] << 16) | (c[3] << 24);
+    if (lane % LPB == 0) {
+      int b = e0 / B;
+      if (SL_EP_PAYLOAD == SL_MOE_EP_PAYLOAD_FP8) *reinterpret_cast<unsigned *>(scales + 4 * b) = __float_as_uint(sf);
+      else scales[b] = su;
+    }
+  }
+}
+#endif
+
 // Route: quantize each token once into staging; take a slot in each destination's region.
 __device__ void ep_route(const ep_params_t &p) {
   const ep_layout_t &l = p.l;
@@ -39,8 +89,7 @@ __device__ void ep_route(const ep_params_t &p) {
 #if SL_EP_PAYLOAD == SL_MOE_EP_PAYLOAD_BF16
     ep_warp_copy16(stg, row, l.codes_bytes);
 #else
-    int nb = l.hidden / sl_moe_ep_block_elems(SL_EP_PAYLOAD);
-    for (int b = lane; b < nb; b += 32) sl_moe_ep_quant_token_block(&l, row, b, p.global_scale, stg);
+    ep_quant_token(p, row, stg);
 #endif
     const int *ids = p.topk_ids + (long long)t * l.top_k;
     if (lane < l.nranks) {
