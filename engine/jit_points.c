@@ -3,6 +3,7 @@
 
 #include "engine/sl_jit_points.h"
 #include "comm/allreduce.h"
+#include "comm/proxy.h"
 #include "runtime/sl_probe.h"
 #include "kernels/embedding.h"
 #include "kernels/qknorm.h"
@@ -22,6 +23,7 @@ static const sl_jit_module_t modules[] = {
     {"rmsnorm", sl_rmsnorm_jit_points},
     {"qknorm", sl_qknorm_jit_points},
     {"embedding", sl_embedding_jit_points},
+    {"proxy", sl_proxy_jit_points},
     {"allreduce", sl_allreduce_jit_points},
     {NULL, NULL},
 };
