@@ -8,6 +8,9 @@
 #include "kernels/embedding.h"
 #include "kernels/qknorm.h"
 #include "kernels/rmsnorm.h"
+#include "kernels/act.h"
+#include "kernels/quant.h"
+#include "kernels/router.h"
 
 static sl_status_t probe_points(int arch, sl_jit_point_fn fn, void *user) {
   (void)arch;
@@ -24,6 +27,9 @@ static const sl_jit_module_t modules[] = {
     {"qknorm", sl_qknorm_jit_points},
     {"embedding", sl_embedding_jit_points},
     {"proxy", sl_proxy_jit_points},
+    {"quant", sl_quant_jit_points},
+    {"act", sl_act_jit_points},
+    {"router", sl_router_jit_points},
     {"allreduce", sl_allreduce_jit_points},
     {NULL, NULL},
 };
