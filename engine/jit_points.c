@@ -2,7 +2,11 @@
 #include <string.h>
 
 #include "engine/sl_jit_points.h"
+#include "comm/proxy.h"
 #include "runtime/sl_probe.h"
+#include "kernels/embedding.h"
+#include "kernels/qknorm.h"
+#include "kernels/rmsnorm.h"
 #include "kernels/act.h"
 #include "kernels/quant.h"
 #include "kernels/router.h"
@@ -22,6 +26,10 @@ static sl_status_t probe_points(int arch, sl_jit_point_fn fn, void *user) {
 
 static const sl_jit_module_t modules[] = {
     {"probe", probe_points},
+    {"rmsnorm", sl_rmsnorm_jit_points},
+    {"qknorm", sl_qknorm_jit_points},
+    {"embedding", sl_embedding_jit_points},
+    {"proxy", sl_proxy_jit_points},
     {"quant", sl_quant_jit_points},
     {"act", sl_act_jit_points},
     {"router", sl_router_jit_points},

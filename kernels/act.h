@@ -22,7 +22,10 @@ typedef enum { SL_ACT_SILU_MUL = 0, SL_ACT_GELU_TANH_MUL = 1 } sl_act_kind_t;
  * out_dtype SL_DTYPE_FP8_E4M3 selects the fused-quant variant: every 128 consecutive outputs
  * of a row form a group with one fp32 scale in out_scales[t * inter/128 + g] (absmax/448 by
  * IEEE division, or the UE8M0 power of two rounded up when scale_ue8m0). inter must then be a
- * multiple of 128. A NaN in a group gives SL_ERR_NUMERIC naming the first token/group. */
+ * multiple of 128. A group whose activations hold NaN/Inf gets a NaN scale and E4M3 NaN codes
+ * (never plausible garbage); sl_quant_check_scales(dev, SL_QUANT_FP8_GROUP,
+ * SL_QUANT_LAYOUT_LINEAR, T, inter, out_scales, stream) then returns SL_ERR_NUMERIC naming the
+ * first token/group (a host sync, so it is separate from this graph-capturable call). */
 typedef struct {
   sl_act_kind_t kind;
   int num_tokens;

@@ -149,6 +149,13 @@ __device__ __forceinline__ void sl_kq_block_absmax(const float *v, float &absmax
   absmax = bad ? 0.0f : __uint_as_float(m);
 }
 
+// 1: E4M3 codes by the hardware cvt (below); 0: by sl_f32_to_e4m3, the CPU reference's own
+// conversion (~15 integer instructions per element). The GPU tests compare codes bit for bit
+// with the CPU: if the hardware ever disagreed, build with 0 (one line here).
+#ifndef SL_KQ_HW_E4M3
+#define SL_KQ_HW_E4M3 1
+#endif
+
 // Two E4M3 codes by the hardware conversion (sm_89+): cvt.rn.satfinite rounds to nearest even
 // and saturates finite values to +-448 exactly as sl_f32_to_e4m3 does (NaN/Inf never reach
 // it: such blocks are marked before). Low byte = lo.
@@ -186,13 +193,17 @@ __device__ __forceinline__ void sl_kq_quantize(const float *v, float absmax, int
 #pragma unroll
   for (int j = 0; j < VEC; j++)
     y[j] = s.div ? SL_QF_DIV(v[j], s.mul) : SL_QF_MUL(v[j], s.mul);
-  if constexpr (FMT == SL_QFMT_FP8_GROUP || FMT == SL_QFMT_MXFP8) {
+  if constexpr ((FMT == SL_QFMT_FP8_GROUP || FMT == SL_QFMT_MXFP8) && SL_KQ_HW_E4M3) {
 #pragma unroll
     for (int j = 0; j < VEC; j += 2) {
       unsigned short d = sl_kq_e4m3x2(y[j], y[j + 1]);
       codes[j] = (unsigned char)(d & 0xffu);
       codes[j + 1] = (unsigned char)(d >> 8);
     }
+  } else if constexpr (FMT == SL_QFMT_FP8_GROUP || FMT == SL_QFMT_MXFP8) {
+#pragma unroll
+    for (int j = 0; j < VEC; j++)
+      codes[j] = sl_f32_to_e4m3(y[j]);
   } else {
 #pragma unroll
     for (int j = 0; j < VEC; j++)

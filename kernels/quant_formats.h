@@ -134,19 +134,19 @@ SL_QF_FN float sl_e4m3_to_f32(uint8_t c) {
 
 /* ---- FP4 E2M1 (values 0, 0.5, 1, 1.5, 2, 3, 4, 6; no NaN/Inf) -------------------------- */
 /* fp32 -> E2M1 nibble, round to nearest even, saturate to +-6. The midpoints and where their
- * ties go (to the even code): 0.25->0, 0.75->1.0, 1.25->1.0, 1.75->2, 2.5->2, 3.5->4, 5->4. */
+ * ties go (to the even code): 0.25->0, 0.75->1.0, 1.25->1.0, 1.75->2, 2.5->2, 3.5->4, 5->4.
+ * Branch-free (the GPU runs this per element; sm_90 has no FP4 cvt): |x| >= 1 rounds its bits
+ * to one mantissa bit (carry into the exponent included) and rebiases 127 -> 1, saturating
+ * at code 7; |x| < 1 is the subnormal step 0.5: code = round_even(2|x|) by the 1.5*2^23 trick
+ * (2|x| is exact, so the add rounds once). */
 SL_QF_FN uint8_t sl_f32_to_e2m1(float f) {
-  uint32_t sign = (sl_qf_bits(f) >> 28) & 0x8u;
-  float a = sl_qf_abs(f);
-  uint8_t c = a <= 0.25f   ? 0
-              : a < 0.75f  ? 1
-              : a <= 1.25f ? 2
-              : a < 1.75f  ? 3
-              : a <= 2.5f  ? 4
-              : a < 3.5f   ? 5
-              : a <= 5.0f  ? 6
-                           : 7;
-  return (uint8_t)(sign | c);
+  uint32_t u = sl_qf_bits(f), sign = (u >> 28) & 0x8u, a = u & 0x7fffffffu;
+  uint32_t r = a + 0x1fffffu + ((a >> 22) & 1u);
+  uint32_t normal = (r >> 22) - 252u; /* (exponent 127..129) << 1 | mantissa bit, rebiased */
+  normal = normal > 7u ? 7u : normal;
+  float t = SL_QF_ADD(SL_QF_MUL(sl_qf_float(a), 2.0f), 12582912.0f);
+  uint32_t sub = sl_qf_bits(t) - 0x4b400000u; /* 0, 1 or 2 (2 = 1.0, the first normal code) */
+  return (uint8_t)(sign | (a >= 0x3f800000u ? normal : sub));
 }
 SL_QF_FN float sl_e2m1_to_f32(uint8_t c) {
   /* magnitude = code * 0.5 for codes 0..4, then 3, 4, 6 */

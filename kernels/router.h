@@ -24,7 +24,9 @@ typedef enum { SL_ROUTER_SOFTMAX_TOPK = 0, SL_ROUTER_SIGMOID_GROUPED = 1 } sl_ro
  *   num_groups contiguous groups, group score = sum of the top-2 b in the group; keep the
  *   topk_groups best groups (ties: lower group id); the k largest b among their experts
  *   (ties: lower id); weights are the unbiased s, divided by their sum when renormalize,
- *   times routed_scaling. */
+ *   times routed_scaling.
+ * routed_scaling multiplies the weights of both kinds; 0 means 1 (so a zero-initialised
+ * struct needs no value). NaN logits are not reported: the result is then unspecified. */
 typedef struct {
   sl_router_kind_t kind;
   int num_tokens, num_experts, top_k;

@@ -1,9 +1,448 @@
-/* `sluice bench kernels`: placeholder until issue 3 (kernel library) lands. */
+/* `sluice bench kernels [--tune]`: RMSNorm (plain, fused residual), QK-norm (vs two generic
+ * per-head RMSNorm launches, and with fused RoPE) and embedding lookup over prefill and decode
+ * shapes, then the quantization benches (launch/bench_quant.c). Device time by events, median;
+ * inputs rotated over copies so L2 does not serve them; small T also inside a CUDA graph.
+ * GB/s counts each input read once and each output written once. --tune times every
+ * warps-per-block candidate per prefill shape and prints the best (copy it into the table
+ * in kernels/<op>.c). */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
+#include "bench_kernels.h"
+#include "kernels/embedding.h"
+#include "kernels/qknorm.h"
+#include "kernels/rmsnorm.h"
 #include "sl_cmd.h"
 
+/* Inputs rotate over copies whose total is at least this, so a repetition never finds its
+ * inputs in L2 (H200: 60 MB L2); large T already exceeds it with one copy. */
+enum { ROTATE_BYTES = 128 << 20, MAX_COPIES = 4096, GRAPH_MAX_T = 128 };
+
+/* ---- a buffer of `copies` equal slots, 256-byte aligned ---------------------------------- */
+typedef struct {
+  char *base;
+  size_t stride;
+  int copies;
+} pool_t;
+
+static sl_status_t pool_alloc(sl_bench_t *b, size_t bytes, pool_t *p) {
+  bool gpu = sl_device_backend(b->rt->dev) == SL_BACKEND_CUDA;
+  p->stride = (bytes + 255) / 256 * 256;
+  size_t want = gpu ? (ROTATE_BYTES + p->stride - 1) / p->stride : 1;
+  p->copies = (int)(want < 1 ? 1 : want > MAX_COPIES ? MAX_COPIES : want);
+  SL_CHECK(sl_device_malloc(b->rt->dev, p->stride * (size_t)p->copies, (void **)&p->base));
+  return SL_OK;
+}
+static void pool_free(sl_bench_t *b, pool_t *p) {
+  sl_device_free(b->rt->dev, p->base);
+  p->base = NULL;
+}
+static void *pool_slot(const pool_t *p, int iter) {
+  return p->base + (size_t)(iter % p->copies) * p->stride;
+}
+
+/* Fill every slot with random values of `dt` in [-scale, scale] (NaN-free, so timing does not
+ * depend on special values). One host buffer, copied into each slot. */
+static sl_status_t pool_fill(sl_bench_t *b, pool_t *p, sl_dtype_t dt, size_t n, float scale, uint32_t seed) {
+  size_t bytes = sl_dtype_bytes(dt, n);
+  void *h = malloc(bytes ? bytes : 1);
+  if (!h) return SL_ERR(SL_ERR_NOMEM, "bench input of %zu bytes", bytes);
+  uint32_t st = seed * 2654435761u + 1;
+  for (size_t i = 0; i < n; i++) {
+    st = st * 1664525u + 1013904223u;
+    sl_store_f32(h, dt, i, scale * ((float)(st >> 8) * (2.0f / 16777216.0f) - 1.0f));
+  }
+  sl_status_t s = SL_OK;
+  for (int c = 0; c < p->copies && s == SL_OK; c++)
+    s = sl_memcpy(b->rt->dev, pool_slot(p, c), h, bytes, b->stream);
+  if (s == SL_OK) s = sl_stream_sync(b->rt->dev, b->stream);
+  free(h);
+  return s;
+}
+
+static sl_status_t fill_const(sl_bench_t *b, void *dst, sl_dtype_t dt, size_t n, float v) {
+  size_t bytes = sl_dtype_bytes(dt, n);
+  void *h = malloc(bytes);
+  if (!h) return SL_ERR(SL_ERR_NOMEM, "bench weights");
+  for (size_t i = 0; i < n; i++)
+    sl_store_f32(h, dt, i, v);
+  sl_status_t s = sl_memcpy(b->rt->dev, dst, h, bytes, b->stream);
+  if (s == SL_OK) s = sl_stream_sync(b->rt->dev, b->stream);
+  free(h);
+  return s;
+}
+
+/* The path column: the warps per block the op chose, or the CPU reference. */
+static void path_name(const sl_bench_t *b, int warps, char *path, size_t len) {
+  if (sl_device_backend(b->rt->dev) == SL_BACKEND_CUDA)
+    snprintf(path, len, "w=%d", warps);
+  else
+    snprintf(path, len, "cpu-ref");
+}
+
+/* Time `fn` plainly and (small T, GPU) inside a graph; graph_us < 0 when not measured. */
+static sl_status_t time_both(sl_bench_t *b, sl_bench_fn fn, void *ctx, int tokens, double *us, double *graph_us) {
+  SL_CHECK(sl_bench_time(b, fn, ctx, false, us));
+  *graph_us = -1;
+  if (tokens <= GRAPH_MAX_T && sl_device_backend(b->rt->dev) == SL_BACKEND_CUDA)
+    SL_CHECK(sl_bench_time(b, fn, ctx, true, graph_us));
+  return SL_OK;
+}
+
+typedef struct {
+  int tokens_n, hidden_n;
+  const int *tokens, *hidden;
+} shapes_t;
+
+static shapes_t bench_shapes(const sl_bench_t *b) {
+  static const int t_full[] = {1, 16, 128, 1024, 8192, 32768}, h_full[] = {2048, 4096, 7168};
+  static const int t_quick[] = {1, 16}, h_quick[] = {2048};
+  if (b->quick) return (shapes_t){2, 1, t_quick, h_quick};
+  return (shapes_t){6, 3, t_full, h_full};
+}
+
+/* ---- RMSNorm ------------------------------------------------------------------------------ */
+typedef struct {
+  sl_device_t *dev;
+  sl_rmsnorm_args_t a;
+  pool_t x, y, res;
+} rms_ctx_t;
+
+static sl_status_t rms_run(void *p, int iter, sl_stream_t *stream) {
+  rms_ctx_t *c = p;
+  c->a.x = pool_slot(&c->x, iter);
+  c->a.y = pool_slot(&c->y, iter);
+  if (c->a.residual) c->a.residual = pool_slot(&c->res, iter);
+  return sl_rmsnorm(c->dev, &c->a, stream);
+}
+
+static sl_status_t bench_rmsnorm_shape(sl_bench_t *b, int tokens, int hidden, bool residual, bool tune) {
+  const char *op = residual ? "rmsnorm+residual" : "rmsnorm";
+  if (!sl_bench_selected(b, op)) return SL_OK;
+  const sl_device_info_t *info = sl_device_info(b->rt->dev);
+  rms_ctx_t c = {.dev = b->rt->dev};
+  size_t n = (size_t)tokens * (size_t)hidden, bytes = sl_dtype_bytes(SL_DTYPE_BF16, n);
+  void *w = NULL;
+  sl_status_t s = SL_OK;
+  SL_CHECK_GOTO(pool_alloc(b, bytes, &c.x), s, out);
+  SL_CHECK_GOTO(pool_alloc(b, bytes, &c.y), s, out);
+  if (residual) SL_CHECK_GOTO(pool_alloc(b, bytes, &c.res), s, out);
+  SL_CHECK_GOTO(sl_device_malloc(b->rt->dev, sl_dtype_bytes(SL_DTYPE_BF16, (size_t)hidden), &w), s, out);
+  SL_CHECK_GOTO(pool_fill(b, &c.x, SL_DTYPE_BF16, n, 2.0f, 1), s, out);
+  if (residual) SL_CHECK_GOTO(pool_fill(b, &c.res, SL_DTYPE_BF16, n, 2.0f, 2), s, out);
+  SL_CHECK_GOTO(fill_const(b, w, SL_DTYPE_BF16, (size_t)hidden, 1.0f), s, out);
+  c.a = (sl_rmsnorm_args_t){.weight = w,
+                            .residual = residual ? c.res.base : NULL,
+                            .rows = tokens,
+                            .hidden = hidden,
+                            .in_dtype = SL_DTYPE_BF16,
+                            .out_dtype = SL_DTYPE_BF16,
+                            .w_dtype = SL_DTYPE_BF16,
+                            .res_dtype = SL_DTYPE_BF16,
+                            .eps = 1e-6f};
+  /* x read + y written (+ residual read and written) + the weight once. */
+  double moved = (double)bytes * (residual ? 4 : 2) + 2.0 * hidden;
+  char shape[64], path[32];
+  snprintf(shape, sizeof shape, "T=%d h=%d bf16", tokens, hidden);
+  sl_rmsnorm_point_t pt;
+  SL_CHECK_GOTO(sl_rmsnorm_choose(&c.a, info->arch, info->sm_count, &pt), s, out);
+  path_name(b, pt.warps, path, sizeof path);
+  double us, gus;
+  SL_CHECK_GOTO(time_both(b, rms_run, &c, tokens, &us, &gus), s, out);
+  sl_bench_row(b, op, shape, path, us, moved, gus, NULL);
+  if (tune && tokens >= info->sm_count) {
+    int cand[8], nc = sl_rmsnorm_warp_candidates(hidden, cand), best = 0;
+    double best_us = 0;
+    for (int i = 0; i < nc; i++) {
+      c.a.warps = cand[i];
+      SL_CHECK_GOTO(sl_bench_time(b, rms_run, &c, false, &us), s, out);
+      snprintf(path, sizeof path, "tune w=%d", cand[i]);
+      sl_bench_row(b, op, shape, path, us, moved, -1, NULL);
+      if (i == 0 || us < best_us) best_us = us, best = cand[i];
+    }
+    c.a.warps = 0;
+    if (b->rt->boot.rank == 0)
+      printf("tune %s %s: best warps %d (%.2f us); table chose %d\n", op, shape, best, best_us, pt.warps);
+  }
+out:
+  sl_device_free(b->rt->dev, w);
+  pool_free(b, &c.x);
+  pool_free(b, &c.y);
+  if (residual) pool_free(b, &c.res);
+  return s;
+}
+
+/* ---- QK-norm ------------------------------------------------------------------------------ */
+typedef struct {
+  sl_device_t *dev;
+  sl_qknorm_args_t a;
+  sl_rmsnorm_args_t rq, rk; /* the generic baseline: per-head RMSNorm of Q, then of K */
+  pool_t q, k, qo, ko;      /* separate Q and K (+ outputs of the generic norm) */
+  pool_t qkv;               /* packed QKV rows, for the RoPE variant */
+  size_t k_offset;          /* bytes from a QKV row's start to its K slice */
+} qk_ctx_t;
+
+static sl_status_t qk_fused(void *p, int iter, sl_stream_t *stream) {
+  qk_ctx_t *c = p;
+  c->a.q = pool_slot(&c->q, iter);
+  c->a.k = pool_slot(&c->k, iter);
+  return sl_qknorm(c->dev, &c->a, stream);
+}
+static sl_status_t qk_generic(void *p, int iter, sl_stream_t *stream) {
+  qk_ctx_t *c = p;
+  c->rq.x = pool_slot(&c->q, iter);
+  c->rq.y = pool_slot(&c->qo, iter);
+  c->rk.x = pool_slot(&c->k, iter);
+  c->rk.y = pool_slot(&c->ko, iter);
+  SL_CHECK(sl_rmsnorm(c->dev, &c->rq, stream));
+  return sl_rmsnorm(c->dev, &c->rk, stream);
+}
+static sl_status_t qk_rope(void *p, int iter, sl_stream_t *stream) {
+  qk_ctx_t *c = p;
+  sl_qknorm_args_t a = c->a;
+  a.q = pool_slot(&c->qkv, iter);
+  a.k = (char *)a.q + c->k_offset;
+  return sl_qknorm(c->dev, &a, stream);
+}
+
+static sl_status_t bench_qknorm_shape(sl_bench_t *b, int tokens, int q_heads, int kv_heads, bool tune) {
+  const int D = 128, max_pos = 40960;
+  const sl_device_info_t *info = sl_device_info(b->rt->dev);
+  sl_device_t *dev = b->rt->dev;
+  qk_ctx_t c = {.dev = dev};
+  size_t qn = (size_t)tokens * q_heads * D, kn = (size_t)tokens * kv_heads * D;
+  size_t rown = (size_t)(q_heads + 2 * kv_heads) * D;
+  void *w = NULL, *pos = NULL, *cs = NULL, *sn = NULL;
+  sl_status_t s = SL_OK;
+  SL_CHECK_GOTO(pool_alloc(b, qn * 2, &c.q), s, out);
+  SL_CHECK_GOTO(pool_alloc(b, kn * 2, &c.k), s, out);
+  SL_CHECK_GOTO(pool_alloc(b, qn * 2, &c.qo), s, out);
+  SL_CHECK_GOTO(pool_alloc(b, kn * 2, &c.ko), s, out);
+  SL_CHECK_GOTO(pool_alloc(b, (size_t)tokens * rown * 2, &c.qkv), s, out);
+  SL_CHECK_GOTO(sl_device_malloc(dev, D * 2, &w), s, out);
+  SL_CHECK_GOTO(sl_device_malloc(dev, (size_t)tokens * 4, &pos), s, out);
+  SL_CHECK_GOTO(sl_device_malloc(dev, (size_t)max_pos * D / 2 * 4, &cs), s, out);
+  SL_CHECK_GOTO(sl_device_malloc(dev, (size_t)max_pos * D / 2 * 4, &sn), s, out);
+  SL_CHECK_GOTO(pool_fill(b, &c.q, SL_DTYPE_BF16, qn, 2.0f, 3), s, out);
+  SL_CHECK_GOTO(pool_fill(b, &c.k, SL_DTYPE_BF16, kn, 2.0f, 4), s, out);
+  SL_CHECK_GOTO(pool_fill(b, &c.qkv, SL_DTYPE_BF16, (size_t)tokens * rown, 2.0f, 5), s, out);
+  SL_CHECK_GOTO(fill_const(b, w, SL_DTYPE_BF16, D, 1.0f), s, out);
+  SL_CHECK_GOTO(fill_const(b, cs, SL_DTYPE_F32, (size_t)max_pos * D / 2, 0.6f), s, out);
+  SL_CHECK_GOTO(fill_const(b, sn, SL_DTYPE_F32, (size_t)max_pos * D / 2, 0.8f), s, out);
+  {
+    int32_t *hp = malloc((size_t)tokens * 4);
+    if (!hp) {
+      s = SL_ERR(SL_ERR_NOMEM, "positions");
+      goto out;
+    }
+    for (int t = 0; t < tokens; t++)
+      hp[t] = (int32_t)((t * 7919) % max_pos);
+    s = sl_memcpy(dev, pos, hp, (size_t)tokens * 4, b->stream);
+    if (s == SL_OK) s = sl_stream_sync(dev, b->stream);
+    free(hp);
+    SL_CHECK_GOTO(s, s, out);
+  }
+  c.a = (sl_qknorm_args_t){.q_row_stride = (long)q_heads * D,
+                           .k_row_stride = (long)kv_heads * D,
+                           .tokens = tokens,
+                           .q_heads = q_heads,
+                           .kv_heads = kv_heads,
+                           .head_dim = D,
+                           .q_weight = w,
+                           .k_weight = w,
+                           .dtype = SL_DTYPE_BF16,
+                           .w_dtype = SL_DTYPE_BF16,
+                           .eps = 1e-6f};
+  c.rq = (sl_rmsnorm_args_t){.weight = w,
+                             .rows = tokens * q_heads,
+                             .hidden = D,
+                             .in_dtype = SL_DTYPE_BF16,
+                             .out_dtype = SL_DTYPE_BF16,
+                             .w_dtype = SL_DTYPE_BF16,
+                             .res_dtype = SL_DTYPE_BF16,
+                             .eps = 1e-6f};
+  c.rk = c.rq;
+  c.rk.rows = tokens * kv_heads;
+  double moved = 2.0 * (double)(qn + kn) * 2; /* Q and K read and written */
+  char shape[64], path[32], extra[96];
+  snprintf(shape, sizeof shape, "T=%d %d+%dx%d bf16", tokens, q_heads, kv_heads, D);
+  sl_qknorm_point_t pt;
+  SL_CHECK_GOTO(sl_qknorm_choose(&c.a, info->arch, info->sm_count, &pt), s, out);
+  path_name(b, pt.warps, path, sizeof path);
+  double us = 0, gus = -1, gen_us = 0, gen_gus = -1;
+  if (sl_bench_selected(b, "qknorm")) {
+    SL_CHECK_GOTO(time_both(b, qk_fused, &c, tokens, &us, &gus), s, out);
+    SL_CHECK_GOTO(time_both(b, qk_generic, &c, tokens, &gen_us, &gen_gus), s, out);
+    snprintf(extra, sizeof extra, "2x rmsnorm/fused: %.2fx%s", us > 0 ? gen_us / us : 0.0, "");
+    if (gus > 0 && gen_gus > 0)
+      snprintf(extra, sizeof extra, "2x rmsnorm/fused: %.2fx (graph %.2fx)", us > 0 ? gen_us / us : 0.0, gen_gus / gus);
+    sl_bench_row(b, "qknorm", shape, path, us, moved, gus, extra);
+    sl_bench_row(b, "qknorm/2x-rmsnorm", shape, "generic", gen_us, moved, gen_gus, NULL);
+    if (tune && (long)tokens * (q_heads + kv_heads) / 2 >= info->sm_count) {
+      int best = 1;
+      double best_us = 0;
+      for (int wp = 1; wp <= 32; wp *= 2) {
+        c.a.warps = wp;
+        SL_CHECK_GOTO(sl_bench_time(b, qk_fused, &c, false, &us), s, out);
+        snprintf(path, sizeof path, "tune w=%d", wp);
+        sl_bench_row(b, "qknorm", shape, path, us, moved, -1, NULL);
+        if (wp == 1 || us < best_us) best_us = us, best = wp;
+      }
+      c.a.warps = 0;
+      if (b->rt->boot.rank == 0)
+        printf("tune qknorm %s: best warps %d (%.2f us); table chose %d\n", shape, best, best_us, pt.warps);
+    }
+  }
+  if (sl_bench_selected(b, "qknorm+rope")) {
+    /* Packed QKV rows, Q and K strided in place, neox RoPE over the whole head. */
+    c.a.q_row_stride = c.a.k_row_stride = (long)rown;
+    c.k_offset = (size_t)q_heads * D * 2;
+    c.a.rope = true;
+    c.a.rot_dim = D;
+    c.a.positions = pos;
+    c.a.cos_cache = cs;
+    c.a.sin_cache = sn;
+    c.a.max_pos = max_pos;
+    SL_CHECK_GOTO(time_both(b, qk_rope, &c, tokens, &us, &gus), s, out);
+    /* + positions and the cos/sin rows each token reads */
+    sl_bench_row(b, "qknorm+rope", shape, "qkv-packed", us, moved + (double)tokens * (4 + 2 * (D / 2) * 4), gus, NULL);
+  }
+out:
+  sl_device_free(dev, w);
+  sl_device_free(dev, pos);
+  sl_device_free(dev, cs);
+  sl_device_free(dev, sn);
+  pool_free(b, &c.q);
+  pool_free(b, &c.k);
+  pool_free(b, &c.qo);
+  pool_free(b, &c.ko);
+  pool_free(b, &c.qkv);
+  return s;
+}
+
+/* ---- embedding ---------------------------------------------------------------------------- */
+typedef struct {
+  sl_device_t *dev;
+  sl_embedding_args_t a;
+  pool_t ids, out;
+} emb_ctx_t;
+
+static sl_status_t emb_run(void *p, int iter, sl_stream_t *stream) {
+  emb_ctx_t *c = p;
+  c->a.ids = pool_slot(&c->ids, iter);
+  c->a.out = pool_slot(&c->out, iter);
+  return sl_embedding(c->dev, &c->a, stream);
+}
+
+static sl_status_t bench_embedding_shape(sl_bench_t *b, int tokens, int hidden, bool tune) {
+  if (!sl_bench_selected(b, "embedding")) return SL_OK;
+  const sl_device_info_t *info = sl_device_info(b->rt->dev);
+  sl_device_t *dev = b->rt->dev;
+  const int vocab = b->quick ? 4096 : 151936; /* Qwen3's vocabulary */
+  emb_ctx_t c = {.dev = dev};
+  void *table = NULL, *err = NULL;
+  int32_t *hids = NULL;
+  sl_status_t s = SL_OK;
+  size_t row = sl_dtype_bytes(SL_DTYPE_BF16, (size_t)hidden);
+  SL_CHECK_GOTO(sl_device_malloc(dev, row * (size_t)vocab, &table), s, out);
+  SL_CHECK_GOTO(sl_device_malloc(dev, sizeof(unsigned long long), &err), s, out);
+  SL_CHECK_GOTO(pool_alloc(b, (size_t)tokens * 4, &c.ids), s, out);
+  SL_CHECK_GOTO(pool_alloc(b, row * (size_t)tokens, &c.out), s, out);
+  SL_CHECK_GOTO(sl_memset(dev, table, 0x3c, row * (size_t)vocab, b->stream), s, out);
+  SL_CHECK_GOTO(sl_embedding_error_reset(dev, err, b->stream), s, out);
+  hids = malloc((size_t)tokens * 4);
+  if (!hids) {
+    s = SL_ERR(SL_ERR_NOMEM, "token ids");
+    goto out;
+  }
+  uint32_t st = 12345;
+  for (int cpy = 0; cpy < c.ids.copies; cpy++) {
+    for (int t = 0; t < tokens; t++) {
+      st = st * 1664525u + 1013904223u;
+      hids[t] = (int32_t)(st % (uint32_t)vocab);
+    }
+    SL_CHECK_GOTO(sl_memcpy(dev, pool_slot(&c.ids, cpy), hids, (size_t)tokens * 4, b->stream), s, out);
+  }
+  SL_CHECK_GOTO(sl_stream_sync(dev, b->stream), s, out);
+  c.a = (sl_embedding_args_t){
+      .table = table, .error = err, .tokens = tokens, .vocab = vocab, .hidden = hidden, .dtype = SL_DTYPE_BF16};
+  double moved = 2.0 * (double)row * tokens + 4.0 * tokens;
+  char shape[64], path[32];
+  snprintf(shape, sizeof shape, "T=%d h=%d bf16", tokens, hidden);
+  sl_embedding_point_t pt;
+  SL_CHECK_GOTO(sl_embedding_choose(&c.a, info->arch, info->sm_count, &pt), s, out);
+  path_name(b, pt.warps, path, sizeof path);
+  double us, gus;
+  SL_CHECK_GOTO(time_both(b, emb_run, &c, tokens, &us, &gus), s, out);
+  sl_bench_row(b, "embedding", shape, path, us, moved, gus, NULL);
+  if (tune && tokens >= info->sm_count) {
+    int best = 1;
+    double best_us = 0;
+    for (int wp = 1; wp <= 32; wp *= 2) {
+      c.a.warps = wp;
+      SL_CHECK_GOTO(sl_bench_time(b, emb_run, &c, false, &us), s, out);
+      snprintf(path, sizeof path, "tune w=%d", wp);
+      sl_bench_row(b, "embedding", shape, path, us, moved, -1, NULL);
+      if (wp == 1 || us < best_us) best_us = us, best = wp;
+    }
+    if (b->rt->boot.rank == 0)
+      printf("tune embedding %s: best warps %d (%.2f us); table chose %d\n", shape, best, best_us, pt.warps);
+  }
+  SL_CHECK_GOTO(sl_embedding_check(dev, err, vocab, b->stream), s, out); /* every id was valid */
+out:
+  free(hids);
+  sl_device_free(dev, table);
+  sl_device_free(dev, err);
+  pool_free(b, &c.ids);
+  pool_free(b, &c.out);
+  return s;
+}
+
+static sl_status_t run_all(sl_bench_t *b, bool tune) {
+  shapes_t sh = bench_shapes(b);
+  sl_bench_header(b, "RMSNorm (bf16 in/out/weight; fused: residual = x + residual, y = norm(residual))");
+  for (int r = 0; r < 2; r++)
+    for (int h = 0; h < sh.hidden_n; h++)
+      for (int t = 0; t < sh.tokens_n; t++)
+        SL_CHECK(bench_rmsnorm_shape(b, sh.tokens[t], sh.hidden[h], r == 1, tune));
+  sl_bench_header(b, "QK-norm (in place, head_dim 128; baseline: rmsnorm over [T*heads, 128] for Q then K)");
+  static const int qh[] = {32, 64};
+  for (int q = 0; q < (b->quick ? 1 : 2); q++)
+    for (int t = 0; t < sh.tokens_n; t++)
+      SL_CHECK(bench_qknorm_shape(b, sh.tokens[t], qh[q], 4, tune));
+  sl_bench_header(b, "Embedding lookup (bf16 table, int32 ids)");
+  for (int h = 0; h < sh.hidden_n; h++)
+    for (int t = 0; t < sh.tokens_n; t++)
+      SL_CHECK(bench_embedding_shape(b, sh.tokens[t], sh.hidden[h], tune));
+  return SL_OK;
+}
+
 int sl_cmd_bench_kernels(sl_runtime_t *rt, int argc, char **argv) {
-  if (rt->boot.rank == 0) fprintf(stderr, "sluice bench kernels: not built yet (issue 3 (kernel library))\n");
-  return 2;
+  sl_bench_t b;
+  if (sl_bench_init(rt, &argc, argv, &b) != SL_OK) return 1;
+  bool tune = false;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--tune") == 0) {
+      tune = true;
+    } else {
+      if (rt->boot.rank == 0)
+        fprintf(stderr,
+                "usage: sluice bench kernels [--tune] [--iters N] [--json FILE] [--quick|--full] [--only OP]\n"
+                "unknown option '%s'\n",
+                argv[i]);
+      sl_bench_finish(&b);
+      return 2;
+    }
+  }
+  if (tune && sl_device_backend(rt->dev) != SL_BACKEND_CUDA) {
+    if (rt->boot.rank == 0)
+      printf("# --tune measures warps per block of the GPU kernels: skipped on the CPU backend\n");
+    tune = false;
+  }
+  sl_status_t s = run_all(&b, tune);
+  if (s == SL_OK) s = sl_bench_kernels_quant(&b);
+  sl_bench_finish(&b);
+  if (s != SL_OK && rt->boot.rank == 0) fprintf(stderr, "sluice bench kernels: %s\n", sl_last_error());
+  return s == SL_OK ? 0 : 1;
 }

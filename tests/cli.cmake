@@ -19,3 +19,5 @@ if(SLUICE_HAVE_CUDA)
   sl_cli_test(jit_warm_sm90 jit "[0-9]+ compiled, [0-9]+ already cached, 0 failed"
               ${CMAKE_COMMAND} -E env SL_CACHE_DIR=${CMAKE_BINARY_DIR}/jit-cache-cli $<TARGET_FILE:sluice> jit warm --arch 90 --module probe)
 endif()
+# Benchmarks smoke-run on the CPU backend (quick mode): they must run end to end and print rows.
+sl_cli_test(bench_kernels_cpu unit "RMSNorm.*QK-norm.*Embedding" $<TARGET_FILE:sluice> bench kernels --quick)

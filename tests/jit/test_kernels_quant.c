@@ -121,6 +121,29 @@ static void test_act_router_specs(void **state) {
   }
 }
 
+/* The software E4M3 fallback (SL_KQ_HW_E4M3=0, kernels/quant_dev.cuh) compiles too. */
+static void test_software_e4m3_fallback(void **state) {
+  sl_quant_args_t q = {.format = SL_QUANT_MXFP8,
+                       .rule = SL_QUANT_RULE_FLOOR,
+                       .num_tokens = 4,
+                       .hidden = 7168,
+                       .in_dtype = SL_DTYPE_BF16};
+  sl_act_args_t x = {.kind = SL_ACT_SILU_MUL,
+                     .num_tokens = 4,
+                     .inter = 768,
+                     .in_dtype = SL_DTYPE_BF16,
+                     .out_dtype = SL_DTYPE_FP8_E4M3};
+  for (int a = 0; a < 2; a++) {
+    sl_jit_spec_t spec;
+    SL_ASSERT_OK(sl_quant_spec(&q, archs[a], SMS, &spec));
+    SL_ASSERT_OK(sl_jit_spec_define(&spec, "SL_KQ_HW_E4M3", "0"));
+    assert_compiles(&spec, archs[a]);
+    SL_ASSERT_OK(sl_act_spec(&x, archs[a], SMS, &spec));
+    SL_ASSERT_OK(sl_jit_spec_define(&spec, "SL_KQ_HW_E4M3", "0"));
+    assert_compiles(&spec, archs[a]);
+  }
+}
+
 static void test_missing_constant_fails_loudly(void **state) {
   sl_jit_spec_t spec;
   sl_jit_spec_init(&spec, "kernels/quant.cu", "sl_quant_kernel");
@@ -140,6 +163,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_quant_specs),
       cmocka_unit_test(test_act_router_specs),
+      cmocka_unit_test(test_software_e4m3_fallback),
       cmocka_unit_test(test_missing_constant_fails_loudly),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -105,6 +105,15 @@ static void test_e2m1_rounding_boundaries(void **state) {
   }
   for (int c = 0; c < 16; c++)
     assert_true((double)sl_e2m1_to_f32((uint8_t)c) == e2m1_value(c));
+  uint64_t rng = sl_test_seed();
+  for (int i = 0; i < 20000; i++) {
+    float x = ldexpf(sl_test_rand_uniform(&rng, -2.0f, 2.0f), (int)(sl_test_rand_u64(&rng) % 8) - 4);
+    assert_int_equal(sl_f32_to_e2m1(x), e2m1_nearest(x));
+  }
+  assert_int_equal(sl_f32_to_e2m1(ldexpf(1.0f, -140)), 0);
+  assert_int_equal(sl_f32_to_e2m1(3e38f), 7);
+  assert_int_equal(sl_f32_to_e2m1(nextafterf(1.0f, 0.0f)), 2);
+  assert_int_equal(sl_f32_to_e2m1(nextafterf(0.25f, 1.0f)), 1);
   for (int c = 0; c < 7; c++) {
     float mid = (float)((e2m1_value(c) + e2m1_value(c + 1)) / 2);
     float probes[3] = {mid, nextafterf(mid, 0.0f), nextafterf(mid, 100.0f)};

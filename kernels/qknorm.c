@@ -1,0 +1,247 @@
+/* QK-norm host side: configuration choice, JIT spec, launch, and the CPU reference/backend. */
+#include "kernels/qknorm.h"
+
+#include <math.h>
+#include <string.h>
+
+/* ---- configuration choice ------------------------------------------------------------
+ * Fixed by the data: a head is HEAD_DIM/8 lanes (8 elements, one 16-byte bf16 packet, per
+ * lane), a warp holds 32/(HEAD_DIM/8) heads, and the norm needs no shared memory, so the
+ * block size only groups independent warps. One kernel serves Q and K: the head index
+ * picks the tensor and weight, so Q and K cost one launch.
+ *
+ * Memory-level parallelism: one head group gives each lane a single 16-byte load in flight,
+ * too little to saturate HBM (Little's law on H200: ~4.8 TB/s x ~0.7 us / 132 SMs ~ 25 KB in
+ * flight per SM). Prefill therefore loads ITEMS groups per warp before reducing (4, or 2 with
+ * RoPE's cos/sin loads; fewer at 32 warps where the budget is 64 registers): 25 warps/SM x
+ * 32 lanes x 64 B ~ 51 KB in flight. Decode keeps ITEMS = 1 to spread heads over more SMs.
+ *
+ * Decode (warps needed < SMs): one warp per block, spread over as many SMs as possible.
+ * Prefill: the table. NOT MEASURED YET (written without a GPU): 8 warps (256 threads) is
+ * the reasoned default for a streaming kernel with ~40 registers per thread on Hopper
+ * (8 blocks fill an SM's 2048 threads). `sluice bench kernels --tune` measures 1..32 and
+ * prints the best per shape; copy its answer here. Blackwell: a copy of Hopper until measured. */
+typedef struct {
+  int head_dim, warps;
+} warps_entry_t;
+static const warps_entry_t hopper_prefill[] = {{64, 8}, {128, 8}, {256, 8}};
+static const warps_entry_t blackwell_prefill[] = {{64, 8}, {128, 8}, {256, 8}};
+
+static int table_warps(int arch, int head_dim) {
+  const warps_entry_t *t = arch >= SL_ARCH_BLACKWELL ? blackwell_prefill : hopper_prefill;
+  for (int i = 0; i < 3; i++)
+    if (t[i].head_dim == head_dim) return t[i].warps;
+  return 8;
+}
+
+static bool float_dtype(sl_dtype_t t) {
+  return t == SL_DTYPE_F32 || t == SL_DTYPE_BF16 || t == SL_DTYPE_F16;
+}
+static bool misaligned16(const void *p) {
+  return ((uintptr_t)p & 15u) != 0;
+}
+
+/* Everything but the pointers (what the configuration choice depends on). */
+static sl_status_t validate_shape(const sl_qknorm_args_t *a) {
+  if (!a) return SL_ERR(SL_ERR_INVALID, "qknorm: NULL arguments");
+  if (a->head_dim != 64 && a->head_dim != 128 && a->head_dim != 256)
+    return SL_ERR(SL_ERR_INVALID, "qknorm: head_dim %d must be 64, 128 or 256", a->head_dim);
+  if (a->tokens < 0 || a->q_heads < 0 || a->kv_heads < 0 || a->q_heads + a->kv_heads == 0)
+    return SL_ERR(SL_ERR_INVALID, "qknorm: tokens %d, q_heads %d, kv_heads %d", a->tokens, a->q_heads, a->kv_heads);
+  if (!float_dtype(a->dtype) || !float_dtype(a->w_dtype))
+    return SL_ERR(SL_ERR_INVALID, "qknorm: dtype %s, w_dtype %s: each must be f32, bf16 or f16",
+                  sl_dtype_name(a->dtype), sl_dtype_name(a->w_dtype));
+  if (!(a->eps > 0.0f) || !isfinite(a->eps) || !isfinite(a->weight_bias))
+    return SL_ERR(SL_ERR_INVALID, "qknorm: eps %g must be > 0 and finite, weight_bias %g finite", (double)a->eps,
+                  (double)a->weight_bias);
+  if (a->q_row_stride < (long)a->q_heads * a->head_dim || a->k_row_stride < (long)a->kv_heads * a->head_dim ||
+      a->q_row_stride % 8 != 0 || a->k_row_stride % 8 != 0)
+    return SL_ERR(SL_ERR_INVALID,
+                  "qknorm: row strides q %ld, k %ld must be multiples of 8 and hold the heads (%d x %d, %d x %d)",
+                  a->q_row_stride, a->k_row_stride, a->q_heads, a->head_dim, a->kv_heads, a->head_dim);
+  if (a->warps < 0 || a->warps > 32) return SL_ERR(SL_ERR_INVALID, "qknorm: warps %d not in [0, 32]", a->warps);
+  if (a->rope) {
+    int r = a->rot_dim;
+    if (r < 16 || r > a->head_dim || (r & (r - 1)) != 0)
+      return SL_ERR(SL_ERR_INVALID, "qknorm: rot_dim %d must be a power of two in [16, head_dim %d]", r, a->head_dim);
+    if (a->max_pos <= 0) return SL_ERR(SL_ERR_INVALID, "qknorm: RoPE needs max_pos > 0 (got %d)", a->max_pos);
+  }
+  return SL_OK;
+}
+
+sl_status_t sl_qknorm_validate(const sl_qknorm_args_t *a) {
+  SL_CHECK(validate_shape(a));
+  if (a->rope) {
+    if (a->tokens > 0 && (!a->positions || !a->cos_cache || !a->sin_cache))
+      return SL_ERR(SL_ERR_INVALID, "qknorm: RoPE needs positions and cos/sin caches");
+    if (misaligned16(a->cos_cache) || misaligned16(a->sin_cache))
+      return SL_ERR(SL_ERR_INVALID, "qknorm: cos/sin caches must be 16-byte aligned");
+  }
+  if (a->tokens > 0 && ((a->q_heads && (!a->q || !a->q_weight)) || (a->kv_heads && (!a->k || !a->k_weight))))
+    return SL_ERR(SL_ERR_INVALID, "qknorm: q/k and their weights must not be NULL");
+  if (misaligned16(a->q) || misaligned16(a->k) || misaligned16(a->q_weight) || misaligned16(a->k_weight))
+    return SL_ERR(SL_ERR_INVALID, "qknorm: q, k and the weights must be 16-byte aligned");
+  return SL_OK;
+}
+
+int sl_qknorm_items(bool decode, bool rope, int warps) {
+  if (decode) return 1;
+  if (rope) return warps >= 32 ? 1 : 2;
+  return warps >= 32 ? 2 : 4;
+}
+
+/* Warps that cover every head once, at `items` head groups per warp. */
+static long warps_needed(const sl_qknorm_args_t *a, int items) {
+  long heads_per_warp = 32 / SL_QKNORM_LANES_PER_HEAD(a->head_dim) * items;
+  return ((long)a->tokens * (a->q_heads + a->kv_heads) + heads_per_warp - 1) / heads_per_warp;
+}
+
+sl_status_t sl_qknorm_choose(const sl_qknorm_args_t *a, int arch, int sm_count, sl_qknorm_point_t *pt) {
+  SL_CHECK(validate_shape(a));
+  memset(pt, 0, sizeof *pt);
+  pt->head_dim = a->head_dim;
+  pt->rot_dim = a->rope ? a->rot_dim : 0;
+  pt->dtype = a->dtype;
+  pt->w_dtype = a->w_dtype;
+  pt->eps = a->eps;
+  pt->weight_bias = a->weight_bias;
+  const bool decode = warps_needed(a, 1) < sm_count;
+  pt->warps = a->warps ? a->warps : decode ? 1 : table_warps(arch, a->head_dim);
+  pt->items = sl_qknorm_items(decode, a->rope, pt->warps);
+  return SL_OK;
+}
+
+sl_status_t sl_qknorm_spec(sl_jit_spec_t *spec, const sl_qknorm_point_t *pt) {
+  sl_jit_spec_init(spec, "kernels/qknorm.cu", "sl_qknorm_fwd");
+  SL_CHECK(sl_jit_spec_define(spec, "HEAD_DIM", "%d", pt->head_dim));
+  SL_CHECK(sl_jit_spec_define(spec, "DTYPE", "%d", (int)pt->dtype));
+  SL_CHECK(sl_jit_spec_define(spec, "DTYPE_W", "%d", (int)pt->w_dtype));
+  SL_CHECK(sl_jit_spec_define(spec, "EPS", "%.9ef", (double)pt->eps));
+  SL_CHECK(sl_jit_spec_define(spec, "WEIGHT_BIAS", "%.9ef", (double)pt->weight_bias));
+  SL_CHECK(sl_jit_spec_define(spec, "WARPS", "%d", pt->warps));
+  SL_CHECK(sl_jit_spec_define(spec, "ROT_DIM", "%d", pt->rot_dim));
+  SL_CHECK(sl_jit_spec_define(spec, "ITEMS", "%d", pt->items));
+  return SL_OK;
+}
+
+/* ---- CPU reference --------------------------------------------------------------------
+ * The kernel's arithmetic in fp32: sum of squares, inv = 1/sqrt(ss/D + eps),
+ * v = (x * inv) * (bias + w), then the rotation, one rounding at the store. */
+static void norm_head(const sl_qknorm_args_t *a, void *base, size_t off, const void *weight, int pos) {
+  const int d = a->head_dim;
+  float v[256];
+  float ss = 0.0f;
+  for (int i = 0; i < d; i++) {
+    v[i] = sl_load_f32(base, a->dtype, off + (size_t)i);
+    ss += v[i] * v[i];
+  }
+  float inv = 1.0f / sqrtf(ss / (float)d + a->eps);
+  for (int i = 0; i < d; i++)
+    v[i] = (v[i] * inv) * (a->weight_bias + sl_load_f32(weight, a->w_dtype, (size_t)i));
+  if (a->rope && pos >= 0 && pos < a->max_pos) {
+    const int half = a->rot_dim / 2;
+    const float *c = a->cos_cache + (size_t)pos * (size_t)half, *s = a->sin_cache + (size_t)pos * (size_t)half;
+    for (int i = 0; i < half; i++) {
+      float x1 = v[i], x2 = v[i + half];
+      v[i] = x1 * c[i] - x2 * s[i];
+      v[i + half] = x2 * c[i] + x1 * s[i];
+    }
+  }
+  for (int i = 0; i < d; i++)
+    sl_store_f32(base, a->dtype, off + (size_t)i, v[i]);
+}
+
+sl_status_t sl_qknorm_cpu(const sl_qknorm_args_t *a) {
+  SL_CHECK(sl_qknorm_validate(a));
+  for (int t = 0; t < a->tokens; t++) {
+    int pos = a->rope ? a->positions[t] : -1;
+    for (int h = 0; h < a->q_heads; h++)
+      norm_head(a, a->q, (size_t)t * (size_t)a->q_row_stride + (size_t)h * (size_t)a->head_dim, a->q_weight, pos);
+    for (int h = 0; h < a->kv_heads; h++)
+      norm_head(a, a->k, (size_t)t * (size_t)a->k_row_stride + (size_t)h * (size_t)a->head_dim, a->k_weight, pos);
+  }
+  return SL_OK;
+}
+
+/* ---- launch ---------------------------------------------------------------------------- */
+sl_status_t sl_qknorm(sl_device_t *dev, const sl_qknorm_args_t *a, sl_stream_t *stream) {
+  if (sl_device_backend(dev) == SL_BACKEND_CPU) return sl_qknorm_cpu(a);
+  const sl_device_info_t *info = sl_device_info(dev);
+  sl_qknorm_point_t pt;
+  SL_CHECK(sl_qknorm_validate(a));
+  SL_CHECK(sl_qknorm_choose(a, info->arch, info->sm_count, &pt));
+  if (a->tokens == 0) return SL_OK;
+  sl_jit_spec_t spec;
+  SL_CHECK(sl_qknorm_spec(&spec, &pt));
+  sl_kernel_t *k;
+  SL_CHECK(sl_jit_get_kernel(dev, &spec, &k));
+  long grid = (warps_needed(a, pt.items) + pt.warps - 1) / pt.warps;
+  if (grid > info->sm_count) { /* no larger than the device keeps resident: the loop strides */
+    int per_sm = 0;
+    SL_CHECK(sl_kernel_occupancy(k, pt.warps * 32, 0, &per_sm));
+    long resident = (long)(per_sm > 0 ? per_sm : 1) * info->sm_count;
+    if (grid > resident) grid = resident;
+  }
+  sl_launch_t l = {.grid = {(unsigned)grid}, .block = {(unsigned)(pt.warps * 32)}, .stream = stream};
+  void *q = a->q, *kk = a->k;
+  long qs = a->q_row_stride, ks = a->k_row_stride;
+  int tokens = a->tokens, qh = a->q_heads, kh = a->kv_heads, max_pos = a->rope ? a->max_pos : 0;
+  const void *qw = a->q_weight ? a->q_weight : a->k_weight, *kw = a->k_weight ? a->k_weight : a->q_weight;
+  const int32_t *positions = a->rope ? a->positions : NULL;
+  const float *cs = a->rope ? a->cos_cache : NULL, *sn = a->rope ? a->sin_cache : NULL;
+  void *args[] = {&q, &kk, &qs, &ks, &tokens, &qh, &kh, &qw, &kw, &positions, &cs, &sn, &max_pos};
+  SL_CHECK(sl_kernel_launch(k, &l, args));
+  return SL_OK;
+}
+
+/* ---- JIT points: every dtype x head_dim x (no RoPE, full RoPE) x (decode, prefill warps),
+ * plus partial rotary (64 of 128) and Gemma-style bias. */
+sl_status_t sl_qknorm_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t *spec, void *user), void *user) {
+  static const sl_dtype_t dts[] = {SL_DTYPE_F32, SL_DTYPE_BF16, SL_DTYPE_F16};
+  static const int dims[] = {64, 128, 256};
+  sl_jit_spec_t spec;
+  for (int d = 0; d < 3; d++)
+    for (int h = 0; h < 3; h++)
+      for (int rope = 0; rope < 2; rope++)
+        for (int prefill = 0; prefill < 2; prefill++) {
+          sl_qknorm_point_t pt = {.head_dim = dims[h],
+                                  .rot_dim = rope ? dims[h] : 0,
+                                  .dtype = dts[d],
+                                  .w_dtype = dts[d],
+                                  .eps = 1e-6f,
+                                  .warps = prefill ? table_warps(arch, dims[h]) : 1};
+          pt.items = sl_qknorm_items(!prefill, rope, pt.warps);
+          SL_CHECK(sl_qknorm_spec(&spec, &pt));
+          SL_CHECK(fn(&spec, user));
+        }
+  sl_qknorm_point_t pt = {.head_dim = 128,
+                          .rot_dim = 64,
+                          .dtype = SL_DTYPE_BF16,
+                          .w_dtype = SL_DTYPE_BF16,
+                          .eps = 1e-6f,
+                          .warps = table_warps(arch, 128)};
+  pt.items = sl_qknorm_items(false, true, pt.warps);
+  SL_CHECK(sl_qknorm_spec(&spec, &pt));
+  SL_CHECK(fn(&spec, user));
+  pt.rot_dim = 0;
+  pt.items = sl_qknorm_items(false, false, pt.warps);
+  pt.weight_bias = 1.0f;
+  pt.w_dtype = SL_DTYPE_F32;
+  SL_CHECK(sl_qknorm_spec(&spec, &pt));
+  SL_CHECK(fn(&spec, user));
+  /* The largest warps-per-block candidate --tune launches (1024 threads: a 64-register budget),
+   * with and without RoPE; the others compile on demand. */
+  for (int rot = 0; rot <= 128; rot += 128) {
+    const int w = 32;
+    pt = (sl_qknorm_point_t){.head_dim = 128,
+                             .rot_dim = rot,
+                             .dtype = SL_DTYPE_BF16,
+                             .w_dtype = SL_DTYPE_BF16,
+                             .eps = 1e-6f,
+                             .warps = w,
+                             .items = sl_qknorm_items(false, rot > 0, w)};
+    SL_CHECK(sl_qknorm_spec(&spec, &pt));
+    SL_CHECK(fn(&spec, user));
+  }
+  return SL_OK;
+}

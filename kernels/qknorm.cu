@@ -1,0 +1,143 @@
+// QK-norm: in-place per-head RMSNorm of Q and K (several heads per warp), optionally with neox RoPE.
+#include "kernels/qknorm.h"
+#include "kernels/vec.cuh"
+
+#ifndef HEAD_DIM
+#error "HEAD_DIM (64, 128 or 256) must be defined by the JIT"
+#endif
+#ifndef DTYPE
+#error "DTYPE (sl_dtype_t code of Q and K) must be defined by the JIT"
+#endif
+#ifndef DTYPE_W
+#error "DTYPE_W (sl_dtype_t code of the q/k weights) must be defined by the JIT"
+#endif
+#ifndef EPS
+#error "EPS (a float constant) must be defined by the JIT"
+#endif
+#ifndef WEIGHT_BIAS
+#error "WEIGHT_BIAS (a float constant: scale is WEIGHT_BIAS + w) must be defined by the JIT"
+#endif
+#ifndef WARPS
+#error "WARPS (warps per block) must be defined by the JIT"
+#endif
+#ifndef ITEMS
+#error "ITEMS (head groups per warp per iteration: 1 for decode, 2-4 for prefill) must be defined by the JIT"
+#endif
+#ifndef ROT_DIM
+#error "ROT_DIM (0: no RoPE; else the rotated dims, a power of two in [16, HEAD_DIM]) must be defined by the JIT"
+#endif
+
+static_assert(HEAD_DIM == 64 || HEAD_DIM == 128 || HEAD_DIM == 256, "HEAD_DIM must be 64, 128 or 256");
+static_assert(ITEMS >= 1 && ITEMS <= 8, "ITEMS must be in [1, 8]");
+static_assert(ROT_DIM == 0 || (ROT_DIM >= 16 && ROT_DIM <= HEAD_DIM && (ROT_DIM & (ROT_DIM - 1)) == 0),
+              "ROT_DIM must be 0 or a power of two in [16, HEAD_DIM]");
+
+// Layout: a head is LANES consecutive lanes (an aligned sub-warp), each holding VEC consecutive
+// elements as 16-byte packets; the warp holds HEADS_PER_WARP heads (4 at 64, 2 at 128, 1 at 256),
+// so a 128-elt bf16 head is half a warp. The sum of squares is a butterfly over the head's lanes
+// only: ROUNDS = log2(LANES) shfl_xor steps, no shared memory, no barrier.
+constexpr int VEC = SL_QKNORM_ELTS_PER_LANE;
+constexpr int LANES = SL_QKNORM_LANES_PER_HEAD(HEAD_DIM);
+constexpr int HEADS_PER_WARP = SL_WARP_SIZE / LANES;
+constexpr int ROUNDS = sl_log2_exact(LANES);
+constexpr int ESZ = sl_elem<DTYPE>::bytes;
+
+extern "C" __global__ void __launch_bounds__(WARPS * SL_WARP_SIZE)
+    sl_qknorm_fwd(void *q, void *k, long q_row_stride, long k_row_stride, int tokens, int q_heads, int kv_heads,
+                  const void *__restrict__ q_weight, const void *__restrict__ k_weight,
+                  const int *__restrict__ positions, const float *__restrict__ cos_cache,
+                  const float *__restrict__ sin_cache, int max_pos) {
+  const int lane = threadIdx.x & (SL_WARP_SIZE - 1);
+  const int sub = lane / LANES; // head slot within the warp
+  const int l = lane % LANES;   // lane within the head: elements [l*VEC, l*VEC + VEC)
+  const int heads = q_heads + kv_heads;
+  const long total = (long)tokens * heads;
+
+  // Both weight slices stay in registers for the whole loop, bias folded in once.
+  float wq[VEC], wk[VEC];
+  sl_load_vec<DTYPE_W, VEC>((const char *)q_weight + l * VEC * sl_elem<DTYPE_W>::bytes, wq);
+  sl_load_vec<DTYPE_W, VEC>((const char *)k_weight + l * VEC * sl_elem<DTYPE_W>::bytes, wk);
+#pragma unroll
+  for (int i = 0; i < VEC; i++) {
+    wq[i] = WEIGHT_BIAS + wq[i];
+    wk[i] = WEIGHT_BIAS + wk[i];
+  }
+
+  // Grid-stride over blocks of ITEMS x HEADS_PER_WARP consecutive heads, uniform per warp: every
+  // lane runs every iteration, so the full-mask shuffles below are always legal. Item u of an
+  // iteration is head base + u*HEADS_PER_WARP + sub: each load instruction covers 512 contiguous
+  // bytes, and all ITEMS loads are issued before the first reduction (ITEMS x 16 bytes in flight
+  // per lane; one head group alone would leave the memory system under-fed).
+  const long warp_id = (long)blockIdx.x * WARPS + threadIdx.x / SL_WARP_SIZE;
+  const long warp_stride = (long)gridDim.x * WARPS;
+  constexpr int SPAN = ITEMS * HEADS_PER_WARP;
+  for (long base = warp_id * SPAN; base < total; base += warp_stride * SPAN) {
+    float v[ITEMS][VEC];
+    char *p[ITEMS];
+    bool active[ITEMS], is_q[ITEMS];
+    long t[ITEMS];
+#pragma unroll
+    for (int u = 0; u < ITEMS; u++) {
+      const long task = base + u * HEADS_PER_WARP + sub;
+      active[u] = task < total;
+      t[u] = active[u] ? task / heads : 0;
+      const int h = active[u] ? (int)(task - t[u] * heads) : 0;
+      is_q[u] = h < q_heads;
+      p[u] = is_q[u] ? (char *)q + (t[u] * q_row_stride + (long)h * HEAD_DIM + l * VEC) * ESZ
+                     : (char *)k + (t[u] * k_row_stride + (long)(h - q_heads) * HEAD_DIM + l * VEC) * ESZ;
+      if (active[u])
+        sl_load_vec<DTYPE, VEC>(p[u], v[u]);
+      else
+#pragma unroll
+        for (int i = 0; i < VEC; i++)
+          v[u][i] = 0.0f;
+    }
+#if ROT_DIM > 0
+    // RoPE loads are issued before the reductions so their latency overlaps them.
+    constexpr int HALF = ROT_DIM / 2;
+    bool rotate[ITEMS];
+    float cs[ITEMS][VEC], sn[ITEMS][VEC];
+#pragma unroll
+    for (int u = 0; u < ITEMS; u++) {
+      const int pos = active[u] ? positions[t[u]] : -1;
+      rotate[u] = active[u] && pos >= 0 && pos < max_pos && l * VEC < ROT_DIM;
+      if (rotate[u]) {
+        const long off = (long)pos * HALF + (l * VEC) % HALF;
+        sl_load_vec<SL_DTYPE_F32, VEC>(cos_cache + off, cs[u]);
+        sl_load_vec<SL_DTYPE_F32, VEC>(sin_cache + off, sn[u]);
+      }
+    }
+#endif
+    float ss[ITEMS];
+#pragma unroll
+    for (int u = 0; u < ITEMS; u++) {
+      ss[u] = 0.0f;
+#pragma unroll
+      for (int i = 0; i < VEC; i++)
+        ss[u] += v[u][i] * v[u][i];
+      ss[u] = sl_butterfly_sum<ROUNDS>(ss[u]); // ITEMS independent chains: their shuffles overlap
+    }
+#pragma unroll
+    for (int u = 0; u < ITEMS; u++) {
+      const float inv = 1.0f / sqrtf(ss[u] / (float)HEAD_DIM + EPS);
+#pragma unroll
+      for (int i = 0; i < VEC; i++)
+        v[u][i] = (v[u][i] * inv) * (is_q[u] ? wq[i] : wk[i]);
+#if ROT_DIM > 0
+      // Element i pairs with i + HALF, held by the lane HALF/VEC away; HALF/VEC is a power of
+      // two below the head's lane count, so the partner is lane ^ (HALF/VEC), in the same head.
+      float partner[VEC];
+#pragma unroll
+      for (int i = 0; i < VEC; i++)
+        partner[i] = __shfl_xor_sync(0xffffffffu, v[u][i], HALF / VEC);
+      if (rotate[u]) {
+        const bool first = l * VEC < HALF;
+#pragma unroll
+        for (int i = 0; i < VEC; i++)
+          v[u][i] = first ? v[u][i] * cs[u][i] - partner[i] * sn[u][i] : v[u][i] * cs[u][i] + partner[i] * sn[u][i];
+      }
+#endif
+      if (active[u]) sl_store_vec<DTYPE, VEC>(p[u], v[u]);
+    }
+  }
+}

@@ -1,0 +1,69 @@
+/* QK-norm (Qwen3 attention): in-place per-head RMSNorm of Q and K with separate q/k weights,
+ * optionally followed by neox-style RoPE. Q and K are separate tensors or slices of a packed
+ * QKV row (strided). One entry for both backends and the CPU reference.
+ *
+ *   head h of token t:  v = x / sqrt(mean(x^2) + eps) * (bias + w)          (fp32)
+ *   RoPE (neox), i < rot_dim/2, c = cos[pos[t], i], s = sin[pos[t], i]:
+ *     out[i]             = v[i] * c - v[i + rot_dim/2] * s
+ *     out[i + rot_dim/2] = v[i + rot_dim/2] * c + v[i] * s
+ *   elements >= rot_dim pass through; one rounding at the store.
+ * A position outside [0, max_pos) is not looked up: that head is normalized but not rotated
+ * (both backends), so nothing is read out of bounds. */
+#ifndef SL_QKNORM_H
+#define SL_QKNORM_H
+
+#include "kernels/sl_dtype.h"
+
+/* Each lane holds 8 consecutive elements of a head (one 16-byte packet of bf16/fp16, two of
+ * fp32), so a head spans HEAD_DIM/8 lanes: 8 (64), 16 (128) or 32 (256), and a warp holds
+ * 32/(HEAD_DIM/8) heads. */
+#define SL_QKNORM_ELTS_PER_LANE 8
+#define SL_QKNORM_LANES_PER_HEAD(head_dim) ((head_dim) / SL_QKNORM_ELTS_PER_LANE)
+
+#ifndef __CUDACC_RTC__
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "runtime/sl_device.h"
+#include "runtime/sl_jit.h"
+
+typedef struct {
+  void *q;                                 /* head 0 of token 0 of Q; token t starts at q + t*q_row_stride */
+  void *k;                                 /* head 0 of token 0 of K */
+  long q_row_stride;                       /* elements between tokens: q_heads*head_dim for a separate Q, */
+  long k_row_stride;                       /*   (q_heads + 2*kv_heads)*head_dim for a packed QKV row */
+  int tokens, q_heads, kv_heads, head_dim; /* head_dim 64, 128 or 256 */
+  const void *q_weight, *k_weight;         /* [head_dim] w_dtype each */
+  sl_dtype_t dtype, w_dtype;               /* dtype of Q/K (in place); of the weights */
+  float eps, weight_bias;                  /* compile-time constants */
+  /* RoPE (neox) when rope is true: */
+  bool rope;
+  int rot_dim;                        /* 16, 32, 64, 128 or 256, <= head_dim */
+  const int32_t *positions;           /* [tokens] */
+  const float *cos_cache, *sin_cache; /* [max_pos, rot_dim/2] each */
+  int max_pos;
+  int warps; /* warps per block; 0 = the table */
+} sl_qknorm_args_t;
+
+typedef struct {
+  int head_dim, rot_dim; /* rot_dim 0: no RoPE */
+  sl_dtype_t dtype, w_dtype;
+  float eps, weight_bias;
+  int warps;
+  int items; /* head groups per warp per iteration (sl_qknorm_items) */
+} sl_qknorm_point_t;
+
+/* Head groups a warp loads before reducing: 1 for decode; for prefill as many as the register
+ * budget of `warps` per block allows without spilling (measured with ptxas: 4 groups use ~80
+ * registers, 2 groups with RoPE ~92; at 32 warps the budget is 64). */
+int sl_qknorm_items(bool decode, bool rope, int warps);
+
+sl_status_t sl_qknorm(sl_device_t *dev, const sl_qknorm_args_t *args, sl_stream_t *stream);
+sl_status_t sl_qknorm_cpu(const sl_qknorm_args_t *args);
+sl_status_t sl_qknorm_validate(const sl_qknorm_args_t *args);
+sl_status_t sl_qknorm_choose(const sl_qknorm_args_t *args, int arch, int sm_count, sl_qknorm_point_t *pt);
+sl_status_t sl_qknorm_spec(sl_jit_spec_t *spec, const sl_qknorm_point_t *pt);
+sl_status_t sl_qknorm_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t *spec, void *user), void *user);
+#endif
+
+#endif

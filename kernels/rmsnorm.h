@@ -1,0 +1,68 @@
+/* RMSNorm, optionally fused with a residual add:  y = x / sqrt(mean(x^2) + eps) * (bias + w).
+ * Fused:  residual = x + residual (stored in the residual dtype);  y = norm(residual).
+ * One entry for both backends (sl_rmsnorm) and the CPU reference (sl_rmsnorm_cpu).
+ * The row-to-thread layout macros below are shared by the host and kernels/rmsnorm.cu. */
+#ifndef SL_RMSNORM_H
+#define SL_RMSNORM_H
+
+#include "kernels/sl_dtype.h"
+
+/* Sizes the kernels are built for: any multiple of 8 in [64, 16384] (the design range is
+ * 512..16384; 64..504 is allowed so per-head norms can use it as a baseline). */
+#define SL_RMSNORM_MIN_HIDDEN 64
+#define SL_RMSNORM_MAX_HIDDEN 16384
+/* Each thread keeps at most this many elements of its row in registers: 32 fp32 values is
+ * 4 packets of bf16 in flight per thread, enough memory-level parallelism with ~60 registers. */
+#define SL_RMSNORM_ELTS_PER_THREAD 32
+/* Warps that share one row: the fewest that keep <= 32 elements per thread (1 warp up to 1024,
+ * 4 at 4096, 7 at 7168, 16 at 16384). Beyond one warp the row's sum of squares crosses warps
+ * through one float per warp in shared memory. */
+#define SL_RMSNORM_ROW_WARPS(hidden)                                                                                   \
+  (((hidden) + 32 * SL_RMSNORM_ELTS_PER_THREAD - 1) / (32 * SL_RMSNORM_ELTS_PER_THREAD))
+
+#ifndef __CUDACC_RTC__
+#include <stdbool.h>
+
+#include "runtime/sl_device.h"
+#include "runtime/sl_jit.h"
+
+typedef struct {
+  const void *x;      /* [rows, hidden] in_dtype */
+  void *y;            /* [rows, hidden] out_dtype; must not overlap x or residual */
+  void *residual;     /* fused variant: [rows, hidden] res_dtype, read and overwritten by
+                         x + residual; NULL for the plain norm */
+  const void *weight; /* [hidden] w_dtype */
+  int rows, hidden;
+  sl_dtype_t in_dtype, out_dtype, w_dtype, res_dtype; /* each f32, bf16 or f16 */
+  float eps;                                          /* compile-time constant of the kernel */
+  float weight_bias; /* compile-time: scale is (weight_bias + w); 1.0 for Gemma, 0.0 else */
+  int warps;         /* warps per block; 0 = the per-architecture table (tune with
+                        `sluice bench kernels --tune`) */
+} sl_rmsnorm_args_t;
+
+/* The compile-time point of one kernel. */
+typedef struct {
+  int hidden;
+  sl_dtype_t in_dtype, out_dtype, w_dtype, res_dtype;
+  float eps, weight_bias;
+  bool residual;
+  int warps; /* a multiple of SL_RMSNORM_ROW_WARPS(hidden), <= 32 */
+} sl_rmsnorm_point_t;
+
+sl_status_t sl_rmsnorm(sl_device_t *dev, const sl_rmsnorm_args_t *args, sl_stream_t *stream);
+/* CPU reference (also the CPU backend); host pointers. */
+sl_status_t sl_rmsnorm_cpu(const sl_rmsnorm_args_t *args);
+
+/* Check arguments (sizes, dtypes, alignment) without running anything. */
+sl_status_t sl_rmsnorm_validate(const sl_rmsnorm_args_t *args);
+/* The point (and so the kernel) sl_rmsnorm would use for args on a device of `arch` with
+ * `sm_count` SMs: warps from args->warps or the table. */
+sl_status_t sl_rmsnorm_choose(const sl_rmsnorm_args_t *args, int arch, int sm_count, sl_rmsnorm_point_t *pt);
+/* Warps-per-block candidates for a hidden size (row_warps x 1, 2, 4, ... <= 32): *n set. */
+int sl_rmsnorm_warp_candidates(int hidden, int out[8]);
+sl_status_t sl_rmsnorm_spec(sl_jit_spec_t *spec, const sl_rmsnorm_point_t *pt);
+/* Every point registered for `sluice jit warm` and the jit tests. */
+sl_status_t sl_rmsnorm_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t *spec, void *user), void *user);
+#endif
+
+#endif

@@ -1,0 +1,465 @@
+/* GPU: RMSNorm (plain, fused residual), QK-norm (separate/packed, RoPE) and embedding kernels
+ * against their CPU references on fresh random inputs with poisoned outputs; every warps
+ * candidate; grid-stride paths; one RMSNorm captured in a CUDA graph. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/embedding.h"
+#include "kernels/qknorm.h"
+#include "kernels/rmsnorm.h"
+#include "sl_test_kernels.h"
+
+static sl_device_t *dev;
+static uint64_t rng;
+
+static void *upload(const void *host, size_t bytes) {
+  void *d = NULL;
+  SL_ASSERT_OK(sl_device_malloc(dev, bytes, &d));
+  SL_ASSERT_OK(sl_memcpy(dev, d, host, bytes, NULL));
+  SL_ASSERT_OK(sl_device_sync(dev));
+  return d;
+}
+static void download(void *host, const void *d, size_t bytes) {
+  SL_ASSERT_OK(sl_memcpy(dev, host, d, bytes, NULL));
+  SL_ASSERT_OK(sl_device_sync(dev));
+}
+static void *alloc_poisoned(size_t bytes) {
+  void *d = NULL;
+  SL_ASSERT_OK(sl_device_malloc(dev, bytes, &d));
+  sl_test_poison(dev, d, bytes);
+  return d;
+}
+static void finish_kernel(const char *what) {
+  SL_ASSERT_OK(sl_device_sync(dev));
+  SL_ASSERT_OK(sl_device_check(dev, what));
+}
+static int all_ff(const void *p, size_t bytes) {
+  const unsigned char *c = p;
+  for (size_t i = 0; i < bytes; i++)
+    if (c[i] != 0xff) return 0;
+  return 1;
+}
+
+/* ---- RMSNorm -------------------------------------------------------------------------------- */
+typedef struct {
+  int rows, hidden;
+  sl_dtype_t in, out, w, res;
+  float bias;
+  int residual, warps;
+} rms_case_t;
+
+/* GPU vs CPU: y within 2 ulp (fp32: 1e-5 relative), the updated residual bit-exact (both
+ * sides do one fp32 add and one rounding); one poisoned guard row after y stays untouched. */
+static void rms_check(const rms_case_t *c, sl_stream_t *graph_stream) {
+  const size_t n = (size_t)c->rows * (size_t)c->hidden;
+  size_t xb = sl_dtype_bytes(c->in, n), yb = sl_dtype_bytes(c->out, n), rb = sl_dtype_bytes(c->res, n);
+  size_t wb = sl_dtype_bytes(c->w, (size_t)c->hidden), guard = sl_dtype_bytes(c->out, (size_t)c->hidden);
+  void *hx = sl_test_alloc(xb), *hw = sl_test_alloc(wb), *hy = sl_test_alloc(yb + guard), *want_y = sl_test_alloc(yb);
+  void *hres = c->residual ? sl_test_alloc(rb) : NULL, *got_res = c->residual ? sl_test_alloc(rb) : NULL;
+  sl_test_fill(&rng, hx, c->in, n, 2.0f, 1);
+  sl_test_fill(&rng, hw, c->w, (size_t)c->hidden, 1.5f, 0);
+  if (hres) sl_test_fill(&rng, hres, c->res, n, 2.0f, 1);
+  void *dx = upload(hx, xb), *dw = upload(hw, wb), *dres = hres ? upload(hres, rb) : NULL;
+  void *dy = alloc_poisoned(yb + guard);
+  sl_rmsnorm_args_t a = {.x = dx,
+                         .y = dy,
+                         .residual = dres,
+                         .weight = dw,
+                         .rows = c->rows,
+                         .hidden = c->hidden,
+                         .in_dtype = c->in,
+                         .out_dtype = c->out,
+                         .w_dtype = c->w,
+                         .res_dtype = c->res,
+                         .eps = 1e-6f,
+                         .weight_bias = c->bias,
+                         .warps = c->warps};
+  if (graph_stream) {
+    /* Warm (compile + load outside the capture), poison again, capture, replay once. */
+    SL_ASSERT_OK(sl_rmsnorm(dev, &a, graph_stream));
+    SL_ASSERT_OK(sl_stream_sync(dev, graph_stream));
+    sl_test_poison(dev, dy, yb + guard);
+    SL_ASSERT_OK(sl_graph_begin_capture(dev, graph_stream));
+    sl_status_t s = sl_rmsnorm(dev, &a, graph_stream);
+    sl_graph_t *g = NULL;
+    SL_ASSERT_OK(sl_graph_end_capture(dev, graph_stream, &g));
+    SL_ASSERT_OK(s);
+    sl_test_poison(dev, dy, yb + guard);
+    SL_ASSERT_OK(sl_graph_launch(dev, g, graph_stream));
+    SL_ASSERT_OK(sl_stream_sync(dev, graph_stream));
+    sl_graph_destroy(dev, g);
+  } else {
+    SL_ASSERT_OK(sl_rmsnorm(dev, &a, NULL));
+  }
+  finish_kernel("rmsnorm");
+  download(hy, dy, yb + guard);
+  if (got_res) download(got_res, dres, rb);
+  sl_rmsnorm_args_t h = a;
+  h.x = hx;
+  h.y = want_y;
+  h.weight = hw;
+  h.residual = hres;
+  SL_ASSERT_OK(sl_rmsnorm_cpu(&h));
+  size_t bad = sl_test_compare_dtype("y", c->out, hy, want_y, n, 2, 0.0f, 1e-5f);
+  if (got_res) bad += sl_test_compare_dtype("residual", c->res, got_res, hres, n, 0, 0.0f, 0.0f);
+  if (!all_ff((char *)hy + yb, guard)) {
+    fprintf(stderr, "  guard row after y was written\n");
+    bad++;
+  }
+  if (bad)
+    fail_msg("rmsnorm rows %d hidden %d in %s out %s w %s res %s bias %g residual %d warps %d%s: %zu mismatches",
+             c->rows, c->hidden, sl_dtype_name(c->in), sl_dtype_name(c->out), sl_dtype_name(c->w),
+             sl_dtype_name(c->res), (double)c->bias, c->residual, c->warps, graph_stream ? " (graph)" : "", bad);
+  sl_device_free(dev, dx);
+  sl_device_free(dev, dw);
+  sl_device_free(dev, dres);
+  sl_device_free(dev, dy);
+  free(hx);
+  free(hw);
+  free(hy);
+  free(want_y);
+  free(hres);
+  free(got_res);
+}
+
+static void test_rmsnorm_every_dtype_pair(void **state) {
+  for (int i = 0; i < 3; i++)
+    for (int o = 0; o < 3; o++)
+      for (int residual = 0; residual < 2; residual++)
+        for (int r = 0; r < 2; r++) {
+          sl_dtype_t in = sl_test_float_dtypes[i];
+          rms_case_t c = {.rows = r ? 300 : 1,
+                          .hidden = 4096,
+                          .in = in,
+                          .out = sl_test_float_dtypes[o],
+                          .w = in,
+                          .res = in,
+                          .bias = 0.0f,
+                          .residual = residual};
+          rms_check(&c, NULL);
+        }
+}
+
+static void test_rmsnorm_sizes_and_variants(void **state) {
+  static const int hiddens[] = {512, 520, 2048, 7168, 8192, 16384};
+  static const int rows[] = {1, 7, 1000};
+  for (int h = 0; h < 6; h++)
+    for (int r = 0; r < 3; r++)
+      for (int residual = 0; residual < 2; residual++) {
+        rms_case_t c = {.rows = rows[r],
+                        .hidden = hiddens[h],
+                        .in = SL_DTYPE_BF16,
+                        .out = SL_DTYPE_BF16,
+                        .w = SL_DTYPE_BF16,
+                        .res = SL_DTYPE_BF16,
+                        .bias = (float)(r & 1),
+                        .residual = residual};
+        rms_check(&c, NULL);
+      }
+  /* Mixed: bf16 activations, fp32 residual stream and weights; fp16 in, fp32 out, bf16 weights. */
+  rms_case_t m1 = {.rows = 257,
+                   .hidden = 2048,
+                   .in = SL_DTYPE_BF16,
+                   .out = SL_DTYPE_BF16,
+                   .w = SL_DTYPE_F32,
+                   .res = SL_DTYPE_F32,
+                   .residual = 1};
+  rms_check(&m1, NULL);
+  rms_case_t m2 = {.rows = 33,
+                   .hidden = 7168,
+                   .in = SL_DTYPE_F16,
+                   .out = SL_DTYPE_F32,
+                   .w = SL_DTYPE_BF16,
+                   .res = SL_DTYPE_BF16,
+                   .bias = 1.0f,
+                   .residual = 1};
+  rms_check(&m2, NULL);
+  /* Many more row groups than resident blocks: the grid-stride loop runs several rounds. */
+  rms_case_t big = {.rows = 20000,
+                    .hidden = 2048,
+                    .in = SL_DTYPE_BF16,
+                    .out = SL_DTYPE_BF16,
+                    .w = SL_DTYPE_BF16,
+                    .res = SL_DTYPE_BF16,
+                    .residual = 1};
+  rms_check(&big, NULL);
+  /* Per-head size (the QK-norm benchmark's baseline). */
+  rms_case_t head = {
+      .rows = 999, .hidden = 128, .in = SL_DTYPE_BF16, .out = SL_DTYPE_BF16, .w = SL_DTYPE_BF16, .res = SL_DTYPE_BF16};
+  rms_check(&head, NULL);
+}
+
+static void test_rmsnorm_every_warps_candidate(void **state) {
+  static const int hiddens[] = {520, 4096, 7168};
+  for (int h = 0; h < 3; h++) {
+    int cand[8], n = sl_rmsnorm_warp_candidates(hiddens[h], cand);
+    for (int i = 0; i < n; i++) {
+      rms_case_t c = {.rows = 1001,
+                      .hidden = hiddens[h],
+                      .in = SL_DTYPE_BF16,
+                      .out = SL_DTYPE_BF16,
+                      .w = SL_DTYPE_BF16,
+                      .res = SL_DTYPE_BF16,
+                      .residual = i & 1,
+                      .warps = cand[i]};
+      rms_check(&c, NULL);
+    }
+  }
+}
+
+static void test_rmsnorm_in_cuda_graph(void **state) {
+  sl_stream_t *st;
+  SL_ASSERT_OK(sl_stream_create(dev, &st));
+  rms_case_t c = {
+      .rows = 16, .hidden = 4096, .in = SL_DTYPE_BF16, .out = SL_DTYPE_BF16, .w = SL_DTYPE_BF16, .res = SL_DTYPE_BF16};
+  rms_check(&c, st);
+  sl_stream_destroy(dev, st);
+}
+
+/* ---- QK-norm -------------------------------------------------------------------------------- */
+typedef struct {
+  int tokens, q_heads, kv_heads, head_dim, rot_dim, packed, warps;
+  sl_dtype_t dt;
+} qk_case_t;
+
+enum { QK_MAX_POS = 300 };
+
+static void qk_check(const qk_case_t *c) {
+  const int D = c->head_dim, half = c->rot_dim / 2;
+  const long q_stride = c->packed ? (long)(c->q_heads + 2 * c->kv_heads) * D : (long)c->q_heads * D;
+  const long k_stride = c->packed ? q_stride : (long)c->kv_heads * D;
+  const size_t qn = (size_t)c->tokens * (size_t)q_stride, kn = c->packed ? 0 : (size_t)c->tokens * (size_t)k_stride;
+  const size_t qb = sl_dtype_bytes(c->dt, qn), kb = sl_dtype_bytes(c->dt, kn), wb = sl_dtype_bytes(c->dt, (size_t)D);
+  void *hq = sl_test_alloc(qb), *hk = sl_test_alloc(kb + 16), *gq = sl_test_alloc(qb), *gk = sl_test_alloc(kb + 16);
+  void *hqw = sl_test_alloc(wb), *hkw = sl_test_alloc(wb);
+  int32_t *hpos = sl_test_alloc(sizeof(int32_t) * (size_t)c->tokens);
+  size_t cache_n = (size_t)QK_MAX_POS * (size_t)(half ? half : 1);
+  float *hcos = sl_test_alloc(cache_n * 4), *hsin = sl_test_alloc(cache_n * 4);
+  sl_test_fill(&rng, hq, c->dt, qn, 1.5f, 1);
+  sl_test_fill(&rng, hk, c->dt, kn, 1.5f, 1);
+  sl_test_fill(&rng, hqw, c->dt, (size_t)D, 1.5f, 0);
+  sl_test_fill(&rng, hkw, c->dt, (size_t)D, 1.5f, 0);
+  for (size_t i = 0; i < cache_n; i++) {
+    double th = sl_test_rand_uniform(&rng, 0.0f, 6.2831853f);
+    hcos[i] = (float)cos(th);
+    hsin[i] = (float)sin(th);
+  }
+  for (int t = 0; t < c->tokens; t++)
+    hpos[t] = (int32_t)(sl_test_rand_u64(&rng) % QK_MAX_POS);
+  if (c->tokens > 3) {
+    hpos[1] = QK_MAX_POS + 5; /* out of range: normalized, not rotated, nothing read */
+    hpos[2] = -3;
+  }
+  void *dq = upload(hq, qb), *dk = kb ? upload(hk, kb) : NULL, *dqw = upload(hqw, wb), *dkw = upload(hkw, wb);
+  void *dpos = upload(hpos, sizeof(int32_t) * (size_t)c->tokens);
+  void *dcos = upload(hcos, cache_n * 4), *dsin = upload(hsin, cache_n * 4);
+  size_t k_off = sl_dtype_bytes(c->dt, (size_t)c->q_heads * D);
+  sl_qknorm_args_t a = {.q = dq,
+                        .k = c->packed ? (char *)dq + k_off : dk,
+                        .q_row_stride = q_stride,
+                        .k_row_stride = k_stride,
+                        .tokens = c->tokens,
+                        .q_heads = c->q_heads,
+                        .kv_heads = c->kv_heads,
+                        .head_dim = D,
+                        .q_weight = dqw,
+                        .k_weight = dkw,
+                        .dtype = c->dt,
+                        .w_dtype = c->dt,
+                        .eps = 1e-6f,
+                        .rope = c->rot_dim > 0,
+                        .rot_dim = c->rot_dim,
+                        .positions = dpos,
+                        .cos_cache = dcos,
+                        .sin_cache = dsin,
+                        .max_pos = QK_MAX_POS,
+                        .warps = c->warps};
+  SL_ASSERT_OK(sl_qknorm(dev, &a, NULL));
+  finish_kernel("qknorm");
+  download(gq, dq, qb);
+  if (kb) download(gk, dk, kb);
+  sl_qknorm_args_t h = a;
+  h.q = hq;
+  h.k = c->packed ? (char *)hq + k_off : hk;
+  h.q_weight = hqw;
+  h.k_weight = hkw;
+  h.positions = hpos;
+  h.cos_cache = hcos;
+  h.sin_cache = hsin;
+  SL_ASSERT_OK(sl_qknorm_cpu(&h));
+  /* 2 ulp, or an absolute floor for the rotation's cancellations (fp32 products of values
+   * up to ~5 differ by ~1e-6 between FMA and separate roundings). */
+  const float atol = 2e-6f;
+  size_t bad = 0;
+  if (c->packed) {
+    /* Heads within 2 ulp; the V slice bit-exact (the CPU left it as it was). */
+    const size_t qk_n = (size_t)(c->q_heads + c->kv_heads) * D, v_n = (size_t)c->kv_heads * D;
+    for (int t = 0; t < c->tokens; t++) {
+      size_t row = (size_t)t * (size_t)q_stride;
+      bad += sl_test_compare_dtype("qk", c->dt, (char *)gq + sl_dtype_bytes(c->dt, row),
+                                   (char *)hq + sl_dtype_bytes(c->dt, row), qk_n, 2, atol, 1e-5f);
+      size_t v_at = sl_dtype_bytes(c->dt, row + qk_n);
+      if (memcmp((char *)gq + v_at, (char *)hq + v_at, sl_dtype_bytes(c->dt, v_n)) != 0) {
+        if (bad++ < 4) fprintf(stderr, "  token %d: V slice modified\n", t);
+      }
+    }
+  } else {
+    bad += sl_test_compare_dtype("q", c->dt, gq, hq, qn, 2, atol, 1e-5f);
+    bad += sl_test_compare_dtype("k", c->dt, gk, hk, kn, 2, atol, 1e-5f);
+  }
+  if (bad)
+    fail_msg("qknorm tokens %d heads %d+%d dim %d rot %d %s packed %d warps %d: %zu mismatches", c->tokens, c->q_heads,
+             c->kv_heads, D, c->rot_dim, sl_dtype_name(c->dt), c->packed, c->warps, bad);
+  sl_device_free(dev, dq);
+  sl_device_free(dev, dk);
+  sl_device_free(dev, dqw);
+  sl_device_free(dev, dkw);
+  sl_device_free(dev, dpos);
+  sl_device_free(dev, dcos);
+  sl_device_free(dev, dsin);
+  free(hq);
+  free(hk);
+  free(gq);
+  free(gk);
+  free(hqw);
+  free(hkw);
+  free(hpos);
+  free(hcos);
+  free(hsin);
+}
+
+static void test_qknorm_every_dtype_dim_layout_rope(void **state) {
+  static const int dims[] = {64, 128, 256};
+  static const int tokens[] = {1, 333};
+  for (int d = 0; d < 3; d++)
+    for (int h = 0; h < 3; h++)
+      for (int packed = 0; packed < 2; packed++)
+        for (int rope = 0; rope < 3; rope++)
+          for (int t = 0; t < 2; t++) {
+            qk_case_t c = {.tokens = tokens[t],
+                           .q_heads = 8,
+                           .kv_heads = 2,
+                           .head_dim = dims[h],
+                           .rot_dim = rope == 0   ? 0
+                                      : rope == 1 ? dims[h]
+                                                  : dims[h] / 2,
+                           .packed = packed,
+                           .dt = sl_test_float_dtypes[d]};
+            qk_check(&c);
+          }
+}
+
+static void test_qknorm_qwen3_shapes_and_warps(void **state) {
+  /* Qwen3 head counts (32+4, 64+4) packed with RoPE; every warps candidate; enough heads for
+   * the grid-stride loop to run several rounds. */
+  qk_case_t c = {
+      .tokens = 4096, .q_heads = 32, .kv_heads = 4, .head_dim = 128, .rot_dim = 128, .packed = 1, .dt = SL_DTYPE_BF16};
+  qk_check(&c);
+  c.q_heads = 64;
+  c.tokens = 17;
+  qk_check(&c);
+  for (int w = 1; w <= 32; w *= 2) {
+    qk_case_t cw = {.tokens = 2000,
+                    .q_heads = 32,
+                    .kv_heads = 4,
+                    .head_dim = 128,
+                    .rot_dim = 0,
+                    .packed = 0,
+                    .warps = w,
+                    .dt = SL_DTYPE_BF16};
+    qk_check(&cw);
+  }
+}
+
+/* ---- embedding ------------------------------------------------------------------------------ */
+static void emb_check(sl_dtype_t dt, int hidden, int tokens, int warps, int with_bad_ids) {
+  const int vocab = 3000;
+  size_t row = sl_dtype_bytes(dt, (size_t)hidden), ob = row * (size_t)tokens;
+  void *htable = sl_test_alloc(row * vocab), *hout = sl_test_alloc(ob + row);
+  int32_t *hids = sl_test_alloc(sizeof(int32_t) * (size_t)tokens);
+  sl_test_fill(&rng, htable, dt, (size_t)hidden * vocab, 1.0f, 0); /* uniform: cheaper, compared bit-exact */
+  for (int t = 0; t < tokens; t++)
+    hids[t] = (int32_t)(sl_test_rand_u64(&rng) % vocab);
+  if (tokens > 1) hids[tokens - 1] = vocab - 1;
+  if (with_bad_ids) {
+    hids[7] = vocab + 11;
+    hids[3] = -5; /* the first bad position */
+    hids[50] = 1 << 30;
+  }
+  void *dtable = upload(htable, row * vocab), *dids = upload(hids, sizeof(int32_t) * (size_t)tokens);
+  void *dout = alloc_poisoned(ob + row), *derr = NULL;
+  SL_ASSERT_OK(sl_device_malloc(dev, sizeof(unsigned long long), &derr));
+  SL_ASSERT_OK(sl_embedding_error_reset(dev, derr, NULL));
+  sl_embedding_args_t a = {.ids = dids,
+                           .table = dtable,
+                           .out = dout,
+                           .error = derr,
+                           .tokens = tokens,
+                           .vocab = vocab,
+                           .hidden = hidden,
+                           .dtype = dt,
+                           .warps = warps};
+  SL_ASSERT_OK(sl_embedding(dev, &a, NULL)); /* asynchronous: errors come from the check */
+  finish_kernel("embedding");
+  sl_status_t s = sl_embedding_check(dev, derr, vocab, NULL);
+  if (with_bad_ids) {
+    assert_int_equal(s, SL_ERR_RANGE);
+    assert_non_null(strstr(sl_last_error(), "token id -5 at position 3"));
+  } else {
+    SL_ASSERT_OK(s);
+  }
+  download(hout, dout, ob + row);
+  for (int t = 0; t < tokens; t++) {
+    const char *got = (const char *)hout + (size_t)t * row;
+    int bad_id = hids[t] < 0 || hids[t] >= vocab;
+    if (bad_id) {
+      for (size_t i = 0; i < row; i++)
+        if (got[i] != 0) fail_msg("embedding: row %d (bad id %d) not zeroed", t, hids[t]);
+    } else if (memcmp(got, (const char *)htable + (size_t)hids[t] * row, row) != 0) {
+      fail_msg("embedding %s hidden %d tokens %d warps %d: row %d (id %d) differs", sl_dtype_name(dt), hidden, tokens,
+               warps, t, hids[t]);
+    }
+  }
+  assert_true(all_ff((char *)hout + ob, row)); /* guard row */
+  sl_device_free(dev, dtable);
+  sl_device_free(dev, dids);
+  sl_device_free(dev, dout);
+  sl_device_free(dev, derr);
+  free(htable);
+  free(hout);
+  free(hids);
+}
+
+static void test_embedding_matches_cpu(void **state) {
+  static const int hiddens[] = {520, 2048, 7168};
+  for (int d = 0; d < 3; d++)
+    for (int h = 0; h < 3; h++) {
+      emb_check(sl_test_float_dtypes[d], hiddens[h], 1, 0, 0);
+      emb_check(sl_test_float_dtypes[d], hiddens[h], 1000, 0, 0);
+    }
+  for (int w = 1; w <= 32; w *= 2)
+    emb_check(SL_DTYPE_BF16, 4096, 5000, w, 0);
+}
+
+static void test_embedding_out_of_range_reported(void **state) {
+  emb_check(SL_DTYPE_BF16, 2048, 100, 0, 1);
+  emb_check(SL_DTYPE_F32, 520, 3000, 0, 1);
+}
+
+int main(void) {
+  dev = sl_test_open_gpu_or_skip(0);
+  rng = sl_test_seed();
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_rmsnorm_every_dtype_pair),
+      cmocka_unit_test(test_rmsnorm_sizes_and_variants),
+      cmocka_unit_test(test_rmsnorm_every_warps_candidate),
+      cmocka_unit_test(test_rmsnorm_in_cuda_graph),
+      cmocka_unit_test(test_qknorm_every_dtype_dim_layout_rope),
+      cmocka_unit_test(test_qknorm_qwen3_shapes_and_warps),
+      cmocka_unit_test(test_embedding_matches_cpu),
+      cmocka_unit_test(test_embedding_out_of_range_reported),
+  };
+  int rc = cmocka_run_group_tests(tests, NULL, NULL);
+  sl_device_close(dev);
+  return rc;
+}

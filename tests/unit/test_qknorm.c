@@ -1,0 +1,246 @@
+/* Unit tests of the QK-norm CPU reference: per-head RMSNorm of Q and K (separate tensors or
+ * strided slices of a packed QKV row) and neox RoPE, against double-precision formulas. */
+#include "kernels/qknorm.h"
+#include "sl_test_kernels.h"
+
+typedef struct {
+  int tokens, q_heads, kv_heads, head_dim, rot_dim; /* rot_dim 0: no RoPE */
+  sl_dtype_t dt, wdt;
+  float bias;
+  int packed; /* Q and K are slices of a [tokens, (q + 2 kv) * head_dim] QKV buffer */
+} case_t;
+
+enum { MAX_POS = 64 };
+static const double ROPE_BASE = 10000.0;
+
+/* theta(pos, i) = pos * base^(-2i/rot_dim), the neox frequencies. */
+static double theta(int pos, int i, int rot_dim) {
+  return pos * pow(ROPE_BASE, -2.0 * i / rot_dim);
+}
+
+static void check_case(sl_device_t *dev, uint64_t *rng, const case_t *c) {
+  const int D = c->head_dim, heads = c->q_heads + c->kv_heads;
+  const long q_stride = c->packed ? (long)(c->q_heads + 2 * c->kv_heads) * D : (long)c->q_heads * D;
+  const long k_stride = c->packed ? q_stride : (long)c->kv_heads * D;
+  const size_t q_elems = (size_t)c->tokens * (size_t)q_stride, k_elems = (size_t)c->tokens * (size_t)k_stride;
+  void *q = sl_test_alloc(sl_dtype_bytes(c->dt, q_elems));
+  void *k = c->packed ? NULL : sl_test_alloc(sl_dtype_bytes(c->dt, k_elems));
+  sl_test_fill(rng, q, c->dt, q_elems, 1.5f, 1);
+  if (k) sl_test_fill(rng, k, c->dt, k_elems, 1.5f, 1);
+  void *q_in = sl_test_alloc(sl_dtype_bytes(c->dt, q_elems)),
+       *k_in = k ? sl_test_alloc(sl_dtype_bytes(c->dt, k_elems)) : NULL;
+  memcpy(q_in, q, sl_dtype_bytes(c->dt, q_elems));
+  if (k) memcpy(k_in, k, sl_dtype_bytes(c->dt, k_elems));
+  void *qw = sl_test_alloc(sl_dtype_bytes(c->wdt, (size_t)D)), *kw = sl_test_alloc(sl_dtype_bytes(c->wdt, (size_t)D));
+  sl_test_fill(rng, qw, c->wdt, (size_t)D, 1.5f, 0);
+  sl_test_fill(rng, kw, c->wdt, (size_t)D, 1.5f, 0);
+  int32_t *pos = sl_test_alloc(sizeof(int32_t) * (size_t)c->tokens);
+  const int half = c->rot_dim / 2;
+  float *cs = sl_test_alloc(sizeof(float) * MAX_POS * (size_t)(half ? half : 1));
+  float *sn = sl_test_alloc(sizeof(float) * MAX_POS * (size_t)(half ? half : 1));
+  for (int p = 0; p < MAX_POS; p++)
+    for (int i = 0; i < half; i++) {
+      cs[p * half + i] = (float)cos(theta(p, i, c->rot_dim));
+      sn[p * half + i] = (float)sin(theta(p, i, c->rot_dim));
+    }
+  for (int t = 0; t < c->tokens; t++)
+    pos[t] = (int32_t)(sl_test_rand_u64(rng) % MAX_POS);
+  /* With several tokens, one position is out of range: that token is normalized, not rotated. */
+  if (c->tokens > 2) pos[1] = MAX_POS + 5;
+
+  char *kbase = c->packed ? (char *)q + sl_dtype_bytes(c->dt, (size_t)c->q_heads * D) : (char *)k;
+  sl_qknorm_args_t a = {.q = q,
+                        .k = kbase,
+                        .q_row_stride = q_stride,
+                        .k_row_stride = k_stride,
+                        .tokens = c->tokens,
+                        .q_heads = c->q_heads,
+                        .kv_heads = c->kv_heads,
+                        .head_dim = D,
+                        .q_weight = qw,
+                        .k_weight = kw,
+                        .dtype = c->dt,
+                        .w_dtype = c->wdt,
+                        .eps = 1e-6f,
+                        .weight_bias = c->bias,
+                        .rope = c->rot_dim > 0,
+                        .rot_dim = c->rot_dim,
+                        .positions = pos,
+                        .cos_cache = cs,
+                        .sin_cache = sn,
+                        .max_pos = MAX_POS};
+  SL_ASSERT_OK(sl_qknorm(dev, &a, NULL));
+
+  /* Unit roundoff of the output plus the fp32 arithmetic (a rotation may cancel, so the
+   * absolute part scales with the head's largest value, ~ a few units). */
+  const double k_rel = c->dt == SL_DTYPE_F32 ? 64.0 : 1.05;
+  const double atol = c->dt == SL_DTYPE_F32 ? 4e-6 : c->dt == SL_DTYPE_F16 ? 2e-6 : 2e-5;
+  size_t bad = 0;
+  for (int t = 0; t < c->tokens; t++)
+    for (int h = 0; h < heads; h++) {
+      const int is_q = h < c->q_heads;
+      const void *src = is_q || c->packed ? q_in : k_in;
+      const void *dst = is_q || c->packed ? q : k;
+      const void *w = is_q ? qw : kw;
+      size_t off = is_q ? (size_t)t * q_stride + (size_t)h * D
+                        : (c->packed ? (size_t)t * q_stride + (size_t)c->q_heads * D : (size_t)t * k_stride) +
+                              (size_t)(h - c->q_heads) * D;
+      double v[256], ss = 0;
+      for (int i = 0; i < D; i++) {
+        v[i] = sl_load_f32(src, c->dt, off + (size_t)i);
+        ss += v[i] * v[i];
+      }
+      double inv = 1.0 / sqrt(ss / D + 1e-6);
+      for (int i = 0; i < D; i++)
+        v[i] = v[i] * inv * ((double)c->bias + (double)sl_load_f32(w, c->wdt, (size_t)i));
+      if (c->rot_dim && pos[t] < MAX_POS) {
+        for (int i = 0; i < half; i++) {
+          double th = theta(pos[t], i, c->rot_dim), x1 = v[i], x2 = v[i + half];
+          v[i] = x1 * cos(th) - x2 * sin(th);
+          v[i + half] = x2 * cos(th) + x1 * sin(th);
+        }
+      }
+      for (int i = 0; i < D; i++) {
+        double got = sl_load_f32(dst, c->dt, off + (size_t)i);
+        if (!sl_test_close_to(got, v[i], c->dt, k_rel, atol)) {
+          if (bad++ < 5) fprintf(stderr, "  token %d head %d elt %d: got %.9g want %.9g\n", t, h, i, got, v[i]);
+        }
+      }
+    }
+  /* In a packed row the V slice (and nothing else) must be untouched. */
+  if (c->packed)
+    for (int t = 0; t < c->tokens; t++) {
+      size_t v_off = (size_t)t * q_stride + (size_t)heads * D;
+      size_t bytes = sl_dtype_bytes(c->dt, (size_t)c->kv_heads * D), at = sl_dtype_bytes(c->dt, v_off);
+      if (memcmp((char *)q + at, (char *)q_in + at, bytes) != 0) {
+        if (bad++ < 5) fprintf(stderr, "  token %d: V slice modified\n", t);
+      }
+    }
+  if (bad)
+    fail_msg("qknorm tokens %d heads %d+%d dim %d rot %d %s/%s bias %g packed %d: %zu mismatches", c->tokens,
+             c->q_heads, c->kv_heads, D, c->rot_dim, sl_dtype_name(c->dt), sl_dtype_name(c->wdt), (double)c->bias,
+             c->packed, bad);
+  free(q);
+  free(k);
+  free(q_in);
+  free(k_in);
+  free(qw);
+  free(kw);
+  free(pos);
+  free(cs);
+  free(sn);
+}
+
+static void test_every_dtype_dim_layout_and_rope(void **state) {
+  uint64_t rng = sl_test_seed();
+  sl_device_t *dev;
+  SL_ASSERT_OK(sl_device_open(SL_DEVICE_CPU, 0, &dev));
+  static const int dims[] = {64, 128, 256};
+  static const int tokens[] = {1, 5};
+  for (int d = 0; d < 3; d++)
+    for (int h = 0; h < 3; h++)
+      for (int t = 0; t < 2; t++)
+        for (int packed = 0; packed < 2; packed++)
+          for (int rope = 0; rope < 3; rope++) { /* none, full, partial (half the head) */
+            case_t c = {.tokens = tokens[t],
+                        .q_heads = 4,
+                        .kv_heads = 2,
+                        .head_dim = dims[h],
+                        .rot_dim = rope == 0   ? 0
+                                   : rope == 1 ? dims[h]
+                                               : dims[h] / 2,
+                        .dt = sl_test_float_dtypes[d],
+                        .wdt = sl_test_float_dtypes[d],
+                        .bias = (float)((d + h + t) & 1),
+                        .packed = packed};
+            check_case(dev, &rng, &c);
+          }
+  /* Qwen3-like head counts, fp32 weights on bf16 activations. */
+  case_t c = {.tokens = 3,
+              .q_heads = 32,
+              .kv_heads = 4,
+              .head_dim = 128,
+              .rot_dim = 128,
+              .dt = SL_DTYPE_BF16,
+              .wdt = SL_DTYPE_F32,
+              .bias = 0.0f,
+              .packed = 1};
+  check_case(dev, &rng, &c);
+  sl_device_close(dev);
+}
+
+static void test_rejects_bad_arguments(void **state) {
+  uint16_t *buf = sl_test_alloc(2 * 8192);
+  sl_qknorm_args_t ok = {.q = buf,
+                         .k = buf + 1024,
+                         .q_row_stride = 512,
+                         .k_row_stride = 256,
+                         .tokens = 1,
+                         .q_heads = 4,
+                         .kv_heads = 2,
+                         .head_dim = 128,
+                         .q_weight = buf + 4096,
+                         .k_weight = buf + 4096,
+                         .dtype = SL_DTYPE_BF16,
+                         .w_dtype = SL_DTYPE_BF16,
+                         .eps = 1e-6f};
+  SL_ASSERT_OK(sl_qknorm_validate(&ok));
+  sl_qknorm_args_t a = ok;
+  a.head_dim = 96;
+  assert_int_equal(sl_qknorm_validate(&a), SL_ERR_INVALID);
+  assert_non_null(strstr(sl_last_error(), "head_dim 96"));
+  a = ok;
+  a.q_row_stride = 500; /* holds fewer than 4 x 128 */
+  assert_int_equal(sl_qknorm_validate(&a), SL_ERR_INVALID);
+  a = ok;
+  a.k = buf + 1; /* 2-byte aligned only */
+  assert_int_equal(sl_qknorm_validate(&a), SL_ERR_INVALID);
+  a = ok;
+  a.rope = true;
+  a.rot_dim = 48; /* not a power of two */
+  a.max_pos = 8;
+  assert_int_equal(sl_qknorm_validate(&a), SL_ERR_INVALID);
+  a.rot_dim = 64;
+  assert_int_equal(sl_qknorm_validate(&a), SL_ERR_INVALID); /* no positions / caches */
+  assert_non_null(strstr(sl_last_error(), "RoPE"));
+  free(buf);
+}
+
+static void test_configuration_choice(void **state) {
+  sl_qknorm_args_t a = {.q_row_stride = 4096,
+                        .k_row_stride = 512,
+                        .tokens = 1,
+                        .q_heads = 32,
+                        .kv_heads = 4,
+                        .head_dim = 128,
+                        .dtype = SL_DTYPE_BF16,
+                        .w_dtype = SL_DTYPE_BF16,
+                        .eps = 1e-6f};
+  sl_qknorm_point_t pt;
+  SL_ASSERT_OK(sl_qknorm_choose(&a, SL_ARCH_HOPPER, 132, &pt)); /* 36 heads = 18 warps < 132 SMs */
+  assert_int_equal(pt.warps, 1);
+  assert_int_equal(pt.items, 1);
+  assert_int_equal(pt.rot_dim, 0);
+  a.tokens = 4096;
+  SL_ASSERT_OK(sl_qknorm_choose(&a, SL_ARCH_HOPPER, 132, &pt));
+  assert_true(pt.warps > 1 && pt.warps <= 32);
+  assert_true(pt.items > 1);
+  a.rope = true;
+  a.rot_dim = 128;
+  a.max_pos = 100;
+  SL_ASSERT_OK(sl_qknorm_choose(&a, SL_ARCH_HOPPER, 132, &pt));
+  assert_int_equal(pt.items, sl_qknorm_items(false, true, pt.warps));
+  assert_int_equal(sl_qknorm_items(false, false, 32), 2); /* 64-register budget at 1024 threads */
+  assert_int_equal(SL_QKNORM_LANES_PER_HEAD(128), 16);    /* half a warp per 128-elt head */
+  assert_int_equal(SL_QKNORM_LANES_PER_HEAD(64), 8);
+  assert_int_equal(SL_QKNORM_LANES_PER_HEAD(256), 32);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_every_dtype_dim_layout_and_rope),
+      cmocka_unit_test(test_rejects_bad_arguments),
+      cmocka_unit_test(test_configuration_choice),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

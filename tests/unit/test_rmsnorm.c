@@ -1,0 +1,229 @@
+/* Unit tests of the RMSNorm CPU reference against the definition in double precision. */
+#include "kernels/rmsnorm.h"
+#include "sl_test_kernels.h"
+
+typedef struct {
+  int rows, hidden;
+  sl_dtype_t in, out, w, res;
+  float bias;
+  int residual;
+} case_t;
+
+/* Run the CPU reference (through the entry point on the CPU device) and check every output
+ * against y = x / sqrt(mean(x^2) + eps) * (bias + w) computed in double from the same inputs. */
+static void check_case(sl_device_t *dev, uint64_t *rng, const case_t *c) {
+  const size_t n = (size_t)c->rows * (size_t)c->hidden;
+  const float eps = 1e-6f;
+  void *x = sl_test_alloc(sl_dtype_bytes(c->in, n)), *y = sl_test_alloc(sl_dtype_bytes(c->out, n));
+  void *w = sl_test_alloc(sl_dtype_bytes(c->w, (size_t)c->hidden));
+  void *res = c->residual ? sl_test_alloc(sl_dtype_bytes(c->res, n)) : NULL;
+  void *res_in = c->residual ? sl_test_alloc(sl_dtype_bytes(c->res, n)) : NULL;
+  sl_test_fill(rng, x, c->in, n, 2.0f, 1);
+  sl_test_fill(rng, w, c->w, (size_t)c->hidden, 1.5f, 0);
+  if (res) {
+    sl_test_fill(rng, res, c->res, n, 3.0f, 1);
+    memcpy(res_in, res, sl_dtype_bytes(c->res, n));
+  }
+  memset(y, 0xff, sl_dtype_bytes(c->out, n));
+  sl_rmsnorm_args_t a = {.x = x,
+                         .y = y,
+                         .residual = res,
+                         .weight = w,
+                         .rows = c->rows,
+                         .hidden = c->hidden,
+                         .in_dtype = c->in,
+                         .out_dtype = c->out,
+                         .w_dtype = c->w,
+                         .res_dtype = c->res,
+                         .eps = eps,
+                         .weight_bias = c->bias};
+  SL_ASSERT_OK(sl_rmsnorm(dev, &a, NULL));
+  size_t bad = 0;
+  const double atol = c->out == SL_DTYPE_F16 ? 6e-8 : 1e-30;
+  /* fp32 outputs carry the fp32 arithmetic's own error (sum of up to 16384 squares). */
+  const double k = c->out == SL_DTYPE_F32 ? 128.0 : 1.05;
+  for (int r = 0; r < c->rows; r++) {
+    size_t base = (size_t)r * (size_t)c->hidden;
+    double ss = 0;
+    for (int i = 0; i < c->hidden; i++) {
+      double v = sl_load_f32(x, c->in, base + (size_t)i);
+      if (res) {
+        double want_res = v + (double)sl_load_f32(res_in, c->res, base + (size_t)i);
+        double got_res = sl_load_f32(res, c->res, base + (size_t)i);
+        if (!sl_test_close_to(got_res, want_res, c->res, 1.0, c->res == SL_DTYPE_F16 ? 6e-8 : 0.0)) {
+          if (bad++ < 5) fprintf(stderr, "  residual[%d,%d]: got %.9g want %.9g\n", r, i, got_res, want_res);
+        }
+        v = got_res; /* the norm is of the stored residual */
+      }
+      ss += v * v;
+    }
+    double inv = 1.0 / sqrt(ss / c->hidden + (double)eps);
+    for (int i = 0; i < c->hidden; i++) {
+      double v = res ? sl_load_f32(res, c->res, base + (size_t)i) : sl_load_f32(x, c->in, base + (size_t)i);
+      double want = v * inv * ((double)c->bias + (double)sl_load_f32(w, c->w, (size_t)i));
+      double got = sl_load_f32(y, c->out, base + (size_t)i);
+      if (!sl_test_close_to(got, want, c->out, k, atol)) {
+        if (bad++ < 5) fprintf(stderr, "  y[%d,%d]: got %.9g want %.9g\n", r, i, got, want);
+      }
+    }
+  }
+  if (bad)
+    fail_msg("rmsnorm rows %d hidden %d in %s out %s w %s res %s bias %g residual %d: %zu mismatches", c->rows,
+             c->hidden, sl_dtype_name(c->in), sl_dtype_name(c->out), sl_dtype_name(c->w), sl_dtype_name(c->res),
+             (double)c->bias, c->residual, bad);
+  free(x);
+  free(y);
+  free(w);
+  free(res);
+  free(res_in);
+}
+
+static void test_every_dtype_size_and_variant(void **state) {
+  uint64_t rng = sl_test_seed();
+  sl_device_t *dev;
+  SL_ASSERT_OK(sl_device_open(SL_DEVICE_CPU, 0, &dev));
+  static const int hiddens[] = {512, 520, 4096, 16384}; /* edges, non-power-of-two multiple of 8 */
+  static const int rows[] = {1, 3};
+  for (int i = 0; i < 3; i++)
+    for (int o = 0; o < 3; o++)
+      for (int h = 0; h < 4; h++)
+        for (int r = 0; r < 2; r++)
+          for (int bias = 0; bias < 2; bias++)
+            for (int residual = 0; residual < 2; residual++) {
+              sl_dtype_t in = sl_test_float_dtypes[i];
+              case_t c = {.rows = rows[r],
+                          .hidden = hiddens[h],
+                          .in = in,
+                          .out = sl_test_float_dtypes[o],
+                          .w = in,
+                          .res = in,
+                          .bias = bias ? 1.0f : 0.0f,
+                          .residual = residual};
+              check_case(dev, &rng, &c);
+            }
+  sl_device_close(dev);
+}
+
+static void test_mixed_dtypes(void **state) {
+  uint64_t rng = sl_test_seed() ^ 0x1234;
+  sl_device_t *dev;
+  SL_ASSERT_OK(sl_device_open(SL_DEVICE_CPU, 0, &dev));
+  /* bf16 activations with an fp32 residual stream and fp32 weights; fp16 in, bf16 weights. */
+  case_t c1 = {.rows = 5,
+               .hidden = 2048,
+               .in = SL_DTYPE_BF16,
+               .out = SL_DTYPE_BF16,
+               .w = SL_DTYPE_F32,
+               .res = SL_DTYPE_F32,
+               .bias = 0.0f,
+               .residual = 1};
+  check_case(dev, &rng, &c1);
+  case_t c2 = {.rows = 2,
+               .hidden = 7168,
+               .in = SL_DTYPE_F16,
+               .out = SL_DTYPE_F32,
+               .w = SL_DTYPE_BF16,
+               .res = SL_DTYPE_BF16,
+               .bias = 1.0f,
+               .residual = 1};
+  check_case(dev, &rng, &c2);
+  sl_device_close(dev);
+}
+
+static void test_rejects_bad_arguments(void **state) {
+  float *buf = sl_test_alloc(4 * 20000 * 4);
+  sl_rmsnorm_args_t ok = {.x = buf,
+                          .y = buf + 20000,
+                          .weight = buf + 40000,
+                          .rows = 2,
+                          .hidden = 512,
+                          .in_dtype = SL_DTYPE_F32,
+                          .out_dtype = SL_DTYPE_F32,
+                          .w_dtype = SL_DTYPE_F32,
+                          .res_dtype = SL_DTYPE_F32,
+                          .eps = 1e-6f};
+  SL_ASSERT_OK(sl_rmsnorm_validate(&ok));
+  sl_rmsnorm_args_t a = ok;
+  a.hidden = 516; /* not a multiple of 8 */
+  assert_int_equal(sl_rmsnorm_validate(&a), SL_ERR_INVALID);
+  assert_non_null(strstr(sl_last_error(), "hidden 516"));
+  a = ok;
+  a.hidden = 16392;
+  assert_int_equal(sl_rmsnorm_validate(&a), SL_ERR_INVALID);
+  a = ok;
+  a.x = buf + 1; /* 4-byte aligned only */
+  assert_int_equal(sl_rmsnorm_validate(&a), SL_ERR_INVALID);
+  assert_non_null(strstr(sl_last_error(), "16-byte aligned"));
+  a = ok;
+  a.in_dtype = SL_DTYPE_FP8_E4M3;
+  assert_int_equal(sl_rmsnorm_validate(&a), SL_ERR_INVALID);
+  a = ok;
+  a.eps = 0.0f;
+  assert_int_equal(sl_rmsnorm_validate(&a), SL_ERR_INVALID);
+  a = ok;
+  a.hidden = 7168;
+  a.warps = 8; /* a 7168 row takes 7 warps: 8 is not a multiple */
+  assert_int_equal(sl_rmsnorm_validate(&a), SL_ERR_INVALID);
+  a.warps = 14;
+  SL_ASSERT_OK(sl_rmsnorm_validate(&a));
+  free(buf);
+}
+
+static void test_configuration_choice(void **state) {
+  sl_rmsnorm_args_t a = {.rows = 4,
+                         .hidden = 4096,
+                         .in_dtype = SL_DTYPE_BF16,
+                         .out_dtype = SL_DTYPE_BF16,
+                         .w_dtype = SL_DTYPE_BF16,
+                         .res_dtype = SL_DTYPE_BF16,
+                         .eps = 1e-6f};
+  sl_rmsnorm_point_t pt;
+  /* Decode: one row per block (the row's 4 warps). */
+  SL_ASSERT_OK(sl_rmsnorm_choose(&a, SL_ARCH_HOPPER, 132, &pt));
+  assert_int_equal(pt.warps, SL_RMSNORM_ROW_WARPS(4096));
+  assert_int_equal(pt.warps, 4);
+  /* Prefill: the table, a multiple of the row's warps. */
+  a.rows = 8192;
+  for (int h = 64; h <= 16384; h += 8) {
+    a.hidden = h;
+    SL_ASSERT_OK(sl_rmsnorm_choose(&a, SL_ARCH_HOPPER, 132, &pt));
+    int rw = SL_RMSNORM_ROW_WARPS(h);
+    assert_true(pt.warps % rw == 0 && pt.warps <= 32 && pt.warps >= rw);
+    assert_true((h + 32 * rw - 1) / (32 * rw) <= SL_RMSNORM_ELTS_PER_THREAD); /* row fits in registers */
+    SL_ASSERT_OK(sl_rmsnorm_choose(&a, SL_ARCH_BLACKWELL, 148, &pt));
+    assert_true(pt.warps % rw == 0 && pt.warps <= 32);
+  }
+  int cand[8];
+  int n = sl_rmsnorm_warp_candidates(7168, cand);
+  assert_int_equal(n, 3);
+  assert_int_equal(cand[0], 7);
+  assert_int_equal(cand[2], 28);
+  /* An explicit warps value wins (what --tune uses). */
+  a.hidden = 2048;
+  a.warps = 16;
+  SL_ASSERT_OK(sl_rmsnorm_choose(&a, SL_ARCH_HOPPER, 132, &pt));
+  assert_int_equal(pt.warps, 16);
+}
+
+static void test_zero_rows_is_a_no_op(void **state) {
+  sl_device_t *dev;
+  SL_ASSERT_OK(sl_device_open(SL_DEVICE_CPU, 0, &dev));
+  sl_rmsnorm_args_t a = {.rows = 0,
+                         .hidden = 512,
+                         .in_dtype = SL_DTYPE_BF16,
+                         .out_dtype = SL_DTYPE_BF16,
+                         .w_dtype = SL_DTYPE_BF16,
+                         .res_dtype = SL_DTYPE_BF16,
+                         .eps = 1e-6f};
+  SL_ASSERT_OK(sl_rmsnorm(dev, &a, NULL));
+  sl_device_close(dev);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_every_dtype_size_and_variant), cmocka_unit_test(test_mixed_dtypes),
+      cmocka_unit_test(test_rejects_bad_arguments),        cmocka_unit_test(test_configuration_choice),
+      cmocka_unit_test(test_zero_rows_is_a_no_op),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
