@@ -10,6 +10,7 @@
 #include "kernels/grid_barrier.cuh"
 #include "kernels/moe_layout.h"
 #include "kernels/quant_formats.h"
+#include "kernels/vec.cuh"
 
 #ifndef MOE_HIDDEN
 #error "MOE_HIDDEN (hidden size, a multiple of 8) must be defined by the JIT"
@@ -62,11 +63,7 @@ struct QuantVec {
 __device__ __forceinline__ QuantVec quantize_vec(const uint4 &v, float global_scale) {
   float f[SL_MOE_VEC_ELEMS];
   const unsigned w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-  for (int i = 0; i < 4; i++) {
-    f[2 * i] = __uint_as_float(w[i] << 16);
-    f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-  }
+  sl_unpack_u32<SL_DTYPE_BF16>(w, 4, f);
   float amax = 0.0f;
   int finite = 1;
 #pragma unroll
