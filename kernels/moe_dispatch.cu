@@ -348,7 +348,7 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_ROUTE_THREADS)
   __syncthreads();
   if (!is_last) return;
   const int blocks = gridDim.x;
-  constexpr int BATCH = 8; // loads in flight per thread: the scan is L2-latency bound
+  constexpr int BATCH = 16; // loads in flight per thread: the scan is L2-latency bound
   for (int e = threadIdx.x; e < MOE_LOCAL; e += SL_MOE_ROUTE_THREADS) {
     int acc = 0;
     for (int b0 = 0; b0 < blocks; b0 += BATCH) {
