@@ -127,14 +127,22 @@ __device__ __forceinline__ void route_pairs(int route_block, int num_pairs, cons
   constexpr int NW = THREADS / 32;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const unsigned lower_lanes = (1u << lane) - 1u;
+  // All rounds' ids are loaded up front: one memory latency instead of ROUNDS.
+  int round_ids[ROUNDS];
+#pragma unroll
+  for (int r = 0; r < ROUNDS; r++) {
+    const int p = route_block * (THREADS * ROUNDS) + r * THREADS + threadIdx.x;
+    round_ids[r] = p < num_pairs ? topk_ids[p] : 0;
+  }
   for (int i = threadIdx.x; i < MOE_LOCAL; i += THREADS) base[i] = 0;
   for (int i = threadIdx.x; i < NW * MOE_LOCAL; i += THREADS) tag[i] = 0;
   __syncthreads();
+#pragma unroll
   for (int r = 0; r < ROUNDS; r++) {
     const int p = route_block * (THREADS * ROUNDS) + r * THREADS + threadIdx.x;
     int e = -1;
     if (p < num_pairs) {
-      const int id = topk_ids[p];
+      const int id = round_ids[r];
       if (id < 0 || id >= num_experts)
         sl_dev_error_record(err, SL_DEV_ERR_RANGE, p / MOE_TOPK, id, num_experts);
       else
