@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "engine/sl_jit_points.h"
+#include "comm/allreduce.h"
 #include "comm/proxy.h"
 #include "runtime/sl_probe.h"
 #include "kernels/embedding.h"
@@ -30,6 +31,7 @@ static const sl_jit_module_t modules[] = {
     {"qknorm", sl_qknorm_jit_points},
     {"embedding", sl_embedding_jit_points},
     {"proxy", sl_proxy_jit_points},
+    {"allreduce", sl_allreduce_jit_points},
     {"quant", sl_quant_jit_points},
     {"act", sl_act_jit_points},
     {"router", sl_router_jit_points},
