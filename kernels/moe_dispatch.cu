@@ -108,7 +108,7 @@ __device__ __forceinline__ QuantVec quantize_vec(const uint4 &v, float global_sc
 }
 #endif
 
-__device__ __forceinline__ unsigned sl_atom_add_acq_rel_gpu_u32(unsigned *p, unsigned v) {
+__device__ __forceinline__ unsigned sl_moe_atom_add_acq_rel_u32(unsigned *p, unsigned v) {
   unsigned old;
   asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
   return old;
@@ -351,7 +351,7 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_ROUTE_THREADS)
   __syncthreads();
   if (threadIdx.x == 0) {
     __threadfence(); // one per block, off the latency path: belt and braces for the release
-    is_last = sl_atom_add_acq_rel_gpu_u32(done, 1u) == gridDim.x - 1u;
+    is_last = sl_moe_atom_add_acq_rel_u32(done, 1u) == gridDim.x - 1u;
   }
   __syncthreads();
   if (!is_last) return;
