@@ -58,7 +58,7 @@ static const struct {
 
 static void torch_extra(const model_t *m, int T, bool dispatch, double us, double graph_us, char *buf, size_t n) {
   buf[0] = 0;
-  if (m->E != 128) return;
+  if (m->E != 128 || us <= 0) return;
   for (size_t i = 0; i < sizeof torch_ref / sizeof torch_ref[0]; i++)
     if (torch_ref[i].T == T) {
       double ref = dispatch ? torch_ref[i].dispatch_us : torch_ref[i].combine_us;
@@ -155,7 +155,7 @@ static sl_status_t bench_dispatch_combine(sl_bench_t *b, const model_t *m, const
         goto out;
       }
       char ref[64];
-      torch_extra(m, T, true, us, gus, ref, sizeof ref);
+      torch_extra(m, T, true, gpu_of(b) ? us : 0, gus, ref, sizeof ref);
       sl_bench_row(b, "moe_dispatch", shape, sl_moe_path_name(path), us, dbytes, gus, ref[0] ? ref : NULL);
       /* Fused payload quantization: x read once, K quantized rows + scales written. */
       void *scales = NULL;
@@ -198,7 +198,7 @@ static sl_status_t bench_dispatch_combine(sl_bench_t *b, const model_t *m, const
       int unroll = 1;
       sl_moe_combine_spec(H, K, T, sl_device_info(dev)->sm_count, &spec, &unroll); /* only reads the choice */
       char ref[64];
-      torch_extra(m, T, false, us, gus, ref, sizeof ref);
+      torch_extra(m, T, false, gpu_of(b) ? us : 0, gus, ref, sizeof ref);
       sl_bench_row(b, "moe_combine", shape, !gpu_of(b) ? "cpu" : unroll == 1 ? "decode" : "prefill", us, cbytes,
                    gus, ref[0] ? ref : NULL);
     }
