@@ -3,9 +3,11 @@
 
 #include "engine/sl_jit_points.h"
 #include "comm/allreduce.h"
-#include "comm/nvls.h"
 #include "comm/proxy.h"
 #include "runtime/sl_probe.h"
+#include "kernels/embedding.h"
+#include "kernels/qknorm.h"
+#include "kernels/rmsnorm.h"
 #include "kernels/act.h"
 #include "kernels/quant.h"
 #include "kernels/router.h"
@@ -14,9 +16,6 @@
 #include "kernels/moe_dispatch.h"
 #include "kernels/moe_ffn.h"
 #include "comm/moe_ep.h"
-#include "kernels/embedding.h"
-#include "kernels/qknorm.h"
-#include "kernels/rmsnorm.h"
 
 static sl_status_t probe_points(int arch, sl_jit_point_fn fn, void *user) {
   (void)arch;
@@ -29,6 +28,11 @@ static sl_status_t probe_points(int arch, sl_jit_point_fn fn, void *user) {
 
 static const sl_jit_module_t modules[] = {
     {"probe", probe_points},
+    {"rmsnorm", sl_rmsnorm_jit_points},
+    {"qknorm", sl_qknorm_jit_points},
+    {"embedding", sl_embedding_jit_points},
+    {"proxy", sl_proxy_jit_points},
+    {"allreduce", sl_allreduce_jit_points},
     {"quant", sl_quant_jit_points},
     {"act", sl_act_jit_points},
     {"router", sl_router_jit_points},
@@ -36,13 +40,7 @@ static const sl_jit_module_t modules[] = {
     {"moe_dispatch", sl_moe_dispatch_jit_points},
     {"moe_combine", sl_moe_combine_jit_points},
     {"moe_ffn", sl_moe_ffn_jit_points},
-    {"allreduce", sl_allreduce_jit_points},
     {"moe_comm", sl_moe_comm_jit_points},
-    {"nvls", sl_nvls_jit_points},
-    {"rmsnorm", sl_rmsnorm_jit_points},
-    {"qknorm", sl_qknorm_jit_points},
-    {"embedding", sl_embedding_jit_points},
-    {"proxy", sl_proxy_jit_points},
     {NULL, NULL},
 };
 

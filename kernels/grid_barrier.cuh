@@ -19,20 +19,23 @@
 
 #include "kernels/grid_barrier.h"
 
-__device__ __forceinline__ unsigned sl_ld_acquire_gpu_u32(const unsigned *p) {
+// 32-bit PTX wrappers of the barrier (comm/flags.cuh has the 64-bit flag ones; the names
+// differ so a kernel may include both).
+
+__device__ __forceinline__ unsigned sl_grid_ld_acquire_u32(const unsigned *p) {
   unsigned v;
   asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
   return v;
 }
-__device__ __forceinline__ unsigned sl_ld_relaxed_gpu_u32(const unsigned *p) {
+__device__ __forceinline__ unsigned sl_grid_ld_relaxed_u32(const unsigned *p) {
   unsigned v;
   asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
   return v;
 }
-__device__ __forceinline__ void sl_red_release_gpu_add_u32(unsigned *p, unsigned v) {
+__device__ __forceinline__ void sl_grid_red_release_add_u32(unsigned *p, unsigned v) {
   asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
-__device__ __forceinline__ unsigned long long sl_globaltimer_ns(void) {
+__device__ __forceinline__ unsigned long long sl_grid_globaltimer_ns(void) {
   unsigned long long t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   return t;
@@ -58,7 +61,7 @@ __device__ __forceinline__ void sl_grid_barrier_init(sl_grid_barrier_t *b, sl_gr
   b->state = state;
   b->epoch = 0;
   if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0)
-    b->epoch = sl_ld_relaxed_gpu_u32(&state->word) & SL_GRID_BARRIER_EPOCH_BIT;
+    b->epoch = sl_grid_ld_relaxed_u32(&state->word) & SL_GRID_BARRIER_EPOCH_BIT;
 }
 
 // Every thread of every block calls it. Returns false (in every thread of the block) on
@@ -71,16 +74,16 @@ __device__ __forceinline__ bool sl_grid_barrier_sync(sl_grid_barrier_t *b, unsig
     bool first = blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0;
     unsigned inc = first ? SL_GRID_BARRIER_EPOCH_BIT - (nblocks - 1u) : 1u;
     unsigned *word = &b->state->word;
-    sl_red_release_gpu_add_u32(word, inc);
+    sl_grid_red_release_add_u32(word, inc);
     int failed = 0;
-    unsigned v = sl_ld_acquire_gpu_u32(word);
+    unsigned v = sl_grid_ld_acquire_u32(word);
     if (((v ^ b->epoch) & SL_GRID_BARRIER_EPOCH_BIT) == 0) {
-      unsigned long long start = sl_globaltimer_ns();
+      unsigned long long start = sl_grid_globaltimer_ns();
       unsigned spins = 0;
       do {
-        v = sl_ld_acquire_gpu_u32(word);
+        v = sl_grid_ld_acquire_u32(word);
         // The timer is read only every 256 polls: a poll costs an L2 round trip already.
-        if ((++spins & 255u) == 0 && sl_globaltimer_ns() - start > timeout_ns) {
+        if ((++spins & 255u) == 0 && sl_grid_globaltimer_ns() - start > timeout_ns) {
           sl_dev_error_record(&b->state->error, SL_DEV_ERR_TIMEOUT, (int)blockIdx.x,
                               (int)(v & ~SL_GRID_BARRIER_EPOCH_BIT), (int)nblocks);
           failed = 1;

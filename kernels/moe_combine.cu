@@ -3,6 +3,7 @@
 #include <cuda_bf16.h>
 
 #include "kernels/moe_layout.h"
+#include "kernels/vec.cuh"
 
 #ifndef MOE_HIDDEN
 #error "MOE_HIDDEN (hidden size, a multiple of 8) must be defined by the JIT"
@@ -22,11 +23,7 @@
 
 __device__ __forceinline__ void bf16x8_to_f32(const uint4 &v, float *f) {
   const unsigned w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-  for (int i = 0; i < 4; i++) {
-    f[2 * i] = __uint_as_float(w[i] << 16);
-    f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-  }
+  sl_unpack_u32<SL_DTYPE_BF16>(w, 4, f);
 }
 
 extern "C" __global__ void __launch_bounds__(SL_MOE_COPY_THREADS)
@@ -87,11 +84,7 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_COPY_THREADS)
         for (int i = 0; i < SL_MOE_VEC_ELEMS; i++) acc[j][i] = __fadd_rn(acc[j][i], f[i]);
       }
       unsigned w[4];
-#pragma unroll
-      for (int i = 0; i < 4; i++) {
-        __nv_bfloat162 h = __floats2bfloat162_rn(acc[j][2 * i], acc[j][2 * i + 1]);
-        w[i] = *reinterpret_cast<unsigned *>(&h);
-      }
+      sl_pack_u32<SL_DTYPE_BF16>(acc[j], 4, w);
       reinterpret_cast<uint4 *>(out)[at] = make_uint4(w[0], w[1], w[2], w[3]);
     }
   }

@@ -10,6 +10,7 @@
 #include "kernels/grid_barrier.cuh"
 #include "kernels/moe_layout.h"
 #include "kernels/quant_formats.h"
+#include "kernels/vec.cuh"
 
 #ifndef MOE_HIDDEN
 #error "MOE_HIDDEN (hidden size, a multiple of 8) must be defined by the JIT"
@@ -62,11 +63,7 @@ struct QuantVec {
 __device__ __forceinline__ QuantVec quantize_vec(const uint4 &v, float global_scale) {
   float f[SL_MOE_VEC_ELEMS];
   const unsigned w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-  for (int i = 0; i < 4; i++) {
-    f[2 * i] = __uint_as_float(w[i] << 16);
-    f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-  }
+  sl_unpack_u32<SL_DTYPE_BF16>(w, 4, f);
   float amax = 0.0f;
   int finite = 1;
 #pragma unroll
@@ -111,7 +108,7 @@ __device__ __forceinline__ QuantVec quantize_vec(const uint4 &v, float global_sc
 }
 #endif
 
-__device__ __forceinline__ unsigned sl_atom_add_acq_rel_gpu_u32(unsigned *p, unsigned v) {
+__device__ __forceinline__ unsigned sl_moe_atom_add_acq_rel_u32(unsigned *p, unsigned v) {
   unsigned old;
   asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
   return old;
@@ -130,14 +127,22 @@ __device__ __forceinline__ void route_pairs(int route_block, int num_pairs, cons
   constexpr int NW = THREADS / 32;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const unsigned lower_lanes = (1u << lane) - 1u;
+  // All rounds' ids are loaded up front: one memory latency instead of ROUNDS.
+  int round_ids[ROUNDS];
+#pragma unroll
+  for (int r = 0; r < ROUNDS; r++) {
+    const int p = route_block * (THREADS * ROUNDS) + r * THREADS + threadIdx.x;
+    round_ids[r] = p < num_pairs ? topk_ids[p] : 0;
+  }
   for (int i = threadIdx.x; i < MOE_LOCAL; i += THREADS) base[i] = 0;
   for (int i = threadIdx.x; i < NW * MOE_LOCAL; i += THREADS) tag[i] = 0;
   __syncthreads();
+#pragma unroll
   for (int r = 0; r < ROUNDS; r++) {
     const int p = route_block * (THREADS * ROUNDS) + r * THREADS + threadIdx.x;
     int e = -1;
     if (p < num_pairs) {
-      const int id = topk_ids[p];
+      const int id = round_ids[r];
       if (id < 0 || id >= num_experts)
         sl_dev_error_record(err, SL_DEV_ERR_RANGE, p / MOE_TOPK, id, num_experts);
       else
@@ -346,12 +351,12 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_ROUTE_THREADS)
   __syncthreads();
   if (threadIdx.x == 0) {
     __threadfence(); // one per block, off the latency path: belt and braces for the release
-    is_last = sl_atom_add_acq_rel_gpu_u32(done, 1u) == gridDim.x - 1u;
+    is_last = sl_moe_atom_add_acq_rel_u32(done, 1u) == gridDim.x - 1u;
   }
   __syncthreads();
   if (!is_last) return;
   const int blocks = gridDim.x;
-  constexpr int BATCH = 8; // loads in flight per thread: the scan is L2-latency bound
+  constexpr int BATCH = 16; // loads in flight per thread: the scan is L2-latency bound
   for (int e = threadIdx.x; e < MOE_LOCAL; e += SL_MOE_ROUTE_THREADS) {
     int acc = 0;
     for (int b0 = 0; b0 < blocks; b0 += BATCH) {

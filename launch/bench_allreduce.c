@@ -147,11 +147,21 @@ int sl_cmd_bench_allreduce(sl_runtime_t *rt, int argc, char **argv) {
     double us, graph_us;
     if (time_both(&b, allreduce_once, &c, gpu, &us, &graph_us) != SL_OK) goto out;
     double algbw = (double)bytes / (us * 1e-6) / 1e9;
-    char shape[48], size[24], extra[200];
+    char shape[48], size[24], extra[256];
     format_bytes(size, sizeof size, bytes);
     snprintf(shape, sizeof shape, "%s %s", size, sl_dtype_name(dtype));
     int chosen = force != SL_AR_AUTO ? force : sl_comm_choose_algo(c.comm, bytes);
     int len = snprintf(extra, sizeof extra, "algbw %.2f busbw %.2f GB/s", algbw, algbw * bus_factor);
+    /* The full sweep also times the other symmetric-memory algorithm up to 16 MiB, to place
+     * the one-shot / two-shot crossover (SL_AR_ONESHOT_MAX_BYTES) from measurements. */
+    if (!b.quick && force == SL_AR_AUTO && n > 1 && bytes <= ((size_t)16 << 20) &&
+        (chosen == SL_AR_ONESHOT || chosen == SL_AR_TWOSHOT)) {
+      ar_ctx_t ca = c;
+      ca.algo = chosen == SL_AR_ONESHOT ? SL_AR_TWOSHOT : SL_AR_ONESHOT;
+      double aus, agraph;
+      if (time_both(&b, allreduce_once, &ca, false, &aus, &agraph) != SL_OK) goto out;
+      len += snprintf(extra + len, sizeof extra - (size_t)len, " | %s %.2f us", sl_allreduce_algo_name(ca.algo), aus);
+    }
     if (nccl) {
       ar_ctx_t cn = c;
       cn.algo = SL_AR_NCCL;

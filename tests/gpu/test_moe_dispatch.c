@@ -69,6 +69,8 @@ static void assert_same(const moe_case_t *g, const moe_case_t *c, const char *wh
 /* Run `c` on the CPU and on the GPU through each path; compare. */
 static void run_compare(moe_case_t *c, bool try_fused, bool try_split) {
   moe_case_run(cpu, c, 0);
+  /* The fused path needs its routing blocks (256 pairs each) co-resident: one per SM. */
+  if ((c->T * c->K + 255) / 256 > sl_device_info(gpu)->sm_count) try_fused = false;
   const int paths[] = {0, SL_MOE_PATH_FUSED, SL_MOE_PATH_SPLIT};
   for (int i = 0; i < 3; i++) {
     if ((paths[i] == SL_MOE_PATH_FUSED && !try_fused) || (paths[i] == SL_MOE_PATH_SPLIT && !try_split)) continue;

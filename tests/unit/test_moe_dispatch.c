@@ -244,6 +244,26 @@ static void test_bad_arguments(void **state) {
   sl_device_close(dev);
 }
 
+static void test_device_error_messages(void **state) {
+  const struct {
+    sl_dev_error_t e;
+    sl_status_t want;
+    const char *text;
+  } cases[] = {
+      {{SL_DEV_ERR_NONE, 0, 0, 0}, SL_OK, ""},
+      {{SL_DEV_ERR_TIMEOUT, 7, 100, 132}, SL_ERR_TIMEOUT, "timed out in block 7 (100 of 132 blocks arrived)"},
+      {{SL_DEV_ERR_RANGE, 3, -1, 128}, SL_ERR_RANGE, "token 3 has expert id -1, outside [0, 128)"},
+      {{SL_DEV_ERR_CAPACITY, 5, 90, 64}, SL_ERR_CAPACITY, "expert 5 received 90 tokens but its capacity is 64"},
+      {{SL_DEV_ERR_NUMERIC, 4, 2, 128}, SL_ERR_NUMERIC, "token 4 holds NaN/Inf in block 2 (elements 256..383)"},
+      {{42, 1, 2, 3}, SL_ERR_INTERNAL, "unknown device error code 42"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    sl_clear_error();
+    assert_int_equal(sl_dev_error_status(&cases[i].e, "moe dispatch"), cases[i].want);
+    assert_non_null(strstr(sl_last_error(), cases[i].text));
+  }
+}
+
 static void test_path_rule(void **state) {
   sl_moe_dispatch_args_t a = {.hidden = 2048, .top_k = 8};
   a.num_tokens = 1;
@@ -266,6 +286,7 @@ int main(void) {
       cmocka_unit_test(test_skewed_all_to_one),     cmocka_unit_test(test_capacity_overflow_reported),
       cmocka_unit_test(test_bad_ids_reported),      cmocka_unit_test(test_bad_arguments),
       cmocka_unit_test(test_path_rule),            cmocka_unit_test(test_quantized_payloads),
+      cmocka_unit_test(test_device_error_messages),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
