@@ -18,16 +18,16 @@ struct sl_moe_comm {
   sl_symm_t *symm;
   unsigned char *peer[SL_MOE_EP_MAX_RANKS];
   sl_moe_transport_t transport[SL_MOE_EP_MAX_RANKS];
-  unsigned char *ws;              /* device (CUDA) or host memory */
+  unsigned char *ws;               /* device (CUDA) or host memory */
   sl_flag_timeout_t *timeout_host; /* host-mapped on CUDA (device alias below) */
   sl_flag_timeout_t *timeout_dev;
   sl_moe_comm_experts_t experts;
-  unsigned long long epoch;       /* calls so far; dispatch n and its combine use epoch n */
+  unsigned long long epoch; /* calls so far; dispatch n and its combine use epoch n */
   int sm_count, sm_budget;
   long timeout_ms;
-  sl_status_t failed;             /* a previous call timed out: the handle is unusable */
-  sl_comm_t *allreduce;           /* TP prefill: comm1's all-reduce when set (moe_tp.h) */
-  float *tp_partial;              /* [max_tokens, H] fp32 for it */
+  sl_status_t failed;   /* a previous call timed out: the handle is unusable */
+  sl_comm_t *allreduce; /* TP prefill: comm1's all-reduce when set (moe_tp.h) */
+  float *tp_partial;    /* [max_tokens, H] fp32 for it */
 };
 
 /* Parameters of the current call for the kernels / the CPU backend. */

@@ -38,10 +38,18 @@ const char *sl_moe_transport_name(sl_moe_transport_t t) {
   return "?";
 }
 
-const sl_moe_comm_experts_t *sl_moe_comm_experts(const sl_moe_comm_t *h) { return &h->experts; }
-const sl_moe_ep_layout_t *sl_moe_comm_layout(const sl_moe_comm_t *h) { return &h->l; }
-int sl_moe_comm_rank(const sl_moe_comm_t *h) { return h->l.rank; }
-int sl_moe_comm_size(const sl_moe_comm_t *h) { return h->l.nranks; }
+const sl_moe_comm_experts_t *sl_moe_comm_experts(const sl_moe_comm_t *h) {
+  return &h->experts;
+}
+const sl_moe_ep_layout_t *sl_moe_comm_layout(const sl_moe_comm_t *h) {
+  return &h->l;
+}
+int sl_moe_comm_rank(const sl_moe_comm_t *h) {
+  return h->l.rank;
+}
+int sl_moe_comm_size(const sl_moe_comm_t *h) {
+  return h->l.nranks;
+}
 sl_moe_transport_t sl_moe_comm_transport(const sl_moe_comm_t *h, int peer) {
   return peer >= 0 && peer < h->l.nranks ? h->transport[peer] : SL_MOE_TRANSPORT_SELF;
 }
@@ -53,8 +61,7 @@ static const char *payload_name(int payload) {
 
 /* ---- create / destroy ------------------------------------------------------------------ */
 
-sl_status_t sl_moe_comm_create(sl_device_t *dev, MPI_Comm comm, const sl_moe_comm_config_t *cfg,
-                               sl_moe_comm_t **out) {
+sl_status_t sl_moe_comm_create(sl_device_t *dev, MPI_Comm comm, const sl_moe_comm_config_t *cfg, sl_moe_comm_t **out) {
   *out = NULL;
   int rank = 0, size = 1;
   SL_CHECK(sl_mpi_status(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank"));
@@ -65,8 +72,10 @@ sl_status_t sl_moe_comm_create(sl_device_t *dev, MPI_Comm comm, const sl_moe_com
   switch (bad) {
   case 0: break;
   case -1:
-    return SL_ERR(SL_ERR_INVALID, "moe comm: %d ranks in the group; 1..%d ranks of one node are supported "
-                  "(build one group per node: pass the node communicator)", size, SL_MOE_EP_MAX_RANKS);
+    return SL_ERR(SL_ERR_INVALID,
+                  "moe comm: %d ranks in the group; 1..%d ranks of one node are supported "
+                  "(build one group per node: pass the node communicator)",
+                  size, SL_MOE_EP_MAX_RANKS);
   case -2:
     return SL_ERR(SL_ERR_INVALID, "moe comm: %d experts do not divide over %d ranks (or more than %d per rank)",
                   cfg->num_experts, size, SL_MOE_EP_MAX_LOCAL_EXPERTS);
@@ -93,8 +102,9 @@ sl_status_t sl_moe_comm_create(sl_device_t *dev, MPI_Comm comm, const sl_moe_com
   SL_CHECK_GOTO(sl_symm_create(dev, comm, (size_t)l.symm_bytes, "moe", &h->symm), s, fail);
   for (int r = 0; r < size; r++) {
     h->peer[r] = sl_symm_peer(h->symm, r);
-    h->transport[r] = r == rank ? SL_MOE_TRANSPORT_SELF
-                    : h->backend == SL_BACKEND_CUDA ? SL_MOE_TRANSPORT_NVLINK : SL_MOE_TRANSPORT_SHM;
+    h->transport[r] = r == rank                       ? SL_MOE_TRANSPORT_SELF
+                      : h->backend == SL_BACKEND_CUDA ? SL_MOE_TRANSPORT_NVLINK
+                                                      : SL_MOE_TRANSPORT_SHM;
   }
   size_t rows = (size_t)l.experts_per_rank * (size_t)l.capacity;
   SL_CHECK_GOTO(sl_device_malloc(dev, (size_t)l.ws_bytes, (void **)&h->ws), s, fail);
@@ -112,15 +122,16 @@ sl_status_t sl_moe_comm_create(sl_device_t *dev, MPI_Comm comm, const sl_moe_com
   SL_CHECK_GOTO(sl_device_malloc(dev, (size_t)l.experts_per_rank * 4, (void **)&x->expert_counts), s, fail);
   SL_CHECK_GOTO(sl_memset(dev, x->expert_counts, 0, (size_t)l.experts_per_rank * 4, NULL), s, fail);
   SL_CHECK_GOTO(sl_device_malloc(dev, rows * 4, (void **)&x->expert_weights), s, fail);
-  SL_CHECK_GOTO(sl_host_alloc_mapped(dev, sizeof(sl_flag_timeout_t), (void **)&h->timeout_host,
-                                     (void **)&h->timeout_dev), s, fail);
+  SL_CHECK_GOTO(
+      sl_host_alloc_mapped(dev, sizeof(sl_flag_timeout_t), (void **)&h->timeout_host, (void **)&h->timeout_dev), s,
+      fail);
   memset(h->timeout_host, 0, sizeof(sl_flag_timeout_t));
   SL_CHECK_GOTO(sl_device_sync(dev), s, fail);
   if (rank == 0)
     SL_LOG_INFO("moe comm: %s over %d ranks, %d experts (%d per rank), top-%d, hidden %d, payload %s, "
                 "max %d tokens per rank, capacity %d rows per expert, symmetric %.1f MiB, SM budget %d",
-                l.tp ? "TP" : "EP", size, l.num_experts, l.experts_per_rank, l.top_k, l.hidden,
-                payload_name(l.payload), l.max_tokens, l.capacity, (double)l.symm_bytes / 1048576.0, h->sm_budget);
+                l.tp ? "TP" : "EP", size, l.num_experts, l.experts_per_rank, l.top_k, l.hidden, payload_name(l.payload),
+                l.max_tokens, l.capacity, (double)l.symm_bytes / 1048576.0, h->sm_budget);
   *out = h;
   return SL_OK;
 fail:
@@ -148,7 +159,8 @@ void sl_moe_comm_destroy(sl_moe_comm_t *h) {
 void sl_moe_comm_params(const sl_moe_comm_t *h, sl_moe_ep_params_t *p) {
   memset(p, 0, sizeof *p);
   p->l = h->l;
-  for (int r = 0; r < h->l.nranks; r++) p->peer[r] = h->peer[r];
+  for (int r = 0; r < h->l.nranks; r++)
+    p->peer[r] = h->peer[r];
   p->ws = h->ws;
   p->expert_x = h->experts.expert_x;
   p->expert_scales = h->experts.expert_scales;
@@ -162,13 +174,17 @@ void sl_moe_comm_params(const sl_moe_comm_t *h, sl_moe_ep_params_t *p) {
 
 /* What a flag index in a timeout record means (see the waits in moe_ep.cu / moe_tp.cu). */
 static void describe_flag(const sl_moe_comm_t *h, uint32_t idx, char *buf, size_t len) {
-  if (idx >= 0x80000000u) snprintf(buf, len, "TP all-reduce partial of token %u", idx - 0x80000000u);
+  if (idx >= 0x80000000u)
+    snprintf(buf, len, "TP all-reduce partial of token %u", idx - 0x80000000u);
   else if (idx >= 0x40000000u)
     snprintf(buf, len, "combine row of token %u, k %u", (idx - 0x40000000u) / (unsigned)h->l.top_k,
              (idx - 0x40000000u) % (unsigned)h->l.top_k);
-  else if (idx >= 0x20000u) snprintf(buf, len, "dispatch token count");
-  else if (idx >= 0x10000u) snprintf(buf, len, "dispatch credit (ack of the previous call)");
-  else snprintf(buf, len, "dispatched token in slot %u", idx);
+  else if (idx >= 0x20000u)
+    snprintf(buf, len, "dispatch token count");
+  else if (idx >= 0x10000u)
+    snprintf(buf, len, "dispatch credit (ack of the previous call)");
+  else
+    snprintf(buf, len, "dispatched token in slot %u", idx);
 }
 
 static sl_status_t timeout_error(sl_moe_comm_t *h, int peer, const char *what, unsigned long long expected,
@@ -186,8 +202,10 @@ sl_status_t sl_moe_comm_cpu_wait(sl_moe_comm_t *h, const unsigned char *base, lo
   unsigned long long seen = 0, waited = 0;
   if (sl_flag_wait_eq((const sl_flag_t *)(base + off), epoch, h->timeout_ms, &seen, &waited)) return SL_OK;
   char w[96];
-  if (index >= 0) snprintf(w, sizeof w, "%s %ld", what, index);
-  else snprintf(w, sizeof w, "%s", what);
+  if (index >= 0)
+    snprintf(w, sizeof w, "%s %ld", what, index);
+  else
+    snprintf(w, sizeof w, "%s", what);
   return timeout_error(h, peer, w, epoch, seen, (double)waited / 1e6);
 }
 
@@ -206,7 +224,8 @@ sl_status_t sl_moe_comm_launch(sl_moe_comm_t *h, const char *source, const char 
   SL_CHECK(sl_jit_spec_define(&spec, "SL_EP_THREADS", "%d", threads));
   sl_kernel_t *k;
   SL_CHECK(sl_jit_get_kernel(h->dev, &spec, &k));
-  sl_launch_t l = {.grid = {(unsigned)grid}, .block = {(unsigned)threads}, .stream = stream, .cooperative = cooperative};
+  sl_launch_t l = {
+      .grid = {(unsigned)grid}, .block = {(unsigned)threads}, .stream = stream, .cooperative = cooperative};
   sl_moe_ep_params_t copy = *p;
   void *args[] = {&copy};
   return sl_kernel_launch(k, &l, args);
@@ -229,8 +248,10 @@ static sl_status_t check_call(const sl_moe_comm_t *h, int num_tokens, const void
     return SL_ERR(SL_ERR_PEER, "moe %s: this handle failed earlier (%s); destroy it and create a new one", what,
                   sl_status_str(h->failed));
   if (num_tokens < 0 || num_tokens > h->l.max_tokens)
-    return SL_ERR(SL_ERR_CAPACITY, "moe %s: %d tokens on rank %d, the handle was created for at most %d "
-                  "(max_tokens)", what, num_tokens, h->l.rank, h->l.max_tokens);
+    return SL_ERR(SL_ERR_CAPACITY,
+                  "moe %s: %d tokens on rank %d, the handle was created for at most %d "
+                  "(max_tokens)",
+                  what, num_tokens, h->l.rank, h->l.max_tokens);
   if (((uintptr_t)tok_ptr & 15u) != 0)
     return SL_ERR(SL_ERR_INVALID, "moe %s: token rows must be 16-byte aligned", what);
   return SL_OK;
@@ -245,12 +266,15 @@ static sl_status_t cpu_dispatch(sl_moe_comm_t *h, const sl_moe_ep_params_t *p) {
   int si_self = sl_moe_ep_sender_index(l, l->rank);
   sl_status_t err = SL_OK;
   /* reset + credits */
-  for (int d = 0; d < SL_MOE_EP_MAX_RANKS; d++) *(int *)(ws + sl_moe_ep_send_counter(l, epoch + 1, d)) = 0;
+  for (int d = 0; d < SL_MOE_EP_MAX_RANKS; d++)
+    *(int *)(ws + sl_moe_ep_send_counter(l, epoch + 1, d)) = 0;
   memset(p->expert_counts, 0, (size_t)l->experts_per_rank * 4);
   for (int d = 0; d < l->nranks; d++) {
     if (l->tp && d != l->rank) continue;
-    SL_CHECK(sl_moe_comm_cpu_wait(h, own, sl_moe_ep_ack(l, d), epoch - 1, d, "dispatch credit (ack of the previous "
-                                  "call)", -1));
+    SL_CHECK(sl_moe_comm_cpu_wait(h, own, sl_moe_ep_ack(l, d), epoch - 1, d,
+                                  "dispatch credit (ack of the previous "
+                                  "call)",
+                                  -1));
   }
   /* route */
   for (int t = 0; t < p->num_tokens; t++) {
@@ -260,19 +284,23 @@ static sl_status_t cpu_dispatch(sl_moe_comm_t *h, const sl_moe_ep_params_t *p) {
       memcpy(stg, row, (size_t)l->codes_bytes);
     } else {
       int nb = l->hidden / sl_moe_ep_block_elems(l->payload);
-      for (int b = 0; b < nb; b++) sl_moe_ep_quant_token_block(l, row, b, p->global_scale, stg);
+      for (int b = 0; b < nb; b++)
+        sl_moe_ep_quant_token_block(l, row, b, p->global_scale, stg);
     }
     const int *ids = p->topk_ids + (long long)t * l->top_k;
     for (int d = 0; d < l->nranks; d++) {
       int any = 0;
-      for (int k = 0; k < l->top_k; k++) any |= sl_moe_ep_goes_to(l, ids[k], d);
+      for (int k = 0; k < l->top_k; k++)
+        any |= sl_moe_ep_goes_to(l, ids[k], d);
       int *counter = (int *)(ws + sl_moe_ep_send_counter(l, epoch, d));
       *(int *)(ws + sl_moe_ep_send_slot(l, t, d)) = any ? (*counter)++ : -1;
     }
     for (int k = 0; k < l->top_k; k++) {
       if (!sl_moe_ep_valid_expert(l, ids[k]) && err == SL_OK)
-        err = SL_ERR(SL_ERR_RANGE, "moe dispatch: rank %d token %d k %d has expert id %d outside [0, %d); the "
-                     "pair is skipped", l->rank, t, k, ids[k], l->num_experts);
+        err = SL_ERR(SL_ERR_RANGE,
+                     "moe dispatch: rank %d token %d k %d has expert id %d outside [0, %d); the "
+                     "pair is skipped",
+                     l->rank, t, k, ids[k], l->num_experts);
       if (l->tp) *(int *)(ws + sl_moe_ep_pair_row(l, t, k)) = -1;
     }
   }
@@ -310,8 +338,8 @@ static sl_status_t cpu_dispatch(sl_moe_comm_t *h, const sl_moe_ep_params_t *p) {
     SL_CHECK(sl_moe_comm_cpu_wait(h, own, sl_moe_ep_count_flag(l, si), epoch, s, "dispatch token count", -1));
     int n = (int)*(volatile uint64_t *)(own + sl_moe_ep_recv_count(l, si));
     for (int slot = 0; slot < n; slot++) {
-      SL_CHECK(sl_moe_comm_cpu_wait(h, own, sl_moe_ep_tok_flag(l, si, slot), epoch, s, "dispatched token in slot",
-                                    slot));
+      SL_CHECK(
+          sl_moe_comm_cpu_wait(h, own, sl_moe_ep_tok_flag(l, si, slot), epoch, s, "dispatched token in slot", slot));
       const unsigned char *entry = own + sl_moe_ep_entry(l, si, slot);
       sl_moe_ep_meta_t m;
       memcpy(&m, entry + l->token_bytes, sizeof m);
@@ -320,9 +348,11 @@ static sl_status_t cpu_dispatch(sl_moe_comm_t *h, const sl_moe_ep_params_t *p) {
         int row = p->expert_counts[le]++;
         if (row >= l->capacity) {
           if (err == SL_OK)
-            err = SL_ERR(SL_ERR_CAPACITY, "moe dispatch: local expert %d of rank %d got more than its capacity of "
+            err = SL_ERR(SL_ERR_CAPACITY,
+                         "moe dispatch: local expert %d of rank %d got more than its capacity of "
                          "%d rows (from rank %d); the excess contributes zero. Create the handle with a larger "
-                         "expert_capacity (0 = dropless)", le, l->rank, l->capacity, s);
+                         "expert_capacity (0 = dropless)",
+                         le, l->rank, l->capacity, s);
           if (l->tp) {
             *(int *)(ws + sl_moe_ep_pair_row(l, m.token, k)) = -1;
           } else {
@@ -369,15 +399,18 @@ static sl_status_t cpu_combine_ep(sl_moe_comm_t *h, const sl_moe_ep_params_t *p)
   for (int t = 0; t < p->num_tokens && s == SL_OK; t++) {
     const int *ids = p->topk_ids + (long long)t * l->top_k;
     const float *w = p->topk_weights + (long long)t * l->top_k;
-    for (int i = 0; i < l->hidden; i++) acc[i] = 0.0f;
+    for (int i = 0; i < l->hidden; i++)
+      acc[i] = 0.0f;
     for (int k = 0; k < l->top_k && s == SL_OK; k++) {
       if (!sl_moe_ep_valid_expert(l, ids[k])) continue;
       s = sl_moe_comm_cpu_wait(h, own, sl_moe_ep_comb_flag(l, t, k), p->epoch, sl_moe_ep_expert_rank(l, ids[k]),
                                "combine row of (token, k) pair", (long)t * l->top_k + k);
       const uint16_t *row = (const uint16_t *)(own + sl_moe_ep_comb_row(l, t, k));
-      for (int i = 0; i < l->hidden && s == SL_OK; i++) acc[i] = fmaf(w[k], sl_bf16_to_f32(row[i]), acc[i]);
+      for (int i = 0; i < l->hidden && s == SL_OK; i++)
+        acc[i] = fmaf(w[k], sl_bf16_to_f32(row[i]), acc[i]);
     }
-    for (int i = 0; i < l->hidden; i++) p->out[(long long)t * l->hidden + i] = sl_f32_to_bf16(acc[i]);
+    for (int i = 0; i < l->hidden; i++)
+      p->out[(long long)t * l->hidden + i] = sl_f32_to_bf16(acc[i]);
   }
   free(acc);
   return s;
@@ -403,12 +436,11 @@ sl_status_t sl_moe_comm_dispatch(sl_moe_comm_t *h, const sl_moe_comm_dispatch_ar
     int th = SL_MOE_COMM_DECODE_THREADS;
     long long work = (long long)l->nsenders * l->max_tokens;
     if ((long long)a->num_tokens * l->nranks > work) work = (long long)a->num_tokens * l->nranks;
-    return sl_moe_comm_launch(h, src, "sl_moe_ep_dispatch_fused", th, sl_moe_comm_grid(h, work, th), true, &p,
-                              stream);
+    return sl_moe_comm_launch(h, src, "sl_moe_ep_dispatch_fused", th, sl_moe_comm_grid(h, work, th), true, &p, stream);
   }
   int th = SL_MOE_COMM_PREFILL_THREADS;
-  SL_CHECK(sl_moe_comm_launch(h, src, "sl_moe_ep_route", th, sl_moe_comm_grid(h, a->num_tokens, th), false, &p,
-                              stream));
+  SL_CHECK(
+      sl_moe_comm_launch(h, src, "sl_moe_ep_route", th, sl_moe_comm_grid(h, a->num_tokens, th), false, &p, stream));
   SL_CHECK(sl_moe_comm_launch(h, src, "sl_moe_ep_publish", 32, 1, false, &p, stream));
   SL_CHECK(sl_moe_comm_launch(h, src, "sl_moe_ep_send", th,
                               sl_moe_comm_grid(h, (long long)a->num_tokens * l->nranks, th), false, &p, stream));
@@ -437,14 +469,12 @@ sl_status_t sl_moe_comm_combine(sl_moe_comm_t *h, const sl_moe_comm_combine_args
   if (path == SL_MOE_COMM_PATH_DECODE) {
     int th = SL_MOE_COMM_DECODE_THREADS;
     long long work = rows > a->num_tokens ? rows : a->num_tokens;
-    return sl_moe_comm_launch(h, src, "sl_moe_ep_combine_fused", th, sl_moe_comm_grid(h, work, th), true, &p,
-                              stream);
+    return sl_moe_comm_launch(h, src, "sl_moe_ep_combine_fused", th, sl_moe_comm_grid(h, work, th), true, &p, stream);
   }
   int th = SL_MOE_COMM_PREFILL_THREADS;
-  SL_CHECK(sl_moe_comm_launch(h, src, "sl_moe_ep_combine_send", th, sl_moe_comm_grid(h, rows, th), false, &p,
-                              stream));
-  return sl_moe_comm_launch(h, src, "sl_moe_ep_combine_reduce", th, sl_moe_comm_grid(h, a->num_tokens, th), false,
-                            &p, stream);
+  SL_CHECK(sl_moe_comm_launch(h, src, "sl_moe_ep_combine_send", th, sl_moe_comm_grid(h, rows, th), false, &p, stream));
+  return sl_moe_comm_launch(h, src, "sl_moe_ep_combine_reduce", th, sl_moe_comm_grid(h, a->num_tokens, th), false, &p,
+                            stream);
 }
 
 sl_status_t sl_moe_comm_check(sl_moe_comm_t *h, sl_stream_t *stream) {
@@ -466,16 +496,21 @@ sl_status_t sl_moe_comm_check(sl_moe_comm_t *h, sl_stream_t *stream) {
   SL_CHECK(sl_stream_sync(h->dev, stream));
   if (err[0] == SL_MOE_EP_ERR_BARRIER) {
     h->failed = SL_ERR_TIMEOUT;
-    return SL_ERR(SL_ERR_TIMEOUT, "moe comm: rank %d: a grid barrier of block %d of %d timed out inside the "
+    return SL_ERR(SL_ERR_TIMEOUT,
+                  "moe comm: rank %d: a grid barrier of block %d of %d timed out inside the "
                   "cooperative kernel (a block stayed behind, most likely waiting on a peer); handle unusable",
                   h->l.rank, err[1], err[2]);
   }
   if (err[0] == SL_MOE_EP_ERR_RANGE)
-    return SL_ERR(SL_ERR_RANGE, "moe dispatch: rank %d token %d k %d has expert id %d outside [0, %d); the pair "
-                  "was skipped", h->l.rank, err[1], err[2], err[3], h->l.num_experts);
-  return SL_ERR(SL_ERR_CAPACITY, "moe dispatch: local expert %d of rank %d got more than its capacity of %d rows "
+    return SL_ERR(SL_ERR_RANGE,
+                  "moe dispatch: rank %d token %d k %d has expert id %d outside [0, %d); the pair "
+                  "was skipped",
+                  h->l.rank, err[1], err[2], err[3], h->l.num_experts);
+  return SL_ERR(SL_ERR_CAPACITY,
+                "moe dispatch: local expert %d of rank %d got more than its capacity of %d rows "
                 "(first excess from rank %d); the excess contributes zero. Create the handle with a larger "
-                "expert_capacity (0 = dropless)", err[1], h->l.rank, err[2], err[3]);
+                "expert_capacity (0 = dropless)",
+                err[1], h->l.rank, err[2], err[3]);
 }
 
 /* ---- JIT points -------------------------------------------------------------------------- */
@@ -483,8 +518,8 @@ sl_status_t sl_moe_comm_check(sl_moe_comm_t *h, sl_stream_t *stream) {
 sl_status_t sl_moe_comm_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t *spec, void *user), void *user) {
   (void)arch;
   static const char *ep_decode[] = {"sl_moe_ep_dispatch_fused", "sl_moe_ep_combine_fused"};
-  static const char *ep_prefill[] = {"sl_moe_ep_route",   "sl_moe_ep_send",         "sl_moe_ep_gather",
-                                     "sl_moe_ep_combine_send", "sl_moe_ep_combine_reduce"};
+  static const char *ep_prefill[] = {"sl_moe_ep_route", "sl_moe_ep_send", "sl_moe_ep_gather", "sl_moe_ep_combine_send",
+                                     "sl_moe_ep_combine_reduce"};
   static const char *ep_one[] = {"sl_moe_ep_publish", "sl_moe_ep_ack"};
   static const char *tp_decode[] = {"sl_moe_tp_combine_fused"};
   static const char *tp_prefill[] = {"sl_moe_tp_partial", "sl_moe_tp_allreduce", "sl_moe_tp_to_bf16"};

@@ -17,7 +17,8 @@ __device__ void ep_reset(const ep_params_t &p) {
   if (blockIdx.x != 0) return;
   for (int i = threadIdx.x; i < SL_MOE_EP_MAX_RANKS; i += SL_EP_THREADS)
     *ep_i32(p.ws, sl_moe_ep_send_counter(&l, p.epoch + 1, i)) = 0;
-  for (int i = threadIdx.x; i < l.experts_per_rank; i += SL_EP_THREADS) p.expert_counts[i] = 0;
+  for (int i = threadIdx.x; i < l.experts_per_rank; i += SL_EP_THREADS)
+    p.expert_counts[i] = 0;
 }
 
 // Credits: wait until destination d acknowledged our previous call (its region is free).
@@ -51,8 +52,10 @@ __device__ void ep_quant_token(const ep_params_t &p, const unsigned short *row, 
     int bad = 0;
 #pragma unroll
     for (int j = 0; j < 4; j++) {
-      if (!sl_qf_finite(v[j])) bad = 1;
-      else absmax = sl_qf_max(absmax, sl_qf_abs(v[j]));
+      if (!sl_qf_finite(v[j]))
+        bad = 1;
+      else
+        absmax = sl_qf_max(absmax, sl_qf_abs(v[j]));
     }
 #pragma unroll
     for (int m = 1; m < LPB; m <<= 1) {
@@ -65,15 +68,19 @@ __device__ void ep_quant_token(const ep_params_t &p, const unsigned short *row, 
     if (bad) sl_qf_nan_scale(fmt, &sf, &su);
     unsigned c[4];
 #pragma unroll
-    for (int j = 0; j < 4; j++) c[j] = bad ? sl_qf_nan_code(fmt) : sl_qf_encode(fmt, sc, v[j]);
+    for (int j = 0; j < 4; j++)
+      c[j] = bad ? sl_qf_nan_code(fmt) : sl_qf_encode(fmt, sc, v[j]);
     if (FP4)
-      *reinterpret_cast<unsigned short *>(stg + e0 / 2) = (unsigned short)(c[0] | (c[1] << 4) | (c[2] << 8) | (c[3] << 12));
+      *reinterpret_cast<unsigned short *>(stg + e0 / 2) =
+          (unsigned short)(c[0] | (c[1] << 4) | (c[2] << 8) | (c[3] << 12));
     else
       *reinterpret_cast<unsigned *>(stg + e0) = c[0] | (c[1] << 8) | (c[2] << 16) | (c[3] << 24);
     if (lane % LPB == 0) {
       int b = e0 / B;
-      if (SL_EP_PAYLOAD == SL_MOE_EP_PAYLOAD_FP8) *reinterpret_cast<unsigned *>(scales + 4 * b) = __float_as_uint(sf);
-      else scales[b] = su;
+      if (SL_EP_PAYLOAD == SL_MOE_EP_PAYLOAD_FP8)
+        *reinterpret_cast<unsigned *>(scales + 4 * b) = __float_as_uint(sf);
+      else
+        scales[b] = su;
     }
   }
 }
@@ -94,7 +101,8 @@ __device__ void ep_route(const ep_params_t &p) {
     const int *ids = p.topk_ids + (long long)t * l.top_k;
     if (lane < l.nranks) {
       int d = lane, any = 0;
-      for (int k = 0; k < l.top_k; k++) any |= sl_moe_ep_goes_to(&l, ids[k], d);
+      for (int k = 0; k < l.top_k; k++)
+        any |= sl_moe_ep_goes_to(&l, ids[k], d);
       int slot = any ? atomicAdd(ep_i32(p.ws, sl_moe_ep_send_counter(&l, p.epoch, d)), 1) : -1;
       *ep_i32(p.ws, sl_moe_ep_send_slot(&l, t, d)) = slot;
     }
@@ -160,12 +168,14 @@ __device__ void ep_gather(const ep_params_t &p) {
   for (int si = 0; si < l.nsenders; si++) {
     int s = l.tp ? l.rank : si;
     if (!ep_warp_wait(p, ep_flag(own, sl_moe_ep_count_flag(&l, si)), p.epoch, s, 0x20000u + si)) return;
-    start[si + 1] = start[si] + (int)*reinterpret_cast<volatile unsigned long long *>(own + sl_moe_ep_recv_count(&l, si));
+    start[si + 1] =
+        start[si] + (int)*reinterpret_cast<volatile unsigned long long *>(own + sl_moe_ep_recv_count(&l, si));
   }
   int total = start[l.nsenders];
   for (int item = ep_gwarp(); item < total; item += ep_nwarps()) {
     int si = 0;
-    while (item >= start[si + 1]) si++;
+    while (item >= start[si + 1])
+      si++;
     int s = l.tp ? l.rank : si, slot = item - start[si];
     if (!ep_warp_wait(p, ep_flag(own, sl_moe_ep_tok_flag(&l, si, slot)), p.epoch, s, (unsigned)slot)) return;
     const unsigned char *entry = own + sl_moe_ep_entry(&l, si, slot);
@@ -190,8 +200,7 @@ __device__ void ep_gather(const ep_params_t &p) {
       long long r = sl_moe_ep_expert_row(&l, le, row);
       ep_warp_copy16(p.expert_x + r * l.codes_bytes, entry, l.codes_bytes);
       if (l.scales_bytes)
-        ep_warp_copy4(p.expert_scales + r * l.scales_bytes, entry + sl_moe_ep_align(l.codes_bytes, 16),
-                      l.scales_bytes);
+        ep_warp_copy4(p.expert_scales + r * l.scales_bytes, entry + sl_moe_ep_align(l.codes_bytes, 16), l.scales_bytes);
       if (lane == 0) {
         *ep_i32(p.ws, sl_moe_ep_row_src(&l, r)) = sl_moe_ep_pack_src(&l, s, t, k);
         p.expert_weights[r] = m->weight[j];
@@ -242,8 +251,10 @@ __device__ void ep_combine_send(const ep_params_t &p) {
     int lo = 0, hi = l.experts_per_rank - 1; // the last expert whose first row is <= item
     while (lo < hi) {
       int mid = (lo + hi + 1) >> 1;
-      if (first_row[mid] <= item) lo = mid;
-      else hi = mid - 1;
+      if (first_row[mid] <= item)
+        lo = mid;
+      else
+        hi = mid - 1;
     }
     long long r = sl_moe_ep_expert_row(&l, lo, item - first_row[lo]);
     int s, t, k;
@@ -263,13 +274,14 @@ __device__ void ep_combine_reduce(const ep_params_t &p) {
     bool ok = true;
     for (int k = 0; k < l.top_k && ok; k++)
       if (sl_moe_ep_valid_expert(&l, ids[k]))
-        ok = ep_warp_wait(p, ep_flag(own, sl_moe_ep_comb_flag(&l, t, k)), p.epoch,
-                          sl_moe_ep_expert_rank(&l, ids[k]), (unsigned)(0x40000000u + t * l.top_k + k));
+        ok = ep_warp_wait(p, ep_flag(own, sl_moe_ep_comb_flag(&l, t, k)), p.epoch, sl_moe_ep_expert_rank(&l, ids[k]),
+                          (unsigned)(0x40000000u + t * l.top_k + k));
     if (!ok) return;
     for (int c = ep_lane(); c < l.hidden / 8; c += 32) {
       float acc[8];
 #pragma unroll
-      for (int j = 0; j < 8; j++) acc[j] = 0.0f;
+      for (int j = 0; j < 8; j++)
+        acc[j] = 0.0f;
       for (int k = 0; k < l.top_k; k++) {
         if (!sl_moe_ep_valid_expert(&l, ids[k])) continue;
         uint4 v = *reinterpret_cast<const uint4 *>(own + sl_moe_ep_comb_row(&l, t, k) + 16LL * c);

@@ -47,23 +47,22 @@ const char *sl_moe_transport_name(sl_moe_transport_t t);
 
 typedef struct {
   sl_moe_deploy_t deploy;
-  int num_experts;        /* E, divisible by the ranks; rank r hosts [r*E/n, (r+1)*E/n) */
-  int top_k;              /* K <= 16 */
-  int hidden;             /* H, a multiple of 128; tokens are bf16 */
-  int payload;            /* SL_MOE_EP_PAYLOAD_*: what dispatch moves and the experts read */
+  int num_experts;          /* E, divisible by the ranks; rank r hosts [r*E/n, (r+1)*E/n) */
+  int top_k;                /* K <= 16 */
+  int hidden;               /* H, a multiple of 128; tokens are bf16 */
+  int payload;              /* SL_MOE_EP_PAYLOAD_*: what dispatch moves and the experts read */
   float nvfp4_global_scale; /* NVFP4 encode scale (448*6 / absmax of the activations); 0 -> 1 */
-  int max_tokens;         /* per rank per call */
-  int expert_capacity;    /* rows per local expert; 0 = dropless (senders x max_tokens) */
-  int sm_budget;          /* most blocks a comm kernel may use; 0 = every SM */
-  long timeout_ms;        /* bound of every wait; 0 = SL_TIMEOUT_MS */
+  int max_tokens;           /* per rank per call */
+  int expert_capacity;      /* rows per local expert; 0 = dropless (senders x max_tokens) */
+  int sm_budget;            /* most blocks a comm kernel may use; 0 = every SM */
+  long timeout_ms;          /* bound of every wait; 0 = SL_TIMEOUT_MS */
 } sl_moe_comm_config_t;
 
 typedef struct sl_moe_comm sl_moe_comm_t;
 
 /* Collective over `comm` (the ranks of one node; at most 8): allocate the symmetric buffers,
  * map the peers, allocate the expert-major buffers. */
-sl_status_t sl_moe_comm_create(sl_device_t *dev, MPI_Comm comm, const sl_moe_comm_config_t *cfg,
-                               sl_moe_comm_t **out);
+sl_status_t sl_moe_comm_create(sl_device_t *dev, MPI_Comm comm, const sl_moe_comm_config_t *cfg, sl_moe_comm_t **out);
 /* Collective when every rank is alive; after a peer failure it still frees its own side. */
 void sl_moe_comm_destroy(sl_moe_comm_t *h);
 
@@ -72,13 +71,13 @@ void sl_moe_comm_destroy(sl_moe_comm_t *h);
 typedef struct {
   int num_local_experts, expert_begin, capacity;
   int payload;
-  void *expert_x;            /* [E_local * capacity, row_bytes]: bf16 row or quantized codes */
-  void *expert_scales;       /* [E_local * capacity, scale_row_bytes] (linear); NULL for bf16 */
-  int32_t *expert_counts;    /* [E_local] rows dispatched this call (may exceed capacity:
-                                the excess was dropped and reported) */
-  float *expert_weights;     /* [E_local * capacity] the router weight of each row */
+  void *expert_x;         /* [E_local * capacity, row_bytes]: bf16 row or quantized codes */
+  void *expert_scales;    /* [E_local * capacity, scale_row_bytes] (linear); NULL for bf16 */
+  int32_t *expert_counts; /* [E_local] rows dispatched this call (may exceed capacity:
+                             the excess was dropped and reported) */
+  float *expert_weights;  /* [E_local * capacity] the router weight of each row */
   long long row_bytes, scale_row_bytes;
-  float global_scale;        /* NVFP4 */
+  float global_scale; /* NVFP4 */
 } sl_moe_comm_experts_t;
 const sl_moe_comm_experts_t *sl_moe_comm_experts(const sl_moe_comm_t *h);
 const sl_moe_ep_layout_t *sl_moe_comm_layout(const sl_moe_comm_t *h);
@@ -87,20 +86,20 @@ int sl_moe_comm_rank(const sl_moe_comm_t *h);
 int sl_moe_comm_size(const sl_moe_comm_t *h);
 
 typedef struct {
-  int num_tokens;               /* this rank's T <= max_tokens (TP: the same T on every rank) */
-  const void *x;                /* [T, H] bf16 */
-  const int32_t *topk_ids;      /* [T, K]; ids outside [0, E) are skipped and reported */
-  const float *topk_weights;    /* [T, K] */
+  int num_tokens;            /* this rank's T <= max_tokens (TP: the same T on every rank) */
+  const void *x;             /* [T, H] bf16 */
+  const int32_t *topk_ids;   /* [T, K]; ids outside [0, E) are skipped and reported */
+  const float *topk_weights; /* [T, K] */
   sl_moe_comm_path_t force_path;
   sl_moe_comm_path_t *path_taken; /* optional out */
 } sl_moe_comm_dispatch_args_t;
 
 typedef struct {
-  int num_tokens;               /* the same T as the matching dispatch */
-  const int32_t *topk_ids;      /* the same ids */
-  const float *topk_weights;    /* the same weights */
-  const void *expert_out;       /* [E_local * capacity, H] bf16, rows as in expert_x */
-  void *out;                    /* [T, H] bf16 */
+  int num_tokens;            /* the same T as the matching dispatch */
+  const int32_t *topk_ids;   /* the same ids */
+  const float *topk_weights; /* the same weights */
+  const void *expert_out;    /* [E_local * capacity, H] bf16, rows as in expert_x */
+  void *out;                 /* [T, H] bf16 */
   sl_moe_comm_path_t force_path;
   sl_moe_comm_path_t *path_taken;
 } sl_moe_comm_combine_args_t;

@@ -19,13 +19,19 @@ __device__ __forceinline__ sl_flag_t *ep_flag(unsigned char *base, long long off
 __device__ __forceinline__ int *ep_i32(unsigned char *base, long long off) {
   return reinterpret_cast<int *>(base + off);
 }
-__device__ __forceinline__ int ep_lane() { return threadIdx.x & 31; }
-__device__ __forceinline__ int ep_gwarp() { return blockIdx.x * SL_EP_WARPS + (threadIdx.x >> 5); }
-__device__ __forceinline__ int ep_nwarps() { return gridDim.x * SL_EP_WARPS; }
+__device__ __forceinline__ int ep_lane() {
+  return threadIdx.x & 31;
+}
+__device__ __forceinline__ int ep_gwarp() {
+  return blockIdx.x * SL_EP_WARPS + (threadIdx.x >> 5);
+}
+__device__ __forceinline__ int ep_nwarps() {
+  return gridDim.x * SL_EP_WARPS;
+}
 
 // Bounded acquire wait on a flag; on timeout the record names `peer` (comm/flags.cuh).
-__device__ __forceinline__ bool ep_wait(const ep_params_t &p, const sl_flag_t *f, unsigned long long expected,
-                                        int peer, unsigned flag_index) {
+__device__ __forceinline__ bool ep_wait(const ep_params_t &p, const sl_flag_t *f, unsigned long long expected, int peer,
+                                        unsigned flag_index) {
   return sl_flag_wait_eq_dev(f, expected, p.timeout_ns, p.timeout_rec,
                              reinterpret_cast<unsigned *>(p.ws + p.l.ws_claim), p.l.rank, peer, flag_index);
 }
@@ -44,16 +50,19 @@ __device__ __forceinline__ void ep_error(const ep_params_t &p, int code, int a, 
 __device__ __forceinline__ void ep_warp_copy16(void *dst, const void *src, long long bytes) {
   const uint4 *s = reinterpret_cast<const uint4 *>(src);
   uint4 *d = reinterpret_cast<uint4 *>(dst);
-  for (long long i = ep_lane(); i < bytes / 16; i += 32) d[i] = s[i];
+  for (long long i = ep_lane(); i < bytes / 16; i += 32)
+    d[i] = s[i];
 }
 __device__ __forceinline__ void ep_warp_copy4(void *dst, const void *src, long long bytes) {
   const unsigned *s = reinterpret_cast<const unsigned *>(src);
   unsigned *d = reinterpret_cast<unsigned *>(dst);
-  for (long long i = ep_lane(); i < bytes / 4; i += 32) d[i] = s[i];
+  for (long long i = ep_lane(); i < bytes / 4; i += 32)
+    d[i] = s[i];
 }
 __device__ __forceinline__ void ep_warp_zero16(void *dst, long long bytes) {
   uint4 *d = reinterpret_cast<uint4 *>(dst);
-  for (long long i = ep_lane(); i < bytes / 16; i += 32) d[i] = make_uint4(0, 0, 0, 0);
+  for (long long i = ep_lane(); i < bytes / 16; i += 32)
+    d[i] = make_uint4(0, 0, 0, 0);
 }
 
 // Publish what this warp stored with a release store of `flag` by lane 0: each lane fences
@@ -80,12 +89,12 @@ __device__ __forceinline__ bool ep_warp_wait(const ep_params_t &p, const sl_flag
 // last dispatch's epoch. The last kernel of a dispatch stores its epoch back (ep_epoch_done),
 // after every block of the call has read it. Keeping the epoch on the device, not in the
 // launch arguments, is what lets a captured CUDA graph be replayed: each replay is a new call.
-#define EP_PROLOGUE(p0, is_dispatch)                                                             \
-  __shared__ ep_params_t p;                                                                    \
-  if (threadIdx.x == 0) {                                                                      \
-    p = p0;                                                                                    \
-    p.epoch = *reinterpret_cast<volatile unsigned long long *>(p0.ws + p0.l.ws_epoch) + (is_dispatch); \
-  }                                                                                            \
+#define EP_PROLOGUE(p0, is_dispatch)                                                                                   \
+  __shared__ ep_params_t p;                                                                                            \
+  if (threadIdx.x == 0) {                                                                                              \
+    p = p0;                                                                                                            \
+    p.epoch = *reinterpret_cast<volatile unsigned long long *>(p0.ws + p0.l.ws_epoch) + (is_dispatch);                 \
+  }                                                                                                                    \
   __syncthreads();
 
 __device__ __forceinline__ void ep_epoch_done(const ep_params_t &p) {

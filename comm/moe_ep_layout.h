@@ -59,7 +59,7 @@
 #define SL_EP_FN static inline
 #endif
 
-#define SL_MOE_EP_MAX_RANKS 8  /* one node (= SL_SYMM_MAX_RANKS) */
+#define SL_MOE_EP_MAX_RANKS 8 /* one node (= SL_SYMM_MAX_RANKS) */
 #define SL_MOE_EP_MAX_TOPK 16
 #define SL_MOE_EP_MAX_LOCAL_EXPERTS 1024 /* combine's shared-memory prefix of expert counts */
 #define SL_MOE_EP_ALIGN 256
@@ -87,15 +87,16 @@ typedef struct {
   long long off_count_flag, off_recv_count, off_ack, off_tok_flag, off_comb_flag, off_ar_flag;
   long long off_recv, off_comb, off_ar, symm_bytes;
   /* local workspace (device memory on CUDA) */
-  long long ws_err, ws_claim, ws_barrier, ws_epoch, ws_send_counter, ws_send_slot, ws_staging, ws_row_src, ws_pair_row, ws_bytes;
+  long long ws_err, ws_claim, ws_barrier, ws_epoch, ws_send_counter, ws_send_slot, ws_staging, ws_row_src, ws_pair_row,
+      ws_bytes;
 } sl_moe_ep_layout_t;
 
 /* Meta of one dispatched token, after its payload in the receive entry. */
 typedef struct {
-  int token;                         /* index at the source */
-  int nexp;                          /* experts of this token on the receiving rank */
-  int entry[SL_MOE_EP_MAX_TOPK];     /* (k << 16) | local expert, in k order */
-  float weight[SL_MOE_EP_MAX_TOPK];  /* topk_weights[t, k] */
+  int token;                        /* index at the source */
+  int nexp;                         /* experts of this token on the receiving rank */
+  int entry[SL_MOE_EP_MAX_TOPK];    /* (k << 16) | local expert, in k order */
+  float weight[SL_MOE_EP_MAX_TOPK]; /* topk_weights[t, k] */
 } sl_moe_ep_meta_t;
 
 /* Everything a kernel (or the CPU backend) needs for one call, passed by value. */
@@ -106,39 +107,43 @@ typedef struct {
   unsigned char *expert_x, *expert_scales;
   int *expert_counts;
   float *expert_weights;
-  const unsigned short *x;                  /* [T, H] bf16 */
+  const unsigned short *x; /* [T, H] bf16 */
   const int *topk_ids;
   const float *topk_weights;
-  const unsigned short *expert_out;         /* [E_local * capacity, H] bf16 */
-  unsigned short *out;                      /* [T, H] bf16 */
-  float *tp_partial;                        /* TP with an external all-reduce (comm/allreduce.h):
-                                               local fp32 partials [T, H]; NULL: the built-in
-                                               one-shot over the symmetric buffer */
+  const unsigned short *expert_out; /* [E_local * capacity, H] bf16 */
+  unsigned short *out;              /* [T, H] bf16 */
+  float *tp_partial;                /* TP with an external all-reduce (comm/allreduce.h):
+                                       local fp32 partials [T, H]; NULL: the built-in
+                                       one-shot over the symmetric buffer */
   int num_tokens;
   float global_scale;
-  unsigned long long epoch, timeout_ns;     /* CUDA: epoch is read from the workspace by each
-                                               kernel (so a replayed CUDA graph advances it);
-                                               the CPU backend uses the host's count */
-  sl_flag_timeout_t *timeout_rec;           /* host-mapped on CUDA */
+  unsigned long long epoch, timeout_ns; /* CUDA: epoch is read from the workspace by each
+                                           kernel (so a replayed CUDA graph advances it);
+                                           the CPU backend uses the host's count */
+  sl_flag_timeout_t *timeout_rec;       /* host-mapped on CUDA */
 } sl_moe_ep_params_t;
 
-SL_EP_FN long long sl_moe_ep_align(long long x, long long a) { return (x + a - 1) / a * a; }
+SL_EP_FN long long sl_moe_ep_align(long long x, long long a) {
+  return (x + a - 1) / a * a;
+}
 
 SL_EP_FN int sl_moe_ep_block_elems(int payload) {
-  return payload == SL_MOE_EP_PAYLOAD_FP8 ? 128 : payload == SL_MOE_EP_PAYLOAD_MXFP8 ? 32
-       : payload == SL_MOE_EP_PAYLOAD_NVFP4 ? 16 : 0;
+  return payload == SL_MOE_EP_PAYLOAD_FP8     ? 128
+         : payload == SL_MOE_EP_PAYLOAD_MXFP8 ? 32
+         : payload == SL_MOE_EP_PAYLOAD_NVFP4 ? 16
+                                              : 0;
 }
 SL_EP_FN int sl_moe_ep_qfmt(int payload) {
-  return payload == SL_MOE_EP_PAYLOAD_FP8 ? SL_QFMT_FP8_GROUP : payload == SL_MOE_EP_PAYLOAD_MXFP8 ? SL_QFMT_MXFP8
-                                                                                             : SL_QFMT_NVFP4;
+  return payload == SL_MOE_EP_PAYLOAD_FP8     ? SL_QFMT_FP8_GROUP
+         : payload == SL_MOE_EP_PAYLOAD_MXFP8 ? SL_QFMT_MXFP8
+                                              : SL_QFMT_NVFP4;
 }
 SL_EP_FN int sl_moe_ep_qrule(int payload) {
   return payload == SL_MOE_EP_PAYLOAD_FP8 ? SL_QRULE_IEEE : SL_QRULE_CEIL;
 }
 /* Bytes of codes of one row (bf16: the copy itself). */
 SL_EP_FN long long sl_moe_ep_codes_bytes(int payload, int hidden) {
-  return payload == SL_MOE_EP_PAYLOAD_BF16 ? 2LL * hidden
-       : payload == SL_MOE_EP_PAYLOAD_NVFP4 ? hidden / 2 : hidden;
+  return payload == SL_MOE_EP_PAYLOAD_BF16 ? 2LL * hidden : payload == SL_MOE_EP_PAYLOAD_NVFP4 ? hidden / 2 : hidden;
 }
 /* Bytes of scales of one row: fp32 per 128 (FP8), one byte per block otherwise. */
 SL_EP_FN long long sl_moe_ep_scales_bytes(int payload, int hidden) {
@@ -148,17 +153,27 @@ SL_EP_FN long long sl_moe_ep_scales_bytes(int payload, int hidden) {
 }
 
 /* Rank hosting expert e (contiguous ranges of experts_per_rank) and its local index. */
-SL_EP_FN int sl_moe_ep_expert_rank(const sl_moe_ep_layout_t *l, int e) { return e / l->experts_per_rank; }
-SL_EP_FN int sl_moe_ep_local_expert(const sl_moe_ep_layout_t *l, int e) { return e % l->experts_per_rank; }
-SL_EP_FN int sl_moe_ep_valid_expert(const sl_moe_ep_layout_t *l, int e) { return e >= 0 && e < l->num_experts; }
+SL_EP_FN int sl_moe_ep_expert_rank(const sl_moe_ep_layout_t *l, int e) {
+  return e / l->experts_per_rank;
+}
+SL_EP_FN int sl_moe_ep_local_expert(const sl_moe_ep_layout_t *l, int e) {
+  return e % l->experts_per_rank;
+}
+SL_EP_FN int sl_moe_ep_valid_expert(const sl_moe_ep_layout_t *l, int e) {
+  return e >= 0 && e < l->num_experts;
+}
 /* Whether rank d receives pair (t, k) with expert e: EP: d hosts e; TP: d is this rank and
  * hosts e (input is replicated, nothing crosses ranks in dispatch). */
 SL_EP_FN int sl_moe_ep_goes_to(const sl_moe_ep_layout_t *l, int e, int d) {
   return sl_moe_ep_valid_expert(l, e) && sl_moe_ep_expert_rank(l, e) == d && (!l->tp || d == l->rank);
 }
 /* Index of sender s in a receiver's regions (TP: one region, this rank's own). */
-SL_EP_FN int sl_moe_ep_sender_index(const sl_moe_ep_layout_t *l, int s) { return l->tp ? 0 : s; }
-SL_EP_FN int sl_moe_ep_num_dests(const sl_moe_ep_layout_t *l) { return l->nranks; }
+SL_EP_FN int sl_moe_ep_sender_index(const sl_moe_ep_layout_t *l, int s) {
+  return l->tp ? 0 : s;
+}
+SL_EP_FN int sl_moe_ep_num_dests(const sl_moe_ep_layout_t *l) {
+  return l->nranks;
+}
 
 /* Row origin, packed: (sender * max_tokens + token) * K + k. */
 SL_EP_FN int sl_moe_ep_pack_src(const sl_moe_ep_layout_t *l, int s, int t, int k) {
@@ -172,9 +187,15 @@ SL_EP_FN void sl_moe_ep_unpack_src(const sl_moe_ep_layout_t *l, int packed, int 
 }
 
 /* Offsets inside a symmetric buffer. */
-SL_EP_FN long long sl_moe_ep_count_flag(const sl_moe_ep_layout_t *l, int si) { return l->off_count_flag + 8LL * si; }
-SL_EP_FN long long sl_moe_ep_recv_count(const sl_moe_ep_layout_t *l, int si) { return l->off_recv_count + 8LL * si; }
-SL_EP_FN long long sl_moe_ep_ack(const sl_moe_ep_layout_t *l, int r) { return l->off_ack + 8LL * r; }
+SL_EP_FN long long sl_moe_ep_count_flag(const sl_moe_ep_layout_t *l, int si) {
+  return l->off_count_flag + 8LL * si;
+}
+SL_EP_FN long long sl_moe_ep_recv_count(const sl_moe_ep_layout_t *l, int si) {
+  return l->off_recv_count + 8LL * si;
+}
+SL_EP_FN long long sl_moe_ep_ack(const sl_moe_ep_layout_t *l, int r) {
+  return l->off_ack + 8LL * r;
+}
 SL_EP_FN long long sl_moe_ep_tok_flag(const sl_moe_ep_layout_t *l, int si, int slot) {
   return l->off_tok_flag + 8LL * ((long long)si * l->max_tokens + slot);
 }
@@ -205,7 +226,9 @@ SL_EP_FN long long sl_moe_ep_send_slot(const sl_moe_ep_layout_t *l, int t, int d
 SL_EP_FN long long sl_moe_ep_staging(const sl_moe_ep_layout_t *l, int t) {
   return l->ws_staging + l->token_bytes * (long long)t;
 }
-SL_EP_FN long long sl_moe_ep_row_src(const sl_moe_ep_layout_t *l, long long row) { return l->ws_row_src + 4LL * row; }
+SL_EP_FN long long sl_moe_ep_row_src(const sl_moe_ep_layout_t *l, long long row) {
+  return l->ws_row_src + 4LL * row;
+}
 SL_EP_FN long long sl_moe_ep_pair_row(const sl_moe_ep_layout_t *l, int t, int k) {
   return l->ws_pair_row + 4LL * ((long long)t * l->top_k + k);
 }
@@ -283,7 +306,9 @@ SL_EP_FN int sl_moe_ep_layout_init(sl_moe_ep_layout_t *l, int nranks, int rank, 
 }
 
 /* ---- payload: one token quantized once at the sender ------------------------------------ */
-SL_EP_FN float sl_moe_ep_bf16_f32(unsigned short b) { return sl_qf_float((uint32_t)b << 16); }
+SL_EP_FN float sl_moe_ep_bf16_f32(unsigned short b) {
+  return sl_qf_float((uint32_t)b << 16);
+}
 
 /* Quantize one block of n (16/32/128) bf16 elements: codes (bytes, or nibbles for FP4 with
  * element 2i in the low nibble) and the block's scale, exactly as kernels/quant.c does (the
@@ -295,8 +320,10 @@ SL_EP_FN void sl_moe_ep_quant_block(int payload, const unsigned short *x, int n,
   int bad = 0;
   for (int i = 0; i < n; i++) {
     float v = sl_moe_ep_bf16_f32(x[i]);
-    if (!sl_qf_finite(v)) bad = 1;
-    else absmax = sl_qf_max(absmax, sl_qf_abs(v));
+    if (!sl_qf_finite(v))
+      bad = 1;
+    else
+      absmax = sl_qf_max(absmax, sl_qf_abs(v));
   }
   sl_qf_scale_t s = sl_qf_block_scale(fmt, sl_moe_ep_qrule(payload), absmax, global_scale);
   float sf = s.scale_f32;
@@ -314,7 +341,8 @@ SL_EP_FN void sl_moe_ep_quant_block(int payload, const unsigned short *x, int n,
   }
   if (fmt == SL_QFMT_FP8_GROUP) {
     uint32_t u = sl_qf_bits(sf);
-    for (int b = 0; b < 4; b++) scale[b] = (unsigned char)(u >> (8 * b));
+    for (int b = 0; b < 4; b++)
+      scale[b] = (unsigned char)(u >> (8 * b));
   } else {
     scale[0] = su;
   }

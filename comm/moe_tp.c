@@ -22,35 +22,42 @@ sl_status_t sl_moe_tp_combine_cpu(sl_moe_comm_t *h, const sl_moe_ep_params_t *p)
   const sl_moe_ep_layout_t *l = &h->l;
   unsigned char *own = h->peer[l->rank];
   for (int t = 0; t < p->num_tokens; t++) {
-    float *dst = h->allreduce ? h->tp_partial + (size_t)t * l->hidden : (float *)(own + sl_moe_ep_ar_row(l, p->epoch, t));
+    float *dst =
+        h->allreduce ? h->tp_partial + (size_t)t * l->hidden : (float *)(own + sl_moe_ep_ar_row(l, p->epoch, t));
     const float *w = p->topk_weights + (long long)t * l->top_k;
-    for (int i = 0; i < l->hidden; i++) dst[i] = 0.0f;
+    for (int i = 0; i < l->hidden; i++)
+      dst[i] = 0.0f;
     for (int k = 0; k < l->top_k; k++) {
       int r = *(int *)(h->ws + sl_moe_ep_pair_row(l, t, k));
       if (r < 0) continue;
       const uint16_t *row = p->expert_out + (long long)r * l->hidden;
-      for (int i = 0; i < l->hidden; i++) dst[i] = fmaf(w[k], sl_bf16_to_f32(row[i]), dst[i]);
+      for (int i = 0; i < l->hidden; i++)
+        dst[i] = fmaf(w[k], sl_bf16_to_f32(row[i]), dst[i]);
     }
     if (!h->allreduce) sl_flag_store_release((sl_flag_t *)(own + sl_moe_ep_ar_flag(l, p->epoch, t)), p->epoch);
   }
   if (h->allreduce) {
     size_t n = (size_t)p->num_tokens * l->hidden;
     if (n) SL_CHECK(sl_allreduce(h->allreduce, h->tp_partial, h->tp_partial, n, SL_DTYPE_F32, NULL));
-    for (size_t i = 0; i < n; i++) p->out[i] = sl_f32_to_bf16(h->tp_partial[i]);
+    for (size_t i = 0; i < n; i++)
+      p->out[i] = sl_f32_to_bf16(h->tp_partial[i]);
     return SL_OK;
   }
   float *acc = malloc((size_t)l->hidden * sizeof(float));
   if (!acc) return SL_ERR(SL_ERR_NOMEM, "moe TP all-reduce accumulator");
   sl_status_t s = SL_OK;
   for (int t = 0; t < p->num_tokens && s == SL_OK; t++) {
-    for (int i = 0; i < l->hidden; i++) acc[i] = 0.0f;
+    for (int i = 0; i < l->hidden; i++)
+      acc[i] = 0.0f;
     for (int r = 0; r < l->nranks && s == SL_OK; r++) {
       s = sl_moe_comm_cpu_wait(h, h->peer[r], sl_moe_ep_ar_flag(l, p->epoch, t), p->epoch, r,
                                "TP all-reduce partial of token", t);
       const float *src = (const float *)(h->peer[r] + sl_moe_ep_ar_row(l, p->epoch, t));
-      for (int i = 0; i < l->hidden && s == SL_OK; i++) acc[i] += src[i];
+      for (int i = 0; i < l->hidden && s == SL_OK; i++)
+        acc[i] += src[i];
     }
-    for (int i = 0; i < l->hidden; i++) p->out[(long long)t * l->hidden + i] = sl_f32_to_bf16(acc[i]);
+    for (int i = 0; i < l->hidden; i++)
+      p->out[(long long)t * l->hidden + i] = sl_f32_to_bf16(acc[i]);
   }
   free(acc);
   return s;
@@ -61,8 +68,8 @@ sl_status_t sl_moe_tp_combine_gpu(sl_moe_comm_t *h, const sl_moe_ep_params_t *p,
   const char *src = "comm/moe_tp.cu";
   if (path == SL_MOE_COMM_PATH_DECODE) {
     int th = SL_MOE_COMM_DECODE_THREADS;
-    return sl_moe_comm_launch(h, src, "sl_moe_tp_combine_fused", th, sl_moe_comm_grid(h, p->num_tokens, th), true,
-                              p, stream);
+    return sl_moe_comm_launch(h, src, "sl_moe_tp_combine_fused", th, sl_moe_comm_grid(h, p->num_tokens, th), true, p,
+                              stream);
   }
   int th = SL_MOE_COMM_PREFILL_THREADS, grid = sl_moe_comm_grid(h, p->num_tokens, th);
   if (h->allreduce) {

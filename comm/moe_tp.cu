@@ -20,7 +20,8 @@ __device__ void tp_partial_token(const ep_params_t &p, int t) {
   for (int c = ep_lane(); c < l.hidden / 8; c += 32) {
     float acc[8];
 #pragma unroll
-    for (int j = 0; j < 8; j++) acc[j] = 0.0f;
+    for (int j = 0; j < 8; j++)
+      acc[j] = 0.0f;
     for (int k = 0; k < l.top_k; k++) {
       int r = *ep_i32(p.ws, sl_moe_ep_pair_row(&l, t, k));
       if (r < 0) continue;
@@ -49,7 +50,8 @@ __device__ bool tp_reduce_token(const ep_params_t &p, int t) {
   for (int c = ep_lane(); c < l.hidden / 8; c += 32) {
     float acc[8];
 #pragma unroll
-    for (int j = 0; j < 8; j++) acc[j] = 0.0f;
+    for (int j = 0; j < 8; j++)
+      acc[j] = 0.0f;
     for (int r = 0; r < l.nranks; r++) {
       const float4 *s4 = reinterpret_cast<const float4 *>(p.peer[r] + sl_moe_ep_ar_row(&l, p.epoch, t)) + 2LL * c;
       float4 a = s4[0], b = s4[1];
@@ -87,7 +89,8 @@ extern "C" __global__ void __launch_bounds__(SL_EP_THREADS) sl_moe_tp_combine_fu
 // Prefill: partials for every token, then the all-reduce, as two launches.
 extern "C" __global__ void __launch_bounds__(SL_EP_THREADS) sl_moe_tp_partial(const ep_params_t p0) {
   EP_PROLOGUE(p0, 0)
-  for (int t = ep_gwarp(); t < p.num_tokens; t += ep_nwarps()) tp_partial_token(p, t);
+  for (int t = ep_gwarp(); t < p.num_tokens; t += ep_nwarps())
+    tp_partial_token(p, t);
 }
 extern "C" __global__ void __launch_bounds__(SL_EP_THREADS) sl_moe_tp_allreduce(const ep_params_t p0) {
   EP_PROLOGUE(p0, 0)
@@ -99,7 +102,8 @@ extern "C" __global__ void __launch_bounds__(SL_EP_THREADS) sl_moe_tp_allreduce(
 extern "C" __global__ void __launch_bounds__(SL_EP_THREADS) sl_moe_tp_to_bf16(const ep_params_t p0) {
   EP_PROLOGUE(p0, 0)
   long long n = (long long)p.num_tokens * p.l.hidden / 8;
-  for (long long i = (long long)blockIdx.x * SL_EP_THREADS + threadIdx.x; i < n; i += (long long)gridDim.x * SL_EP_THREADS) {
+  for (long long i = (long long)blockIdx.x * SL_EP_THREADS + threadIdx.x; i < n;
+       i += (long long)gridDim.x * SL_EP_THREADS) {
     const float4 *s4 = reinterpret_cast<const float4 *>(p.tp_partial) + 2 * i;
     float4 a = s4[0], b = s4[1];
     __nv_bfloat162 h0 = __floats2bfloat162_rn(a.x, a.y), h1 = __floats2bfloat162_rn(a.z, a.w);

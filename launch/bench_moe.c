@@ -62,7 +62,8 @@ static void fill(uint16_t *x, size_t n, int32_t *ids, float *w, int T, int K, in
         s = s * 1664525u + 1013904223u;
         e = (int)((s >> 8) % (uint32_t)E);
         dup = 0;
-        for (int j = 0; j < k; j++) dup |= ids[(size_t)t * K + j] == e;
+        for (int j = 0; j < k; j++)
+          dup |= ids[(size_t)t * K + j] == e;
       } while (dup);
       ids[(size_t)t * K + k] = e;
       w[(size_t)t * K + k] = 1.0f / (float)K;
@@ -87,7 +88,8 @@ static bool gpu_shared(const sl_bench_t *b, MPI_Comm group) {
   MPI_Allgather(sl_device_info(b->rt->dev)->pci_bus_id, 32, MPI_CHAR, all, 32, MPI_CHAR, group);
   bool shared = false;
   for (int i = 0; i < n; i++)
-    for (int j = i + 1; j < n; j++) shared |= strncmp(all + 32 * i, all + 32 * j, 32) == 0;
+    for (int j = i + 1; j < n; j++)
+      shared |= strncmp(all + 32 * i, all + 32 * j, 32) == 0;
   free(all);
   return shared;
 }
@@ -108,9 +110,15 @@ static sl_status_t bench_one(sl_bench_t *b, MPI_Comm group, const model_t *m, sl
   long senders = deploy == SL_MOE_DEPLOY_TP ? 1 : n;
   long mean = senders * T * K / E;
   long cap = 3 * mean + 64, dropless = senders * T;
-  sl_moe_comm_config_t cfg = {.deploy = deploy, .num_experts = E, .top_k = K, .hidden = H, .payload = payload,
-                              .nvfp4_global_scale = 448.0f * 6.0f / 4.0f, .max_tokens = T,
-                              .expert_capacity = (int)(cap < dropless ? cap : dropless), .sm_budget = sm_budget};
+  sl_moe_comm_config_t cfg = {.deploy = deploy,
+                              .num_experts = E,
+                              .top_k = K,
+                              .hidden = H,
+                              .payload = payload,
+                              .nvfp4_global_scale = 448.0f * 6.0f / 4.0f,
+                              .max_tokens = T,
+                              .expert_capacity = (int)(cap < dropless ? cap : dropless),
+                              .sm_budget = sm_budget};
   ctx_t c = {0};
   sl_status_t s = SL_OK;
   uint16_t *hx = malloc((size_t)T * H * 2);
@@ -138,10 +146,10 @@ static sl_status_t bench_one(sl_bench_t *b, MPI_Comm group, const model_t *m, sl
   SL_CHECK_GOTO(sl_memset(dev, eout, 0x3c, rows * H * 2, b->stream), s, done); /* finite bf16 */
   SL_CHECK_GOTO(sl_stream_sync(dev, b->stream), s, done);
   sl_moe_comm_path_t path = SL_MOE_COMM_PATH_AUTO;
-  c.da = (sl_moe_comm_dispatch_args_t){.num_tokens = T, .x = x, .topk_ids = ids, .topk_weights = w,
-                                       .path_taken = &path};
-  c.ca = (sl_moe_comm_combine_args_t){.num_tokens = T, .topk_ids = ids, .topk_weights = w, .expert_out = eout,
-                                      .out = out};
+  c.da =
+      (sl_moe_comm_dispatch_args_t){.num_tokens = T, .x = x, .topk_ids = ids, .topk_weights = w, .path_taken = &path};
+  c.ca =
+      (sl_moe_comm_combine_args_t){.num_tokens = T, .topk_ids = ids, .topk_weights = w, .expert_out = eout, .out = out};
   /* Bytes: dispatch sends one entry per (token, destination rank) and gathers one row per
    * (token, k) on the receivers; combine sends one bf16 row per (token, k) and the source
    * reads K rows and writes one per token. This rank's share. */
@@ -180,13 +188,17 @@ static sl_status_t bench_one(sl_bench_t *b, MPI_Comm group, const model_t *m, sl
   double c_us = both_us - d_us, gc_us = g_us >= 0 ? gboth_us - g_us : -1;
   char shape[96], extra[96];
   snprintf(shape, sizeof shape, "%s %s%d T=%d", m->name, deploy == SL_MOE_DEPLOY_TP ? "tp" : "ep", n, T);
-  snprintf(extra, sizeof extra, "payload %s, cap %d, %s", payload == 0 ? "bf16" : payload == 1 ? "fp8"
-           : payload == 2 ? "mxfp8" : "nvfp4", ex->capacity,
-           n > 1 ? sl_moe_transport_name(sl_moe_comm_transport(c.h, (rank + 1) % n)) : "self");
+  snprintf(extra, sizeof extra, "payload %s, cap %d, %s",
+           payload == 0   ? "bf16"
+           : payload == 1 ? "fp8"
+           : payload == 2 ? "mxfp8"
+                          : "nvfp4",
+           ex->capacity, n > 1 ? sl_moe_transport_name(sl_moe_comm_transport(c.h, (rank + 1) % n)) : "self");
   if (sl_bench_selected(b, "moe_ep_dispatch"))
     sl_bench_row(b, "moe_ep_dispatch", shape, sl_moe_comm_path_name(path), d_us, dbytes, g_us, extra);
   if (sl_bench_selected(b, "moe_ep_combine"))
-    sl_bench_row(b, "moe_ep_combine", shape, sl_moe_comm_path_name(path), c_us, cbytes, gc_us, "combine = "
+    sl_bench_row(b, "moe_ep_combine", shape, sl_moe_comm_path_name(path), c_us, cbytes, gc_us,
+                 "combine = "
                  "(dispatch+combine) - dispatch");
 done:
   if (s != SL_OK && b->rt->boot.rank == 0) fprintf(stderr, "bench moe %s T=%d: %s\n", m->name, T, sl_last_error());
@@ -227,8 +239,10 @@ int sl_cmd_bench_moe(sl_runtime_t *rt, int argc, char **argv) {
     } else if (strcmp(argv[i], "--sm-budget") == 0 && i + 1 < argc) {
       sm_budget = atoi(argv[++i]);
     } else {
-      fprintf(stderr, "sluice bench moe: unknown option %s (common: --iters N --json FILE --quick --only OP; "
-              "own: --payload P --deploy ep|tp|both --sm-budget N)\n", argv[i]);
+      fprintf(stderr,
+              "sluice bench moe: unknown option %s (common: --iters N --json FILE --quick --only OP; "
+              "own: --payload P --deploy ep|tp|both --sm-budget N)\n",
+              argv[i]);
       return 2;
     }
   }
@@ -237,14 +251,16 @@ int sl_cmd_bench_moe(sl_runtime_t *rt, int argc, char **argv) {
   MPI_Comm_size(group, &n);
   if (rt->boot.num_nodes > 1 && rt->boot.rank == 0)
     printf("# %d nodes: each node's %d ranks form one group (the inter-node transport is not part of this "
-           "benchmark yet); rows are node 0's\n", rt->boot.num_nodes, n);
+           "benchmark yet); rows are node 0's\n",
+           rt->boot.num_nodes, n);
   bool shared = gpu_shared(&b, group);
   if (shared) {
     if (b.iters > 10) b.iters = 10;
     if (b.warmup > 2) b.warmup = 2;
     if (rt->boot.rank == 0)
       printf("# ranks share a GPU: contexts time-slice, so times show correctness and overheads only; "
-             "%d iterations, no graph timing\n", b.iters);
+             "%d iterations, no graph timing\n",
+             b.iters);
   }
   sl_bench_header(&b, "MoE dispatch/combine across the ranks of a node (sluice bench moe)");
   const int gpu_T[] = {128, 4096}, cpu_T[] = {16, 128};
@@ -255,8 +271,7 @@ int sl_cmd_bench_moe(sl_runtime_t *rt, int argc, char **argv) {
       for (int dep = 0; dep < 2 && rc == 0; dep++) {
         if ((dep == 0 && !want_ep) || (dep == 1 && !want_tp)) continue;
         if (bench_one(&b, group, &models[mi], dep ? SL_MOE_DEPLOY_TP : SL_MOE_DEPLOY_EP, payload, Ts[ti], sm_budget,
-                      shared) !=
-            SL_OK)
+                      shared) != SL_OK)
           rc = 1;
       }
   sl_bench_finish(&b);

@@ -27,9 +27,14 @@ static moe_harness_t H;
 
 static sl_moe_comm_t *make(sl_moe_deploy_t deploy, int payload, int epr, int top_k, int hidden, int max_tokens,
                            long timeout_ms) {
-  sl_moe_comm_config_t cfg = {.deploy = deploy, .num_experts = epr * H.size, .top_k = top_k, .hidden = hidden,
-                              .payload = payload, .nvfp4_global_scale = 448.0f * 6.0f / 16.0f,
-                              .max_tokens = max_tokens, .timeout_ms = timeout_ms};
+  sl_moe_comm_config_t cfg = {.deploy = deploy,
+                              .num_experts = epr * H.size,
+                              .top_k = top_k,
+                              .hidden = hidden,
+                              .payload = payload,
+                              .nvfp4_global_scale = 448.0f * 6.0f / 16.0f,
+                              .max_tokens = max_tokens,
+                              .timeout_ms = timeout_ms};
   sl_moe_comm_t *h = NULL;
   SL_ASSERT_OK(sl_moe_comm_create(H.dev, H.comm, &cfg, &h));
   for (int r = 0; r < H.size; r++)
@@ -119,10 +124,14 @@ static void test_graph_replay(void **state) {
   void *dx = moe_dev_alloc(H.dev, (size_t)T * Hd * 2), *dids = moe_dev_alloc(H.dev, (size_t)T * K * 4);
   void *dw = moe_dev_alloc(H.dev, (size_t)T * K * 4), *dout = moe_dev_alloc(H.dev, (size_t)T * Hd * 2);
   void *dexp = moe_dev_alloc(H.dev, rows * Hd * 2);
-  sl_moe_comm_dispatch_args_t da = {.num_tokens = T, .x = dx, .topk_ids = dids, .topk_weights = dw,
-                                    .force_path = SL_MOE_COMM_PATH_DECODE};
-  sl_moe_comm_combine_args_t ca = {.num_tokens = T, .topk_ids = dids, .topk_weights = dw, .expert_out = dexp,
-                                   .out = dout, .force_path = SL_MOE_COMM_PATH_DECODE};
+  sl_moe_comm_dispatch_args_t da = {
+      .num_tokens = T, .x = dx, .topk_ids = dids, .topk_weights = dw, .force_path = SL_MOE_COMM_PATH_DECODE};
+  sl_moe_comm_combine_args_t ca = {.num_tokens = T,
+                                   .topk_ids = dids,
+                                   .topk_weights = dw,
+                                   .expert_out = dexp,
+                                   .out = dout,
+                                   .force_path = SL_MOE_COMM_PATH_DECODE};
   sl_graph_t *gd = NULL, *gc = NULL;
   SL_ASSERT_OK(sl_graph_begin_capture(H.dev, H.stream));
   SL_ASSERT_OK(sl_moe_comm_dispatch(h, &da, H.stream));
@@ -136,9 +145,11 @@ static void test_graph_replay(void **state) {
   unsigned char *hx = malloc(rows * ex->row_bytes), *hs = malloc(rows * ex->scale_row_bytes);
   for (int rep = 0; rep < 3; rep++) {
     for (int t = 0; t < T; t++) {
-      for (int i = 0; i < Hd; i++) x[t * Hd + i] = sl_f32_to_bf16(sl_test_rand_normal(&rng) * (float)(rep + 1));
+      for (int i = 0; i < Hd; i++)
+        x[t * Hd + i] = sl_f32_to_bf16(sl_test_rand_normal(&rng) * (float)(rep + 1));
       moe_pick_experts(&rng, E, K, 0, E, ids + t * K);
-      for (int k = 0; k < K; k++) w[t * K + k] = sl_test_rand_uniform(&rng, 0.1f, 1.0f);
+      for (int k = 0; k < K; k++)
+        w[t * K + k] = sl_test_rand_uniform(&rng, 0.1f, 1.0f);
     }
     SL_ASSERT_OK(sl_memcpy(H.dev, dx, x, (size_t)T * Hd * 2, NULL));
     SL_ASSERT_OK(sl_memcpy(H.dev, dids, ids, (size_t)T * K * 4, NULL));
@@ -174,8 +185,8 @@ static void test_graph_replay(void **state) {
         float acc = 0.0f;
         for (int k = 0; k < K; k++) {
           int e = ids[t * K + k];
-          acc = fmaf(w[t * K + k],
-                     sl_bf16_to_f32(sl_f32_to_bf16(fmaf(v[t * Hd + i], moe_ffn_a(e), moe_ffn_b(e)))), acc);
+          acc =
+              fmaf(w[t * K + k], sl_bf16_to_f32(sl_f32_to_bf16(fmaf(v[t * Hd + i], moe_ffn_a(e), moe_ffn_b(e)))), acc);
         }
         bad += got[t * Hd + i] != sl_f32_to_bf16(acc);
       }
@@ -195,21 +206,23 @@ static void test_skipped_dispatch_times_out(void **state) {
   void *dx = moe_dev_alloc(H.dev, T * 128 * 2), *dids = moe_dev_alloc(H.dev, T * 2 * 4);
   void *dw = moe_dev_alloc(H.dev, T * 2 * 4);
   int32_t ids[T * 2];
-  for (int i = 0; i < T * 2; i++) ids[i] = i % (2 * H.size);
+  for (int i = 0; i < T * 2; i++)
+    ids[i] = i % (2 * H.size);
   SL_ASSERT_OK(sl_memset(H.dev, dx, 0, T * 128 * 2, NULL));
   SL_ASSERT_OK(sl_memcpy(H.dev, dids, ids, sizeof ids, NULL));
   SL_ASSERT_OK(sl_memset(H.dev, dw, 0, T * 2 * 4, NULL));
   SL_ASSERT_OK(sl_device_sync(H.dev));
   sl_status_t s = SL_OK;
   if (H.rank != 1) {
-    sl_moe_comm_dispatch_args_t da = {.num_tokens = T, .x = dx, .topk_ids = dids, .topk_weights = dw,
-                                      .force_path = SL_MOE_COMM_PATH_DECODE};
+    sl_moe_comm_dispatch_args_t da = {
+        .num_tokens = T, .x = dx, .topk_ids = dids, .topk_weights = dw, .force_path = SL_MOE_COMM_PATH_DECODE};
     SL_ASSERT_OK(sl_moe_comm_dispatch(h, &da, H.stream));
     s = sl_moe_comm_check(h, H.stream);
   }
   int bad = H.rank != 1 && !(s == SL_ERR_TIMEOUT && strstr(sl_last_error(), "for rank 1:"));
-  if (bad) fprintf(stderr, "rank %d: want SL_ERR_TIMEOUT naming rank 1, got %s: %s\n", H.rank, sl_status_str(s),
-                   sl_last_error());
+  if (bad)
+    fprintf(stderr, "rank %d: want SL_ERR_TIMEOUT naming rank 1, got %s: %s\n", H.rank, sl_status_str(s),
+            sl_last_error());
   MPI_Barrier(H.comm);
   sl_moe_comm_destroy(h);
   sl_device_free(H.dev, dx), sl_device_free(H.dev, dids), sl_device_free(H.dev, dw);
@@ -236,9 +249,12 @@ int main(int argc, char **argv) {
     return 1;
   }
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_ep_payloads_paths), cmocka_unit_test(test_ep_skew_empty_invalid),
-      cmocka_unit_test(test_tp_paths),          cmocka_unit_test(test_tp_external_allreduce),
-      cmocka_unit_test(test_equals_layer),      cmocka_unit_test(test_graph_replay),
+      cmocka_unit_test(test_ep_payloads_paths),
+      cmocka_unit_test(test_ep_skew_empty_invalid),
+      cmocka_unit_test(test_tp_paths),
+      cmocka_unit_test(test_tp_external_allreduce),
+      cmocka_unit_test(test_equals_layer),
+      cmocka_unit_test(test_graph_replay),
       cmocka_unit_test(test_skipped_dispatch_times_out),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);

@@ -10,9 +10,10 @@
 #include "engine/sl_jit_points.h"
 #include "sl_test.h"
 
-static const char *entries[] = {"sl_moe_ep_dispatch_fused", "sl_moe_ep_combine_fused", "sl_moe_ep_route",
-                                "sl_moe_ep_publish",        "sl_moe_ep_send",          "sl_moe_ep_gather",
-                                "sl_moe_ep_ack",            "sl_moe_ep_combine_send",  "sl_moe_ep_combine_reduce"};
+static const char *entries[] = {
+    "sl_moe_ep_dispatch_fused", "sl_moe_ep_combine_fused", "sl_moe_ep_route", "sl_moe_ep_publish",
+    "sl_moe_ep_send",           "sl_moe_ep_gather",        "sl_moe_ep_ack",   "sl_moe_ep_combine_send",
+    "sl_moe_ep_combine_reduce"};
 enum { NUM_EP = 9, NUM_TP = 4 };
 
 typedef struct {

@@ -32,8 +32,12 @@ static inline const char *moe_route_name(moe_route_t r) {
   return n[r];
 }
 
-static inline float moe_ffn_a(int e) { return 1.0f + 0.0625f * (float)(e % 7); }
-static inline float moe_ffn_b(int e) { return 0.03125f * (float)(e % 5) - 0.0625f; }
+static inline float moe_ffn_a(int e) {
+  return 1.0f + 0.0625f * (float)(e % 7);
+}
+static inline float moe_ffn_b(int e) {
+  return 0.03125f * (float)(e % 5) - 0.0625f;
+}
 
 /* K distinct experts for one token. */
 static inline void moe_pick_experts(uint64_t *rng, int E, int K, int lo, int hi, int32_t *ids) {
@@ -42,7 +46,8 @@ static inline void moe_pick_experts(uint64_t *rng, int E, int K, int lo, int hi,
     do {
       e = lo + (int)(sl_test_rand_u64(rng) % (uint64_t)(hi - lo));
       dup = 0;
-      for (int j = 0; j < k; j++) dup |= ids[j] == e;
+      for (int j = 0; j < k; j++)
+        dup |= ids[j] == e;
     } while (dup);
     ids[k] = e;
   }
@@ -53,20 +58,36 @@ static inline void moe_pick_experts(uint64_t *rng, int E, int K, int lo, int hi,
 static inline void moe_ref_dequant(const sl_moe_ep_layout_t *l, float gs, int T, const uint16_t *x, float *v) {
   size_t n = (size_t)T * l->hidden;
   if (l->payload == SL_MOE_EP_PAYLOAD_BF16 || T == 0) {
-    for (size_t i = 0; i < n; i++) v[i] = sl_bf16_to_f32(x[i]);
+    for (size_t i = 0; i < n; i++)
+      v[i] = sl_bf16_to_f32(x[i]);
     return;
   }
-  sl_quant_format_t fmt = l->payload == SL_MOE_EP_PAYLOAD_FP8 ? SL_QUANT_FP8_GROUP
-                        : l->payload == SL_MOE_EP_PAYLOAD_MXFP8 ? SL_QUANT_MXFP8 : SL_QUANT_NVFP4;
+  sl_quant_format_t fmt = l->payload == SL_MOE_EP_PAYLOAD_FP8     ? SL_QUANT_FP8_GROUP
+                          : l->payload == SL_MOE_EP_PAYLOAD_MXFP8 ? SL_QUANT_MXFP8
+                                                                  : SL_QUANT_NVFP4;
   sl_quant_rule_t rule = fmt == SL_QUANT_FP8_GROUP ? SL_QUANT_RULE_IEEE : SL_QUANT_RULE_CEIL;
   void *codes = malloc(sl_quant_codes_bytes(fmt, T, l->hidden));
   void *scales = malloc(sl_quant_scales_bytes(fmt, SL_QUANT_LAYOUT_LINEAR, T, l->hidden));
-  sl_quant_args_t q = {.format = fmt, .rule = rule, .layout = SL_QUANT_LAYOUT_LINEAR, .num_tokens = T,
-                       .hidden = l->hidden, .in_dtype = SL_DTYPE_BF16, .in = x, .codes = codes, .scales = scales,
+  sl_quant_args_t q = {.format = fmt,
+                       .rule = rule,
+                       .layout = SL_QUANT_LAYOUT_LINEAR,
+                       .num_tokens = T,
+                       .hidden = l->hidden,
+                       .in_dtype = SL_DTYPE_BF16,
+                       .in = x,
+                       .codes = codes,
+                       .scales = scales,
                        .global_scale = gs};
   SL_ASSERT_OK(sl_quant_ref(&q));
-  sl_dequant_args_t d = {.format = fmt, .layout = SL_QUANT_LAYOUT_LINEAR, .num_tokens = T, .hidden = l->hidden,
-                         .codes = codes, .scales = scales, .global_scale = gs, .out_dtype = SL_DTYPE_F32, .out = v};
+  sl_dequant_args_t d = {.format = fmt,
+                         .layout = SL_QUANT_LAYOUT_LINEAR,
+                         .num_tokens = T,
+                         .hidden = l->hidden,
+                         .codes = codes,
+                         .scales = scales,
+                         .global_scale = gs,
+                         .out_dtype = SL_DTYPE_F32,
+                         .out = v};
   SL_ASSERT_OK(sl_dequant_ref(&d));
   free(codes);
   free(scales);
@@ -74,13 +95,13 @@ static inline void moe_ref_dequant(const sl_moe_ep_layout_t *l, float gs, int T,
 
 typedef struct {
   sl_device_t *dev;
-  MPI_Comm comm;           /* the group (a node) */
+  MPI_Comm comm; /* the group (a node) */
   int rank, size;
   sl_stream_t *stream;
 } moe_harness_t;
 
 typedef struct {
-  int T;                         /* this rank's tokens */
+  int T; /* this rank's tokens */
   moe_route_t route;
   sl_moe_comm_path_t path;       /* forced path (AUTO / DECODE / PREFILL) */
   sl_status_t expect_dispatch;   /* SL_OK, or the error dispatch (or check) must report */
@@ -110,7 +131,8 @@ static inline void moe_run_case(moe_harness_t *H, sl_moe_comm_t *h, uint64_t *rn
   float *w = malloc((size_t)T * K * 4 + 16);
   for (int t = 0; t < T; t++) {
     float mag = sl_test_rand_uniform(&lr, 0.05f, 4.0f);
-    for (int i = 0; i < Hd; i++) x[(size_t)t * Hd + i] = sl_f32_to_bf16(mag * sl_test_rand_normal(&lr));
+    for (int i = 0; i < Hd; i++)
+      x[(size_t)t * Hd + i] = sl_f32_to_bf16(mag * sl_test_rand_normal(&lr));
     int32_t *id = ids + (size_t)t * K;
     if (c->route == ROUTE_SKEW) {
       moe_pick_experts(&lr, E, K, 0, epr, id);
@@ -121,7 +143,8 @@ static inline void moe_run_case(moe_harness_t *H, sl_moe_comm_t *h, uint64_t *rn
       moe_pick_experts(&lr, E, K, 0, E, id);
       if (c->route == ROUTE_INVALID && t % 3 == 1) id[sl_test_rand_u64(&lr) % (uint64_t)K] = t % 2 ? E + t : -1;
     }
-    for (int k = 0; k < K; k++) w[(size_t)t * K + k] = sl_test_rand_uniform(&lr, 0.05f, 1.0f);
+    for (int k = 0; k < K; k++)
+      w[(size_t)t * K + k] = sl_test_rand_uniform(&lr, 0.05f, 1.0f);
   }
   /* expected rows per local expert: pairs routed to each expert, summed over the group */
   int *want_counts = calloc((size_t)E, sizeof(int)), *all_counts = calloc((size_t)E, sizeof(int));
@@ -130,8 +153,10 @@ static inline void moe_run_case(moe_harness_t *H, sl_moe_comm_t *h, uint64_t *rn
       int e = ids[(size_t)t * K + k];
       if (e >= 0 && e < E) want_counts[e]++;
     }
-  if (tp) memcpy(all_counts, want_counts, (size_t)E * sizeof(int));
-  else MPI_Allreduce(want_counts, all_counts, E, MPI_INT, MPI_SUM, H->comm);
+  if (tp)
+    memcpy(all_counts, want_counts, (size_t)E * sizeof(int));
+  else
+    MPI_Allreduce(want_counts, all_counts, E, MPI_INT, MPI_SUM, H->comm);
 
   void *dx = moe_dev_alloc(dev, (size_t)T * Hd * 2), *dids = moe_dev_alloc(dev, (size_t)T * K * 4);
   void *dw = moe_dev_alloc(dev, (size_t)T * K * 4), *dout = moe_dev_alloc(dev, (size_t)T * Hd * 2);
@@ -145,8 +170,12 @@ static inline void moe_run_case(moe_harness_t *H, sl_moe_comm_t *h, uint64_t *rn
   sl_test_poison(dev, ex->expert_x, rows * (size_t)ex->row_bytes);
 
   /* dispatch */
-  sl_moe_comm_dispatch_args_t da = {.num_tokens = T, .x = dx, .topk_ids = dids, .topk_weights = dw,
-                                    .force_path = c->path, .path_taken = &c->path_taken};
+  sl_moe_comm_dispatch_args_t da = {.num_tokens = T,
+                                    .x = dx,
+                                    .topk_ids = dids,
+                                    .topk_weights = dw,
+                                    .force_path = c->path,
+                                    .path_taken = &c->path_taken};
   sl_status_t s = sl_moe_comm_dispatch(h, &da, H->stream);
   if (s == SL_OK) s = sl_moe_comm_check(h, H->stream);
   if (c->expect_dispatch == SL_OK) {
@@ -183,8 +212,8 @@ static inline void moe_run_case(moe_harness_t *H, sl_moe_comm_t *h, uint64_t *rn
       size_t rr = (size_t)le * ex->capacity + row;
       if (!(hwts[rr] >= 0.05f && hwts[rr] <= 1.0f)) fail_msg("expert %d row %d: weight %g", e, row, (double)hwts[rr]);
       for (int i = 0; i < Hd; i++) {
-        float v = sl_moe_ep_dequant(ex->payload, hx + rr * ex->row_bytes, hs + rr * ex->scale_row_bytes, i,
-                                    ex->global_scale);
+        float v =
+            sl_moe_ep_dequant(ex->payload, hx + rr * ex->row_bytes, hs + rr * ex->scale_row_bytes, i, ex->global_scale);
         hout[rr * Hd + i] = sl_f32_to_bf16(fmaf(v, moe_ffn_a(e), moe_ffn_b(e)));
       }
     }
@@ -193,8 +222,12 @@ static inline void moe_run_case(moe_harness_t *H, sl_moe_comm_t *h, uint64_t *rn
   SL_ASSERT_OK(sl_device_sync(dev));
 
   /* combine */
-  sl_moe_comm_combine_args_t ca = {.num_tokens = T, .topk_ids = dids, .topk_weights = dw, .expert_out = dexp_out,
-                                   .out = dout, .force_path = c->path};
+  sl_moe_comm_combine_args_t ca = {.num_tokens = T,
+                                   .topk_ids = dids,
+                                   .topk_weights = dw,
+                                   .expert_out = dexp_out,
+                                   .out = dout,
+                                   .force_path = c->path};
   SL_ASSERT_OK(sl_moe_comm_combine(h, &ca, H->stream));
   SL_ASSERT_OK(sl_moe_comm_check(h, H->stream));
   uint16_t *got = malloc((size_t)T * Hd * 2 + 16);

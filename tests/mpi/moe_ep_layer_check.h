@@ -11,12 +11,13 @@
 #include "moe_ep_check.h"
 
 static inline void moe_fill_bf16(uint64_t *rng, uint16_t *w, size_t n, float scale) {
-  for (size_t i = 0; i < n; i++) w[i] = sl_f32_to_bf16(scale * sl_test_rand_normal(rng));
+  for (size_t i = 0; i < n; i++)
+    w[i] = sl_f32_to_bf16(scale * sl_test_rand_normal(rng));
 }
 
 /* Returns the number of mismatches on this rank. */
 static inline size_t moe_run_layer_case(moe_harness_t *H, sl_moe_deploy_t deploy, int epr, int K, int Hd, int I, int T,
-                                 sl_moe_comm_path_t path, uint64_t seed) {
+                                        sl_moe_comm_path_t path, uint64_t seed) {
   sl_device_t *dev = H->dev;
   int E = epr * H->size;
   /* weights: the same on every rank */
@@ -34,7 +35,8 @@ static inline size_t moe_run_layer_case(moe_harness_t *H, sl_moe_deploy_t deploy
   moe_fill_bf16(&tr, x, (size_t)T * Hd, 1.0f);
   for (int t = 0; t < T; t++) {
     moe_pick_experts(&tr, E, K, 0, E, ids + (size_t)t * K);
-    for (int k = 0; k < K; k++) w[(size_t)t * K + k] = sl_test_rand_uniform(&tr, 0.1f, 1.0f);
+    for (int k = 0; k < K; k++)
+      w[(size_t)t * K + k] = sl_test_rand_uniform(&tr, 0.1f, 1.0f);
   }
   void *dgu = moe_dev_alloc(dev, gu_n * 2), *ddn = moe_dev_alloc(dev, dn_n * 2);
   void *dx = moe_dev_alloc(dev, (size_t)T * Hd * 2), *dids = moe_dev_alloc(dev, (size_t)T * K * 4);
@@ -49,19 +51,29 @@ static inline size_t moe_run_layer_case(moe_harness_t *H, sl_moe_deploy_t deploy
   sl_test_poison(dev, dout, (size_t)T * Hd * 2 + (T ? 0 : 16));
 
   /* the single-rank layer over every expert */
-  sl_moe_layer_config_t lc = {.num_experts = E, .top_k = K, .hidden = Hd, .inter = I, .expert_begin = 0,
-                              .expert_end = E, .router_kind = SL_ROUTER_SOFTMAX_TOPK, .w_gate_up = dgu,
+  sl_moe_layer_config_t lc = {.num_experts = E,
+                              .top_k = K,
+                              .hidden = Hd,
+                              .inter = I,
+                              .expert_begin = 0,
+                              .expert_end = E,
+                              .router_kind = SL_ROUTER_SOFTMAX_TOPK,
+                              .w_gate_up = dgu,
                               .w_down = ddn};
   sl_moe_layer_t *layer = NULL;
   SL_ASSERT_OK(sl_moe_layer_create(dev, &lc, T > 0 ? T : 1, &layer));
-  sl_moe_layer_args_t la = {.num_tokens = T, .x = dx, .out = dref, .topk_ids = dids, .topk_weights = dw,
-                            .allow_host_sync = true};
+  sl_moe_layer_args_t la = {
+      .num_tokens = T, .x = dx, .out = dref, .topk_ids = dids, .topk_weights = dw, .allow_host_sync = true};
   SL_ASSERT_OK(sl_moe_layer_forward(layer, &la, H->stream));
   SL_ASSERT_OK(sl_moe_layer_check(layer, H->stream));
 
   /* the node: dispatch -> moe's FFN on this rank's experts -> combine */
-  sl_moe_comm_config_t cfg = {.deploy = deploy, .num_experts = E, .top_k = K, .hidden = Hd,
-                              .payload = SL_MOE_EP_PAYLOAD_BF16, .max_tokens = T > 0 ? T : 1};
+  sl_moe_comm_config_t cfg = {.deploy = deploy,
+                              .num_experts = E,
+                              .top_k = K,
+                              .hidden = Hd,
+                              .payload = SL_MOE_EP_PAYLOAD_BF16,
+                              .max_tokens = T > 0 ? T : 1};
   sl_moe_comm_t *h = NULL;
   SL_ASSERT_OK(sl_moe_comm_create(dev, H->comm, &cfg, &h));
   const sl_moe_comm_experts_t *ex = sl_moe_comm_experts(h);
@@ -71,18 +83,25 @@ static inline size_t moe_run_layer_case(moe_harness_t *H, sl_moe_deploy_t deploy
   int recv_tokens = l->nsenders * l->max_tokens;
   size_t ffn_ws_bytes = sl_moe_ffn_workspace_bytes(ex->num_local_experts, ex->capacity, recv_tokens, K, Hd, I);
   void *ffn_ws = moe_dev_alloc(dev, ffn_ws_bytes);
-  sl_moe_comm_dispatch_args_t da = {.num_tokens = T, .x = dx, .topk_ids = dids, .topk_weights = dw,
-                                    .force_path = path};
+  sl_moe_comm_dispatch_args_t da = {.num_tokens = T, .x = dx, .topk_ids = dids, .topk_weights = dw, .force_path = path};
   SL_ASSERT_OK(sl_moe_comm_dispatch(h, &da, H->stream));
-  sl_moe_ffn_args_t fa = {.num_local_experts = ex->num_local_experts, .capacity = ex->capacity, .hidden = Hd,
-                          .inter = I, .num_tokens = recv_tokens, .top_k = K, .x = ex->expert_x,
+  sl_moe_ffn_args_t fa = {.num_local_experts = ex->num_local_experts,
+                          .capacity = ex->capacity,
+                          .hidden = Hd,
+                          .inter = I,
+                          .num_tokens = recv_tokens,
+                          .top_k = K,
+                          .x = ex->expert_x,
                           .expert_counts = ex->expert_counts,
                           .w_gate_up = (const uint16_t *)dgu + (size_t)ex->expert_begin * 2 * I * Hd,
-                          .w_down = (const uint16_t *)ddn + (size_t)ex->expert_begin * Hd * I, .y = dy,
-                          .workspace = ffn_ws, .workspace_bytes = ffn_ws_bytes, .exact_rows = false};
+                          .w_down = (const uint16_t *)ddn + (size_t)ex->expert_begin * Hd * I,
+                          .y = dy,
+                          .workspace = ffn_ws,
+                          .workspace_bytes = ffn_ws_bytes,
+                          .exact_rows = false};
   SL_ASSERT_OK(sl_moe_ffn(dev, &fa, H->stream));
-  sl_moe_comm_combine_args_t ca = {.num_tokens = T, .topk_ids = dids, .topk_weights = dw, .expert_out = dy,
-                                   .out = dout, .force_path = path};
+  sl_moe_comm_combine_args_t ca = {
+      .num_tokens = T, .topk_ids = dids, .topk_weights = dw, .expert_out = dy, .out = dout, .force_path = path};
   SL_ASSERT_OK(sl_moe_comm_combine(h, &ca, H->stream));
   SL_ASSERT_OK(sl_moe_comm_check(h, H->stream));
 
@@ -104,7 +123,8 @@ static inline size_t moe_run_layer_case(moe_harness_t *H, sl_moe_deploy_t deploy
   sl_moe_comm_destroy(h);
   sl_moe_layer_destroy(layer);
   void *bufs[] = {dgu, ddn, dx, dids, dw, dref, dout, dy, ffn_ws};
-  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) sl_device_free(dev, bufs[i]);
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+    sl_device_free(dev, bufs[i]);
   free(gu), free(dn), free(x), free(ids), free(w), free(got), free(ref), free(gf), free(rf);
   return bad;
 }

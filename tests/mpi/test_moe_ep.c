@@ -14,9 +14,13 @@ static sl_runtime_t rt;
 static moe_harness_t H;
 
 static sl_moe_comm_t *make(int payload, int experts_per_rank, int top_k, int hidden, int max_tokens) {
-  sl_moe_comm_config_t cfg = {.deploy = SL_MOE_DEPLOY_EP, .num_experts = experts_per_rank * H.size,
-                              .top_k = top_k, .hidden = hidden, .payload = payload,
-                              .nvfp4_global_scale = 448.0f * 6.0f / 16.0f, .max_tokens = max_tokens};
+  sl_moe_comm_config_t cfg = {.deploy = SL_MOE_DEPLOY_EP,
+                              .num_experts = experts_per_rank * H.size,
+                              .top_k = top_k,
+                              .hidden = hidden,
+                              .payload = payload,
+                              .nvfp4_global_scale = 448.0f * 6.0f / 16.0f,
+                              .max_tokens = max_tokens};
   sl_moe_comm_t *h = NULL;
   SL_ASSERT_OK(sl_moe_comm_create(H.dev, H.comm, &cfg, &h));
   for (int r = 0; r < H.size; r++)
@@ -57,8 +61,8 @@ static void test_empty_ranks(void **state) {
   uint64_t rng = sl_test_seed() + 7u * (uint64_t)rt.boot.rank;
   sl_moe_comm_t *h = make(SL_MOE_EP_PAYLOAD_BF16, 2, 2, 128, 16);
   check_case(h, &rng, H.rank % 2 ? 0 : 16, ROUTE_RANDOM, SL_OK); /* odd ranks have nothing */
-  check_case(h, &rng, 0, ROUTE_RANDOM, SL_OK);                     /* nobody has anything */
-  check_case(h, &rng, H.rank == 0 ? 0 : 5, ROUTE_SKEW, SL_OK);     /* rank 0 only receives */
+  check_case(h, &rng, 0, ROUTE_RANDOM, SL_OK);                   /* nobody has anything */
+  check_case(h, &rng, H.rank == 0 ? 0 : 5, ROUTE_SKEW, SL_OK);   /* rank 0 only receives */
   sl_moe_comm_destroy(h);
 }
 
@@ -72,8 +76,7 @@ static void test_invalid_ids(void **state) {
 }
 
 static void test_bad_config(void **state) {
-  sl_moe_comm_config_t cfg = {.num_experts = 3 * H.size + (H.size > 1), .top_k = 2, .hidden = 256,
-                              .max_tokens = 4};
+  sl_moe_comm_config_t cfg = {.num_experts = 3 * H.size + (H.size > 1), .top_k = 2, .hidden = 256, .max_tokens = 4};
   sl_moe_comm_t *h = NULL;
   if (H.size > 1) {
     assert_int_equal(sl_moe_comm_create(H.dev, H.comm, &cfg, &h), SL_ERR_INVALID);
@@ -94,7 +97,8 @@ int main(int argc, char **argv) {
   MPI_Comm_size(H.comm, &H.size);
   if (rt.boot.num_nodes > 1 && rt.boot.rank == 0)
     printf("note: %d (simulated) nodes: each EP group is one node of %d ranks; peers on other nodes are the "
-           "inter-node transport's and are not exercised here\n", rt.boot.num_nodes, H.size);
+           "inter-node transport's and are not exercised here\n",
+           rt.boot.num_nodes, H.size);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_payloads_random), cmocka_unit_test(test_skew_and_one_rank),
       cmocka_unit_test(test_empty_ranks),     cmocka_unit_test(test_invalid_ids),

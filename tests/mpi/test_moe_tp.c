@@ -15,8 +15,11 @@ static sl_runtime_t rt;
 static moe_harness_t H;
 
 static sl_moe_comm_t *make(int payload, int experts_per_rank, int top_k, int hidden, int max_tokens) {
-  sl_moe_comm_config_t cfg = {.num_experts = experts_per_rank * H.size, .top_k = top_k, .hidden = hidden,
-                              .payload = payload, .nvfp4_global_scale = 448.0f * 6.0f / 16.0f,
+  sl_moe_comm_config_t cfg = {.num_experts = experts_per_rank * H.size,
+                              .top_k = top_k,
+                              .hidden = hidden,
+                              .payload = payload,
+                              .nvfp4_global_scale = 448.0f * 6.0f / 16.0f,
                               .max_tokens = max_tokens};
   sl_moe_comm_t *h = NULL;
   SL_ASSERT_OK(sl_moe_tp_create(H.dev, H.comm, &cfg, &h));
@@ -27,14 +30,16 @@ static sl_moe_comm_t *make(int payload, int experts_per_rank, int top_k, int hid
 static void check_case(sl_moe_comm_t *h, uint64_t *rng, int T, moe_route_t route) {
   moe_case_t c = {.T = T, .route = route};
   moe_run_case(&H, h, rng, &c);
-  if (c.mismatches) fail_msg("rank %d: %zu mismatches (route %s, T %d)", H.rank, c.mismatches, moe_route_name(route), T);
+  if (c.mismatches)
+    fail_msg("rank %d: %zu mismatches (route %s, T %d)", H.rank, c.mismatches, moe_route_name(route), T);
 }
 
 static void test_tp_payloads(void **state) {
   uint64_t rng = sl_test_seed();
   for (int payload = 0; payload < SL_MOE_EP_NUM_PAYLOADS; payload++) {
     sl_moe_comm_t *h = make(payload, 4, 4, 256, 20);
-    for (int call = 0; call < 3; call++) check_case(h, &rng, 1 + call * 9, ROUTE_RANDOM);
+    for (int call = 0; call < 3; call++)
+      check_case(h, &rng, 1 + call * 9, ROUTE_RANDOM);
     sl_moe_comm_destroy(h);
   }
 }
@@ -42,8 +47,8 @@ static void test_tp_payloads(void **state) {
 static void test_tp_skew_and_empty(void **state) {
   uint64_t rng = sl_test_seed() + 1;
   sl_moe_comm_t *h = make(SL_MOE_EP_PAYLOAD_BF16, 4, 4, 128, 16);
-  check_case(h, &rng, 16, ROUTE_SKEW);     /* rank 0 computes everything, the rest add zeros */
-  check_case(h, &rng, 0, ROUTE_RANDOM);    /* no tokens at all */
+  check_case(h, &rng, 16, ROUTE_SKEW);  /* rank 0 computes everything, the rest add zeros */
+  check_case(h, &rng, 0, ROUTE_RANDOM); /* no tokens at all */
   check_case(h, &rng, 9, ROUTE_ONE_RANK);
   sl_moe_comm_destroy(h);
 }
@@ -55,7 +60,8 @@ static void test_tp_external_allreduce(void **state) {
   SL_ASSERT_OK(sl_comm_create(&rt.boot, rt.dev, &rt.config, 1 << 20, &ar));
   sl_moe_comm_t *h = make(SL_MOE_EP_PAYLOAD_FP8, 4, 4, 256, 24);
   SL_ASSERT_OK(sl_moe_tp_use_allreduce(h, ar));
-  for (int call = 0; call < 3; call++) check_case(h, &rng, 8 + call * 8, ROUTE_RANDOM);
+  for (int call = 0; call < 3; call++)
+    check_case(h, &rng, 8 + call * 8, ROUTE_RANDOM);
   SL_ASSERT_OK(sl_moe_tp_use_allreduce(h, NULL)); /* back to the built-in one-shot */
   check_case(h, &rng, 24, ROUTE_RANDOM);
   sl_moe_comm_destroy(h);
