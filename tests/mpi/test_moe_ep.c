@@ -1,7 +1,8 @@
 /* MoE EP dispatch/combine on the CPU backend under mpirun: results equal the single-rank
  * MoE layer bit for bit, for every payload (bf16, FP8, MXFP8, NVFP4), random routing,
  * everything routed to one rank, top-k all on one rank, ranks with T = 0 while others have
- * tokens, invalid expert ids (reported, skipped), several calls per handle (epochs grow).
+ * tokens, invalid expert ids (reported, skipped), rows over capacity (reported, zero, no
+ * hang), several calls per handle (epochs grow).
  * With SL_RANKS_PER_NODE (simulated nodes) the EP group is the node: cross-node peers belong
  * to the inter-node transport, which is not part of this test. */
 #include <stdio.h>
@@ -75,6 +76,47 @@ static void test_invalid_ids(void **state) {
   sl_moe_comm_destroy(h);
 }
 
+/* Rows over an expert's capacity are dropped: the receiving rank reports SL_ERR_CAPACITY,
+ * every source still completes its combine (the receiver signals a zero row for a dropped
+ * pair), and a dropped pair contributes exactly zero: with a zero FFN output on every kept
+ * row too, every output is +0 (no NaN from the poisoned buffers). */
+static void test_capacity_overflow(void **state) {
+  enum { T = 6, K = 2, HD = 128 };
+  sl_moe_comm_config_t cfg = {
+      .num_experts = 2 * H.size, .top_k = K, .hidden = HD, .max_tokens = T, .expert_capacity = 3};
+  sl_moe_comm_t *h = NULL;
+  SL_ASSERT_OK(sl_moe_comm_create(H.dev, H.comm, &cfg, &h));
+  const sl_moe_comm_experts_t *ex = sl_moe_comm_experts(h);
+  static uint16_t x[T * HD] __attribute__((aligned(16))), out[T * HD] __attribute__((aligned(16)));
+  uint16_t *y = malloc((size_t)ex->num_local_experts * ex->capacity * HD * 2);
+  int32_t ids[T * K];
+  float w[T * K];
+  for (int i = 0; i < T * HD; i++)
+    x[i] = sl_f32_to_bf16(1.0f + (float)(i % 7));
+  for (int t = 0; t < T; t++) { /* every token to experts 0 and 1 (rank 0): 6 x ranks rows each, cap 3 */
+    ids[t * K] = 0;
+    ids[t * K + 1] = 1;
+    w[t * K] = w[t * K + 1] = 0.5f;
+  }
+  memset(out, 0xff, sizeof out);
+  sl_moe_comm_dispatch_args_t da = {.num_tokens = T, .x = x, .topk_ids = ids, .topk_weights = w};
+  sl_status_t s = sl_moe_comm_dispatch(h, &da, NULL);
+  if (H.rank == 0) {
+    assert_int_equal(s, SL_ERR_CAPACITY);
+    assert_non_null(strstr(sl_last_error(), "capacity of 3"));
+    assert_int_equal(ex->expert_counts[0], T * H.size); /* counted, though only 3 kept */
+  } else {
+    SL_ASSERT_OK(s);
+  }
+  memset(y, 0, (size_t)ex->num_local_experts * ex->capacity * HD * 2); /* the FFN returns zeros */
+  sl_moe_comm_combine_args_t ca = {.num_tokens = T, .topk_ids = ids, .topk_weights = w, .expert_out = y, .out = out};
+  SL_ASSERT_OK(sl_moe_comm_combine(h, &ca, NULL));
+  for (int i = 0; i < T * HD; i++)
+    if (out[i] != 0) fail_msg("rank %d out[%d] = 0x%04x, want +0", H.rank, i, out[i]);
+  free(y);
+  sl_moe_comm_destroy(h);
+}
+
 static void test_bad_config(void **state) {
   sl_moe_comm_config_t cfg = {.num_experts = 3 * H.size + (H.size > 1), .top_k = 2, .hidden = 256, .max_tokens = 4};
   sl_moe_comm_t *h = NULL;
@@ -100,9 +142,9 @@ int main(int argc, char **argv) {
            "inter-node transport's and are not exercised here\n",
            rt.boot.num_nodes, H.size);
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_payloads_random), cmocka_unit_test(test_skew_and_one_rank),
-      cmocka_unit_test(test_empty_ranks),     cmocka_unit_test(test_invalid_ids),
-      cmocka_unit_test(test_bad_config),
+      cmocka_unit_test(test_payloads_random),   cmocka_unit_test(test_skew_and_one_rank),
+      cmocka_unit_test(test_empty_ranks),       cmocka_unit_test(test_invalid_ids),
+      cmocka_unit_test(test_capacity_overflow), cmocka_unit_test(test_bad_config),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   int any = 0;
