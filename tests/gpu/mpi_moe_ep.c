@@ -11,6 +11,7 @@
  *    (sl_moe_layer_forward) on the same tokens, EP and TP, decode and prefill;
  *  - dispatch and combine captured in CUDA graphs and replayed with new inputs (the epoch
  *    lives on the device, so every replay is a new call);
+ *  - rows over capacity: SL_ERR_CAPACITY on the receiver, zero contribution, no hang;
  *  - a rank that skips a dispatch: the others' kernels give up after the handle's timeout and
  *    sl_moe_comm_check returns SL_ERR_TIMEOUT naming it.
  * Exits 77 (skipped) without a GPU. */
@@ -200,6 +201,54 @@ static void test_graph_replay(void **state) {
   sl_moe_comm_destroy(h);
 }
 
+/* Rows over capacity: rank 0 reports SL_ERR_CAPACITY, combine still completes everywhere, and
+ * (with a zero FFN) every output is +0: dropped pairs contribute exactly zero. */
+static void test_capacity_overflow(void **state) {
+  enum { T = 6, K = 2, HD = 128 };
+  sl_moe_comm_config_t cfg = {
+      .num_experts = 2 * H.size, .top_k = K, .hidden = HD, .max_tokens = T, .expert_capacity = 3};
+  sl_moe_comm_t *h = NULL;
+  SL_ASSERT_OK(sl_moe_comm_create(H.dev, H.comm, &cfg, &h));
+  const sl_moe_comm_experts_t *ex = sl_moe_comm_experts(h);
+  size_t rows = (size_t)ex->num_local_experts * ex->capacity;
+  void *dx = moe_dev_alloc(H.dev, T * HD * 2), *dids = moe_dev_alloc(H.dev, T * K * 4);
+  void *dw = moe_dev_alloc(H.dev, T * K * 4), *dout = moe_dev_alloc(H.dev, T * HD * 2);
+  void *dy = moe_dev_alloc(H.dev, rows * HD * 2);
+  int32_t ids[T * K];
+  float w[T * K];
+  for (int t = 0; t < T; t++)
+    ids[t * K] = 0, ids[t * K + 1] = 1, w[t * K] = w[t * K + 1] = 0.5f;
+  SL_ASSERT_OK(sl_memset(H.dev, dx, 0x3f, T * HD * 2, NULL));
+  SL_ASSERT_OK(sl_memcpy(H.dev, dids, ids, sizeof ids, NULL));
+  SL_ASSERT_OK(sl_memcpy(H.dev, dw, w, sizeof w, NULL));
+  SL_ASSERT_OK(sl_memset(H.dev, dy, 0, rows * HD * 2, NULL));
+  sl_test_poison(H.dev, dout, T * HD * 2);
+  sl_moe_comm_dispatch_args_t da = {
+      .num_tokens = T, .x = dx, .topk_ids = dids, .topk_weights = dw, .force_path = SL_MOE_COMM_PATH_PREFILL};
+  SL_ASSERT_OK(sl_moe_comm_dispatch(h, &da, H.stream));
+  sl_status_t s = sl_moe_comm_check(h, H.stream);
+  if (H.rank == 0)
+    assert_int_equal(s, SL_ERR_CAPACITY);
+  else
+    SL_ASSERT_OK(s);
+  sl_moe_comm_combine_args_t ca = {.num_tokens = T,
+                                   .topk_ids = dids,
+                                   .topk_weights = dw,
+                                   .expert_out = dy,
+                                   .out = dout,
+                                   .force_path = SL_MOE_COMM_PATH_DECODE};
+  SL_ASSERT_OK(sl_moe_comm_combine(h, &ca, H.stream));
+  SL_ASSERT_OK(sl_moe_comm_check(h, H.stream));
+  uint16_t out[T * HD];
+  SL_ASSERT_OK(sl_memcpy(H.dev, out, dout, sizeof out, NULL));
+  SL_ASSERT_OK(sl_device_sync(H.dev));
+  for (int i = 0; i < T * HD; i++)
+    if (out[i] != 0) fail_msg("rank %d out[%d] = 0x%04x, want +0", H.rank, i, out[i]);
+  sl_device_free(H.dev, dx), sl_device_free(H.dev, dids), sl_device_free(H.dev, dw);
+  sl_device_free(H.dev, dout), sl_device_free(H.dev, dy);
+  sl_moe_comm_destroy(h);
+}
+
 static void test_skipped_dispatch_times_out(void **state) {
   enum { T = 8, TIMEOUT_MS = 3000 };
   sl_moe_comm_t *h = make(SL_MOE_DEPLOY_EP, SL_MOE_EP_PAYLOAD_BF16, 2, 2, 128, T, TIMEOUT_MS);
@@ -249,13 +298,10 @@ int main(int argc, char **argv) {
     return 1;
   }
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_ep_payloads_paths),
-      cmocka_unit_test(test_ep_skew_empty_invalid),
-      cmocka_unit_test(test_tp_paths),
-      cmocka_unit_test(test_tp_external_allreduce),
-      cmocka_unit_test(test_equals_layer),
-      cmocka_unit_test(test_graph_replay),
-      cmocka_unit_test(test_skipped_dispatch_times_out),
+      cmocka_unit_test(test_ep_payloads_paths), cmocka_unit_test(test_ep_skew_empty_invalid),
+      cmocka_unit_test(test_tp_paths),          cmocka_unit_test(test_tp_external_allreduce),
+      cmocka_unit_test(test_equals_layer),      cmocka_unit_test(test_graph_replay),
+      cmocka_unit_test(test_capacity_overflow), cmocka_unit_test(test_skipped_dispatch_times_out),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   int any = 0;
