@@ -465,7 +465,9 @@ sl_status_t sl_moe_comm_combine(sl_moe_comm_t *h, const sl_moe_comm_combine_args
   if (h->l.tp) return sl_moe_tp_combine_gpu(h, &p, path, stream);
   const char *src = "comm/moe_ep.cu";
   const sl_moe_ep_layout_t *l = &h->l;
-  long long rows = (long long)l->nsenders * l->max_tokens;
+  /* expert rows to send back: at most K per received token, at most capacity per expert */
+  long long rows = (long long)l->nsenders * l->max_tokens * l->top_k;
+  if (rows > (long long)l->experts_per_rank * l->capacity) rows = (long long)l->experts_per_rank * l->capacity;
   if (path == SL_MOE_COMM_PATH_DECODE) {
     int th = SL_MOE_COMM_DECODE_THREADS;
     long long work = rows > a->num_tokens ? rows : a->num_tokens;
