@@ -238,16 +238,26 @@ static sl_status_t wait_either(sl_moe_comm_t *h, const uint64_t *a, const uint64
       }
       unsigned long long now = sl_flag_now_ns();
       if (now - start >= limit) {
-        char v[96] = "";
-        if (via >= 0 && via != peer)
-          snprintf(v, sizeof v, " (or its copy forwarded by rank %d, node %d, host %s)", via, n->node_of[via],
-                   n->host[via]);
+        char v[128] = "", w[96];
+        snprintf(w, sizeof w, "%s", what);
+        if (via >= 0 && via != peer && via != n->rank) {
+          /* the forwarder sends its own message to this rank (same node) before it forwards:
+           * if that has not come either, the forwarder is the one behind */
+          const uint64_t *vf = (const uint64_t *)(n->sp[n->lrank] + n->s_dflag + 8LL * via);
+          if (sl_flag_load_acquire((const sl_flag_t *)vf) != epoch) {
+            snprintf(w, sizeof w, "forwarding of rank %d's %s (rank %d did not start this call)", peer, what, via);
+            peer = via;
+          } else {
+            snprintf(v, sizeof v, " (forwarder rank %d, node %d, host %s, is in this call)", via, n->node_of[via],
+                     n->host[via]);
+          }
+        }
         h->failed = SL_ERR_TIMEOUT;
         return SL_ERR(SL_ERR_TIMEOUT,
                       "moe comm: rank %d (node %d) waited %.0f ms (SL_TIMEOUT_MS=%ld) for rank %d: %s of call %llu "
                       "never came%s. Rank %d (node %d, host %s, reached over %s) stalled, died, or skipped a "
                       "dispatch/combine; this handle is unusable now",
-                      n->rank, n->node, (double)(now - start) / 1e6, h->timeout_ms, peer, what, epoch, v, peer,
+                      n->rank, n->node, (double)(now - start) / 1e6, h->timeout_ms, peer, w, epoch, v, peer,
                       n->node_of[peer], n->host[peer],
                       sl_moe_transport_name(sl_moe_net_transport(n, peer)));
       }
