@@ -15,3 +15,9 @@ foreach(cfg np2 np4 np4_2nodes np2_2nodes)
   add_test(NAME ${SL_TEST_NAME}_${cfg} COMMAND ${SL_MPIRUN} -np ${np} ${extra} $<TARGET_FILE:${SL_TEST_TARGET}>)
   list(APPEND registered ${SL_TEST_NAME}_${cfg})
 endforeach()
+# Smoke run of `sluice bench moe --nodes-sim` (CPU, two simulated nodes of one rank, one
+# iteration), including its proxy section, so the benchmark cannot rot between GPU runs.
+add_test(NAME ${SL_TEST_NAME}_bench_smoke
+         COMMAND ${SL_MPIRUN} -np 2 -x SL_DEVICE=cpu -x SL_RANKS_PER_NODE=1 -x UCX_TLS=tcp $<TARGET_FILE:sluice>
+                 bench moe --nodes-sim --quick --iters 1)
+list(APPEND registered ${SL_TEST_NAME}_bench_smoke)
