@@ -24,6 +24,7 @@ struct sl_moe_net {
   int node_of[SL_MOE_NET_MAX_RANKS], local_of[SL_MOE_NET_MAX_RANKS];
   char host[SL_MOE_NET_MAX_RANKS][64];
   sl_device_t *hostdev; /* CUDA: a CPU device owning the host-side shm and window */
+  sl_device_t *devp;    /* the handle's device (frees the pinned mirrors) */
   sl_proxy_t *proxy;
   unsigned char *win;
   uint64_t *pflags;
@@ -79,6 +80,7 @@ sl_status_t sl_moe_net_create(sl_moe_comm_t *h, const sl_boot_t *boot) {
   sl_moe_net_t *n = calloc(1, sizeof *n);
   if (!n) return SL_ERR(SL_ERR_NOMEM, "moe inter-node state");
   h->net = n;
+  n->devp = h->dev;
   n->n = boot->size;
   n->rank = boot->rank;
   n->node = boot->node;
@@ -159,19 +161,23 @@ sl_status_t sl_moe_net_create(sl_moe_comm_t *h, const sl_boot_t *boot) {
   n->acc = malloc((size_t)l->hidden * sizeof(float));
   if (!n->pair_off || !n->rx_n || !n->rx_base || !n->rx_row || !n->staging || !n->acc)
     return SL_ERR(SL_ERR_NOMEM, "moe inter-node work buffers");
-  if (is_cuda(h)) {
-    n->hx = malloc((size_t)(M * n->rowb));
-    n->hids = malloc((size_t)(M * K * 4));
-    n->hw = malloc((size_t)(M * K * 4));
-    n->hout = malloc((size_t)(M * n->rowb));
-    n->hexp_out = malloc(rows * (size_t)n->rowb);
-    n->hex_x = malloc(rows * (size_t)l->codes_bytes);
-    n->hex_s = l->scales_bytes ? malloc(rows * (size_t)l->scales_bytes) : NULL;
-    n->hex_counts = malloc((size_t)l->experts_per_rank * 4);
-    n->hex_w = malloc(rows * 4);
-    if (!n->hx || !n->hids || !n->hw || !n->hout || !n->hexp_out || !n->hex_x || (l->scales_bytes && !n->hex_s) ||
-        !n->hex_counts || !n->hex_w)
-      return SL_ERR(SL_ERR_NOMEM, "moe inter-node host mirrors (%zu rows)", rows);
+  if (is_cuda(h)) { /* pinned, so the host-driven copies run at PCIe speed */
+    struct {
+      void **p;
+      size_t bytes;
+    } m[] = {{(void **)&n->hx, (size_t)(M * n->rowb)},
+             {(void **)&n->hids, (size_t)(M * K * 4)},
+             {(void **)&n->hw, (size_t)(M * K * 4)},
+             {(void **)&n->hout, (size_t)(M * n->rowb)},
+             {(void **)&n->hexp_out, rows * (size_t)n->rowb},
+             {(void **)&n->hex_x, rows * (size_t)l->codes_bytes},
+             {(void **)&n->hex_s, rows * (size_t)(l->scales_bytes ? l->scales_bytes : 16)},
+             {(void **)&n->hex_counts, (size_t)l->experts_per_rank * 4},
+             {(void **)&n->hex_w, rows * 4}};
+    for (size_t i = 0; i < sizeof m / sizeof m[0]; i++) {
+      void *dev_alias = NULL;
+      SL_CHECK(sl_host_alloc_mapped(h->dev, m[i].bytes, m[i].p, &dev_alias));
+    }
   } else {
     n->hex_x = h->experts.expert_x;
     n->hex_s = h->experts.expert_scales;
@@ -192,15 +198,9 @@ void sl_moe_net_destroy(sl_moe_net_t *n) {
   if (s != SL_OK) SL_LOG_WARN("moe comm: proxy shutdown: %s", sl_last_error());
   sl_symm_destroy(n->symm);
   if (n->hostdev) {
-    free(n->hx);
-    free(n->hids);
-    free(n->hw);
-    free(n->hout);
-    free(n->hexp_out);
-    free(n->hex_x);
-    free(n->hex_s);
-    free(n->hex_counts);
-    free(n->hex_w);
+    void *m[] = {n->hx, n->hids, n->hw, n->hout, n->hexp_out, n->hex_x, n->hex_s, n->hex_counts, n->hex_w};
+    for (size_t i = 0; i < sizeof m / sizeof m[0]; i++)
+      if (m[i]) sl_host_free_mapped(n->devp, m[i]);
     sl_device_close(n->hostdev);
   }
   free(n->pair_off);

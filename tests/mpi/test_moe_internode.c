@@ -71,6 +71,9 @@ static void test_skew_remote(void **state) {
     check_case(h, &rng, 29, ROUTE_OTHER_NODE, modes[m], SL_OK); /* top-k all on the next node */
   }
   check_case(h, &rng, 32, ROUTE_OTHER_NODE, SL_MOE_NET_AUTO, SL_OK);
+  /* senders choose independently: half direct, half node-aggregated in the same call */
+  check_case(h, &rng, 31, ROUTE_RANDOM, H.rank % 2 ? SL_MOE_NET_DIRECT : SL_MOE_NET_NODE_AGG, SL_OK);
+  check_case(h, &rng, 30, ROUTE_OTHER_NODE, H.rank % 2 ? SL_MOE_NET_NODE_AGG : SL_MOE_NET_DIRECT, SL_OK);
   sl_moe_comm_destroy(h);
 }
 
