@@ -97,6 +97,8 @@ typedef struct {
   float global_scale; /* NVFP4 */
 } sl_moe_comm_experts_t;
 const sl_moe_comm_experts_t *sl_moe_comm_experts(const sl_moe_comm_t *h);
+/* The layout (for inter-node handles only the configuration and per-token byte fields are
+ * meaningful: nranks is the world size, the offsets are the node protocol's and unused). */
 const sl_moe_ep_layout_t *sl_moe_comm_layout(const sl_moe_comm_t *h);
 sl_moe_transport_t sl_moe_comm_transport(const sl_moe_comm_t *h, int peer);
 int sl_moe_comm_rank(const sl_moe_comm_t *h);

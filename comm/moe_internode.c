@@ -520,14 +520,20 @@ sl_status_t sl_moe_net_dispatch(sl_moe_comm_t *h, const sl_moe_comm_dispatch_arg
   }
   sl_status_t s = net_dispatch_host(h, x, ids, w, a->net_mode, a->net_taken);
   if (s != SL_OK && s != SL_ERR_RANGE && s != SL_ERR_CAPACITY) return s;
-  if (is_cuda(h)) {
-    size_t rows = (size_t)l->experts_per_rank * (size_t)l->capacity;
+  if (is_cuda(h)) { /* the rows each local expert received (contiguous per expert) */
     sl_moe_comm_experts_t *ex = &h->experts;
     SL_CHECK(sl_memcpy(h->dev, ex->expert_counts, n->hex_counts, (size_t)l->experts_per_rank * 4, stream));
-    SL_CHECK(sl_memcpy(h->dev, ex->expert_x, n->hex_x, rows * (size_t)l->codes_bytes, stream));
-    if (l->scales_bytes)
-      SL_CHECK(sl_memcpy(h->dev, ex->expert_scales, n->hex_s, rows * (size_t)l->scales_bytes, stream));
-    SL_CHECK(sl_memcpy(h->dev, ex->expert_weights, n->hex_w, rows * 4, stream));
+    for (int le = 0; le < l->experts_per_rank; le++) {
+      int c = n->hex_counts[le] < l->capacity ? n->hex_counts[le] : l->capacity;
+      if (c <= 0) continue;
+      size_t r0 = (size_t)sl_moe_ep_expert_row(l, le, 0), nr = (size_t)c;
+      SL_CHECK(sl_memcpy(h->dev, (unsigned char *)ex->expert_x + r0 * l->codes_bytes, n->hex_x + r0 * l->codes_bytes,
+                         nr * (size_t)l->codes_bytes, stream));
+      if (l->scales_bytes)
+        SL_CHECK(sl_memcpy(h->dev, (unsigned char *)ex->expert_scales + r0 * l->scales_bytes,
+                           n->hex_s + r0 * l->scales_bytes, nr * (size_t)l->scales_bytes, stream));
+      SL_CHECK(sl_memcpy(h->dev, ex->expert_weights + r0, n->hex_w + r0, nr * 4, stream));
+    }
     SL_CHECK(sl_stream_sync(h->dev, stream)); /* the host mirrors are rewritten next call */
   }
   return s;
@@ -598,9 +604,15 @@ sl_status_t sl_moe_net_combine(sl_moe_comm_t *h, const sl_moe_comm_combine_args_
   const void *ids = a->topk_ids, *w = a->topk_weights, *eo = a->expert_out;
   void *out = a->out;
   if (is_cuda(h)) {
-    size_t rows = (size_t)l->experts_per_rank * (size_t)l->capacity, T = (size_t)n->T, K = (size_t)l->top_k;
+    size_t T = (size_t)n->T, K = (size_t)l->top_k;
     SL_CHECK(sl_stream_sync(h->dev, stream));
-    SL_CHECK(sl_memcpy(h->dev, n->hexp_out, eo, rows * (size_t)n->rowb, NULL));
+    for (int le = 0; le < l->experts_per_rank; le++) { /* only the rows dispatch filled */
+      int c = n->hex_counts[le] < l->capacity ? n->hex_counts[le] : l->capacity;
+      if (c <= 0) continue;
+      size_t r0 = (size_t)sl_moe_ep_expert_row(l, le, 0);
+      SL_CHECK(sl_memcpy(h->dev, n->hexp_out + r0 * (size_t)n->rowb, (const unsigned char *)eo + r0 * (size_t)n->rowb,
+                         (size_t)c * (size_t)n->rowb, NULL));
+    }
     if (T) {
       SL_CHECK(sl_memcpy(h->dev, n->hids, ids, T * K * 4, NULL));
       SL_CHECK(sl_memcpy(h->dev, n->hw, w, T * K * 4, NULL));
