@@ -154,8 +154,10 @@ sl_status_t sl_moe_comm_create_world(sl_device_t *dev, const sl_boot_t *boot, co
                   SL_MOE_NET_MAX_RANKS);
   if (cfg->num_experts < n || cfg->num_experts % n || cfg->num_experts > 65535 ||
       cfg->num_experts / n > SL_MOE_EP_MAX_LOCAL_EXPERTS)
-    return SL_ERR(SL_ERR_INVALID, "moe comm: %d experts do not divide over %d ranks (or more than %d per rank, or "
-                  "more than 65535)", cfg->num_experts, n, SL_MOE_EP_MAX_LOCAL_EXPERTS);
+    return SL_ERR(SL_ERR_INVALID,
+                  "moe comm: %d experts do not divide over %d ranks (or more than %d per rank, or "
+                  "more than 65535)",
+                  cfg->num_experts, n, SL_MOE_EP_MAX_LOCAL_EXPERTS);
   if (cfg->top_k < 1 || cfg->top_k > SL_MOE_EP_MAX_TOPK || cfg->top_k > cfg->num_experts)
     return SL_ERR(SL_ERR_INVALID, "moe comm: top_k %d must be in [1, min(%d, experts %d)]", cfg->top_k,
                   SL_MOE_EP_MAX_TOPK, cfg->num_experts);

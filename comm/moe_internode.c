@@ -14,8 +14,8 @@
 #define NET_MODE_FWD 3 /* header mode of a message a forwarder copied */
 
 typedef struct {
-  uint64_t count; /* entries */
-  uint64_t mode;  /* SL_MOE_NET_DIRECT / SL_MOE_NET_NODE_AGG / NET_MODE_FWD */
+  uint64_t count;                      /* entries */
+  uint64_t mode;                       /* SL_MOE_NET_DIRECT / SL_MOE_NET_NODE_AGG / NET_MODE_FWD */
   uint32_t base[SL_MOE_NET_MAX_RANKS]; /* first combine row of each responder at the source */
 } net_hdr_t;
 
@@ -258,8 +258,7 @@ static sl_status_t wait_either(sl_moe_comm_t *h, const uint64_t *a, const uint64
                       "never came%s. Rank %d (node %d, host %s, reached over %s) stalled, died, or skipped a "
                       "dispatch/combine; this handle is unusable now",
                       n->rank, n->node, (double)(now - start) / 1e6, h->timeout_ms, peer, w, epoch, v, peer,
-                      n->node_of[peer], n->host[peer],
-                      sl_moe_transport_name(sl_moe_net_transport(n, peer)));
+                      n->node_of[peer], n->host[peer], sl_moe_transport_name(sl_moe_net_transport(n, peer)));
       }
       sched_yield();
     }
@@ -354,7 +353,7 @@ static sl_status_t net_dispatch_host(sl_moe_comm_t *h, const unsigned short *x, 
   sl_moe_net_mode_t mode = want;
   if (mode == SL_MOE_NET_AUTO)
     mode = T >= SL_MOE_NET_AGG_MIN_TOKENS && node_entries * 4 <= rank_entries * 3 ? SL_MOE_NET_NODE_AGG
-                                                                                    : SL_MOE_NET_DIRECT;
+                                                                                  : SL_MOE_NET_DIRECT;
   if (n->nnodes == 1) mode = SL_MOE_NET_DIRECT;
   if (taken) *taken = mode;
   if (mode == SL_MOE_NET_DIRECT)
@@ -382,8 +381,8 @@ static sl_status_t net_dispatch_host(sl_moe_comm_t *h, const unsigned short *x, 
       dst = d;
     }
     unsigned char *msg = n->win + n->w_send + (long long)dst * n->msg;
-    int c = build_msg(h, msg, ids, w, mode == SL_MOE_NET_NODE_AGG ? n->node_of[d] : d, mode == SL_MOE_NET_NODE_AGG,
-                      mode);
+    int c =
+        build_msg(h, msg, ids, w, mode == SL_MOE_NET_NODE_AGG ? n->node_of[d] : d, mode == SL_MOE_NET_NODE_AGG, mode);
     memcpy(((net_hdr_t *)msg)->base, base, sizeof base);
     size_t bytes = (size_t)(n->hdr + (long long)c * l->entry_bytes);
     SL_CHECK(sl_proxy_post_put(n->proxy, dst, (size_t)(n->w_recv + (long long)n->rank * n->msg),
@@ -574,7 +573,8 @@ static sl_status_t net_combine_host(sl_moe_comm_t *h, const int32_t *ids, const 
   /* every responder's rows, then the k-order sums */
   unsigned char *own = n->sp[n->lrank];
   for (int q = 0; q < n->n; q++) {
-    const uint64_t *f = n->node_of[q] == n->node ? (const uint64_t *)(own + n->s_cflag + 8LL * q) : &n->pflags[n->n + q];
+    const uint64_t *f =
+        n->node_of[q] == n->node ? (const uint64_t *)(own + n->s_cflag + 8LL * q) : &n->pflags[n->n + q];
     SL_CHECK(wait_either(h, f, NULL, epoch, q, -1, "combine rows", NULL));
   }
   for (int t = 0; t < n->T; t++) {
@@ -584,8 +584,8 @@ static sl_status_t net_combine_host(sl_moe_comm_t *h, const int32_t *ids, const 
       int off = n->pair_off[t * l->top_k + k];
       if (off < 0) continue;
       int q = expert_rank(l, ids[(long long)t * l->top_k + k]);
-      const uint16_t *row = (const uint16_t *)((n->node_of[q] == n->node ? own + n->s_comb : n->win + n->w_comb) +
-                                               (long long)off * rowb);
+      const uint16_t *row =
+          (const uint16_t *)((n->node_of[q] == n->node ? own + n->s_comb : n->win + n->w_comb) + (long long)off * rowb);
       float wk = w[(long long)t * l->top_k + k];
       for (int i = 0; i < l->hidden; i++)
         n->acc[i] = fmaf(wk, sl_bf16_to_f32(row[i]), n->acc[i]);

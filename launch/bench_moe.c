@@ -321,8 +321,11 @@ static sl_status_t bench_net(sl_bench_t *b, const model_t *m, int payload, int T
   snprintf(shape, sizeof shape, "%s ep%d/%dnodes T=%d", m->name, n, boot->num_nodes, T);
   snprintf(extra, sizeof extra,
            "%s; net bytes/call all ranks: dispatch %.0f KiB, combine %.0f KiB, fwd in-node %.0f KiB; auto picks %s",
-           payload == 0 ? "bf16" : payload == 1 ? "fp8" : payload == 2 ? "mxfp8" : "nvfp4", sum[0] / 1024,
-           sum[1] / 1024, sum[2] / 1024, sl_moe_net_mode_name(auto_pick));
+           payload == 0   ? "bf16"
+           : payload == 1 ? "fp8"
+           : payload == 2 ? "mxfp8"
+                          : "nvfp4",
+           sum[0] / 1024, sum[1] / 1024, sum[2] / 1024, sl_moe_net_mode_name(auto_pick));
   if (sl_bench_selected(b, "moe_net_dispatch"))
     sl_bench_row(b, "moe_net_dispatch", shape, sl_moe_net_mode_name(taken), d_us, dnet, -1, extra);
   if (sl_bench_selected(b, "moe_net_combine"))
@@ -351,10 +354,9 @@ static int bench_nodes_sim(sl_bench_t *b, int payload) {
     return 2;
   }
   if (boot->rank == 0) {
-    printf("# inter-node MoE EP over %d ranks on %d nodes of %d; %s\n", boot->size, boot->num_nodes,
-           boot->local_size,
+    printf("# inter-node MoE EP over %d ranks on %d nodes of %d; %s\n", boot->size, boot->num_nodes, boot->local_size,
            sl_device_backend(b->rt->dev) == SL_BACKEND_CUDA ? "GPU: host-driven (stream sync, host moves rows)"
-                                                             : "CPU backend");
+                                                            : "CPU backend");
   }
   sl_bench_header(b, "MoE dispatch/combine across nodes (sluice bench moe --nodes-sim)");
   const int gpu_T[] = {128, 512}, cpu_T[] = {16, 128};

@@ -39,8 +39,7 @@ static sl_moe_comm_t *make(int payload, int epr, int top_k, int hidden, int max_
   return h;
 }
 
-static void run(sl_moe_comm_t *h, uint64_t *rng, int T, moe_route_t route, sl_moe_net_mode_t mode,
-                sl_status_t expect) {
+static void run(sl_moe_comm_t *h, uint64_t *rng, int T, moe_route_t route, sl_moe_net_mode_t mode, sl_status_t expect) {
   moe_case_t c = {.T = T, .route = route, .net = mode, .expect_dispatch = expect};
   moe_run_case(&H, h, rng, &c);
   assert_int_equal(c.net_taken, mode);
@@ -104,7 +103,7 @@ int main(int argc, char **argv) {
   if (sl_device_backend(rt.dev) != SL_BACKEND_CUDA || rt.boot.num_nodes < 2) {
     if (rt.boot.rank == 0)
       printf("SKIPPED: %s\n", sl_device_backend(rt.dev) != SL_BACKEND_CUDA ? sl_device_cuda_unavailable_reason()
-                                                                          : "one node (set SL_RANKS_PER_NODE)");
+                                                                           : "one node (set SL_RANKS_PER_NODE)");
     sl_runtime_finalize(&rt);
     return SL_TEST_SKIP;
   }

@@ -21,18 +21,18 @@
 #include "sl_test.h"
 
 typedef enum {
-  ROUTE_RANDOM = 0,   /* K distinct experts anywhere */
-  ROUTE_SKEW = 1,     /* every token's experts on rank 0 */
-  ROUTE_ONE_RANK = 2, /* every token's K experts on one (random) rank */
-  ROUTE_INVALID = 3,  /* random, plus one id out of range in some tokens */
+  ROUTE_RANDOM = 0,     /* K distinct experts anywhere */
+  ROUTE_SKEW = 1,       /* every token's experts on rank 0 */
+  ROUTE_ONE_RANK = 2,   /* every token's K experts on one (random) rank */
+  ROUTE_INVALID = 3,    /* random, plus one id out of range in some tokens */
   ROUTE_OTHER_NODE = 4, /* every token's K experts on the ranks of the next node (harness
                            ranks_per_node; one node: like RANDOM) */
   ROUTE_LAST_RANK = 5,  /* every token's experts on the last rank (remote for node 0) */
 } moe_route_t;
 
 static inline const char *moe_route_name(moe_route_t r) {
-  static const char *n[] = {"random",         "skew-to-rank0",       "topk-on-one-rank",
-                            "invalid-ids",    "topk-on-other-node", "skew-to-last-rank"};
+  static const char *n[] = {"random",      "skew-to-rank0",      "topk-on-one-rank",
+                            "invalid-ids", "topk-on-other-node", "skew-to-last-rank"};
   return n[r];
 }
 

@@ -28,9 +28,9 @@ static sl_moe_comm_t *make(int payload, int experts_per_rank, int top_k, int hid
   SL_ASSERT_OK(sl_moe_comm_create_world(H.dev, &rt.boot, &cfg, &h));
   int L = rt.boot.local_size;
   for (int r = 0; r < H.size; r++) {
-    sl_moe_transport_t want = r == H.rank                     ? SL_MOE_TRANSPORT_SELF
+    sl_moe_transport_t want = r == H.rank                 ? SL_MOE_TRANSPORT_SELF
                               : r / L == rt.boot.rank / L ? SL_MOE_TRANSPORT_SHM
-                                                              : SL_MOE_TRANSPORT_PROXY;
+                                                          : SL_MOE_TRANSPORT_PROXY;
     assert_int_equal(sl_moe_comm_transport(h, r), want);
   }
   return h;
@@ -164,8 +164,7 @@ int main(int argc, char **argv) {
   H.size = rt.boot.size;
   H.ranks_per_node = rt.boot.local_size;
   if (rt.boot.rank == 0)
-    printf("note: %d ranks on %d (simulated) nodes of %d: %s\n", rt.boot.size, rt.boot.num_nodes,
-           rt.boot.local_size,
+    printf("note: %d ranks on %d (simulated) nodes of %d: %s\n", rt.boot.size, rt.boot.num_nodes, rt.boot.local_size,
            rt.boot.num_nodes > 1 ? "inter-node path (shm inside a node, UCX proxy across)" : "one node: node handle");
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_payloads_random), cmocka_unit_test(test_skew_remote),
