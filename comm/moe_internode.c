@@ -375,11 +375,9 @@ static sl_status_t net_dispatch_host(sl_moe_comm_t *h, const unsigned short *x, 
   /* send: remote first (network latency overlaps the local copies) */
   for (int d = 0; d < n->n; d++) {
     if (n->node_of[d] == n->node) continue;
+    /* node-aggregated: only to this rank's forwarder on d's node (same local rank) */
+    if (mode == SL_MOE_NET_NODE_AGG && n->local_of[d] != n->lrank) continue;
     int dst = d;
-    if (mode == SL_MOE_NET_NODE_AGG) {
-      if (n->local_of[d] != n->lrank % n->L) continue; /* the forwarder of this node */
-      dst = d;
-    }
     unsigned char *msg = n->win + n->w_send + (long long)dst * n->msg;
     int c =
         build_msg(h, msg, ids, w, mode == SL_MOE_NET_NODE_AGG ? n->node_of[d] : d, mode == SL_MOE_NET_NODE_AGG, mode);
