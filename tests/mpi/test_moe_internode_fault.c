@@ -2,8 +2,12 @@
  * victim is the last rank (on the last node, remote for node 0):
  *   stall:        sleeps 3x SL_TIMEOUT_MS before a dispatch (mid-sequence: after healthy calls);
  *   skip_combine: dispatches but never combines;
+ *   pause:        its proxy stops sending in the middle of a dispatch (sl_proxy_set_paused:
+ *                 the same-node messages go out, the network ones do not), then it waits;
  *   every other rank must fail with SL_ERR_TIMEOUT naming it ("for rank N:") with its node
  *   and host, within 2x the timeout (plus slack), in both dispatch modes; nobody hangs.
+ *   (pause: the ranks of the other node must name it; the victim's node-mates time out
+ *   naming whoever they waited on, since the victim's node-mates depend on the other node.)
  *   kill:  (kill_driver.cmake, -np 3, one rank per node) the victim SIGKILLs itself in the
  *          middle of a call sequence: the job must end promptly;
  *   sweep: the next start creates and destroys a handle. */
@@ -14,7 +18,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "comm/moe_comm_impl.h"
 #include "comm/moe_ep.h"
+#include "comm/moe_internode.h"
 #include "kernels/sl_dtype.h"
 #include "runtime/sluice.h"
 
@@ -93,9 +99,9 @@ int main(int argc, char **argv) {
     sl_runtime_finalize(&rt);
     return 0;
   }
-  int stall = !strcmp(mode, "stall"), skip_c = !strcmp(mode, "skip_combine");
-  if (!stall && !skip_c) {
-    fprintf(stderr, "usage: %s stall|skip_combine|kill|sweep [direct|agg]\n", argv[0]);
+  int stall = !strcmp(mode, "stall"), skip_c = !strcmp(mode, "skip_combine"), pause = !strcmp(mode, "pause");
+  if (!stall && !skip_c && !pause) {
+    fprintf(stderr, "usage: %s stall|skip_combine|pause|kill|sweep [direct|agg]\n", argv[0]);
     return 2;
   }
   long timeout_ms = rt.config.timeout_ms;
@@ -110,6 +116,15 @@ int main(int argc, char **argv) {
       usleep((useconds_t)(3 * timeout_ms * 1000));
       sl_status_t s = call(h, 0, net);
       printf("rank %d (stalled) returned %s after %.2f s\n", rank, sl_status_str(s), now_s() - t0);
+    } else if (pause) {
+      sl_proxy_set_paused(sl_moe_net_proxy(h->net), true);
+      sl_status_t s = call(h, 0, net);
+      printf("rank %d (network paused) returned %s after %.2f s\n", rank, sl_status_str(s), now_s() - t0);
+      sl_proxy_set_paused(sl_moe_net_proxy(h->net), false);
+      if (s == SL_OK) {
+        fprintf(stderr, "rank %d: a call with its network paused succeeded\n", rank);
+        ok = 0;
+      }
     } else if (call(h, 1, net) != SL_OK) {
       fprintf(stderr, "rank %d: its dispatch failed: %s\n", rank, sl_last_error());
       ok = 0;
@@ -120,7 +135,10 @@ int main(int argc, char **argv) {
     char want[32], node[32];
     snprintf(want, sizeof want, "for rank %d:", victim);
     snprintf(node, sizeof node, "node %d, host", rt.boot.num_nodes - 1);
-    if (s != SL_ERR_TIMEOUT || !strstr(sl_last_error(), want) || !strstr(sl_last_error(), node)) {
+    int mate = rt.boot.node == rt.boot.num_nodes - 1; /* on the victim's node */
+    if (pause && mate && s == SL_ERR_TIMEOUT) {
+      printf("rank %d (node-mate of the victim): SL_ERR_TIMEOUT after %.2f s: %s\n", rank, took, sl_last_error());
+    } else if (s != SL_ERR_TIMEOUT || !strstr(sl_last_error(), want) || !strstr(sl_last_error(), node)) {
       fprintf(stderr, "rank %d: want SL_ERR_TIMEOUT naming rank %d (%s), got %s: %s\n", rank, victim, node,
               sl_status_str(s), sl_last_error());
       ok = 0;

@@ -1,7 +1,7 @@
-# Inter-node MoE faults: -np 4 as two simulated nodes; the last rank (node 1) stalls or skips
-# a combine, in direct and node-aggregated modes; the others must get SL_ERR_TIMEOUT naming
+# Inter-node MoE faults: -np 4 as two simulated nodes; the last rank (node 1) stalls, skips
+# a combine, or has its network paused mid-dispatch, in direct and node-aggregated modes; the others must get SL_ERR_TIMEOUT naming
 # it. Plus the kill test (kill_driver.cmake: -np 3, one rank per simulated node).
-foreach(mode stall skip_combine)
+foreach(mode stall skip_combine pause)
   foreach(net direct agg)
     add_test(NAME ${SL_TEST_NAME}_${mode}_${net}
              COMMAND ${SL_MPIRUN} -np 4 -x SL_TIMEOUT_MS=1000 -x SL_RANKS_PER_NODE=2 -x UCX_TLS=tcp
