@@ -16,6 +16,7 @@
  *                  same-node senders, and forwarded messages of remote senders), scomb
  *                  (M*K rows from same-node responders, self included)
  *   MSG = header (count, mode, base[n]) + M entries; Kr = min(K, experts per rank).
+ *   Sizes grow with n x M (no chunking yet: comm/NOTES.md "Memory").
  *
  * Dispatch (every rank, epoch e):
  *   1. route: pairs per destination rank; for destination q the source's combine rows of q
