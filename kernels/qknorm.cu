@@ -42,6 +42,8 @@ constexpr int HEADS_PER_WARP = SL_WARP_SIZE / LANES;
 constexpr int ROUNDS = sl_log2_exact(LANES);
 constexpr int ESZ = sl_elem<DTYPE>::bytes;
 
+using raw_t = sl_raw<DTYPE, VEC>;
+
 extern "C" __global__ void __launch_bounds__(WARPS * SL_WARP_SIZE)
     sl_qknorm_fwd(void *q, void *k, long q_row_stride, long k_row_stride, int tokens, int q_heads, int kv_heads,
                   const void *__restrict__ q_weight, const void *__restrict__ k_weight,
@@ -50,8 +52,10 @@ extern "C" __global__ void __launch_bounds__(WARPS * SL_WARP_SIZE)
   const int lane = threadIdx.x & (SL_WARP_SIZE - 1);
   const int sub = lane / LANES; // head slot within the warp
   const int l = lane % LANES;   // lane within the head: elements [l*VEC, l*VEC + VEC)
-  const int heads = q_heads + kv_heads;
-  const long total = (long)tokens * heads;
+  // Head indices are 32-bit (the host checks tokens * heads < 2^30): one 32-bit division per
+  // warp iteration instead of a 64-bit one per head, which made the kernel issue-bound.
+  const unsigned heads = (unsigned)(q_heads + kv_heads);
+  const unsigned total = (unsigned)tokens * heads;
 
   // Both weight slices stay in registers for the whole loop, bias folded in once.
   float wq[VEC], wk[VEC];
@@ -68,29 +72,39 @@ extern "C" __global__ void __launch_bounds__(WARPS * SL_WARP_SIZE)
   // iteration is head base + u*HEADS_PER_WARP + sub: each load instruction covers 512 contiguous
   // bytes, and all ITEMS loads are issued before the first reduction (ITEMS x 16 bytes in flight
   // per lane; one head group alone would leave the memory system under-fed).
-  const long warp_id = (long)blockIdx.x * WARPS + threadIdx.x / SL_WARP_SIZE;
-  const long warp_stride = (long)gridDim.x * WARPS;
+  const unsigned warp_id = blockIdx.x * WARPS + threadIdx.x / SL_WARP_SIZE;
+  const unsigned warp_stride = gridDim.x * WARPS;
   constexpr int SPAN = ITEMS * HEADS_PER_WARP;
-  for (long base = warp_id * SPAN; base < total; base += warp_stride * SPAN) {
-    float v[ITEMS][VEC];
+  for (unsigned base = warp_id * SPAN; base < total; base += warp_stride * SPAN) {
+    // (token, head) of the iteration's first head; item u is `o` heads further, which crosses
+    // into the next token(s) at most once when heads >= SPAN (the usual case).
+    const unsigned t0 = base / heads, h0 = base - t0 * heads;
+    raw_t raw[ITEMS];
     char *p[ITEMS];
     bool active[ITEMS], is_q[ITEMS];
-    long t[ITEMS];
+    unsigned t[ITEMS];
 #pragma unroll
     for (int u = 0; u < ITEMS; u++) {
-      const long task = base + u * HEADS_PER_WARP + sub;
-      active[u] = task < total;
-      t[u] = active[u] ? task / heads : 0;
-      const int h = active[u] ? (int)(task - t[u] * heads) : 0;
-      is_q[u] = h < q_heads;
-      p[u] = is_q[u] ? (char *)q + (t[u] * q_row_stride + (long)h * HEAD_DIM + l * VEC) * ESZ
-                     : (char *)k + (t[u] * k_row_stride + (long)(h - q_heads) * HEAD_DIM + l * VEC) * ESZ;
+      const unsigned o = u * HEADS_PER_WARP + sub;
+      unsigned h = h0 + o, tk = t0;
+      if (h >= heads) {
+        h -= heads;
+        tk++;
+        if (h >= heads) { // heads < SPAN: several tokens per iteration
+          const unsigned more = h / heads;
+          tk += more;
+          h -= more * heads;
+        }
+      }
+      active[u] = base + o < total;
+      t[u] = active[u] ? tk : 0u;
+      is_q[u] = (int)h < q_heads;
+      p[u] = is_q[u] ? (char *)q + ((long)t[u] * q_row_stride + (long)h * HEAD_DIM + l * VEC) * ESZ
+                     : (char *)k + ((long)t[u] * k_row_stride + (long)((int)h - q_heads) * HEAD_DIM + l * VEC) * ESZ;
       if (active[u])
-        sl_load_vec<DTYPE, VEC>(p[u], v[u]);
+        sl_raw_load<DTYPE, VEC>(p[u], raw[u]);
       else
-#pragma unroll
-        for (int i = 0; i < VEC; i++)
-          v[u][i] = 0.0f;
+        sl_raw_zero<DTYPE, VEC>(raw[u]);
     }
 #if ROT_DIM > 0
     // RoPE loads are issued before the reductions so their latency overlaps them.
@@ -108,36 +122,37 @@ extern "C" __global__ void __launch_bounds__(WARPS * SL_WARP_SIZE)
       }
     }
 #endif
-    float ss[ITEMS];
+    // Then one item at a time: its sum of squares, scale and store. Only one item's fp32 values
+    // are live (the others stay packed), which keeps registers -- and so occupancy -- for the
+    // loads in flight; other warps hide the shuffle and sqrt latencies.
 #pragma unroll
     for (int u = 0; u < ITEMS; u++) {
-      ss[u] = 0.0f;
+      float v[VEC];
+      sl_raw_to_f32<DTYPE, VEC>(raw[u], v);
+      float ss = 0.0f;
 #pragma unroll
       for (int i = 0; i < VEC; i++)
-        ss[u] += v[u][i] * v[u][i];
-      ss[u] = sl_butterfly_sum<ROUNDS>(ss[u]); // ITEMS independent chains: their shuffles overlap
-    }
-#pragma unroll
-    for (int u = 0; u < ITEMS; u++) {
-      const float inv = 1.0f / sqrtf(ss[u] / (float)HEAD_DIM + EPS);
+        ss += v[i] * v[i];
+      ss = sl_butterfly_sum<ROUNDS>(ss);
+      const float inv = 1.0f / sqrtf(ss / (float)HEAD_DIM + EPS);
 #pragma unroll
       for (int i = 0; i < VEC; i++)
-        v[u][i] = (v[u][i] * inv) * (is_q[u] ? wq[i] : wk[i]);
+        v[i] = (v[i] * inv) * (is_q[u] ? wq[i] : wk[i]);
 #if ROT_DIM > 0
       // Element i pairs with i + HALF, held by the lane HALF/VEC away; HALF/VEC is a power of
       // two below the head's lane count, so the partner is lane ^ (HALF/VEC), in the same head.
       float partner[VEC];
 #pragma unroll
       for (int i = 0; i < VEC; i++)
-        partner[i] = __shfl_xor_sync(0xffffffffu, v[u][i], HALF / VEC);
+        partner[i] = __shfl_xor_sync(0xffffffffu, v[i], HALF / VEC);
       if (rotate[u]) {
         const bool first = l * VEC < HALF;
 #pragma unroll
         for (int i = 0; i < VEC; i++)
-          v[u][i] = first ? v[u][i] * cs[u][i] - partner[i] * sn[u][i] : v[u][i] * cs[u][i] + partner[i] * sn[u][i];
+          v[i] = first ? v[i] * cs[u][i] - partner[i] * sn[u][i] : v[i] * cs[u][i] + partner[i] * sn[u][i];
       }
 #endif
-      if (active[u]) sl_store_vec<DTYPE, VEC>(p[u], v[u]);
+      if (active[u]) sl_store_vec<DTYPE, VEC>(p[u], v);
     }
   }
 }
