@@ -11,10 +11,15 @@
  * picks the tensor and weight, so Q and K cost one launch.
  *
  * Memory-level parallelism: one head group gives each lane a single 16-byte load in flight,
- * too little to saturate HBM (Little's law on H200: ~4.8 TB/s x ~0.7 us / 132 SMs ~ 25 KB in
+ * too little to saturate HBM (Little's law on H200: ~4.3 TB/s x ~0.7 us / 132 SMs ~ 23 KB in
  * flight per SM). Prefill therefore loads ITEMS groups per warp before reducing (4, or 2 with
- * RoPE's cos/sin loads; fewer at 32 warps where the budget is 64 registers): 25 warps/SM x
- * 32 lanes x 64 B ~ 51 KB in flight. Decode keeps ITEMS = 1 to spread heads over more SMs.
+ * RoPE's cos/sin loads; fewer at 32 warps where the budget is 64 registers): 32 warps/SM x
+ * 32 lanes x 64 B ~ 64 KB in flight (v2: 60 registers at 8 warps, 4 blocks per SM).
+ * Instruction budget: a 128-elt bf16 head is 512 bytes of traffic, so at copy speed an SM must
+ * finish a head every ~32 cycles; per-head instructions (index math, sqrt, division, shuffles)
+ * bound the kernel before memory does if they are not kept small (v1's 64-bit division per
+ * head made it issue-bound at 62-71 % of copy). Decode keeps ITEMS = 1 to spread heads over
+ * more SMs; small prefill (one wave) is sized in sl_qknorm_choose.
  *
  * Decode (warps needed < SMs): one warp per block, spread over as many SMs as possible.
  * Prefill: the table. NOT MEASURED YET (written without a GPU): 8 warps (256 threads) is
