@@ -122,7 +122,7 @@ extern "C" __global__ void SL_QK_BOUNDS
     }
   }
 #endif
-  for (unsigned base = warp_id * SPAN; base < total; base += warp_stride * SPAN) {
+  for (unsigned base = warp_id * SPAN; base < total; base += step) {
     const unsigned t0 = base / heads, h0 = base - t0 * heads;
     raw_t raw[ITEMS];
     char *p[ITEMS];
