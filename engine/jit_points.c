@@ -8,6 +8,14 @@
 #include "kernels/embedding.h"
 #include "kernels/qknorm.h"
 #include "kernels/rmsnorm.h"
+#include "kernels/act.h"
+#include "kernels/quant.h"
+#include "kernels/router.h"
+#include "kernels/grid_barrier.h"
+#include "kernels/moe_combine.h"
+#include "kernels/moe_dispatch.h"
+#include "kernels/moe_ffn.h"
+#include "comm/moe_ep.h"
 
 static sl_status_t probe_points(int arch, sl_jit_point_fn fn, void *user) {
   (void)arch;
@@ -25,6 +33,14 @@ static const sl_jit_module_t modules[] = {
     {"embedding", sl_embedding_jit_points},
     {"proxy", sl_proxy_jit_points},
     {"allreduce", sl_allreduce_jit_points},
+    {"quant", sl_quant_jit_points},
+    {"act", sl_act_jit_points},
+    {"router", sl_router_jit_points},
+    {"grid_barrier", sl_grid_barrier_jit_points},
+    {"moe_dispatch", sl_moe_dispatch_jit_points},
+    {"moe_combine", sl_moe_combine_jit_points},
+    {"moe_ffn", sl_moe_ffn_jit_points},
+    {"moe_comm", sl_moe_comm_jit_points},
     {NULL, NULL},
 };
 

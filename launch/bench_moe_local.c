@@ -1,9 +1,357 @@
-/* `sluice bench moe-local`: placeholder until issue 4 (local MoE layer) lands. */
+/* `sluice bench moe-local`: one-GPU MoE dispatch, combine and full layer, for
+ * Qwen3-30B-A3B routing (E=128, K=8, H=2048) and DeepSeek-V3 routing (E=256, K=8, H=7168),
+ * T in {1, 8, 32, 128, 512, 4096, 16384}; plus the grid barrier. Ceilings: the device copy
+ * bandwidth measured in the same run; for the layer, the time to stream the weights of the
+ * experts it touched at that bandwidth (the ratio is printed). */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
+#include "kernels/grid_barrier.h"
+#include "kernels/moe_combine.h"
+#include "kernels/moe_dispatch.h"
+#include "kernels/moe_ffn.h"
+#include "kernels/moe_layer.h"
+#include "sl_bench.h"
 #include "sl_cmd.h"
 
+typedef struct {
+  const char *name;
+  int E, K, H, I;
+} model_t;
+
+static const model_t models[] = {{"qwen3-30b-a3b", 128, 8, 2048, 768}, {"deepseek-v3", 256, 8, 7168, 2048}};
+static const int token_counts[] = {1, 8, 32, 128, 512, 4096, 16384};
+
+/* Fast deterministic fill (values only matter for not being NaN). */
+static void fill_bf16(uint16_t *w, size_t n, float amp, uint32_t seed) {
+  uint32_t s = seed * 2654435761u + 1u;
+  for (size_t i = 0; i < n; i++) {
+    s = s * 1664525u + 1013904223u;
+    w[i] = sl_f32_to_bf16(amp * ((float)(s >> 8) * (1.0f / 8388608.0f) - 1.0f));
+  }
+}
+
+/* K distinct uniformly random experts per token (balanced in expectation). */
+static void fill_routing(int T, int K, int E, int32_t *ids, float *weights, uint32_t seed) {
+  uint32_t s = seed * 747796405u + 1u;
+  for (int t = 0; t < T; t++)
+    for (int k = 0; k < K; k++) {
+      int e;
+      bool dup;
+      do {
+        s = s * 1664525u + 1013904223u;
+        e = (int)((s >> 8) % (uint32_t)E);
+        dup = false;
+        for (int j = 0; j < k; j++) dup |= ids[(size_t)t * K + j] == e;
+      } while (dup);
+      ids[(size_t)t * K + k] = e;
+      weights[(size_t)t * K + k] = 1.0f / (float)K;
+    }
+}
+
+/* PyTorch reference (issue text, Qwen3-30B-A3B routing on H200): dispatch and combine µs. */
+static const struct {
+  int T;
+  double dispatch_us, combine_us;
+} torch_ref[] = {{1, 96, 27}, {128, 120, 49}, {16384, 442, 3479}};
+
+static void torch_extra(const model_t *m, int T, bool dispatch, double us, double graph_us, char *buf, size_t n) {
+  buf[0] = 0;
+  if (m->E != 128 || us <= 0) return;
+  for (size_t i = 0; i < sizeof torch_ref / sizeof torch_ref[0]; i++)
+    if (torch_ref[i].T == T) {
+      double ref = dispatch ? torch_ref[i].dispatch_us : torch_ref[i].combine_us;
+      double best = graph_us > 0 && graph_us < us ? graph_us : us;
+      snprintf(buf, n, "pytorch %.0f us (%.1fx)", ref, best > 0 ? ref / best : 0.0);
+    }
+}
+
+typedef struct {
+  sl_device_t *dev;
+  sl_moe_dispatch_args_t da;
+  sl_moe_combine_args_t ca;
+  sl_moe_layer_t *layer;
+  sl_moe_layer_args_t la;
+} ctx_t;
+
+static sl_status_t run_dispatch(void *p, int iter, sl_stream_t *st) {
+  ctx_t *c = p;
+  return sl_moe_dispatch(c->dev, &c->da, st);
+}
+static sl_status_t run_combine(void *p, int iter, sl_stream_t *st) {
+  ctx_t *c = p;
+  return sl_moe_combine(c->dev, &c->ca, st);
+}
+static sl_status_t run_layer(void *p, int iter, sl_stream_t *st) {
+  ctx_t *c = p;
+  return sl_moe_layer_forward(c->layer, &c->la, st);
+}
+
+static bool gpu_of(const sl_bench_t *b) { return sl_device_backend(b->rt->dev) == SL_BACKEND_CUDA; }
+
+static sl_status_t time_both(sl_bench_t *b, sl_bench_fn fn, void *ctx, bool graph, double *us, double *graph_us) {
+  SL_CHECK(sl_bench_time(b, fn, ctx, false, us));
+  *graph_us = -1;
+  if (graph && gpu_of(b)) SL_CHECK(sl_bench_time(b, fn, ctx, true, graph_us));
+  return SL_OK;
+}
+
+/* Dispatch and combine for one model over the token counts. */
+static sl_status_t bench_dispatch_combine(sl_bench_t *b, const model_t *m, const int *Ts, int nT) {
+  sl_device_t *dev = b->rt->dev;
+  const int E = m->E, K = m->K, H = m->H;
+  int Tmax = 0;
+  for (int i = 0; i < nT; i++) Tmax = Ts[i] > Tmax ? Ts[i] : Tmax;
+  sl_status_t s = SL_OK;
+  uint16_t *hx = malloc((size_t)Tmax * H * 2);
+  int32_t *hids = malloc((size_t)Tmax * K * 4);
+  float *hw = malloc((size_t)Tmax * K * 4);
+  void *x = NULL, *ids = NULL, *w = NULL, *out = NULL, *counts = NULL, *slots = NULL, *ws = NULL;
+  if (!hx || !hids || !hw) {
+    s = SL_ERR(SL_ERR_NOMEM, "bench inputs");
+    goto out;
+  }
+  fill_bf16(hx, (size_t)Tmax * H, 1.0f, 1);
+  fill_routing(Tmax, K, E, hids, hw, 2);
+  const size_t ws_bytes = sl_moe_dispatch_workspace_bytes(Tmax, K, E);
+  SL_CHECK_GOTO(sl_device_malloc(dev, (size_t)Tmax * H * 2, &x), s, out);
+  SL_CHECK_GOTO(sl_device_malloc(dev, (size_t)Tmax * K * 4, &ids), s, out);
+  SL_CHECK_GOTO(sl_device_malloc(dev, (size_t)Tmax * K * 4, &w), s, out);
+  SL_CHECK_GOTO(sl_device_malloc(dev, (size_t)Tmax * H * 2, &out), s, out);
+  SL_CHECK_GOTO(sl_device_malloc(dev, (size_t)E * 4, &counts), s, out);
+  SL_CHECK_GOTO(sl_device_malloc(dev, (size_t)Tmax * K * 4, &slots), s, out);
+  SL_CHECK_GOTO(sl_device_malloc(dev, ws_bytes, &ws), s, out);
+  SL_CHECK_GOTO(sl_memcpy(dev, x, hx, (size_t)Tmax * H * 2, b->stream), s, out);
+  SL_CHECK_GOTO(sl_memcpy(dev, ids, hids, (size_t)Tmax * K * 4, b->stream), s, out);
+  SL_CHECK_GOTO(sl_memcpy(dev, w, hw, (size_t)Tmax * K * 4, b->stream), s, out);
+  SL_CHECK_GOTO(sl_moe_dispatch_workspace_init(dev, ws, ws_bytes, b->stream), s, out);
+  for (int i = 0; i < nT; i++) {
+    const int T = Ts[i];
+    /* Dropless expert buffers for this T (DeepSeek-V3 at 16384 tokens: 60 GB). */
+    void *ex = NULL;
+    size_t ex_bytes = (size_t)E * T * H * 2;
+    SL_CHECK_GOTO(sl_device_malloc(dev, ex_bytes, &ex), s, out);
+    sl_moe_path_t path = SL_MOE_PATH_NONE;
+    ctx_t c = {.dev = dev};
+    c.da = (sl_moe_dispatch_args_t){.num_tokens = T, .hidden = H, .top_k = K, .num_experts = E, .expert_begin = 0,
+                                    .expert_end = E, .capacity = sl_moe_dropless_capacity(T), .x = x,
+                                    .topk_ids = ids, .expert_x = ex, .expert_counts = counts, .slots = slots,
+                                    .workspace = ws, .workspace_bytes = ws_bytes, .path_taken = &path};
+    c.ca = (sl_moe_combine_args_t){.num_tokens = T, .hidden = H, .top_k = K, .expert_out = ex, .slots = slots,
+                                   .topk_weights = w, .out = out};
+    char shape[64];
+    snprintf(shape, sizeof shape, "%s T=%d", m->name, T);
+    double us = 0, gus = -1;
+    /* Bytes that must move: x read once, K copies written (+ ids, counts, slots). */
+    double dbytes = (double)T * H * 2 * (1 + K) + (double)T * K * 8 + E * 4;
+    double cbytes = (double)T * H * 2 * (1 + K) + (double)T * K * 8;
+    if (sl_bench_selected(b, "moe_dispatch")) {
+      sl_status_t r = time_both(b, run_dispatch, &c, true, &us, &gus);
+      if (r == SL_OK) r = sl_moe_dispatch_check(dev, ws, b->stream);
+      if (r != SL_OK) {
+        sl_device_free(dev, ex);
+        s = r;
+        goto out;
+      }
+      char ref[64];
+      torch_extra(m, T, true, gpu_of(b) ? us : 0, gus, ref, sizeof ref);
+      sl_bench_row(b, "moe_dispatch", shape, sl_moe_path_name(path), us, dbytes, gus, ref[0] ? ref : NULL);
+      /* Fused payload quantization: x read once, K quantized rows + scales written. */
+      void *scales = NULL;
+      r = sl_device_malloc(dev, (size_t)E * T * (H / 16) + 256, &scales);
+      for (int p = SL_MOE_PAYLOAD_FP8_GROUP; p <= SL_MOE_PAYLOAD_NVFP4 && r == SL_OK; p++) {
+        ctx_t q = c;
+        q.da.payload = (sl_moe_payload_t)p;
+        q.da.quant_rule = p == SL_MOE_PAYLOAD_FP8_GROUP ? SL_QRULE_IEEE : SL_QRULE_CEIL;
+        q.da.global_scale = 448.0f * 6.0f / 8.0f;
+        q.da.expert_scales = scales;
+        r = time_both(b, run_dispatch, &q, true, &us, &gus);
+        if (r == SL_OK) r = sl_moe_dispatch_check(dev, ws, b->stream);
+        if (r != SL_OK) break;
+        const double qbytes = (double)T * H * 2 + (double)T * K * sl_moe_payload_row_bytes(q.da.payload, H) +
+                              (double)T * K * sl_moe_payload_scales_per_row(q.da.payload, H) *
+                                  sl_moe_payload_scale_bytes(q.da.payload) +
+                              (double)T * K * 8 + E * 4;
+        char qpath[48], extra[32];
+        snprintf(qpath, sizeof qpath, "%s", sl_moe_path_name(path));
+        snprintf(extra, sizeof extra, "payload %s", sl_moe_payload_name(q.da.payload));
+        sl_bench_row(b, "moe_dispatch_quant", shape, qpath, us, qbytes, gus, extra);
+      }
+      if (scales) sl_device_free(dev, scales);
+      if (r != SL_OK) {
+        sl_device_free(dev, ex);
+        s = r;
+        goto out;
+      }
+    }
+    if (sl_bench_selected(b, "moe_combine")) {
+      /* Slots of a real dispatch first (combine reads the dispatched rows). */
+      sl_status_t r = sl_moe_dispatch(dev, &c.da, b->stream);
+      if (r == SL_OK) r = time_both(b, run_combine, &c, true, &us, &gus);
+      if (r != SL_OK) {
+        sl_device_free(dev, ex);
+        s = r;
+        goto out;
+      }
+      sl_jit_spec_t spec;
+      int unroll = 1;
+      sl_moe_combine_spec(H, K, T, sl_device_info(dev)->sm_count, &spec, &unroll); /* only reads the choice */
+      char ref[64];
+      torch_extra(m, T, false, gpu_of(b) ? us : 0, gus, ref, sizeof ref);
+      sl_bench_row(b, "moe_combine", shape, !gpu_of(b) ? "cpu" : unroll == 1 ? "decode" : "prefill", us, cbytes,
+                   gus, ref[0] ? ref : NULL);
+    }
+    sl_device_free(dev, ex);
+  }
+out:
+  SL_CHECK(sl_stream_sync(dev, b->stream));
+  void *bufs[] = {x, ids, w, out, counts, slots, ws};
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+    if (bufs[i]) sl_device_free(dev, bufs[i]);
+  free(hx);
+  free(hids);
+  free(hw);
+  return s;
+}
+
+/* The full layer (router GEMM, router, dispatch, FFN, combine) at Qwen3-30B-A3B size. */
+static sl_status_t bench_layer(sl_bench_t *b, const model_t *m, const int *Ts, int nT) {
+  sl_device_t *dev = b->rt->dev;
+  const int E = m->E, K = m->K, H = m->H, I = m->I;
+  int Tmax = 0;
+  for (int i = 0; i < nT; i++) Tmax = Ts[i] > Tmax ? Ts[i] : Tmax;
+  const size_t nr = (size_t)E * H, ngu = (size_t)E * 2 * I * H, nd = (size_t)E * H * I;
+  sl_status_t s = SL_OK;
+  uint16_t *hw = malloc(ngu * 2), *hx = malloc((size_t)Tmax * H * 2);
+  int32_t *counts = malloc((size_t)E * 4);
+  void *wr = NULL, *wgu = NULL, *wd = NULL, *x = NULL, *out = NULL;
+  sl_moe_layer_t *layer = NULL;
+  if (!hw || !hx || !counts) {
+    s = SL_ERR(SL_ERR_NOMEM, "bench layer weights");
+    goto out;
+  }
+  SL_CHECK_GOTO(sl_device_malloc(dev, nr * 2, &wr), s, out);
+  SL_CHECK_GOTO(sl_device_malloc(dev, ngu * 2, &wgu), s, out);
+  SL_CHECK_GOTO(sl_device_malloc(dev, nd * 2, &wd), s, out);
+  SL_CHECK_GOTO(sl_device_malloc(dev, (size_t)Tmax * H * 2, &x), s, out);
+  SL_CHECK_GOTO(sl_device_malloc(dev, (size_t)Tmax * H * 2, &out), s, out);
+  fill_bf16(hw, nr, 0.08f, 3);
+  SL_CHECK_GOTO(sl_memcpy(dev, wr, hw, nr * 2, NULL), s, out);
+  fill_bf16(hw, ngu, 0.04f, 4);
+  SL_CHECK_GOTO(sl_memcpy(dev, wgu, hw, ngu * 2, NULL), s, out);
+  fill_bf16(hw, nd, 0.06f, 5);
+  SL_CHECK_GOTO(sl_memcpy(dev, wd, hw, nd * 2, NULL), s, out);
+  fill_bf16(hx, (size_t)Tmax * H, 1.0f, 6);
+  SL_CHECK_GOTO(sl_memcpy(dev, x, hx, (size_t)Tmax * H * 2, NULL), s, out);
+  sl_moe_layer_config_t cfg = {.num_experts = E, .top_k = K, .hidden = H, .inter = I, .expert_begin = 0,
+                               .expert_end = E, .router_kind = SL_ROUTER_SOFTMAX_TOPK, .renormalize = true,
+                               .w_router = wr, .w_gate_up = wgu, .w_down = wd};
+  SL_CHECK_GOTO(sl_moe_layer_create(dev, &cfg, Tmax, &layer), s, out);
+  const double expert_bytes = (double)(2 * I * H + H * I) * 2;
+  for (int i = 0; i < nT; i++) {
+    const int T = Ts[i];
+    for (int exact = 0; exact < 2; exact++) {
+      /* Padded (graph capturable) GEMMs at decode sizes; exact (one count read) from 64 rows. */
+      if (exact ? T <= SL_MOE_FFN_PADDED_MAX_ROWS : T > 128) continue;
+      sl_moe_path_t path = SL_MOE_PATH_NONE;
+      ctx_t c = {.dev = dev, .layer = layer};
+      c.la = (sl_moe_layer_args_t){.num_tokens = T, .x = x, .out = out, .allow_host_sync = exact,
+                                   .path_taken = &path};
+      double us = 0, gus = -1;
+      SL_CHECK_GOTO(time_both(b, run_layer, &c, !exact, &us, &gus), s, out);
+      SL_CHECK_GOTO(sl_moe_layer_check(layer, b->stream), s, out);
+      SL_CHECK_GOTO(sl_memcpy(dev, counts, sl_moe_layer_expert_counts(layer), (size_t)E * 4, b->stream), s, out);
+      SL_CHECK_GOTO(sl_stream_sync(dev, b->stream), s, out);
+      int touched = 0;
+      for (int e = 0; e < E; e++) touched += counts[e] > 0;
+      const double bytes = touched * expert_bytes + (double)nr * 2;
+      const double stream_us = b->copy_gbps > 0 ? bytes / (b->copy_gbps * 1e3) : 0;
+      const double best = gus > 0 && gus < us ? gus : us;
+      char shape[64], path_name[48], extra[160];
+      snprintf(shape, sizeof shape, "%s T=%d", m->name, T);
+      snprintf(path_name, sizeof path_name, "%s/%s", sl_moe_path_name(path), exact ? "exact" : "padded");
+      snprintf(extra, sizeof extra, "%d experts touched, weights %.1f MB, stream %.1f us, ratio %.2f", touched,
+               bytes / 1e6, stream_us, stream_us > 0 ? best / stream_us : 0.0);
+      sl_bench_row(b, "moe_layer", shape, path_name, us, bytes, gus, extra);
+    }
+  }
+out:
+  sl_stream_sync(dev, b->stream);
+  sl_moe_layer_destroy(layer);
+  void *bufs[] = {wr, wgu, wd, x, out};
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+    if (bufs[i]) sl_device_free(dev, bufs[i]);
+  free(hw);
+  free(hx);
+  free(counts);
+  return s;
+}
+
+static sl_status_t bench_barrier(sl_bench_t *b) {
+  sl_device_t *dev = b->rt->dev;
+  if (!gpu_of(b)) return SL_OK;
+  sl_grid_barrier_state_t *state;
+  SL_CHECK(sl_device_malloc(dev, sizeof *state, (void **)&state));
+  sl_status_t s = sl_memset(dev, state, 0, sizeof *state, b->stream);
+  const int sms = sl_device_info(dev)->sm_count;
+  double us = 0, best = 1e30;
+  /* Median of a few kernels of 10000 barriers each. */
+  for (int rep = 0; rep < 5 && s == SL_OK; rep++) {
+    s = sl_grid_barrier_bench(dev, state, sms, 10000, -1, 0, b->stream, &us);
+    if (s == SL_OK && us < best) best = us;
+  }
+  if (s == SL_OK) {
+    char shape[32];
+    snprintf(shape, sizeof shape, "%d blocks", sms);
+    sl_bench_row(b, "grid_barrier", shape, "coop", best, 0, -1,
+                 "per barrier (best of 5 x 10000); cooperative_groups grid.sync measured 1.00 us");
+  }
+  sl_device_free(dev, state);
+  return s;
+}
+
 int sl_cmd_bench_moe_local(sl_runtime_t *rt, int argc, char **argv) {
-  if (rt->boot.rank == 0) fprintf(stderr, "sluice bench moe-local: not built yet (issue 4 (local MoE layer))\n");
-  return 2;
+  sl_bench_t b;
+  if (sl_bench_init(rt, &argc, argv, &b) != SL_OK) {
+    fprintf(stderr, "sluice bench moe-local: %s\n", sl_last_error());
+    return 1;
+  }
+  if (argc > 1) {
+    fprintf(stderr, "usage: sluice bench moe-local [--iters N] [--quick|--full] [--only OP] [--json FILE]\n");
+    sl_bench_finish(&b);
+    return 2;
+  }
+  const bool gpu = gpu_of(&b);
+  static const int quick_gpu[] = {1, 128, 4096}, quick_cpu[] = {1, 8};
+  const int *Ts = token_counts;
+  int nT = (int)(sizeof token_counts / sizeof token_counts[0]);
+  if (b.quick) {
+    Ts = gpu ? quick_gpu : quick_cpu;
+    nT = gpu ? 3 : 2;
+  }
+  sl_status_t s = SL_OK;
+  if (sl_bench_selected(&b, "grid_barrier")) {
+    sl_bench_header(&b, "grid barrier");
+    s = bench_barrier(&b);
+  }
+  for (int m = 0; m < 2 && s == SL_OK; m++) {
+    if (!sl_bench_selected(&b, "moe_dispatch") && !sl_bench_selected(&b, "moe_combine")) break;
+    char title[96];
+    snprintf(title, sizeof title, "dispatch / combine, %s routing (E=%d, K=%d, H=%d)", models[m].name, models[m].E,
+             models[m].K, models[m].H);
+    sl_bench_header(&b, title);
+    s = bench_dispatch_combine(&b, &models[m], Ts, nT);
+  }
+  if (s == SL_OK && sl_bench_selected(&b, "moe_layer")) {
+    sl_bench_header(&b, "full layer, qwen3-30b-a3b (E=128, K=8, H=2048, I=768); ratio = time / weight streaming");
+    static const int cpu_layer[] = {1};
+    s = bench_layer(&b, &models[0], gpu ? Ts : cpu_layer, gpu ? nT : 1);
+  }
+  sl_bench_finish(&b);
+  if (s != SL_OK) {
+    fprintf(stderr, "sluice bench moe-local: %s (%s)\n", sl_status_str(s), sl_last_error());
+    return 1;
+  }
+  return 0;
 }

@@ -1,9 +1,263 @@
-/* `sluice bench kernels`, quantization part: placeholder until helper kquant's benches land. */
+/* `sluice bench kernels`, quantization part: activations (SiLU-and-mul, bf16 and fused FP8),
+ * quantizers (FP8 group-128, MXFP8, MXFP4, NVFP4; swizzled scales), dequantization and the
+ * router, over T x hidden, each against the device copy bandwidth measured in the same run.
+ * Bytes moved = every input read once + every output (codes and scales) written once. */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
+#if __has_include("bench_kernels.h")
 #include "bench_kernels.h"
+#else
+#include "sl_bench.h"
+sl_status_t sl_bench_kernels_quant(sl_bench_t *b);
+#endif
+#include "kernels/act.h"
+#include "kernels/kq_launch.h"
+#include "kernels/quant.h"
+#include "kernels/router.h"
+
+typedef enum {
+  OP_ACT_BF16,
+  OP_ACT_FP8,
+  OP_QUANT_FP8,
+  OP_QUANT_MXFP8,
+  OP_QUANT_MXFP4,
+  OP_QUANT_NVFP4,
+  OP_DEQUANT_FP8,
+  OP_DEQUANT_NVFP4,
+  OP_ROUTER_SOFTMAX,
+  OP_ROUTER_GROUPED,
+  OP_COUNT
+} op_t;
+
+static const char *op_names[OP_COUNT] = {
+    "act_silu_bf16",   "act_silu_fp8",     "quant_fp8_g128",    "quant_mxfp8_swz",      "quant_mxfp4_swz",
+    "quant_nvfp4_swz", "dequant_fp8_g128", "dequant_nvfp4_swz", "router_softmax_128k8", "router_ds_256k8g",
+};
+
+enum { MAX_SETS = 8 };
+
+typedef struct {
+  sl_device_t *dev;
+  op_t op;
+  int T, H, sets;
+  void *in[MAX_SETS], *out[MAX_SETS], *scales[MAX_SETS];
+  float *bias;
+  size_t in_bytes, out_bytes, scale_bytes;
+} ctx_t;
+
+static bool is_router(op_t op) {
+  return op == OP_ROUTER_SOFTMAX || op == OP_ROUTER_GROUPED;
+}
+
+/* Input and output sizes of one repetition. */
+static void sizes(ctx_t *c) {
+  size_t T = (size_t)c->T, H = (size_t)c->H;
+  c->scale_bytes = 0;
+  switch (c->op) {
+  case OP_ACT_BF16: c->in_bytes = T * 2 * H * 2, c->out_bytes = T * H * 2; break;
+  case OP_ACT_FP8: c->in_bytes = T * 2 * H * 2, c->out_bytes = T * H, c->scale_bytes = T * (H / 128) * 4; break;
+  case OP_QUANT_FP8:
+  case OP_QUANT_MXFP8:
+  case OP_QUANT_MXFP4:
+  case OP_QUANT_NVFP4: {
+    sl_quant_format_t f = c->op == OP_QUANT_FP8     ? SL_QUANT_FP8_GROUP
+                          : c->op == OP_QUANT_MXFP8 ? SL_QUANT_MXFP8
+                          : c->op == OP_QUANT_MXFP4 ? SL_QUANT_MXFP4
+                                                    : SL_QUANT_NVFP4;
+    sl_quant_layout_t l = f == SL_QUANT_FP8_GROUP ? SL_QUANT_LAYOUT_LINEAR : SL_QUANT_LAYOUT_SWIZZLED;
+    c->in_bytes = T * H * 2, c->out_bytes = sl_quant_codes_bytes(f, c->T, c->H);
+    c->scale_bytes = sl_quant_scales_bytes(f, l, c->T, c->H);
+    break;
+  }
+  case OP_DEQUANT_FP8: c->in_bytes = T * H, c->scale_bytes = T * (H / 128) * 4, c->out_bytes = T * H * 2; break;
+  case OP_DEQUANT_NVFP4:
+    c->in_bytes = T * H / 2,
+    c->scale_bytes = sl_quant_scales_bytes(SL_QUANT_NVFP4, SL_QUANT_LAYOUT_SWIZZLED, c->T, c->H);
+    c->out_bytes = T * H * 2;
+    break;
+  case OP_ROUTER_SOFTMAX: c->in_bytes = T * 128 * 2, c->out_bytes = T * 8 * 8; break;
+  case OP_ROUTER_GROUPED: c->in_bytes = T * 256 * 4, c->out_bytes = T * 8 * 8; break;
+  default: break;
+  }
+}
+
+static sl_status_t run_once(void *p, int iter, sl_stream_t *stream) {
+  ctx_t *c = p;
+  int s = iter % c->sets;
+  switch (c->op) {
+  case OP_ACT_BF16:
+  case OP_ACT_FP8: {
+    sl_act_args_t a = {.kind = SL_ACT_SILU_MUL,
+                       .num_tokens = c->T,
+                       .inter = c->H,
+                       .in_dtype = SL_DTYPE_BF16,
+                       .out_dtype = c->op == OP_ACT_FP8 ? SL_DTYPE_FP8_E4M3 : SL_DTYPE_BF16,
+                       .in = c->in[s],
+                       .out = c->out[s],
+                       .out_scales = c->scales[s]};
+    return sl_act(c->dev, &a, stream);
+  }
+  case OP_QUANT_FP8:
+  case OP_QUANT_MXFP8:
+  case OP_QUANT_MXFP4:
+  case OP_QUANT_NVFP4: {
+    sl_quant_args_t q = {.num_tokens = c->T,
+                         .hidden = c->H,
+                         .in_dtype = SL_DTYPE_BF16,
+                         .in = c->in[s],
+                         .codes = c->out[s],
+                         .scales = c->scales[s],
+                         .global_scale = 1.0f,
+                         .layout = SL_QUANT_LAYOUT_SWIZZLED,
+                         .rule = SL_QUANT_RULE_CEIL};
+    if (c->op == OP_QUANT_FP8)
+      q.format = SL_QUANT_FP8_GROUP, q.layout = SL_QUANT_LAYOUT_LINEAR, q.rule = SL_QUANT_RULE_IEEE;
+    if (c->op == OP_QUANT_MXFP8) q.format = SL_QUANT_MXFP8;
+    if (c->op == OP_QUANT_MXFP4) q.format = SL_QUANT_MXFP4;
+    if (c->op == OP_QUANT_NVFP4) q.format = SL_QUANT_NVFP4;
+    return sl_quant(c->dev, &q, stream);
+  }
+  case OP_DEQUANT_FP8:
+  case OP_DEQUANT_NVFP4: {
+    bool nv = c->op == OP_DEQUANT_NVFP4;
+    sl_dequant_args_t d = {.format = nv ? SL_QUANT_NVFP4 : SL_QUANT_FP8_GROUP,
+                           .layout = nv ? SL_QUANT_LAYOUT_SWIZZLED : SL_QUANT_LAYOUT_LINEAR,
+                           .num_tokens = c->T,
+                           .hidden = c->H,
+                           .codes = c->in[s],
+                           .scales = c->scales[s],
+                           .global_scale = 1.0f,
+                           .out_dtype = SL_DTYPE_BF16,
+                           .out = c->out[s]};
+    return sl_dequant(c->dev, &d, stream);
+  }
+  case OP_ROUTER_SOFTMAX:
+  case OP_ROUTER_GROUPED: {
+    bool ds = c->op == OP_ROUTER_GROUPED;
+    sl_router_args_t r = {.kind = ds ? SL_ROUTER_SIGMOID_GROUPED : SL_ROUTER_SOFTMAX_TOPK,
+                          .num_tokens = c->T,
+                          .num_experts = ds ? 256 : 128,
+                          .top_k = 8,
+                          .renormalize = true,
+                          .num_groups = 8,
+                          .topk_groups = 4,
+                          .routed_scaling = ds ? 2.5f : 1.0f,
+                          .logits_dtype = ds ? SL_DTYPE_F32 : SL_DTYPE_BF16,
+                          .logits = c->in[s],
+                          .correction_bias = ds ? c->bias : NULL,
+                          .topk_ids = c->out[s],
+                          .topk_weights = (float *)((char *)c->out[s] + (size_t)c->T * 8 * 4)};
+    return sl_router(c->dev, &r, stream);
+  }
+  default: return SL_ERR(SL_ERR_INTERNAL, "bench quant: op %d", (int)c->op);
+  }
+}
+
+/* Fill device memory with finite values that look like activations (bf16 normal-ish bytes
+ * tiled from one host block); FP8/FP4 codes and scales get valid non-NaN bytes. */
+static sl_status_t fill(sl_device_t *dev, void *dst, size_t bytes, bool bf16, bool f32) {
+  enum { BLOCK = 1 << 20 };
+  static uint16_t block[BLOCK / 2];
+  static bool ready;
+  if (!ready) {
+    uint32_t st = 12345u;
+    for (int i = 0; i < BLOCK / 2; i++) {
+      st = st * 1664525u + 1013904223u;
+      block[i] = (uint16_t)(0x3c00u + ((st >> 16) & 0x3ffu)) ^ (uint16_t)((st >> 31) << 15); /* +-[2^-7, 2) bf16 */
+    }
+    ready = true;
+  }
+  for (size_t off = 0; off < bytes; off += BLOCK) {
+    size_t n = bytes - off < BLOCK ? bytes - off : BLOCK;
+    if (bf16 || f32) {
+      /* f32 buffers hold bf16 pairs reinterpreted: finite floats of modest magnitude since the
+       * high half of each word is a bf16 of magnitude < 2 */
+      SL_CHECK(sl_memcpy(dev, (char *)dst + off, block, n, NULL));
+    } else {
+      SL_CHECK(sl_memset(dev, (char *)dst + off, 0x35, n, NULL)); /* E4M3 0.8125, E2M1 pairs, scales 2^-74 */
+    }
+  }
+  return SL_OK;
+}
+
+static void free_ctx(ctx_t *c) {
+  for (int s = 0; s < MAX_SETS; s++) {
+    sl_device_free(c->dev, c->in[s]);
+    sl_device_free(c->dev, c->out[s]);
+    sl_device_free(c->dev, c->scales[s]);
+  }
+  sl_device_free(c->dev, c->bias);
+}
+
+static sl_status_t bench_one(sl_bench_t *b, op_t op, int T, int H) {
+  if (!sl_bench_selected(b, op_names[op])) return SL_OK;
+  sl_device_t *dev = b->rt->dev;
+  bool gpu = sl_device_backend(dev) == SL_BACKEND_CUDA;
+  ctx_t c = {.dev = dev, .op = op, .T = T, .H = H};
+  sizes(&c);
+  size_t set = c.in_bytes + c.out_bytes + c.scale_bytes;
+  /* Rotate through enough input/output sets that L2 (H200: 60 MB) can't hold them between
+   * repetitions: >= 256 MB touched per rotation, at most MAX_SETS sets. */
+  c.sets = gpu ? (int)((((size_t)256 << 20) + set - 1) / set) : 1;
+  if (c.sets > MAX_SETS) c.sets = MAX_SETS;
+  if (c.sets < 1) c.sets = 1;
+  sl_status_t s = SL_OK;
+  bool in_bf16 = op <= OP_QUANT_NVFP4 || op == OP_ROUTER_SOFTMAX;
+  for (int i = 0; i < c.sets && s == SL_OK; i++) {
+    s = sl_device_malloc(dev, c.in_bytes, &c.in[i]);
+    if (s == SL_OK) s = sl_device_malloc(dev, c.out_bytes, &c.out[i]);
+    if (s == SL_OK && c.scale_bytes) s = sl_device_malloc(dev, c.scale_bytes, &c.scales[i]);
+    if (s == SL_OK) s = fill(dev, c.in[i], c.in_bytes, in_bf16, op == OP_ROUTER_GROUPED);
+    if (s == SL_OK && c.scale_bytes) s = fill(dev, c.scales[i], c.scale_bytes, false, false);
+  }
+  if (s == SL_OK && op == OP_ROUTER_GROUPED) {
+    s = sl_device_malloc(dev, 256 * sizeof(float), (void **)&c.bias);
+    if (s == SL_OK) s = sl_memset(dev, c.bias, 0, 256 * sizeof(float), NULL);
+  }
+  double us = 0, graph_us = -1;
+  if (s == SL_OK) s = sl_device_sync(dev);
+  if (s == SL_OK) s = sl_bench_time(b, run_once, &c, false, &us);
+  /* decode sizes: the latency that matters is inside a CUDA graph */
+  if (s == SL_OK && gpu && T <= 16) s = sl_bench_time(b, run_once, &c, true, &graph_us);
+  if (s == SL_OK) {
+    char shape[48], path[24], extra[64] = "";
+    if (is_router(op))
+      snprintf(shape, sizeof shape, "T=%d E=%d", T, op == OP_ROUTER_GROUPED ? 256 : 128);
+    else
+      snprintf(shape, sizeof shape, "T=%d %s=%d", T, op <= OP_ACT_FP8 ? "I" : "H", H);
+    const sl_device_info_t *info = sl_device_info(dev);
+    if (gpu)
+      snprintf(path, sizeof path, "w%d", sl_kq_warps(info->arch, info->sm_count, T));
+    else
+      snprintf(path, sizeof path, "cpu");
+    if (gpu && T >= 8192 && !is_router(op)) snprintf(extra, sizeof extra, "target >= 92%% copy");
+    if (gpu && T <= 16) snprintf(extra, sizeof extra, "target graph <= 3 us");
+    sl_bench_row(b, op_names[op], shape, path, us, (double)set, graph_us, extra[0] ? extra : NULL);
+  }
+  free_ctx(&c);
+  return s;
+}
 
 sl_status_t sl_bench_kernels_quant(sl_bench_t *b) {
-  if (b->rt->boot.rank == 0) printf("\n## quantization, activations, router\nquant benches not built\n");
+  bool gpu = sl_device_backend(b->rt->dev) == SL_BACKEND_CUDA;
+  static const int full_t[] = {1, 16, 128, 1024, 8192, 32768}, full_h[] = {2048, 4096, 7168};
+  static const int quick_gpu_t[] = {1, 16, 8192}, quick_gpu_h[] = {7168};
+  static const int cpu_t[] = {1, 16}, cpu_h[] = {2048};
+  const int *ts = full_t, *hs = full_h;
+  int nt = 6, nh = 3;
+  if (b->quick) {
+    ts = gpu ? quick_gpu_t : cpu_t, nt = gpu ? 3 : 2;
+    hs = gpu ? quick_gpu_h : cpu_h, nh = 1;
+  }
+  sl_bench_header(b, "Activations, quantization, router (bf16 inputs; act: [T, 2I] -> [T, I]; quant: "
+                     "swizzled scales for MX/NV; bytes = inputs read once + outputs and scales written once)");
+  for (int op = 0; op < OP_COUNT; op++)
+    for (int h = 0; h < nh; h++) {
+      if (is_router((op_t)op) && h > 0) continue; /* the router's shape is T x experts */
+      for (int t = 0; t < nt; t++)
+        SL_CHECK(bench_one(b, (op_t)op, ts[t], hs[h]));
+    }
   return SL_OK;
 }

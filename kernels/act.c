@@ -1,0 +1,160 @@
+/* Gated activations host side: argument checks, JIT spec and launch, CPU reference. */
+#include "kernels/act.h"
+
+#include <math.h>
+
+#include "kernels/kq_launch.h"
+#include "kernels/quant.h"
+
+static bool float_dtype(sl_dtype_t t) {
+  return t == SL_DTYPE_F32 || t == SL_DTYPE_BF16 || t == SL_DTYPE_F16;
+}
+static const char *kind_name(sl_act_kind_t k) {
+  return k == SL_ACT_SILU_MUL ? "silu_mul" : "gelu_tanh_mul";
+}
+
+static sl_status_t check_args(const sl_act_args_t *a) {
+  if (a->kind != SL_ACT_SILU_MUL && a->kind != SL_ACT_GELU_TANH_MUL)
+    return SL_ERR(SL_ERR_INVALID, "act: unknown kind %d (SL_ACT_SILU_MUL, SL_ACT_GELU_TANH_MUL)", (int)a->kind);
+  if (a->num_tokens < 0 || a->inter <= 0)
+    return SL_ERR(SL_ERR_INVALID, "act %s: bad shape %d tokens x %d", kind_name(a->kind), a->num_tokens, a->inter);
+  if (a->inter % 8)
+    return SL_ERR(SL_ERR_INVALID, "act %s: inter %d must be a multiple of 8 (16-byte rows)", kind_name(a->kind),
+                  a->inter);
+  if (!float_dtype(a->in_dtype))
+    return SL_ERR(SL_ERR_INVALID, "act %s: input dtype %s not supported (bf16, f16, f32)", kind_name(a->kind),
+                  sl_dtype_name(a->in_dtype));
+  bool fp8 = a->out_dtype == SL_DTYPE_FP8_E4M3;
+  if (!fp8 && !float_dtype(a->out_dtype))
+    return SL_ERR(SL_ERR_INVALID, "act %s: output dtype %s not supported (bf16, f16, f32, e4m3)", kind_name(a->kind),
+                  sl_dtype_name(a->out_dtype));
+  if (fp8 && (a->inter % 128 || !a->out_scales))
+    return SL_ERR(SL_ERR_INVALID, "act %s: FP8 output needs inter (%d) a multiple of 128 and out_scales [T, inter/128]",
+                  kind_name(a->kind), a->inter);
+  if (a->in_stride && a->in_stride < 2L * a->inter)
+    return SL_ERR(SL_ERR_INVALID, "act: in_stride %ld < 2*inter %d", a->in_stride, 2 * a->inter);
+  if (a->out_stride && a->out_stride < a->inter)
+    return SL_ERR(SL_ERR_INVALID, "act: out_stride %ld < inter %d", a->out_stride, a->inter);
+  return SL_OK;
+}
+
+static float act_ref(sl_act_kind_t kind, float g) {
+  if (kind == SL_ACT_SILU_MUL) return g / (1.0f + expf(-g));
+  const float k0 = 0.7978845608028654f, k1 = 0.044715f;
+  return 0.5f * g * (1.0f + tanhf(k0 * (g + k1 * g * g * g)));
+}
+
+sl_status_t sl_act_ref(const sl_act_args_t *a) {
+  SL_CHECK(check_args(a));
+  long is = a->in_stride ? a->in_stride : 2L * a->inter, os = a->out_stride ? a->out_stride : a->inter;
+  bool fp8 = a->out_dtype == SL_DTYPE_FP8_E4M3;
+  int rule = a->scale_ue8m0 ? SL_QRULE_CEIL : SL_QRULE_IEEE;
+  float y[128];
+  for (int t = 0; t < a->num_tokens; t++) {
+    for (int i0 = 0; i0 < a->inter; i0 += 128) {
+      int n = a->inter - i0 < 128 ? a->inter - i0 : 128;
+      for (int j = 0; j < n; j++) {
+        size_t gi = (size_t)t * is + i0 + j;
+        float g = sl_load_f32(a->in, a->in_dtype, gi), u = sl_load_f32(a->in, a->in_dtype, gi + a->inter);
+        y[j] = act_ref(a->kind, g) * u;
+        if (!fp8) sl_store_f32(a->out, a->out_dtype, (size_t)t * os + i0 + j, y[j]);
+      }
+      if (!fp8) continue;
+      /* FP8 group: the quantizer's rule on the fp32 activations (kernels/quant_formats.h). */
+      float absmax = 0.0f;
+      int bad = 0;
+      for (int j = 0; j < 128; j++) {
+        if (!sl_qf_finite(y[j]))
+          bad = 1;
+        else
+          absmax = sl_qf_max(absmax, sl_qf_abs(y[j]));
+      }
+      sl_qf_scale_t s = sl_qf_block_scale(SL_QFMT_FP8_GROUP, rule, absmax, 0.0f);
+      float scale = s.scale_f32;
+      uint8_t su;
+      if (bad) sl_qf_nan_scale(SL_QFMT_FP8_GROUP, &scale, &su);
+      uint8_t *codes = (uint8_t *)a->out + (size_t)t * os + i0;
+      for (int j = 0; j < 128; j++)
+        codes[j] = bad ? (uint8_t)SL_E4M3_NAN : sl_qf_encode(SL_QFMT_FP8_GROUP, s, y[j]);
+      a->out_scales[(size_t)t * (a->inter / 128) + i0 / 128] = scale;
+    }
+  }
+  return SL_OK;
+}
+
+static sl_status_t spec_at(sl_act_kind_t kind, int inter, sl_dtype_t in, sl_dtype_t out, int rule, int warps,
+                           int unroll, sl_jit_spec_t *spec) {
+  sl_jit_spec_init(spec, "kernels/act.cu", "sl_act_kernel");
+  SL_CHECK(sl_jit_spec_define(spec, "ACT", "%d", (int)kind));
+  SL_CHECK(sl_jit_spec_define(spec, "INTER", "%d", inter));
+  SL_CHECK(sl_jit_spec_define(spec, "IN_DTYPE", "%d", (int)in));
+  SL_CHECK(sl_jit_spec_define(spec, "OUT_DTYPE", "%d", (int)out));
+  SL_CHECK(sl_jit_spec_define(spec, "QRULE", "%d", out == SL_DTYPE_FP8_E4M3 ? rule : 0));
+  SL_CHECK(sl_jit_spec_define(spec, "WARPS", "%d", warps));
+  SL_CHECK(sl_jit_spec_define(spec, "UNROLL", "%d", unroll));
+  return SL_OK;
+}
+
+sl_status_t sl_act_spec(const sl_act_args_t *a, int arch, int sm_count, sl_jit_spec_t *spec) {
+  return spec_at(a->kind, a->inter, a->in_dtype, a->out_dtype, a->scale_ue8m0 ? SL_QRULE_CEIL : SL_QRULE_IEEE,
+                 sl_kq_warps(arch, sm_count, a->num_tokens), sl_kq_arch_cfg(arch)->unroll, spec);
+}
+
+static sl_status_t check_aligned(const void *p, long row_bytes, const char *what) {
+  if (((uintptr_t)p & 15u) || (row_bytes & 15))
+    return SL_ERR(SL_ERR_INVALID, "act: %s must be 16-byte aligned, rows included (pointer %p, row %ld bytes)", what, p,
+                  row_bytes);
+  return SL_OK;
+}
+
+sl_status_t sl_act(sl_device_t *dev, const sl_act_args_t *a, sl_stream_t *stream) {
+  if (sl_device_backend(dev) == SL_BACKEND_CPU) return sl_act_ref(a);
+  SL_CHECK(check_args(a));
+  if (a->num_tokens == 0) return SL_OK;
+  long is = a->in_stride ? a->in_stride : 2L * a->inter, os = a->out_stride ? a->out_stride : a->inter;
+  long ib = (long)(sl_dtype_bits(a->in_dtype) / 8),
+       ob = a->out_dtype == SL_DTYPE_FP8_E4M3 ? 1 : (long)(sl_dtype_bits(a->out_dtype) / 8);
+  SL_CHECK(check_aligned(a->in, is * ib, "the input"));
+  /* A lane stores 16/ib elements at once: 16 bytes, or 8/4 for outputs narrower than the
+   * input (f32 -> bf16, FP8), so rows need that alignment. */
+  long store = (16 / ib) * ob > 16 ? 16 : (16 / ib) * ob;
+  if (((uintptr_t)a->out & 15u) || ((os * ob) % store))
+    return SL_ERR(SL_ERR_INVALID, "act: the output must be 16-byte aligned and rows a multiple of %ld bytes (%p, %ld)",
+                  store, a->out, os * ob);
+  const sl_device_info_t *info = sl_device_info(dev);
+  sl_jit_spec_t spec;
+  SL_CHECK(sl_act_spec(a, info->arch, info->sm_count, &spec));
+  sl_kernel_t *k;
+  SL_CHECK(sl_jit_get_kernel(dev, &spec, &k));
+  int warps = sl_kq_warps(info->arch, info->sm_count, a->num_tokens), unroll = sl_kq_arch_cfg(info->arch)->unroll;
+  const void *in = a->in;
+  void *out = a->out;
+  float *scales = a->out_scales;
+  int t = a->num_tokens;
+  void *args[] = {&in, &is, &out, &os, &scales, &t};
+  int chunk = 32 * (16 / (int)ib);
+  long items = (long)t * ((a->inter + chunk - 1) / chunk);
+  return sl_kq_launch(dev, k, warps, unroll, items, stream, args);
+}
+
+/* Configuration points: both activations, bf16/f16/f32 in, same-dtype out and FP8 out (IEEE and
+ * UE8M0 scales), decode and prefill warps, at one intermediate size (768, Qwen3-30B-A3B's MoE
+ * experts): the size only changes loop bounds (see sl_quant_jit_points). */
+sl_status_t sl_act_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t *spec, void *user), void *user) {
+  static const int inters[] = {768};
+  static const sl_dtype_t dtypes[] = {SL_DTYPE_BF16, SL_DTYPE_F16, SL_DTYPE_F32};
+  const sl_kq_arch_cfg_t *ac = sl_kq_arch_cfg(arch);
+  int warps[2] = {ac->decode_warps, ac->prefill_warps};
+  for (int kind = 0; kind < 2; kind++)
+    for (size_t i = 0; i < sizeof inters / sizeof inters[0]; i++)
+      for (size_t d = 0; d < sizeof dtypes / sizeof dtypes[0]; d++)
+        for (int o = 0; o < 3; o++)
+          for (int w = 0; w < 2; w++) {
+            sl_jit_spec_t spec;
+            sl_dtype_t out = o == 0 ? dtypes[d] : SL_DTYPE_FP8_E4M3;
+            SL_CHECK(spec_at((sl_act_kind_t)kind, inters[i], dtypes[d], out, o == 2 ? SL_QRULE_CEIL : SL_QRULE_IEEE,
+                             warps[w], ac->unroll, &spec));
+            SL_CHECK(fn(&spec, user));
+          }
+  return SL_OK;
+}

@@ -1,0 +1,101 @@
+// Grid-wide barrier for cooperative launches: one arrival atomic per block, epoch in bit 31.
+//
+// Protocol (state: kernels/grid_barrier.h, one 32-bit word per barrier state):
+//  - Every block's thread 0 arrives once with red.release.gpu: block 0 adds 2^31 - (n-1),
+//    the others add 1. The n-th arrival, whichever block it is, therefore flips bit 31 (the
+//    epoch) and returns the low bits to their old value: the last arriver bumps the epoch
+//    inside its own atomic, with no second round trip.
+//  - Thread 0 remembers the epoch it saw before arriving (the epoch cannot move before this
+//    block arrives) and polls the word with ld.acquire.gpu until bit 31 differs.
+//  - Ordering: __syncthreads orders the block's writes before thread 0's release; the
+//    release/acquire pair on the word (the adds form one release sequence) makes every
+//    block's pre-barrier writes visible to every block after the barrier; the second
+//    __syncthreads extends that to the block's other threads. No __threadfence needed.
+//  - The wait is bounded: after timeout_ns (globaltimer) thread 0 records
+//    SL_DEV_ERR_TIMEOUT in the error record and the whole block returns false. The state is
+//    then inconsistent and must be zeroed by the host before the next launch.
+#ifndef SL_GRID_BARRIER_CUH
+#define SL_GRID_BARRIER_CUH
+
+#include "kernels/grid_barrier.h"
+
+// 32-bit PTX wrappers of the barrier (comm/flags.cuh has the 64-bit flag ones; the names
+// differ so a kernel may include both).
+
+__device__ __forceinline__ unsigned sl_grid_ld_acquire_u32(const unsigned *p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ unsigned sl_grid_ld_relaxed_u32(const unsigned *p) {
+  unsigned v;
+  asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void sl_grid_red_release_add_u32(unsigned *p, unsigned v) {
+  asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ unsigned long long sl_grid_globaltimer_ns(void) {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// Record an error once: the first writer wins; later ones are dropped.
+__device__ __forceinline__ void sl_dev_error_record(sl_dev_error_t *e, int code, int a, int b, int c) {
+  if (atomicCAS(&e->code, 0, code) == 0) {
+    e->a = a;
+    e->b = b;
+    e->c = c;
+  }
+}
+
+// Per-thread handle; only thread 0's `epoch` is meaningful.
+typedef struct {
+  sl_grid_barrier_state_t *state;
+  unsigned epoch;
+} sl_grid_barrier_t;
+
+// Call once at kernel start (before any block can have completed a barrier of this launch).
+__device__ __forceinline__ void sl_grid_barrier_init(sl_grid_barrier_t *b, sl_grid_barrier_state_t *state) {
+  b->state = state;
+  b->epoch = 0;
+  if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0)
+    b->epoch = sl_grid_ld_relaxed_u32(&state->word) & SL_GRID_BARRIER_EPOCH_BIT;
+}
+
+// Every thread of every block calls it. Returns false (in every thread of the block) on
+// timeout, after recording it; the caller then returns from the kernel.
+__device__ __forceinline__ bool sl_grid_barrier_sync(sl_grid_barrier_t *b, unsigned long long timeout_ns) {
+  __shared__ int sl_grid_barrier_failed;
+  __syncthreads();
+  if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) {
+    unsigned nblocks = gridDim.x * gridDim.y * gridDim.z;
+    bool first = blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0;
+    unsigned inc = first ? SL_GRID_BARRIER_EPOCH_BIT - (nblocks - 1u) : 1u;
+    unsigned *word = &b->state->word;
+    sl_grid_red_release_add_u32(word, inc);
+    int failed = 0;
+    unsigned v = sl_grid_ld_acquire_u32(word);
+    if (((v ^ b->epoch) & SL_GRID_BARRIER_EPOCH_BIT) == 0) {
+      unsigned long long start = sl_grid_globaltimer_ns();
+      unsigned spins = 0;
+      do {
+        v = sl_grid_ld_acquire_u32(word);
+        // The timer is read only every 256 polls: a poll costs an L2 round trip already.
+        if ((++spins & 255u) == 0 && sl_grid_globaltimer_ns() - start > timeout_ns) {
+          sl_dev_error_record(&b->state->error, SL_DEV_ERR_TIMEOUT, (int)blockIdx.x,
+                              (int)(v & ~SL_GRID_BARRIER_EPOCH_BIT), (int)nblocks);
+          failed = 1;
+          break;
+        }
+      } while (((v ^ b->epoch) & SL_GRID_BARRIER_EPOCH_BIT) == 0);
+    }
+    b->epoch ^= SL_GRID_BARRIER_EPOCH_BIT;
+    sl_grid_barrier_failed = failed;
+  }
+  __syncthreads();
+  return sl_grid_barrier_failed == 0;
+}
+
+#endif

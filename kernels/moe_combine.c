@@ -1,0 +1,88 @@
+/* MoE combine host side: configuration, launch, CPU reference.
+ *
+ * Configuration choice: one warp per (token, chunk of 32 lanes x 16 bytes x unroll), 8
+ * warps per block. A lane issues all K x unroll 16-byte loads before its FMAs (K rows in
+ * flight). Decode (fewer work items than 8 x SMs) uses unroll 1 to spread the rows over
+ * as many SMs as possible; prefill uses unroll 2 (fewer, longer items, more bytes in
+ * flight per lane). The result is the same for either (k order, fmaf, one rounding). */
+#include <math.h>
+
+#include "kernels/moe_combine.h"
+
+static sl_status_t validate(const sl_moe_combine_args_t *a) {
+  if (a->num_tokens < 0) return SL_ERR(SL_ERR_INVALID, "moe combine: num_tokens %d < 0", a->num_tokens);
+  if (a->hidden <= 0 || a->hidden % 8)
+    return SL_ERR(SL_ERR_INVALID, "moe combine: hidden %d must be a positive multiple of 8", a->hidden);
+  if (a->top_k < 1 || a->top_k > SL_MOE_MAX_TOPK)
+    return SL_ERR(SL_ERR_INVALID, "moe combine: top_k %d outside [1, %d]", a->top_k, SL_MOE_MAX_TOPK);
+  if (a->num_tokens > 0 && (!a->expert_out || !a->slots || !a->topk_weights || !a->out))
+    return SL_ERR(SL_ERR_INVALID, "moe combine: NULL expert_out, slots, topk_weights or out");
+  return SL_OK;
+}
+
+static int pick_unroll(int hidden, int num_tokens, int sm_count) {
+  long items = (long)num_tokens * sl_moe_chunks_per_row(hidden, 1);
+  return items < 8L * sm_count ? 1 : 2;
+}
+
+sl_status_t sl_moe_combine_spec(int hidden, int top_k, int num_tokens, int sm_count, sl_jit_spec_t *spec,
+                                int *unroll) {
+  int u = pick_unroll(hidden, num_tokens, sm_count);
+  if (unroll) *unroll = u;
+  sl_jit_spec_init(spec, "kernels/moe_combine.cu", "sl_moe_combine");
+  SL_CHECK(sl_jit_spec_define(spec, "MOE_HIDDEN", "%d", hidden));
+  SL_CHECK(sl_jit_spec_define(spec, "MOE_TOPK", "%d", top_k));
+  SL_CHECK(sl_jit_spec_define(spec, "MOE_UNROLL", "%d", u));
+  return SL_OK;
+}
+
+sl_status_t sl_moe_combine_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t *spec, void *user),
+                                      void *user) {
+  static const int hiddens[] = {2048, 7168};
+  (void)arch;
+  for (int i = 0; i < 2; i++)
+    for (int decode = 0; decode < 2; decode++) {
+      sl_jit_spec_t spec;
+      SL_CHECK(sl_moe_combine_spec(hiddens[i], 8, decode ? 1 : 1 << 20, 132, &spec, NULL));
+      SL_CHECK(fn(&spec, user));
+    }
+  return SL_OK;
+}
+
+sl_status_t sl_moe_combine_ref(const sl_moe_combine_args_t *a) {
+  SL_CHECK(validate(a));
+  const int H = a->hidden, K = a->top_k;
+  const uint16_t *eo = a->expert_out, *res = a->residual;
+  uint16_t *out = a->out;
+  for (int t = 0; t < a->num_tokens; t++)
+    for (int h = 0; h < H; h++) {
+      float acc = 0.0f;
+      for (int k = 0; k < K; k++) {
+        const int row = a->slots[(size_t)t * K + k];
+        if (row < 0) continue;
+        acc = fmaf(a->topk_weights[(size_t)t * K + k], sl_bf16_to_f32(eo[(size_t)row * H + h]), acc);
+      }
+      if (res) acc = acc + sl_bf16_to_f32(res[(size_t)t * H + h]);
+      out[(size_t)t * H + h] = sl_f32_to_bf16(acc);
+    }
+  return SL_OK;
+}
+
+sl_status_t sl_moe_combine(sl_device_t *dev, const sl_moe_combine_args_t *a, sl_stream_t *stream) {
+  SL_CHECK(validate(a));
+  if (sl_device_backend(dev) != SL_BACKEND_CUDA) return sl_moe_combine_ref(a);
+  if (a->num_tokens == 0) return SL_OK;
+  sl_jit_spec_t spec;
+  int unroll;
+  SL_CHECK(sl_moe_combine_spec(a->hidden, a->top_k, a->num_tokens, sl_device_info(dev)->sm_count, &spec, &unroll));
+  sl_kernel_t *k;
+  SL_CHECK(sl_jit_get_kernel(dev, &spec, &k));
+  long items = (long)a->num_tokens * sl_moe_chunks_per_row(a->hidden, unroll);
+  const void *eo = a->expert_out, *slots = a->slots, *w = a->topk_weights, *res = a->residual;
+  void *out = a->out;
+  int T = a->num_tokens;
+  void *args[] = {&eo, &slots, &w, &res, &out, &T};
+  sl_launch_t l = {.grid = {(unsigned)sl_moe_cdiv(items, SL_MOE_COPY_THREADS / 32)}, .block = {SL_MOE_COPY_THREADS},
+                   .stream = stream};
+  return sl_kernel_launch(k, &l, args);
+}

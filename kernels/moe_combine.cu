@@ -1,0 +1,91 @@
+// MoE combine: one warp per (token, chunk); lane k < K holds the pair's slot and weight,
+// every lane accumulates its 8 x UNROLL columns over the K rows in fp32 registers.
+#include <cuda_bf16.h>
+
+#include "kernels/moe_layout.h"
+#include "kernels/vec.cuh"
+
+#ifndef MOE_HIDDEN
+#error "MOE_HIDDEN (hidden size, a multiple of 8) must be defined by the JIT"
+#endif
+#ifndef MOE_TOPK
+#error "MOE_TOPK (experts per token) must be defined by the JIT"
+#endif
+#ifndef MOE_UNROLL
+#error "MOE_UNROLL (16-byte vectors per lane per work item) must be defined by the JIT"
+#endif
+#if MOE_HIDDEN % 8 != 0 || MOE_TOPK < 1 || MOE_TOPK > SL_MOE_MAX_TOPK
+#error "MoE combine constants out of range"
+#endif
+
+#define MOE_CHUNK (32 * SL_MOE_VEC_ELEMS * MOE_UNROLL)
+#define MOE_CHUNKS ((MOE_HIDDEN + MOE_CHUNK - 1) / MOE_CHUNK)
+
+__device__ __forceinline__ void bf16x8_to_f32(const uint4 &v, float *f) {
+  const unsigned w[4] = {v.x, v.y, v.z, v.w};
+  sl_unpack_u32<SL_DTYPE_BF16>(w, 4, f);
+}
+
+extern "C" __global__ void __launch_bounds__(SL_MOE_COPY_THREADS)
+    sl_moe_combine(const __nv_bfloat16 *__restrict__ expert_out, const int *__restrict__ slots,
+                   const float *__restrict__ topk_weights, const __nv_bfloat16 *residual, __nv_bfloat16 *out,
+                   int num_tokens) {
+  const int lane = threadIdx.x % 32;
+  const int warps_per_block = SL_MOE_COPY_THREADS / 32;
+  const long num_items = (long)num_tokens * MOE_CHUNKS;
+  for (long item = (long)blockIdx.x * warps_per_block + threadIdx.x / 32; item < num_items;
+       item += (long)gridDim.x * warps_per_block) {
+    const int t = (int)(item / MOE_CHUNKS), c = (int)(item % MOE_CHUNKS);
+    int my_row = -1;
+    float my_w = 0.0f;
+    if (lane < MOE_TOPK) {
+      my_row = slots[t * MOE_TOPK + lane];
+      my_w = topk_weights[t * MOE_TOPK + lane];
+    }
+    // All K rows' loads are issued before the first FMA (independent registers).
+    uint4 v[MOE_TOPK][MOE_UNROLL];
+    int rows[MOE_TOPK];
+#pragma unroll
+    for (int k = 0; k < MOE_TOPK; k++) {
+      rows[k] = __shfl_sync(0xffffffffu, my_row, k);
+      const uint4 *src = reinterpret_cast<const uint4 *>(expert_out + (long)rows[k] * MOE_HIDDEN);
+#pragma unroll
+      for (int j = 0; j < MOE_UNROLL; j++) {
+        const int col = c * MOE_CHUNK + (j * 32 + lane) * SL_MOE_VEC_ELEMS;
+        if (rows[k] >= 0 && col < MOE_HIDDEN) v[k][j] = __ldg(src + col / SL_MOE_VEC_ELEMS);
+      }
+    }
+    float acc[MOE_UNROLL][SL_MOE_VEC_ELEMS];
+#pragma unroll
+    for (int j = 0; j < MOE_UNROLL; j++)
+#pragma unroll
+      for (int i = 0; i < SL_MOE_VEC_ELEMS; i++) acc[j][i] = 0.0f;
+#pragma unroll
+    for (int k = 0; k < MOE_TOPK; k++) {
+      const float w = __shfl_sync(0xffffffffu, my_w, k);
+      if (rows[k] < 0) continue;
+#pragma unroll
+      for (int j = 0; j < MOE_UNROLL; j++) {
+        float f[SL_MOE_VEC_ELEMS];
+        bf16x8_to_f32(v[k][j], f);
+#pragma unroll
+        for (int i = 0; i < SL_MOE_VEC_ELEMS; i++) acc[j][i] = __fmaf_rn(w, f[i], acc[j][i]);
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < MOE_UNROLL; j++) {
+      const int col = c * MOE_CHUNK + (j * 32 + lane) * SL_MOE_VEC_ELEMS;
+      if (col >= MOE_HIDDEN) continue;
+      const long at = ((long)t * MOE_HIDDEN + col) / SL_MOE_VEC_ELEMS;
+      if (residual) {
+        float f[SL_MOE_VEC_ELEMS];
+        bf16x8_to_f32(reinterpret_cast<const uint4 *>(residual)[at], f);
+#pragma unroll
+        for (int i = 0; i < SL_MOE_VEC_ELEMS; i++) acc[j][i] = __fadd_rn(acc[j][i], f[i]);
+      }
+      unsigned w[4];
+      sl_pack_u32<SL_DTYPE_BF16>(acc[j], 4, w);
+      reinterpret_cast<uint4 *>(out)[at] = make_uint4(w[0], w[1], w[2], w[3]);
+    }
+  }
+}

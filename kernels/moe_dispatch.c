@@ -1,0 +1,322 @@
+/* MoE dispatch host side: path choice, JIT specs, launches, and the CPU reference.
+ *
+ * Configuration choice:
+ *  - Work item = one warp copying (token, chunk) where a chunk is 32 lanes x 16 bytes x
+ *    unroll; the token's 16-byte vectors are loaded once and stored K times, so x is read
+ *    once. Decode uses unroll 1 (more, smaller items spread over more SMs); prefill uses
+ *    unroll 2 (two loads in flight per lane before the K stores).
+ *  - DESIGN.md's rule: copy_blocks = items / 8 warps; if copy_blocks < SMs, one cooperative
+ *    launch (route, grid barrier, copy) with grid = copy_blocks (<= SMs, so co-resident);
+ *    else a routing launch (512 threads x 8 pairs per block; the last block scans the
+ *    per-block counts) and a copy launch over copy_blocks blocks.
+ *  - Both paths rank the pairs of an expert in pair order (t * K + k): the slots, hence the
+ *    expert buffers, are identical across paths and equal to the CPU reference. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/moe_dispatch.h"
+#include "kernels/quant.h"
+#include "runtime/sl_config.h"
+
+enum { DECODE_UNROLL = 1, PREFILL_UNROLL = 2, ENTRY_FUSED = 0, ENTRY_ROUTE = 1, ENTRY_COPY = 2 };
+static const char *const entries[] = {"sl_moe_dispatch_fused", "sl_moe_dispatch_route", "sl_moe_dispatch_copy"};
+
+const char *sl_moe_path_name(sl_moe_path_t p) {
+  switch (p) {
+  case SL_MOE_PATH_NONE: return "none";
+  case SL_MOE_PATH_FUSED: return "fused-coop";
+  case SL_MOE_PATH_SPLIT: return "route+copy";
+  case SL_MOE_PATH_CPU: return "cpu";
+  }
+  return "?";
+}
+
+const char *sl_moe_payload_name(sl_moe_payload_t p) {
+  switch (p) {
+  case SL_MOE_PAYLOAD_BF16: return "bf16";
+  case SL_MOE_PAYLOAD_FP8_GROUP: return "fp8-g128";
+  case SL_MOE_PAYLOAD_MXFP8: return "mxfp8";
+  case SL_MOE_PAYLOAD_MXFP4: return "mxfp4";
+  case SL_MOE_PAYLOAD_NVFP4: return "nvfp4";
+  }
+  return "?";
+}
+
+/* The quantizer's format of a payload (payload - 1), -1 for bf16. */
+static int payload_qfmt(sl_moe_payload_t p) { return (int)p - 1; }
+
+size_t sl_moe_payload_row_bytes(sl_moe_payload_t p, int hidden) {
+  if (p == SL_MOE_PAYLOAD_BF16) return (size_t)hidden * 2;
+  return sl_qfmt_is_fp4(payload_qfmt(p)) ? (size_t)hidden / 2 : (size_t)hidden;
+}
+int sl_moe_payload_scales_per_row(sl_moe_payload_t p, int hidden) {
+  return p == SL_MOE_PAYLOAD_BF16 ? 0 : hidden / sl_qfmt_block(payload_qfmt(p));
+}
+size_t sl_moe_payload_scale_bytes(sl_moe_payload_t p) {
+  return p == SL_MOE_PAYLOAD_BF16 ? 0 : p == SL_MOE_PAYLOAD_FP8_GROUP ? 4 : 1;
+}
+
+size_t sl_moe_dispatch_workspace_bytes(int max_tokens, int top_k, int num_local_experts) {
+  return sl_moe_ws_layout(max_tokens, top_k, num_local_experts).total;
+}
+
+sl_status_t sl_moe_dispatch_workspace_init(sl_device_t *dev, void *workspace, size_t bytes, sl_stream_t *stream) {
+  return sl_memset(dev, workspace, 0, bytes, stream);
+}
+
+static sl_status_t validate(const sl_moe_dispatch_args_t *a) {
+  if (a->num_tokens < 0) return SL_ERR(SL_ERR_INVALID, "moe dispatch: num_tokens %d < 0", a->num_tokens);
+  if (a->hidden <= 0 || a->hidden % 8)
+    return SL_ERR(SL_ERR_INVALID, "moe dispatch: hidden %d must be a positive multiple of 8", a->hidden);
+  if (a->top_k < 1 || a->top_k > SL_MOE_MAX_TOPK)
+    return SL_ERR(SL_ERR_INVALID, "moe dispatch: top_k %d outside [1, %d]", a->top_k, SL_MOE_MAX_TOPK);
+  int local = a->expert_end - a->expert_begin;
+  if (a->num_experts < 1 || a->expert_begin < 0 || a->expert_end > a->num_experts || local < 1 ||
+      local > SL_MOE_MAX_LOCAL_EXPERTS)
+    return SL_ERR(SL_ERR_INVALID,
+                  "moe dispatch: expert range [%d, %d) of %d experts: need 0 <= begin < end <= E and at most %d local "
+                  "experts",
+                  a->expert_begin, a->expert_end, a->num_experts, SL_MOE_MAX_LOCAL_EXPERTS);
+  if (a->capacity < 1) return SL_ERR(SL_ERR_INVALID, "moe dispatch: capacity %d < 1", a->capacity);
+  if ((int)a->payload < SL_MOE_PAYLOAD_BF16 || a->payload > SL_MOE_PAYLOAD_NVFP4)
+    return SL_ERR(SL_ERR_UNSUPPORTED, "moe dispatch: payload %d unknown (bf16, fp8-g128, mxfp8, mxfp4, nvfp4)",
+                  (int)a->payload);
+  if (a->payload != SL_MOE_PAYLOAD_BF16) {
+    const int block = sl_qfmt_block(payload_qfmt(a->payload));
+    if (a->hidden % block)
+      return SL_ERR(SL_ERR_INVALID, "moe dispatch: hidden %d is not a multiple of the %s scale block %d", a->hidden,
+                    sl_moe_payload_name(a->payload), block);
+    const bool fp8g = a->payload == SL_MOE_PAYLOAD_FP8_GROUP, nv = a->payload == SL_MOE_PAYLOAD_NVFP4;
+    if (!nv && (fp8g ? (a->quant_rule != SL_QRULE_IEEE && a->quant_rule != SL_QRULE_CEIL)
+                     : (a->quant_rule != SL_QRULE_CEIL && a->quant_rule != SL_QRULE_FLOOR)))
+      return SL_ERR(SL_ERR_INVALID, "moe dispatch: scale rule %d not valid for %s (%s)", a->quant_rule,
+                    sl_moe_payload_name(a->payload), fp8g ? "IEEE or CEIL" : "CEIL or FLOOR");
+    if (nv && !(a->global_scale > 0.0f && a->global_scale < 3.0e38f))
+      return SL_ERR(SL_ERR_INVALID, "moe dispatch: nvfp4 global_scale %g must be finite and > 0",
+                    (double)a->global_scale);
+    if (a->num_tokens > 0 && !a->expert_scales)
+      return SL_ERR(SL_ERR_INVALID, "moe dispatch: %s payload needs expert_scales", sl_moe_payload_name(a->payload));
+  }
+  if (a->num_tokens > 0 && (!a->x || !a->topk_ids || !a->expert_x || !a->slots))
+    return SL_ERR(SL_ERR_INVALID, "moe dispatch: NULL x, topk_ids, expert_x or slots");
+  if (!a->expert_counts || !a->workspace) return SL_ERR(SL_ERR_INVALID, "moe dispatch: NULL expert_counts or workspace");
+  size_t need = sl_moe_ws_layout(a->num_tokens, a->top_k, local).total;
+  if (a->workspace_bytes < need)
+    return SL_ERR(SL_ERR_INVALID,
+                  "moe dispatch: workspace of %zu bytes is too small for %d tokens (%zu needed): size it with "
+                  "sl_moe_dispatch_workspace_bytes(max_tokens, ...)",
+                  a->workspace_bytes, a->num_tokens, need);
+  return SL_OK;
+}
+
+static int copy_blocks(const sl_moe_dispatch_args_t *a, int unroll) {
+  long items = (long)a->num_tokens * sl_moe_chunks_per_row(a->hidden, unroll);
+  return sl_moe_cdiv(items, SL_MOE_COPY_THREADS / 32);
+}
+
+sl_moe_path_t sl_moe_dispatch_choose_path(const sl_moe_dispatch_args_t *a, int num_sms) {
+  if (a->num_tokens == 0) return SL_MOE_PATH_NONE;
+  return copy_blocks(a, DECODE_UNROLL) < num_sms ? SL_MOE_PATH_FUSED : SL_MOE_PATH_SPLIT;
+}
+
+sl_status_t sl_moe_dispatch_spec(int hidden, int top_k, int num_local, sl_moe_payload_t payload, int quant_rule,
+                                 int which, sl_jit_spec_t *spec) {
+  if (which < 0 || which > 2) return SL_ERR(SL_ERR_INVALID, "moe dispatch spec: kernel %d", which);
+  sl_jit_spec_init(spec, "kernels/moe_dispatch.cu", entries[which]);
+  /* The routing kernel does not touch rows: one compiled point per (K, E_local). */
+  const bool route = which == ENTRY_ROUTE;
+  SL_CHECK(sl_jit_spec_define(spec, "MOE_HIDDEN", "%d", route ? 8 : hidden));
+  SL_CHECK(sl_jit_spec_define(spec, "MOE_TOPK", "%d", top_k));
+  SL_CHECK(sl_jit_spec_define(spec, "MOE_LOCAL", "%d", num_local));
+  SL_CHECK(sl_jit_spec_define(spec, "MOE_UNROLL", "%d",
+                              which == ENTRY_FUSED ? DECODE_UNROLL : route ? 1 : PREFILL_UNROLL));
+  SL_CHECK(sl_jit_spec_define(spec, "MOE_KERNEL", "%d", which));
+  SL_CHECK(sl_jit_spec_define(spec, "MOE_PAYLOAD", "%d", route ? -1 : payload_qfmt(payload)));
+  SL_CHECK(sl_jit_spec_define(spec, "MOE_QRULE", "%d",
+                              route || payload == SL_MOE_PAYLOAD_BF16 || payload == SL_MOE_PAYLOAD_NVFP4 ? 0
+                                                                                                        : quant_rule));
+  return SL_OK;
+}
+
+sl_status_t sl_moe_dispatch_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t *spec, void *user),
+                                       void *user) {
+  /* Qwen3-30B-A3B (E=128, K=8, H=2048) and DeepSeek-V3 (E=256, K=8, H=7168), at TP=1 and
+   * with an eighth of the experts (TP/EP=8), bf16 payload; the quantized payloads at
+   * Qwen3-30B-A3B TP=1 (the payload code does not depend on E or H beyond constants). */
+  static const int shapes[][3] = {{2048, 8, 128}, {2048, 8, 16}, {7168, 8, 256}, {7168, 8, 32}};
+  static const int quant[][2] = {{SL_MOE_PAYLOAD_FP8_GROUP, SL_QRULE_IEEE}, {SL_MOE_PAYLOAD_FP8_GROUP, SL_QRULE_CEIL},
+                                 {SL_MOE_PAYLOAD_MXFP8, SL_QRULE_CEIL},     {SL_MOE_PAYLOAD_MXFP8, SL_QRULE_FLOOR},
+                                 {SL_MOE_PAYLOAD_MXFP4, SL_QRULE_CEIL},     {SL_MOE_PAYLOAD_NVFP4, SL_QRULE_IEEE}};
+  (void)arch;
+  sl_jit_spec_t spec;
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+    for (int which = 0; which < 3; which++) {
+      SL_CHECK(sl_moe_dispatch_spec(shapes[i][0], shapes[i][1], shapes[i][2], SL_MOE_PAYLOAD_BF16, 0, which, &spec));
+      SL_CHECK(fn(&spec, user));
+    }
+    if (shapes[i][2] != 128) continue; /* the quantized payloads: one shape */
+    for (size_t q = 0; q < sizeof quant / sizeof quant[0]; q++)
+      for (int which = ENTRY_FUSED; which <= ENTRY_COPY; which += ENTRY_COPY - ENTRY_FUSED) {
+        SL_CHECK(sl_moe_dispatch_spec(shapes[i][0], shapes[i][1], shapes[i][2], (sl_moe_payload_t)quant[q][0],
+                                      quant[q][1], which, &spec));
+        SL_CHECK(fn(&spec, user));
+      }
+  }
+  return SL_OK;
+}
+
+/* ---- CPU reference -------------------------------------------------------------------- */
+
+/* Quantize one token row with the quantizer's CPU reference (no format math here). */
+static sl_status_t quantize_row(const sl_moe_dispatch_args_t *a, const uint16_t *row, uint8_t *codes, void *scales) {
+  sl_quant_args_t q = {.format = (sl_quant_format_t)payload_qfmt(a->payload), .rule = (sl_quant_rule_t)a->quant_rule,
+                       .layout = SL_QUANT_LAYOUT_LINEAR, .num_tokens = 1, .hidden = a->hidden,
+                       .in_dtype = SL_DTYPE_BF16, .in = row, .codes = codes, .scales = scales,
+                       .global_scale = a->global_scale};
+  return sl_quant_ref(&q);
+}
+
+/* First block of the row holding NaN/Inf, or -1. */
+static int first_nonfinite_block(const uint16_t *row, int hidden, int block) {
+  for (int h = 0; h < hidden; h++)
+    if ((row[h] & 0x7f80u) == 0x7f80u) return h / block;
+  return -1;
+}
+
+sl_status_t sl_moe_dispatch_ref(const sl_moe_dispatch_args_t *a) {
+  SL_CHECK(validate(a));
+  const int T = a->num_tokens, K = a->top_k, H = a->hidden, local = a->expert_end - a->expert_begin;
+  const bool quant = a->payload != SL_MOE_PAYLOAD_BF16;
+  const size_t row_bytes = sl_moe_payload_row_bytes(a->payload, H);
+  const int spr = sl_moe_payload_scales_per_row(a->payload, H);
+  const size_t scale_bytes = sl_moe_payload_scale_bytes(a->payload);
+  sl_dev_error_t *err = &((sl_grid_barrier_state_t *)a->workspace)->error;
+  sl_dev_error_t numeric = {SL_DEV_ERR_NONE, 0, 0, 0};
+  sl_status_t s = SL_OK;
+  int *counts = calloc((size_t)local, sizeof *counts);
+  uint8_t *codes = quant ? malloc(row_bytes) : NULL, *scales = quant ? malloc((size_t)spr * scale_bytes) : NULL;
+  if (!counts || (quant && (!codes || !scales))) {
+    s = SL_ERR(SL_ERR_NOMEM, "moe dispatch: %d counts", local);
+    goto out;
+  }
+  const uint16_t *x = a->x;
+  uint8_t *ex = a->expert_x, *es = a->expert_scales;
+  int quantized_token = -1;
+  for (long p = 0; p < (long)T * K; p++) {
+    const int id = a->topk_ids[p], t = (int)(p / K);
+    int row = -1;
+    if (id < 0 || id >= a->num_experts) {
+      if (err->code == SL_DEV_ERR_NONE) *err = (sl_dev_error_t){SL_DEV_ERR_RANGE, t, id, a->num_experts};
+    } else {
+      const int e = sl_moe_local_expert(id, a->expert_begin, a->expert_end);
+      if (e >= 0) {
+        const int rank = counts[e]++;
+        if (rank < a->capacity) {
+          row = (int)sl_moe_row(e, rank, a->capacity);
+          const uint16_t *xt = x + (size_t)t * H;
+          if (!quant) {
+            memcpy(ex + (size_t)row * row_bytes, xt, row_bytes);
+          } else {
+            if (quantized_token != t) {
+              SL_CHECK_GOTO(quantize_row(a, xt, codes, scales), s, out);
+              quantized_token = t;
+              const int block = sl_qfmt_block(payload_qfmt(a->payload)), bad = first_nonfinite_block(xt, H, block);
+              if (bad >= 0 && numeric.code == SL_DEV_ERR_NONE)
+                numeric = (sl_dev_error_t){SL_DEV_ERR_NUMERIC, t, bad, block};
+            }
+            memcpy(ex + (size_t)row * row_bytes, codes, row_bytes);
+            memcpy(es + (size_t)row * spr * scale_bytes, scales, (size_t)spr * scale_bytes);
+          }
+        }
+      }
+    }
+    a->slots[p] = row;
+  }
+  for (int e = 0; e < local; e++) {
+    a->expert_counts[e] = counts[e] < a->capacity ? counts[e] : a->capacity;
+    if (counts[e] > a->capacity && err->code == SL_DEV_ERR_NONE)
+      *err = (sl_dev_error_t){SL_DEV_ERR_CAPACITY, a->expert_begin + e, counts[e], a->capacity};
+  }
+  /* Same precedence as the kernels: routing errors, then capacity, then numeric. */
+  if (numeric.code != SL_DEV_ERR_NONE && err->code == SL_DEV_ERR_NONE) *err = numeric;
+  if (a->path_taken) *a->path_taken = SL_MOE_PATH_CPU;
+out:
+  free(counts);
+  free(codes);
+  free(scales);
+  return s;
+}
+
+/* ---- GPU launches --------------------------------------------------------------------- */
+
+static sl_status_t dispatch_cuda(sl_device_t *dev, const sl_moe_dispatch_args_t *a, sl_stream_t *stream) {
+  const int local = a->expert_end - a->expert_begin, sms = sl_device_info(dev)->sm_count;
+  sl_moe_path_t path = sl_moe_dispatch_choose_path(a, sms);
+  if (a->force_path == SL_MOE_PATH_FUSED || a->force_path == SL_MOE_PATH_SPLIT) path = (sl_moe_path_t)a->force_path;
+  if (a->path_taken) *a->path_taken = a->num_tokens ? path : SL_MOE_PATH_NONE;
+  if (a->num_tokens == 0) return sl_memset(dev, a->expert_counts, 0, (size_t)local * 4, stream);
+
+  const sl_moe_ws_layout_t ws = sl_moe_ws_layout(a->num_tokens, a->top_k, local);
+  char *base = a->workspace;
+  sl_grid_barrier_state_t *state = (sl_grid_barrier_state_t *)base;
+  unsigned *done = (unsigned *)(base + SL_MOE_WS_DONE_OFFSET);
+  int *counts = (int *)(base + ws.counts), *offsets = (int *)(base + ws.offsets),
+      *pair_rank = (int *)(base + ws.pair_rank);
+  const void *x = a->x, *ids = a->topk_ids;
+  void *ex = a->expert_x, *es = a->expert_scales, *ec = a->expert_counts, *slots = a->slots;
+  float gscale = a->global_scale;
+  int T = a->num_tokens, E = a->num_experts, begin = a->expert_begin, end = a->expert_end, cap = a->capacity;
+  sl_jit_spec_t spec;
+  sl_kernel_t *k;
+
+  if (path == SL_MOE_PATH_FUSED) {
+    const int route_blocks = sl_moe_cdiv((long)T * a->top_k, SL_MOE_FUSED_THREADS);
+    int grid = copy_blocks(a, DECODE_UNROLL);
+    if (grid > sms) grid = sms; /* forced fused on a large T: items are grid-strided */
+    if (grid < route_blocks) grid = route_blocks;
+    if (grid > sms)
+      return SL_ERR(SL_ERR_INVALID,
+                    "moe dispatch: fused path needs %d routing blocks for %d tokens but only %d SMs: use the split path",
+                    route_blocks, T, sms);
+    SL_CHECK(sl_moe_dispatch_spec(a->hidden, a->top_k, local, a->payload, a->quant_rule, ENTRY_FUSED, &spec));
+    SL_CHECK(sl_jit_get_kernel(dev, &spec, &k));
+    unsigned long long timeout_ns = (unsigned long long)sl_config()->timeout_ms * 1000000ull;
+    void *args[] = {&x,  &ids,   &T,     &E,     &begin,  &end,      &cap,      &ex,
+                    &es, &gscale, &ec,   &slots, &state,  &counts,   &pair_rank, &timeout_ns};
+    sl_launch_t l = {.grid = {(unsigned)grid}, .block = {SL_MOE_FUSED_THREADS}, .stream = stream, .cooperative = true};
+    return sl_kernel_launch(k, &l, args);
+  }
+
+  const int route_blocks = sl_moe_cdiv((long)T * a->top_k, SL_MOE_ROUTE_PAIRS);
+  SL_CHECK(sl_moe_dispatch_spec(a->hidden, a->top_k, local, a->payload, a->quant_rule, ENTRY_ROUTE, &spec));
+  SL_CHECK(sl_jit_get_kernel(dev, &spec, &k));
+  void *rargs[] = {&ids, &T, &E, &begin, &end, &cap, &ec, &state, &done, &counts, &offsets, &pair_rank};
+  sl_launch_t rl = {.grid = {(unsigned)route_blocks}, .block = {SL_MOE_ROUTE_THREADS}, .stream = stream};
+  SL_CHECK(sl_kernel_launch(k, &rl, rargs));
+  SL_CHECK(sl_moe_dispatch_spec(a->hidden, a->top_k, local, a->payload, a->quant_rule, ENTRY_COPY, &spec));
+  SL_CHECK(sl_jit_get_kernel(dev, &spec, &k));
+  void *cargs[] = {&x, &ids, &T, &E, &begin, &end, &cap, &ex, &es, &gscale, &slots, &offsets, &pair_rank, &state};
+  sl_launch_t cl = {.grid = {(unsigned)copy_blocks(a, PREFILL_UNROLL)}, .block = {SL_MOE_COPY_THREADS}, .stream = stream};
+  return sl_kernel_launch(k, &cl, cargs);
+}
+
+sl_status_t sl_moe_dispatch(sl_device_t *dev, const sl_moe_dispatch_args_t *a, sl_stream_t *stream) {
+  SL_CHECK(validate(a));
+  if (sl_device_backend(dev) == SL_BACKEND_CUDA) return dispatch_cuda(dev, a, stream);
+  return sl_moe_dispatch_ref(a);
+}
+
+sl_status_t sl_moe_dispatch_check(sl_device_t *dev, void *workspace, sl_stream_t *stream) {
+  sl_dev_error_t err;
+  sl_dev_error_t *rec = &((sl_grid_barrier_state_t *)workspace)->error;
+  SL_CHECK(sl_memcpy(dev, &err, rec, sizeof err, stream));
+  SL_CHECK(sl_stream_sync(dev, stream));
+  SL_CHECK(sl_device_check(dev, "moe dispatch"));
+  if (err.code == SL_DEV_ERR_NONE) return SL_OK;
+  /* Nothing runs now: zero the record, and the barrier word and done counter, which a
+   * timed-out launch leaves inconsistent. */
+  SL_CHECK(sl_memset(dev, workspace, 0, SL_MOE_WS_DONE_OFFSET + 4, stream));
+  SL_CHECK(sl_stream_sync(dev, stream));
+  return sl_dev_error_status(&err, "moe dispatch");
+}

@@ -1,0 +1,394 @@
+// MoE dispatch kernels: deterministic slot ranking (warp match + per-warp shared counts),
+// then 16-byte copies of each token into the rows of its K experts.
+//   sl_moe_dispatch_fused  decode: route, grid barrier, copy in one cooperative launch
+//   sl_moe_dispatch_route  prefill: rank pairs per block; the last block scans the counts
+//   sl_moe_dispatch_copy   prefill: copy over many blocks
+// With MOE_PAYLOAD >= 0 the copy quantizes each token once (kernels/quant_formats.h) and
+// stores codes + per-expert scales instead of bf16.
+#include <cuda_bf16.h>
+
+#include "kernels/grid_barrier.cuh"
+#include "kernels/moe_layout.h"
+#include "kernels/quant_formats.h"
+#include "kernels/vec.cuh"
+
+#ifndef MOE_HIDDEN
+#error "MOE_HIDDEN (hidden size, a multiple of 8) must be defined by the JIT"
+#endif
+#ifndef MOE_TOPK
+#error "MOE_TOPK (experts per token) must be defined by the JIT"
+#endif
+#ifndef MOE_LOCAL
+#error "MOE_LOCAL (experts in this rank's range) must be defined by the JIT"
+#endif
+#ifndef MOE_UNROLL
+#error "MOE_UNROLL (16-byte vectors per lane per work item) must be defined by the JIT"
+#endif
+#ifndef MOE_KERNEL
+#error "MOE_KERNEL (0: fused, 1: route, 2: copy; only that kernel is compiled) must be defined by the JIT"
+#endif
+#ifndef MOE_PAYLOAD
+#error "MOE_PAYLOAD (-1: bf16 copy, else an SL_QFMT_* format) must be defined by the JIT"
+#endif
+#ifndef MOE_QRULE
+#error "MOE_QRULE (an SL_QRULE_* scale rule) must be defined by the JIT"
+#endif
+#if MOE_HIDDEN % 8 != 0 || MOE_TOPK < 1 || MOE_TOPK > SL_MOE_MAX_TOPK || MOE_LOCAL < 1 || \
+    MOE_LOCAL > SL_MOE_MAX_LOCAL_EXPERTS
+#error "MoE dispatch constants out of range"
+#endif
+
+#define MOE_CHUNK (32 * SL_MOE_VEC_ELEMS * MOE_UNROLL)
+#define MOE_CHUNKS ((MOE_HIDDEN + MOE_CHUNK - 1) / MOE_CHUNK)
+
+#if MOE_PAYLOAD >= 0
+#define MOE_QBLOCK (MOE_PAYLOAD == SL_QFMT_FP8_GROUP ? 128 : MOE_PAYLOAD == SL_QFMT_NVFP4 ? 16 : 32)
+#define MOE_QFP4 (MOE_PAYLOAD == SL_QFMT_MXFP4 || MOE_PAYLOAD == SL_QFMT_NVFP4)
+#define MOE_ROW_BYTES (MOE_QFP4 ? MOE_HIDDEN / 2 : MOE_HIDDEN)
+#define MOE_QLANES (MOE_QBLOCK / SL_MOE_VEC_ELEMS) // lanes holding one scale block
+#if MOE_HIDDEN % MOE_QBLOCK != 0
+#error "MOE_HIDDEN must be a multiple of the payload's scale block"
+#endif
+
+// One lane's 8 elements quantized within their block (the block's lanes reduce the absmax
+// with shfl_xor): packed codes (8 E4M3 bytes, or 8 E2M1 nibbles with element 2i low) and
+// the block's scale. A non-finite block gets the format's NaN scale and codes.
+struct QuantVec {
+  uint2 codes; // FP4 uses .x only
+  float scale_f32;
+  unsigned char scale_u8;
+  bool finite;
+};
+
+__device__ __forceinline__ QuantVec quantize_vec(const uint4 &v, float global_scale) {
+  float f[SL_MOE_VEC_ELEMS];
+  const unsigned w[4] = {v.x, v.y, v.z, v.w};
+  sl_unpack_u32<SL_DTYPE_BF16>(w, 4, f);
+  float amax = 0.0f;
+  int finite = 1;
+#pragma unroll
+  for (int i = 0; i < SL_MOE_VEC_ELEMS; i++) {
+    finite &= sl_qf_finite(f[i]);
+    amax = sl_qf_max(amax, sl_qf_abs(f[i]));
+  }
+#pragma unroll
+  for (int o = 1; o < MOE_QLANES; o <<= 1) {
+    amax = sl_qf_max(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    finite &= __shfl_xor_sync(0xffffffffu, finite, o);
+  }
+  QuantVec q;
+  q.finite = finite != 0;
+  unsigned char c[SL_MOE_VEC_ELEMS];
+  if (q.finite) {
+    const sl_qf_scale_t sc = sl_qf_block_scale(MOE_PAYLOAD, MOE_QRULE, amax, global_scale);
+    q.scale_f32 = sc.scale_f32;
+    q.scale_u8 = sc.scale_u8;
+#pragma unroll
+    for (int i = 0; i < SL_MOE_VEC_ELEMS; i++) c[i] = sl_qf_encode(MOE_PAYLOAD, sc, f[i]);
+  } else {
+    sl_qf_nan_scale(MOE_PAYLOAD, &q.scale_f32, &q.scale_u8);
+#pragma unroll
+    for (int i = 0; i < SL_MOE_VEC_ELEMS; i++) c[i] = sl_qf_nan_code(MOE_PAYLOAD);
+  }
+#if MOE_QFP4
+  unsigned packed = 0;
+#pragma unroll
+  for (int i = 0; i < 4; i++) packed |= (unsigned)(c[2 * i] | (c[2 * i + 1] << 4)) << (8 * i);
+  q.codes = make_uint2(packed, 0u);
+#else
+  unsigned lo = 0, hi = 0;
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    lo |= (unsigned)c[i] << (8 * i);
+    hi |= (unsigned)c[4 + i] << (8 * i);
+  }
+  q.codes = make_uint2(lo, hi);
+#endif
+  return q;
+}
+#endif
+
+__device__ __forceinline__ unsigned sl_moe_atom_add_acq_rel_u32(unsigned *p, unsigned v) {
+  unsigned old;
+  asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
+  return old;
+}
+
+// Rank the pairs [route_block * THREADS * ROUNDS, +THREADS * ROUNDS) within their expert,
+// in pair order: each round, lanes of a warp holding the same expert find each other with
+// __match_any_sync (rank = lower lanes of the group); warps before this one add the group
+// sizes they published in `tag` (tagged with the round, so stale entries never count); the
+// running per-expert base in shared memory carries the rounds. Deterministic: no order of
+// atomics decides a rank. Writes pair_rank[p] and counts[route_block][e].
+template <int THREADS, int ROUNDS>
+__device__ __forceinline__ void route_pairs(int route_block, int num_pairs, const int *__restrict__ topk_ids,
+                                            int num_experts, int expert_begin, int expert_end, int *counts,
+                                            int *pair_rank, sl_dev_error_t *err, int *base, int *tag) {
+  constexpr int NW = THREADS / 32;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const unsigned lower_lanes = (1u << lane) - 1u;
+  // All rounds' ids are loaded up front: one memory latency instead of ROUNDS.
+  int round_ids[ROUNDS];
+#pragma unroll
+  for (int r = 0; r < ROUNDS; r++) {
+    const int p = route_block * (THREADS * ROUNDS) + r * THREADS + threadIdx.x;
+    round_ids[r] = p < num_pairs ? topk_ids[p] : 0;
+  }
+  for (int i = threadIdx.x; i < MOE_LOCAL; i += THREADS) base[i] = 0;
+  for (int i = threadIdx.x; i < NW * MOE_LOCAL; i += THREADS) tag[i] = 0;
+  __syncthreads();
+#pragma unroll
+  for (int r = 0; r < ROUNDS; r++) {
+    const int p = route_block * (THREADS * ROUNDS) + r * THREADS + threadIdx.x;
+    int e = -1;
+    if (p < num_pairs) {
+      const int id = round_ids[r];
+      if (id < 0 || id >= num_experts)
+        sl_dev_error_record(err, SL_DEV_ERR_RANGE, p / MOE_TOPK, id, num_experts);
+      else
+        e = sl_moe_local_expert(id, expert_begin, expert_end);
+    }
+    const unsigned peers = __match_any_sync(0xffffffffu, e);
+    const int intra = __popc(peers & lower_lanes);
+    const bool leader = intra == 0;
+    if (leader && e >= 0) tag[warp * MOE_LOCAL + e] = ((r + 1) << 16) | __popc(peers);
+    __syncthreads();
+    if (e >= 0) {
+      int rank = base[e] + intra;
+      for (int w = 0; w < warp; w++) {
+        const int t = tag[w * MOE_LOCAL + e];
+        if ((t >> 16) == r + 1) rank += t & 0xffff;
+      }
+      pair_rank[p] = rank;
+    }
+    __syncthreads();
+    if (leader && e >= 0) atomicAdd(&base[e], __popc(peers));
+    __syncthreads();
+  }
+  for (int i = threadIdx.x; i < MOE_LOCAL; i += THREADS) counts[route_block * MOE_LOCAL + i] = base[i];
+}
+
+// Copy work items (token, chunk of MOE_CHUNK columns), one warp each. The item's 16-byte
+// vectors of x and (lanes k < K) the pair's expert id are loaded first (load_item: nothing
+// there depends on routing, so the fused kernel issues it before its grid barrier), then
+// copy_item computes the rows (offset_fn gives the rank of the pair's routing block within
+// its expert), publishes the slots from the chunk-0 warp of the token, and stores K times.
+struct ItemInput {
+  uint4 v[MOE_UNROLL];
+  int id; // topk id of pair (t, lane) for lane < K
+};
+
+__device__ __forceinline__ void load_item(long item, const __nv_bfloat16 *__restrict__ x,
+                                          const int *__restrict__ topk_ids, ItemInput &in) {
+  const int lane = threadIdx.x % 32;
+  const int t = (int)(item / MOE_CHUNKS), c = (int)(item % MOE_CHUNKS);
+  in.id = lane < MOE_TOPK ? topk_ids[t * MOE_TOPK + lane] : -1;
+  const uint4 *src = reinterpret_cast<const uint4 *>(x + (long)t * MOE_HIDDEN);
+#pragma unroll
+  for (int j = 0; j < MOE_UNROLL; j++) {
+    const int col = c * MOE_CHUNK + (j * 32 + lane) * SL_MOE_VEC_ELEMS;
+    in.v[j] = col < MOE_HIDDEN ? __ldg(src + col / SL_MOE_VEC_ELEMS) : make_uint4(0u, 0u, 0u, 0u);
+  }
+}
+
+template <typename OffsetFn>
+__device__ __forceinline__ void copy_item(long item, ItemInput &in, int num_experts, int expert_begin,
+                                          int expert_end, int capacity, const int *pair_rank,
+                                          void *__restrict__ expert_x, void *__restrict__ expert_scales,
+                                          float global_scale, sl_dev_error_t *err, int *__restrict__ slots,
+                                          OffsetFn offset_fn) {
+  const int lane = threadIdx.x % 32;
+  const int t = (int)(item / MOE_CHUNKS), c = (int)(item % MOE_CHUNKS);
+  uint4 *v = in.v;
+  long row = -1;
+  if (lane < MOE_TOPK) {
+    const int p = t * MOE_TOPK + lane;
+    const int id = in.id;
+    const int e = (id >= 0 && id < num_experts) ? sl_moe_local_expert(id, expert_begin, expert_end) : -1;
+    if (e >= 0) {
+      const int rank = __ldcg(&pair_rank[p]) + offset_fn(p, e);
+      if (rank < capacity) row = sl_moe_row(e, rank, capacity);
+    }
+    if (c == 0) slots[p] = (int)row;
+  }
+  // A token with no row here (other ranks' experts, dropped, invalid) is not quantized.
+  if (!__any_sync(0xffffffffu, row >= 0)) return;
+#if MOE_PAYLOAD < 0
+#pragma unroll
+  for (int k = 0; k < MOE_TOPK; k++) {
+    const long r = __shfl_sync(0xffffffffu, row, k);
+    if (r < 0) continue;
+    uint4 *dst = reinterpret_cast<uint4 *>(static_cast<__nv_bfloat16 *>(expert_x) + r * MOE_HIDDEN);
+#pragma unroll
+    for (int j = 0; j < MOE_UNROLL; j++) {
+      const int col = c * MOE_CHUNK + (j * 32 + lane) * SL_MOE_VEC_ELEMS;
+      if (col < MOE_HIDDEN) dst[col / SL_MOE_VEC_ELEMS] = v[j];
+    }
+  }
+#else
+  // Quantize once per token (all lanes take part in the block reductions; lanes past the
+  // row end quantize zeros that are never stored: H is a multiple of the block).
+  QuantVec q[MOE_UNROLL];
+#pragma unroll
+  for (int j = 0; j < MOE_UNROLL; j++) {
+    const int col = c * MOE_CHUNK + (j * 32 + lane) * SL_MOE_VEC_ELEMS;
+    q[j] = quantize_vec(v[j], global_scale);
+    if (!q[j].finite && col < MOE_HIDDEN && lane % MOE_QLANES == 0)
+      sl_dev_error_record(err, SL_DEV_ERR_NUMERIC, t, col / MOE_QBLOCK, MOE_QBLOCK);
+  }
+#pragma unroll
+  for (int k = 0; k < MOE_TOPK; k++) {
+    const long r = __shfl_sync(0xffffffffu, row, k);
+    if (r < 0) continue;
+    unsigned char *dst = static_cast<unsigned char *>(expert_x) + r * MOE_ROW_BYTES;
+#pragma unroll
+    for (int j = 0; j < MOE_UNROLL; j++) {
+      const int col = c * MOE_CHUNK + (j * 32 + lane) * SL_MOE_VEC_ELEMS;
+      if (col >= MOE_HIDDEN) continue;
+#if MOE_QFP4
+      *reinterpret_cast<unsigned *>(dst + col / 2) = q[j].codes.x;
+#else
+      *reinterpret_cast<uint2 *>(dst + col) = q[j].codes;
+#endif
+      if (lane % MOE_QLANES == 0) {
+        const long si = r * (MOE_HIDDEN / MOE_QBLOCK) + col / MOE_QBLOCK;
+        if (MOE_PAYLOAD == SL_QFMT_FP8_GROUP)
+          static_cast<float *>(expert_scales)[si] = q[j].scale_f32;
+        else
+          static_cast<unsigned char *>(expert_scales)[si] = q[j].scale_u8;
+      }
+    }
+  }
+#endif
+}
+
+template <typename OffsetFn>
+__device__ __forceinline__ void copy_items(const __nv_bfloat16 *__restrict__ x, const int *__restrict__ topk_ids,
+                                           int num_tokens, int num_experts, int expert_begin, int expert_end,
+                                           int capacity, const int *pair_rank, void *__restrict__ expert_x,
+                                           void *__restrict__ expert_scales, float global_scale,
+                                           sl_dev_error_t *err, int *__restrict__ slots, OffsetFn offset_fn) {
+  const int warps_per_block = blockDim.x / 32;
+  const long num_items = (long)num_tokens * MOE_CHUNKS;
+  for (long item = (long)blockIdx.x * warps_per_block + threadIdx.x / 32; item < num_items;
+       item += (long)gridDim.x * warps_per_block) {
+    ItemInput in;
+    load_item(item, x, topk_ids, in);
+    copy_item(item, in, num_experts, expert_begin, expert_end, capacity, pair_rank, expert_x, expert_scales,
+              global_scale, err, slots, offset_fn);
+  }
+}
+
+// Totals per expert (clamped to capacity; an overflow is recorded, never written).
+__device__ __forceinline__ void finish_expert(int e, int total, int capacity, int expert_begin,
+                                              int *expert_counts, sl_dev_error_t *err) {
+  expert_counts[e] = total < capacity ? total : capacity;
+  if (total > capacity) sl_dev_error_record(err, SL_DEV_ERR_CAPACITY, expert_begin + e, total, capacity);
+}
+
+struct FusedOffset {
+  const int *counts;
+  __device__ int operator()(int p, int e) const {
+    int off = 0;
+#pragma unroll 4
+    for (int b = 0; b < p / SL_MOE_FUSED_THREADS; b++) off += __ldcg(&counts[b * MOE_LOCAL + e]);
+    return off;
+  }
+};
+
+#if MOE_KERNEL == 0
+extern "C" __global__ void __launch_bounds__(SL_MOE_FUSED_THREADS)
+    sl_moe_dispatch_fused(const __nv_bfloat16 *__restrict__ x, const int *__restrict__ topk_ids, int num_tokens,
+                          int num_experts, int expert_begin, int expert_end, int capacity,
+                          void *__restrict__ expert_x, void *__restrict__ expert_scales, float global_scale,
+                          int *__restrict__ expert_counts, int *__restrict__ slots, sl_grid_barrier_state_t *state,
+                          int *counts, int *pair_rank, unsigned long long timeout_ns) {
+  __shared__ int base[MOE_LOCAL];
+  __shared__ int tag[(SL_MOE_FUSED_THREADS / 32) * MOE_LOCAL];
+  sl_grid_barrier_t bar;
+  sl_grid_barrier_init(&bar, state);
+  const int num_pairs = num_tokens * MOE_TOPK;
+  const int route_blocks = (num_pairs + SL_MOE_FUSED_THREADS - 1) / SL_MOE_FUSED_THREADS;
+  if ((int)blockIdx.x < route_blocks)
+    route_pairs<SL_MOE_FUSED_THREADS, 1>(blockIdx.x, num_pairs, topk_ids, num_experts, expert_begin, expert_end,
+                                         counts, pair_rank, &state->error, base, tag);
+  // This warp's first copy item does not depend on the routing: load it before the barrier.
+  const long num_items = (long)num_tokens * MOE_CHUNKS;
+  const long first_item = (long)blockIdx.x * (SL_MOE_FUSED_THREADS / 32) + threadIdx.x / 32;
+  ItemInput first;
+  if (first_item < num_items) load_item(first_item, x, topk_ids, first);
+  if (!sl_grid_barrier_sync(&bar, timeout_ns)) return;
+  for (int e = blockIdx.x * SL_MOE_FUSED_THREADS + threadIdx.x; e < MOE_LOCAL;
+       e += gridDim.x * SL_MOE_FUSED_THREADS) {
+    int total = 0;
+    for (int b = 0; b < route_blocks; b++) total += __ldcg(&counts[b * MOE_LOCAL + e]);
+    finish_expert(e, total, capacity, expert_begin, expert_counts, &state->error);
+  }
+  for (long item = first_item; item < num_items; item += (long)gridDim.x * (SL_MOE_FUSED_THREADS / 32)) {
+    if (item != first_item) load_item(item, x, topk_ids, first);
+    copy_item(item, first, num_experts, expert_begin, expert_end, capacity, pair_rank, expert_x, expert_scales,
+              global_scale, &state->error, slots, FusedOffset{counts});
+  }
+}
+
+#endif
+
+#if MOE_KERNEL == 1
+extern "C" __global__ void __launch_bounds__(SL_MOE_ROUTE_THREADS)
+    sl_moe_dispatch_route(const int *__restrict__ topk_ids, int num_tokens, int num_experts, int expert_begin,
+                          int expert_end, int capacity, int *__restrict__ expert_counts,
+                          sl_grid_barrier_state_t *state, unsigned *done, int *counts, int *offsets,
+                          int *pair_rank) {
+  __shared__ int base[MOE_LOCAL];
+  __shared__ int tag[(SL_MOE_ROUTE_THREADS / 32) * MOE_LOCAL];
+  __shared__ int is_last;
+  const int num_pairs = num_tokens * MOE_TOPK;
+  route_pairs<SL_MOE_ROUTE_THREADS, SL_MOE_ROUTE_ROUNDS>(blockIdx.x, num_pairs, topk_ids, num_experts,
+                                                         expert_begin, expert_end, counts, pair_rank,
+                                                         &state->error, base, tag);
+  // The last block to finish scans the per-block counts. Same ordering argument as the grid
+  // barrier: __syncthreads, then one acq_rel arrival per block on `done`.
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence(); // one per block, off the latency path: belt and braces for the release
+    is_last = sl_moe_atom_add_acq_rel_u32(done, 1u) == gridDim.x - 1u;
+  }
+  __syncthreads();
+  if (!is_last) return;
+  const int blocks = gridDim.x;
+  constexpr int BATCH = 16; // loads in flight per thread: the scan is L2-latency bound
+  for (int e = threadIdx.x; e < MOE_LOCAL; e += SL_MOE_ROUTE_THREADS) {
+    int acc = 0;
+    for (int b0 = 0; b0 < blocks; b0 += BATCH) {
+      int n[BATCH];
+#pragma unroll
+      for (int j = 0; j < BATCH; j++) n[j] = b0 + j < blocks ? __ldcg(&counts[(b0 + j) * MOE_LOCAL + e]) : 0;
+#pragma unroll
+      for (int j = 0; j < BATCH; j++) {
+        if (b0 + j < blocks) offsets[(b0 + j) * MOE_LOCAL + e] = acc;
+        acc += n[j];
+      }
+    }
+    finish_expert(e, acc, capacity, expert_begin, expert_counts, &state->error);
+  }
+  if (threadIdx.x == 0) *done = 0u; // ready for the next launch (kernel boundary orders it)
+}
+
+#endif
+
+#if MOE_KERNEL == 2
+struct SplitOffset {
+  const int *offsets;
+  __device__ int operator()(int p, int e) const { return offsets[(p / SL_MOE_ROUTE_PAIRS) * MOE_LOCAL + e]; }
+};
+
+extern "C" __global__ void __launch_bounds__(SL_MOE_COPY_THREADS)
+    sl_moe_dispatch_copy(const __nv_bfloat16 *__restrict__ x, const int *__restrict__ topk_ids, int num_tokens,
+                         int num_experts, int expert_begin, int expert_end, int capacity,
+                         void *__restrict__ expert_x, void *__restrict__ expert_scales, float global_scale,
+                         int *__restrict__ slots, const int *offsets, const int *pair_rank,
+                         sl_grid_barrier_state_t *state) {
+  copy_items(x, topk_ids, num_tokens, num_experts, expert_begin, expert_end, capacity, pair_rank, expert_x,
+             expert_scales, global_scale, &state->error, slots, SplitOffset{offsets});
+}
+#endif

@@ -1,0 +1,108 @@
+/* MoE dispatch, one GPU (TP=1) or one rank's expert range: copy every token into the
+ * expert-major buffers [E_local, capacity, H] of the experts it is routed to, count tokens
+ * per expert, and record the slot (buffer row) of every (token, k) for combine. Everything
+ * stays on the device (no host synchronisation; CUDA-graph capturable). */
+#ifndef SL_MOE_DISPATCH_H
+#define SL_MOE_DISPATCH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kernels/moe_layout.h"
+#include "kernels/quant_formats.h" /* SL_QRULE_* */
+#include "kernels/sl_dtype.h"
+#include "runtime/sl_device.h"
+#include "runtime/sl_jit.h"
+#include "runtime/sl_status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+  SL_MOE_PATH_NONE = 0,  /* nothing ran (T = 0) or the CPU backend */
+  SL_MOE_PATH_FUSED = 1, /* decode: one cooperative launch, route + grid barrier + copy */
+  SL_MOE_PATH_SPLIT = 2, /* prefill: a routing launch, then a copy launch */
+  SL_MOE_PATH_CPU = 3,
+} sl_moe_path_t;
+const char *sl_moe_path_name(sl_moe_path_t p);
+
+/* Payload of the expert buffers: a bf16 copy of x, or x quantized once per token inside
+ * the copy (formats and rules of kernels/quant.h, bit-identical to sl_quant_ref of the
+ * token's row), with the scales laid out per expert like the rows:
+ *   codes  [E_local, capacity, H] bytes (FP8) or [E_local, capacity, H/2] (FP4, element 2i
+ *          in the low nibble), in expert_x;
+ *   scales [E_local, capacity, H/block] in expert_scales: fp32 for FP8_GROUP (block 128),
+ *          one byte per block for MXFP8/MXFP4 (E8M0, block 32) and NVFP4 (E4M3, block 16).
+ * A block holding NaN/Inf gets the format's NaN scale and codes, and the dispatch reports
+ * SL_ERR_NUMERIC (token, block) through the error record. */
+typedef enum {
+  SL_MOE_PAYLOAD_BF16 = 0,
+  SL_MOE_PAYLOAD_FP8_GROUP = 1, /* quant_rule IEEE (absmax/448) or CEIL (UE8M0) */
+  SL_MOE_PAYLOAD_MXFP8 = 2,     /* quant_rule CEIL ("RCEIL") or FLOOR (OCP) */
+  SL_MOE_PAYLOAD_MXFP4 = 3,     /* quant_rule CEIL or FLOOR */
+  SL_MOE_PAYLOAD_NVFP4 = 4,     /* global_scale: the fp32 encode scale, 448*6 / tensor absmax */
+} sl_moe_payload_t;
+const char *sl_moe_payload_name(sl_moe_payload_t p);
+/* Bytes of one expert-buffer row of `hidden` elements, and scales per row (0 for bf16). */
+size_t sl_moe_payload_row_bytes(sl_moe_payload_t p, int hidden);
+int sl_moe_payload_scales_per_row(sl_moe_payload_t p, int hidden);
+size_t sl_moe_payload_scale_bytes(sl_moe_payload_t p); /* bytes of one scale */
+
+typedef struct {
+  int num_tokens;               /* T >= 0; T <= the workspace's max_tokens */
+  int hidden;                   /* H, a multiple of 8 */
+  int top_k;                    /* K in [1, 32] */
+  int num_experts;              /* E: ids must be in [0, E), else SL_ERR_RANGE */
+  int expert_begin, expert_end; /* this rank's experts; others are skipped (slot -1) */
+  int capacity;                 /* rows per local expert (sl_moe_dropless_capacity) */
+  sl_moe_payload_t payload;
+  int quant_rule;               /* SL_QRULE_* of kernels/quant_formats.h (ignored for bf16, NVFP4) */
+  float global_scale;           /* NVFP4 only */
+  const void *x;                /* [T, H] bf16 */
+  const int32_t *topk_ids;      /* [T, K] */
+  void *expert_x;               /* [E_local, capacity, row bytes]; padding rows untouched */
+  void *expert_scales;          /* quantized payloads: [E_local, capacity, H/block] */
+  int32_t *expert_counts;       /* [E_local] tokens dispatched to each (<= capacity) */
+  int32_t *slots;               /* [T, K] row in expert_x, or -1 */
+  void *workspace;              /* sl_moe_dispatch_workspace_bytes, zeroed once */
+  size_t workspace_bytes;
+  int force_path;               /* 0: DESIGN.md rule; SL_MOE_PATH_FUSED/SPLIT: that path */
+  sl_moe_path_t *path_taken;    /* optional out: which path ran */
+} sl_moe_dispatch_args_t;
+
+/* Workspace bytes for calls of up to `max_tokens` tokens. A workspace holds the grid
+ * barrier word and the error record: one workspace per stream (two dispatches in flight
+ * on one workspace would share the barrier). */
+size_t sl_moe_dispatch_workspace_bytes(int max_tokens, int top_k, int num_local_experts);
+/* Zero the workspace (once after allocation, and after a reported timeout). */
+sl_status_t sl_moe_dispatch_workspace_init(sl_device_t *dev, void *workspace, size_t bytes, sl_stream_t *stream);
+
+/* Dispatch (asynchronous on CUDA). Data errors found by the kernels (invalid ids,
+ * capacity overflow, barrier timeout) are written to the workspace's error record and
+ * reported by sl_moe_dispatch_check; invalid arguments are reported here. */
+sl_status_t sl_moe_dispatch(sl_device_t *dev, const sl_moe_dispatch_args_t *a, sl_stream_t *stream);
+
+/* Wait for `stream`, read the workspace's error record and turn it into SL_ERR_RANGE
+ * (token, id), SL_ERR_CAPACITY (expert, count, capacity), SL_ERR_NUMERIC (token, block) or
+ * SL_ERR_TIMEOUT; clears it. */
+sl_status_t sl_moe_dispatch_check(sl_device_t *dev, void *workspace, sl_stream_t *stream);
+
+/* The path the host rule picks for these arguments on a device with `num_sms` SMs. */
+sl_moe_path_t sl_moe_dispatch_choose_path(const sl_moe_dispatch_args_t *a, int num_sms);
+
+/* The CPU reference (also the CPU backend); host pointers. Errors go to the workspace's
+ * record exactly as on the GPU (lowest offending pair / expert first). */
+sl_status_t sl_moe_dispatch_ref(const sl_moe_dispatch_args_t *a);
+
+/* JIT spec of kernel `which` (0 fused, 1 route, 2 copy) for these dimensions and payload. */
+sl_status_t sl_moe_dispatch_spec(int hidden, int top_k, int num_local, sl_moe_payload_t payload, int quant_rule,
+                                 int which, sl_jit_spec_t *spec);
+/* Every configuration point (Qwen3-30B-A3B and DeepSeek-V3 shapes, TP 1/2/4/8 ranges). */
+sl_status_t sl_moe_dispatch_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t *spec, void *user),
+                                       void *user);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,357 @@
+/* MoE expert FFN host side: cuBLAS batched/grouped GEMMs around sl_act on the GPU, OpenBLAS
+ * on the CPU backend.
+ *
+ * The trade-off (cuBLAS takes GEMM sizes from the host, the counts live on the device):
+ *  - padded mode (decode; graph capturable): a tiny plan kernel writes the batched GEMMs'
+ *    pointer arrays from the counts, the batch is min(E_local, T*K) (the experts that can
+ *    be non-empty), every GEMM runs on `capacity` rows. Only touched experts' weights are
+ *    streamed from memory; the padding rows cost compute, which is free while a GEMM is
+ *    bandwidth bound (capacity <= SL_MOE_FFN_PADDED_MAX_ROWS).
+ *  - exact mode (prefill): one stream synchronisation to read the counts, then grouped GEMMs
+ *    (cublasGemmGroupedBatchedEx) over the non-empty experts on exactly their rows, with the
+ *    intermediates packed (sum of counts rows), so the activation touches only real rows.
+ * The dispatch itself never synchronises; only exact mode here does, by the caller's choice. */
+#include <stdlib.h>
+#include <string.h>
+
+#include <cblas.h>
+
+#include "kernels/act.h"
+#include "kernels/moe_ffn.h"
+#include "kernels/sl_dtype.h"
+
+#define PTR_ARRAYS 6
+
+typedef struct {
+  size_t ptrs, gate_up, act, total;
+  long rows;
+} ffn_layout_t;
+
+static long padded_slots(int local, int num_tokens, int top_k) {
+  long pairs = (long)num_tokens * top_k;
+  return pairs < local ? pairs : local;
+}
+
+static ffn_layout_t ffn_layout(int local, int capacity, int num_tokens, int top_k, int hidden, int inter) {
+  ffn_layout_t l;
+  long padded = padded_slots(local, num_tokens, top_k) * capacity, exact = (long)num_tokens * top_k;
+  l.rows = padded > exact ? padded : exact;
+  if (l.rows < 1) l.rows = 1;
+  l.ptrs = 0;
+  l.gate_up = ((size_t)PTR_ARRAYS * local * sizeof(void *) + 255u) & ~(size_t)255u;
+  l.act = l.gate_up + (((size_t)l.rows * 2 * inter * 2 + 255u) & ~(size_t)255u);
+  l.total = l.act + (((size_t)l.rows * inter * 2 + 255u) & ~(size_t)255u);
+  (void)hidden;
+  return l;
+}
+
+size_t sl_moe_ffn_workspace_bytes(int num_local_experts, int capacity, int max_tokens, int top_k, int hidden,
+                                  int inter) {
+  return ffn_layout(num_local_experts, capacity, max_tokens, top_k, hidden, inter).total;
+}
+
+static sl_status_t validate(const sl_moe_ffn_args_t *a) {
+  if (a->num_local_experts < 1 || a->num_local_experts > 1024 || a->capacity < 1 || a->hidden < 8 ||
+      a->hidden % 8 || a->inter < 8 || a->inter % 8 || a->num_tokens < 0 || a->top_k < 1)
+    return SL_ERR(SL_ERR_INVALID,
+                  "moe ffn: bad shape (E_local %d, capacity %d, H %d, I %d, T %d, K %d): H and I must be multiples "
+                  "of 8",
+                  a->num_local_experts, a->capacity, a->hidden, a->inter, a->num_tokens, a->top_k);
+  if (!a->x || !a->expert_counts || !a->w_gate_up || !a->w_down || !a->y || !a->workspace)
+    return SL_ERR(SL_ERR_INVALID, "moe ffn: NULL buffer");
+  size_t need = ffn_layout(a->num_local_experts, a->capacity, a->num_tokens, a->top_k, a->hidden, a->inter).total;
+  if (a->workspace_bytes < need)
+    return SL_ERR(SL_ERR_INVALID, "moe ffn: workspace %zu bytes < %zu needed (sl_moe_ffn_workspace_bytes)",
+                  a->workspace_bytes, need);
+  return SL_OK;
+}
+
+sl_status_t sl_moe_ffn_plan_spec(int num_local_experts, sl_jit_spec_t *spec) {
+  sl_jit_spec_init(spec, "kernels/moe_ffn.cu", "sl_moe_ffn_plan");
+  return sl_jit_spec_define(spec, "FFN_LOCAL", "%d", num_local_experts);
+}
+
+sl_status_t sl_moe_ffn_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t *spec, void *user), void *user) {
+  static const int locals[] = {128, 16, 256, 32}; /* Qwen3-30B-A3B / DeepSeek-V3 at TP 1 and 8 */
+  (void)arch;
+  for (int i = 0; i < 4; i++) {
+    sl_jit_spec_t spec;
+    SL_CHECK(sl_moe_ffn_plan_spec(locals[i], &spec));
+    SL_CHECK(fn(&spec, user));
+  }
+  return SL_OK;
+}
+
+/* ---- CPU reference -------------------------------------------------------------------- */
+
+static void bf16_to_f32_n(const uint16_t *in, float *out, size_t n) {
+  for (size_t i = 0; i < n; i++) out[i] = sl_bf16_to_f32(in[i]);
+}
+
+sl_status_t sl_moe_ffn_ref(const sl_moe_ffn_args_t *a) {
+  SL_CHECK(validate(a));
+  const int H = a->hidden, In = a->inter, cap = a->capacity;
+  sl_status_t s = SL_OK;
+  float *xf = malloc((size_t)cap * H * 4), *wf = malloc((size_t)2 * In * H * 4), *hf = malloc((size_t)cap * 2 * In * 4);
+  uint16_t *hb = malloc((size_t)cap * 2 * In * 2), *ab = malloc((size_t)cap * In * 2);
+  float *af = malloc((size_t)cap * In * 4), *yf = malloc((size_t)cap * H * 4);
+  if (!xf || !wf || !hf || !hb || !ab || !af || !yf) {
+    s = SL_ERR(SL_ERR_NOMEM, "moe ffn: CPU buffers for %d rows", cap);
+    goto out;
+  }
+  for (int e = 0; e < a->num_local_experts; e++) {
+    const int n = a->expert_counts[e] < cap ? a->expert_counts[e] : cap;
+    if (n <= 0) continue;
+    const uint16_t *x = (const uint16_t *)a->x + (size_t)e * cap * H;
+    const uint16_t *wgu = (const uint16_t *)a->w_gate_up + (size_t)e * 2 * In * H;
+    const uint16_t *wd = (const uint16_t *)a->w_down + (size_t)e * H * In;
+    uint16_t *y = (uint16_t *)a->y + (size_t)e * cap * H;
+    bf16_to_f32_n(x, xf, (size_t)n * H);
+    bf16_to_f32_n(wgu, wf, (size_t)2 * In * H);
+    /* h[n, 2I] = x[n, H] . Wgu[2I, H]^T */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, 2 * In, H, 1.0f, xf, H, wf, H, 0.0f, hf, 2 * In);
+    for (size_t i = 0; i < (size_t)n * 2 * In; i++) hb[i] = sl_f32_to_bf16(hf[i]);
+    sl_act_args_t act = {.kind = SL_ACT_SILU_MUL, .num_tokens = n, .inter = In, .in_dtype = SL_DTYPE_BF16,
+                         .out_dtype = SL_DTYPE_BF16, .in = hb, .out = ab};
+    SL_CHECK_GOTO(sl_act_ref(&act), s, out);
+    bf16_to_f32_n(ab, af, (size_t)n * In);
+    bf16_to_f32_n(wd, wf, (size_t)H * In);
+    /* y[n, H] = a[n, In] . Wd[H, In]^T */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, H, In, 1.0f, af, In, wf, In, 0.0f, yf, H);
+    for (size_t i = 0; i < (size_t)n * H; i++) y[i] = sl_f32_to_bf16(yf[i]);
+  }
+out:
+  free(xf);
+  free(wf);
+  free(hf);
+  free(hb);
+  free(ab);
+  free(af);
+  free(yf);
+  return s;
+}
+
+/* ---- GPU ------------------------------------------------------------------------------ */
+
+static sl_status_t gate_logits_ref(int T, int E, int H, const void *x, const void *w_router, float *logits) {
+  float *xf = malloc((size_t)T * H * 4), *wf = malloc((size_t)E * H * 4);
+  if (!xf || !wf) {
+    free(xf);
+    free(wf);
+    return SL_ERR(SL_ERR_NOMEM, "moe gate: %d x %d", T, H);
+  }
+  bf16_to_f32_n(x, xf, (size_t)T * H);
+  bf16_to_f32_n(w_router, wf, (size_t)E * H);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, E, H, 1.0f, xf, H, wf, H, 0.0f, logits, E);
+  free(xf);
+  free(wf);
+  return SL_OK;
+}
+
+#ifndef SLUICE_HAVE_CUDA
+static sl_status_t gate_cuda(sl_device_t *dev, int T, int E, int H, const void *x, const void *w, float *logits,
+                             sl_stream_t *stream) {
+  return SL_ERR(SL_ERR_UNSUPPORTED, "moe gate: no CUDA backend in this build");
+}
+static sl_status_t ffn_cuda(sl_device_t *dev, const sl_moe_ffn_args_t *a, sl_stream_t *stream) {
+  return SL_ERR(SL_ERR_UNSUPPORTED, "moe ffn: no CUDA backend in this build");
+}
+#else
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <pthread.h>
+
+/* One cuBLAS handle per GPU for the process, created on first use; calls are serialised
+ * (a handle's stream is per handle). */
+enum { MAX_GPUS = 64 };
+static pthread_mutex_t blas_lock = PTHREAD_MUTEX_INITIALIZER;
+static cublasHandle_t blas_handles[MAX_GPUS];
+static void *blas_workspace[MAX_GPUS];
+/* A workspace owned by us rather than cuBLAS's pool, so GEMMs can be captured in a graph
+ * (cuBLAS's advice); 32 MiB is its recommendation for Hopper. */
+#define BLAS_WORKSPACE_BYTES ((size_t)32 << 20)
+
+static sl_status_t blas_status(cublasStatus_t st, const char *what) {
+  if (st == CUBLAS_STATUS_SUCCESS) return SL_OK;
+  return SL_ERR(SL_ERR_CUDA, "moe ffn: %s failed: %s (%d)", what, cublasGetStatusString(st), (int)st);
+}
+
+/* Called with blas_lock held. */
+static sl_status_t blas_handle(sl_device_t *dev, sl_stream_t *stream, cublasHandle_t *out) {
+  int ord = sl_device_info(dev)->ordinal;
+  if (ord < 0 || ord >= MAX_GPUS) return SL_ERR(SL_ERR_INVALID, "moe ffn: device ordinal %d", ord);
+  if (!blas_handles[ord]) {
+    if (cudaSetDevice(ord) != cudaSuccess) return SL_ERR(SL_ERR_CUDA, "moe ffn: cudaSetDevice(%d)", ord);
+    SL_CHECK(sl_device_malloc(dev, BLAS_WORKSPACE_BYTES, &blas_workspace[ord]));
+    SL_CHECK(blas_status(cublasCreate(&blas_handles[ord]), "cublasCreate"));
+  }
+  SL_CHECK(blas_status(cublasSetStream(blas_handles[ord], (cudaStream_t)sl_stream_native(stream)), "cublasSetStream"));
+  /* cublasSetStream resets the workspace to cuBLAS's pool: set ours again. */
+  SL_CHECK(blas_status(cublasSetWorkspace(blas_handles[ord], blas_workspace[ord], BLAS_WORKSPACE_BYTES),
+                       "cublasSetWorkspace"));
+  *out = blas_handles[ord];
+  return SL_OK;
+}
+
+static sl_status_t ffn_padded(sl_device_t *dev, cublasHandle_t h, const sl_moe_ffn_args_t *a, const ffn_layout_t *l,
+                              sl_stream_t *stream) {
+  const int local = a->num_local_experts, H = a->hidden, In = a->inter, cap = a->capacity;
+  int slots = (int)padded_slots(local, a->num_tokens, a->top_k);
+  char *ws = a->workspace;
+  void **ptrs = (void **)(ws + l->ptrs);
+  void **a_gu = ptrs, **b_gu = ptrs + local, **c_gu = ptrs + 2 * local, **a_dn = ptrs + 3 * local,
+       **b_dn = ptrs + 4 * local, **c_dn = ptrs + 5 * local;
+  void *gate_up = ws + l->gate_up, *act = ws + l->act;
+  sl_jit_spec_t spec;
+  sl_kernel_t *k;
+  SL_CHECK(sl_moe_ffn_plan_spec(local, &spec));
+  SL_CHECK(sl_jit_get_kernel(dev, &spec, &k));
+  long capl = cap, hl = H, il = In;
+  const void *x = a->x, *wgu = a->w_gate_up, *wd = a->w_down, *counts = a->expert_counts;
+  void *y = a->y;
+  void *args[] = {&counts, &slots, &capl, &hl, &il, &x, &wgu, &wd, &y, &gate_up, &act,
+                  &a_gu, &b_gu, &c_gu, &a_dn, &b_dn, &c_dn};
+  sl_launch_t launch = {.grid = {1}, .block = {256}, .stream = stream};
+  SL_CHECK(sl_kernel_launch(k, &launch, args));
+  const float one = 1.0f, zero = 0.0f;
+  /* Row-major Y[cap, 2I] = X[cap, H] W[2I, H]^T is column-major Y^T = W^T(op T) X^T. */
+  SL_CHECK(blas_status(cublasGemmBatchedEx(h, CUBLAS_OP_T, CUBLAS_OP_N, 2 * In, cap, H, &one,
+                                           (const void *const *)a_gu, CUDA_R_16BF, H, (const void *const *)b_gu,
+                                           CUDA_R_16BF, H, &zero, c_gu, CUDA_R_16BF, 2 * In, slots,
+                                           CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                       "cublasGemmBatchedEx (gate_up)"));
+  sl_act_args_t aa = {.kind = SL_ACT_SILU_MUL, .num_tokens = slots * cap, .inter = In, .in_dtype = SL_DTYPE_BF16,
+                      .out_dtype = SL_DTYPE_BF16, .in = gate_up, .out = act};
+  SL_CHECK(sl_act(dev, &aa, stream));
+  SL_CHECK(blas_status(cublasGemmBatchedEx(h, CUBLAS_OP_T, CUBLAS_OP_N, H, cap, In, &one, (const void *const *)a_dn,
+                                           CUDA_R_16BF, In, (const void *const *)b_dn, CUDA_R_16BF, In, &zero, c_dn,
+                                           CUDA_R_16BF, H, slots, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                       "cublasGemmBatchedEx (down)"));
+  return SL_OK;
+}
+
+static sl_status_t ffn_exact(sl_device_t *dev, cublasHandle_t h, const sl_moe_ffn_args_t *a, const ffn_layout_t *l,
+                             sl_stream_t *stream) {
+  const int local = a->num_local_experts, H = a->hidden, In = a->inter, cap = a->capacity;
+  sl_status_t s = SL_OK;
+  int32_t *counts = malloc((size_t)local * 4);
+  void **host_ptrs = malloc((size_t)PTR_ARRAYS * local * sizeof(void *));
+  int *m_gu = malloc((size_t)local * 4 * 6);
+  float *alpha = malloc((size_t)local * 4 * 2);
+  cublasOperation_t *ops = malloc((size_t)local * 2 * sizeof *ops);
+  if (!counts || !host_ptrs || !m_gu || !alpha || !ops) {
+    s = SL_ERR(SL_ERR_NOMEM, "moe ffn: host arrays");
+    goto out;
+  }
+  int *n_rows = m_gu + local, *k_gu = m_gu + 2 * local, *m_dn = m_gu + 3 * local, *k_dn = m_gu + 4 * local,
+      *group_size = m_gu + 5 * local;
+  float *beta = alpha + local;
+  cublasOperation_t *op_t = ops, *op_n = ops + local;
+  SL_CHECK_GOTO(sl_memcpy(dev, counts, a->expert_counts, (size_t)local * 4, stream), s, out);
+  SL_CHECK_GOTO(sl_stream_sync(dev, stream), s, out);
+  char *ws = a->workspace;
+  char *gate_up = ws + l->gate_up, *act = ws + l->act;
+  const char *x = a->x, *wgu = a->w_gate_up, *wd = a->w_down;
+  char *y = a->y;
+  void **a_gu = host_ptrs, **b_gu = host_ptrs + local, **c_gu = host_ptrs + 2 * local, **a_dn = host_ptrs + 3 * local,
+       **b_dn = host_ptrs + 4 * local, **c_dn = host_ptrs + 5 * local;
+  int groups = 0;
+  long rows = 0;
+  for (int e = 0; e < local; e++) {
+    int n = counts[e] < cap ? counts[e] : cap;
+    if (n <= 0) continue;
+    a_gu[groups] = (void *)(wgu + (size_t)e * 2 * In * H * 2);
+    b_gu[groups] = (void *)(x + (size_t)e * cap * H * 2);
+    c_gu[groups] = gate_up + (size_t)rows * 2 * In * 2;
+    a_dn[groups] = (void *)(wd + (size_t)e * H * In * 2);
+    b_dn[groups] = act + (size_t)rows * In * 2;
+    c_dn[groups] = y + (size_t)e * cap * H * 2;
+    m_gu[groups] = 2 * In;
+    n_rows[groups] = n;
+    k_gu[groups] = H;
+    m_dn[groups] = H;
+    k_dn[groups] = In;
+    group_size[groups] = 1;
+    alpha[groups] = 1.0f;
+    beta[groups] = 0.0f;
+    op_t[groups] = CUBLAS_OP_T;
+    op_n[groups] = CUBLAS_OP_N;
+    groups++;
+    rows += n;
+  }
+  if (groups == 0) goto out;
+  /* Pack the six arrays contiguously (groups entries each) for one copy. */
+  void **dev_ptrs = (void **)(ws + l->ptrs);
+  for (int i = 1; i < PTR_ARRAYS; i++) memmove(host_ptrs + (size_t)i * groups, host_ptrs + (size_t)i * local, (size_t)groups * sizeof(void *));
+  SL_CHECK_GOTO(sl_memcpy(dev, dev_ptrs, host_ptrs, (size_t)PTR_ARRAYS * groups * sizeof(void *), stream), s, out);
+  /* The copy reads pageable host memory: wait before the host arrays are reused. */
+  SL_CHECK_GOTO(sl_stream_sync(dev, stream), s, out);
+  int *lda_gu = k_gu, *ldc_gu = m_gu, *lda_dn = k_dn, *ldc_dn = m_dn;
+  SL_CHECK_GOTO(blas_status(cublasGemmGroupedBatchedEx(h, op_t, op_n, m_gu, n_rows, k_gu, alpha,
+                                                       (const void *const *)dev_ptrs, CUDA_R_16BF, lda_gu,
+                                                       (const void *const *)(dev_ptrs + groups), CUDA_R_16BF,
+                                                       lda_gu, beta, dev_ptrs + 2 * groups, CUDA_R_16BF, ldc_gu,
+                                                       groups, group_size, CUBLAS_COMPUTE_32F),
+                            "cublasGemmGroupedBatchedEx (gate_up)"),
+                s, out);
+  sl_act_args_t aa = {.kind = SL_ACT_SILU_MUL, .num_tokens = (int)rows, .inter = In, .in_dtype = SL_DTYPE_BF16,
+                      .out_dtype = SL_DTYPE_BF16, .in = gate_up, .out = act};
+  SL_CHECK_GOTO(sl_act(dev, &aa, stream), s, out);
+  SL_CHECK_GOTO(blas_status(cublasGemmGroupedBatchedEx(h, op_t, op_n, m_dn, n_rows, k_dn, alpha,
+                                                       (const void *const *)(dev_ptrs + 3 * groups), CUDA_R_16BF,
+                                                       lda_dn, (const void *const *)(dev_ptrs + 4 * groups),
+                                                       CUDA_R_16BF, lda_dn, beta, dev_ptrs + 5 * groups,
+                                                       CUDA_R_16BF, ldc_dn, groups, group_size, CUBLAS_COMPUTE_32F),
+                            "cublasGemmGroupedBatchedEx (down)"),
+                s, out);
+out:
+  free(counts);
+  free(host_ptrs);
+  free(m_gu);
+  free(alpha);
+  free(ops);
+  return s;
+}
+
+static sl_status_t gate_cuda(sl_device_t *dev, int T, int E, int H, const void *x, const void *w, float *logits,
+                             sl_stream_t *stream) {
+  const float one = 1.0f, zero = 0.0f;
+  pthread_mutex_lock(&blas_lock);
+  cublasHandle_t h = NULL;
+  sl_status_t s = blas_handle(dev, stream, &h);
+  /* Row-major logits[T, E] = x[T, H] w[E, H]^T: column-major logits^T = w^T(op T) x^T. */
+  if (s == SL_OK)
+    s = blas_status(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, E, T, H, &one, w, CUDA_R_16BF, H, x, CUDA_R_16BF, H,
+                                 &zero, logits, CUDA_R_32F, E, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                    "cublasGemmEx (router logits)");
+  pthread_mutex_unlock(&blas_lock);
+  return s;
+}
+
+static sl_status_t ffn_cuda(sl_device_t *dev, const sl_moe_ffn_args_t *a, sl_stream_t *stream) {
+  if (a->num_tokens == 0) return SL_OK;
+  ffn_layout_t l = ffn_layout(a->num_local_experts, a->capacity, a->num_tokens, a->top_k, a->hidden, a->inter);
+  pthread_mutex_lock(&blas_lock);
+  cublasHandle_t h = NULL;
+  sl_status_t s = blas_handle(dev, stream, &h);
+  if (s == SL_OK) s = a->exact_rows ? ffn_exact(dev, h, a, &l, stream) : ffn_padded(dev, h, a, &l, stream);
+  pthread_mutex_unlock(&blas_lock);
+  return s;
+}
+#endif
+
+sl_status_t sl_moe_ffn(sl_device_t *dev, const sl_moe_ffn_args_t *a, sl_stream_t *stream) {
+  SL_CHECK(validate(a));
+  if (sl_device_backend(dev) == SL_BACKEND_CUDA) return ffn_cuda(dev, a, stream);
+  return sl_moe_ffn_ref(a);
+}
+
+sl_status_t sl_moe_gate_logits(sl_device_t *dev, int num_tokens, int num_experts, int hidden, const void *x,
+                               const void *w_router, float *logits, sl_stream_t *stream) {
+  if (num_tokens < 0 || num_experts < 1 || hidden < 1 || (num_tokens && (!x || !w_router || !logits)))
+    return SL_ERR(SL_ERR_INVALID, "moe gate: bad arguments (T %d, E %d, H %d)", num_tokens, num_experts, hidden);
+  if (num_tokens == 0) return SL_OK;
+  if (sl_device_backend(dev) == SL_BACKEND_CUDA)
+    return gate_cuda(dev, num_tokens, num_experts, hidden, x, w_router, logits, stream);
+  return gate_logits_ref(num_tokens, num_experts, hidden, x, w_router, logits);
+}

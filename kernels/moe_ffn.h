@@ -1,0 +1,61 @@
+/* MoE expert FFN over the expert-major buffers: y_e = down_e(silu(gate_e x) * up_e x) for
+ * every local expert e, on the rows its count says are real. cuBLAS on the GPU (bf16 in,
+ * fp32 accumulate, bf16 out), OpenBLAS on the CPU backend. Intermediates are rounded to
+ * bf16 on both (gate_up output, activation output), as the GPU GEMMs store them. */
+#ifndef SL_MOE_FFN_H
+#define SL_MOE_FFN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "runtime/sl_device.h"
+#include "runtime/sl_jit.h"
+#include "runtime/sl_status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Above this many rows per expert the padded GEMMs stop being free (they become compute
+ * bound, ~200 rows on H200 at bf16), so the layer switches to exact rows (host count read). */
+#define SL_MOE_FFN_PADDED_MAX_ROWS 64
+
+typedef struct {
+  int num_local_experts;       /* E_local */
+  int capacity;                /* rows per expert in x and y */
+  int hidden, inter;           /* H, I (I a multiple of 8) */
+  int num_tokens, top_k;       /* T, K of the call: at most min(E_local, T*K) experts are non-empty */
+  const void *x;               /* [E_local, capacity, H] bf16 (dispatch output) */
+  const int32_t *expert_counts;/* [E_local] (device) */
+  const void *w_gate_up;       /* [E_local, 2I, H] bf16: gate rows then up rows */
+  const void *w_down;          /* [E_local, H, I] bf16 */
+  void *y;                     /* [E_local, capacity, H] bf16; rows >= count are unspecified */
+  void *workspace;             /* sl_moe_ffn_workspace_bytes */
+  size_t workspace_bytes;
+  /* GPU: false = padded mode, no host synchronisation (graph capturable): one batched GEMM
+   * over min(E_local, T*K) experts, each on all `capacity` rows, its pointers written on the
+   * device from the counts (empty experts' slots re-read a non-empty expert's weights, from
+   * L2, into unused rows). true = exact mode: the stream is synchronised to read the counts,
+   * then grouped GEMMs touch only the non-empty experts and only their real rows. */
+  bool exact_rows;
+} sl_moe_ffn_args_t;
+
+size_t sl_moe_ffn_workspace_bytes(int num_local_experts, int capacity, int max_tokens, int top_k, int hidden,
+                                  int inter);
+
+sl_status_t sl_moe_ffn(sl_device_t *dev, const sl_moe_ffn_args_t *a, sl_stream_t *stream);
+/* CPU reference (OpenBLAS); host pointers. */
+sl_status_t sl_moe_ffn_ref(const sl_moe_ffn_args_t *a);
+
+/* Router logits [T, E] fp32 = x [T, H] bf16 . w_router [E, H]^T bf16, fp32 accumulation
+ * (cuBLAS on the GPU, OpenBLAS on the CPU). */
+sl_status_t sl_moe_gate_logits(sl_device_t *dev, int num_tokens, int num_experts, int hidden, const void *x,
+                               const void *w_router, float *logits, sl_stream_t *stream);
+
+sl_status_t sl_moe_ffn_plan_spec(int num_local_experts, sl_jit_spec_t *spec);
+sl_status_t sl_moe_ffn_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t *spec, void *user), void *user);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

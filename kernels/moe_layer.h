@@ -1,0 +1,70 @@
+/* The local MoE layer (one GPU, or one rank's expert range): router GEMM -> router (top-k)
+ * -> dispatch -> expert FFN -> combine (+ residual), on either backend. */
+#ifndef SL_MOE_LAYER_H
+#define SL_MOE_LAYER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kernels/moe_dispatch.h"
+#include "kernels/router.h"
+#include "runtime/sl_device.h"
+#include "runtime/sl_status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+  int num_experts, top_k, hidden, inter;   /* E, K, H, moe_intermediate I */
+  int expert_begin, expert_end;            /* local experts; [0, E) for TP=1 */
+  sl_router_kind_t router_kind;
+  bool renormalize;
+  int num_groups, topk_groups;             /* SIGMOID_GROUPED only */
+  float routed_scaling;                    /* SIGMOID_GROUPED only */
+  const void *w_router;                    /* [E, H] bf16 */
+  const float *correction_bias;            /* [E] or NULL */
+  const void *w_gate_up;                   /* [E_local, 2I, H] bf16 */
+  const void *w_down;                      /* [E_local, H, I] bf16 */
+} sl_moe_layer_config_t;
+
+typedef struct sl_moe_layer sl_moe_layer_t;
+
+/* Allocate the layer's buffers for calls of up to max_tokens tokens (weights are borrowed,
+ * not copied). The dispatch capacity is dropless (max_tokens rows per local expert). */
+sl_status_t sl_moe_layer_create(sl_device_t *dev, const sl_moe_layer_config_t *cfg, int max_tokens,
+                                sl_moe_layer_t **out);
+void sl_moe_layer_destroy(sl_moe_layer_t *layer);
+
+typedef struct {
+  int num_tokens;              /* T <= max_tokens */
+  const void *x;               /* [T, H] bf16 */
+  const void *residual;        /* [T, H] bf16 or NULL */
+  void *out;                   /* [T, H] bf16 */
+  int capacity;                /* 0: dropless for this call (T rows per expert) */
+  /* Routing given by the caller instead of router GEMM + router (device pointers [T, K]). */
+  const int32_t *topk_ids;
+  const float *topk_weights;
+  /* The expert FFN may synchronise the stream once to size its GEMMs exactly when the
+   * capacity exceeds SL_MOE_FFN_PADDED_MAX_ROWS (prefill). false: never synchronise
+   * (padded GEMMs; CUDA-graph capturable). */
+  bool allow_host_sync;
+  int force_path;              /* dispatch path (sl_moe_dispatch_args_t.force_path) */
+  sl_moe_path_t *path_taken;   /* optional out */
+} sl_moe_layer_args_t;
+
+/* Asynchronous on CUDA. Data errors (bad ids, capacity) are reported by sl_moe_layer_check
+ * on the GPU; the CPU backend reports them here. */
+sl_status_t sl_moe_layer_forward(sl_moe_layer_t *layer, const sl_moe_layer_args_t *a, sl_stream_t *stream);
+sl_status_t sl_moe_layer_check(sl_moe_layer_t *layer, sl_stream_t *stream);
+
+/* The routing of the last call: device pointers [T, K] (the layer's own buffers, or the
+ * caller's when it passed them). */
+void sl_moe_layer_last_routing(const sl_moe_layer_t *layer, const int32_t **topk_ids, const float **topk_weights);
+/* Tokens per local expert of the last call (device pointer, [E_local]). */
+const int32_t *sl_moe_layer_expert_counts(const sl_moe_layer_t *layer);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

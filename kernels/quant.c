@@ -1,0 +1,323 @@
+/* Quantize / dequantize host side: argument checks, JIT spec and launch, CPU reference. */
+#include "kernels/quant.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kq_launch.h"
+
+static const char *format_name(sl_quant_format_t f) {
+  switch (f) {
+  case SL_QUANT_FP8_GROUP: return "fp8-group128";
+  case SL_QUANT_MXFP8: return "mxfp8";
+  case SL_QUANT_MXFP4: return "mxfp4";
+  case SL_QUANT_NVFP4: return "nvfp4";
+  }
+  return "?";
+}
+
+static bool float_dtype(sl_dtype_t t) {
+  return t == SL_DTYPE_F32 || t == SL_DTYPE_BF16 || t == SL_DTYPE_F16;
+}
+
+size_t sl_quant_codes_bytes(sl_quant_format_t format, int num_tokens, int hidden) {
+  size_t n = (size_t)num_tokens * (size_t)hidden;
+  return sl_qfmt_is_fp4((int)format) ? n / 2 : n;
+}
+
+size_t sl_quant_scales_bytes(sl_quant_format_t format, sl_quant_layout_t layout, int num_tokens, int hidden) {
+  int cols = hidden / sl_qfmt_block((int)format);
+  if (format == SL_QUANT_FP8_GROUP) return (size_t)num_tokens * (size_t)cols * sizeof(float);
+  return sl_qf_scale_count((int)layout, num_tokens, cols);
+}
+
+static sl_status_t check_common(const char *op, sl_quant_format_t format, int rule, sl_quant_layout_t layout,
+                                int num_tokens, int hidden, sl_dtype_t dtype, long stride, float global_scale) {
+  if ((unsigned)format > SL_QUANT_NVFP4) return SL_ERR(SL_ERR_INVALID, "%s: unknown format %d", op, (int)format);
+  if (num_tokens < 0 || hidden <= 0)
+    return SL_ERR(SL_ERR_INVALID, "%s %s: bad shape %d x %d", op, format_name(format), num_tokens, hidden);
+  int block = sl_qfmt_block((int)format);
+  if (hidden % block)
+    return SL_ERR(SL_ERR_INVALID, "%s %s: hidden %d is not a multiple of the block size %d", op, format_name(format),
+                  hidden, block);
+  if (!float_dtype(dtype))
+    return SL_ERR(SL_ERR_INVALID, "%s %s: dtype %s not supported (bf16, f16, f32)", op, format_name(format),
+                  sl_dtype_name(dtype));
+  if (stride != 0 && stride < hidden)
+    return SL_ERR(SL_ERR_INVALID, "%s: row stride %ld < hidden %d", op, stride, hidden);
+  if (layout != SL_QUANT_LAYOUT_LINEAR && layout != SL_QUANT_LAYOUT_SWIZZLED)
+    return SL_ERR(SL_ERR_INVALID, "%s: unknown scale layout %d", op, (int)layout);
+  if (format == SL_QUANT_FP8_GROUP && layout != SL_QUANT_LAYOUT_LINEAR)
+    return SL_ERR(SL_ERR_INVALID, "%s fp8-group128: fp32 scales are linear only (swizzled is for byte scales)", op);
+  if (rule >= 0) {
+    bool ok =
+        format == SL_QUANT_NVFP4 ||
+        (format == SL_QUANT_FP8_GROUP && (rule == SL_QRULE_IEEE || rule == SL_QRULE_CEIL)) ||
+        ((format == SL_QUANT_MXFP8 || format == SL_QUANT_MXFP4) && (rule == SL_QRULE_CEIL || rule == SL_QRULE_FLOOR));
+    if (!ok)
+      return SL_ERR(SL_ERR_INVALID, "%s %s: scale rule %d not defined (fp8-group: IEEE or CEIL; MX: CEIL or FLOOR)", op,
+                    format_name(format), rule);
+  }
+  if (format == SL_QUANT_NVFP4 && !(sl_qf_finite(global_scale) && global_scale > 0.0f))
+    return SL_ERR(SL_ERR_INVALID, "%s nvfp4: global_scale %g must be finite and > 0 (448*6 / tensor absmax)", op,
+                  (double)global_scale);
+  return SL_OK;
+}
+
+/* ---- CPU reference ----------------------------------------------------------------------- */
+
+static void write_swizzle_padding(uint8_t *scales, int rows, int cols) {
+  int rows_pad = sl_qf_round_up(rows, 128), cols_pad = sl_qf_round_up(cols, 4);
+  for (int r = 0; r < rows_pad; r++)
+    for (int c = (r < rows ? cols : 0); c < cols_pad; c++)
+      scales[sl_qf_swizzled_offset(r, c, cols)] = 0;
+}
+
+sl_status_t sl_quant_ref(const sl_quant_args_t *a) {
+  SL_CHECK(check_common("quant", a->format, (int)a->rule, a->layout, a->num_tokens, a->hidden, a->in_dtype,
+                        a->in_stride, a->global_scale));
+  int fmt = (int)a->format, block = sl_qfmt_block(fmt), cols = a->hidden / block;
+  long stride = a->in_stride ? a->in_stride : a->hidden;
+  uint8_t *codes = a->codes, *scales_u8 = a->scales;
+  float *scales_f32 = a->scales;
+  long first_bad = -1;
+  for (int t = 0; t < a->num_tokens; t++) {
+    for (int g = 0; g < cols; g++) {
+      size_t base = (size_t)t * stride + (size_t)g * block;
+      float absmax = 0.0f;
+      int bad = 0;
+      for (int j = 0; j < block; j++) {
+        float x = sl_load_f32(a->in, a->in_dtype, base + j);
+        if (!sl_qf_finite(x))
+          bad = 1;
+        else
+          absmax = sl_qf_max(absmax, sl_qf_abs(x));
+      }
+      float scale_f32;
+      uint8_t scale_u8;
+      sl_qf_scale_t s = sl_qf_block_scale(fmt, (int)a->rule, absmax, a->global_scale);
+      scale_f32 = s.scale_f32;
+      scale_u8 = s.scale_u8;
+      if (bad) {
+        sl_qf_nan_scale(fmt, &scale_f32, &scale_u8);
+        if (first_bad < 0) first_bad = (long)t * cols + g;
+      }
+      size_t out0 = (size_t)t * a->hidden + (size_t)g * block;
+      for (int j = 0; j < block; j++) {
+        uint8_t c = bad ? sl_qf_nan_code(fmt) : sl_qf_encode(fmt, s, sl_load_f32(a->in, a->in_dtype, base + j));
+        size_t i = out0 + j;
+        if (sl_qfmt_is_fp4(fmt)) {
+          if (i & 1)
+            codes[i / 2] = (uint8_t)((codes[i / 2] & 0x0f) | (c << 4));
+          else
+            codes[i / 2] = c; /* element 2i in the low nibble */
+        } else {
+          codes[i] = c;
+        }
+      }
+      if (fmt == SL_QFMT_FP8_GROUP)
+        scales_f32[(size_t)t * cols + g] = scale_f32;
+      else
+        scales_u8[sl_qf_scale_offset((int)a->layout, t, g, cols)] = scale_u8;
+    }
+  }
+  if (fmt != SL_QFMT_FP8_GROUP && a->layout == SL_QUANT_LAYOUT_SWIZZLED)
+    write_swizzle_padding(scales_u8, a->num_tokens, cols);
+  if (a->check_nan && first_bad >= 0)
+    return SL_ERR(SL_ERR_NUMERIC, "quant %s: NaN/Inf input in token %ld, block %ld (elements %ld..%ld of the row)",
+                  format_name(a->format), first_bad / cols, first_bad % cols, (first_bad % cols) * block,
+                  (first_bad % cols) * block + block - 1);
+  return SL_OK;
+}
+
+sl_status_t sl_dequant_ref(const sl_dequant_args_t *a) {
+  SL_CHECK(check_common("dequant", a->format, -1, a->layout, a->num_tokens, a->hidden, a->out_dtype, a->out_stride,
+                        a->format == SL_QUANT_NVFP4 ? a->global_scale : 1.0f));
+  int fmt = (int)a->format, block = sl_qfmt_block(fmt), cols = a->hidden / block;
+  long stride = a->out_stride ? a->out_stride : a->hidden;
+  const uint8_t *codes = a->codes, *scales_u8 = a->scales;
+  const float *scales_f32 = a->scales;
+  for (int t = 0; t < a->num_tokens; t++)
+    for (int i = 0; i < a->hidden; i++) {
+      size_t ci = (size_t)t * a->hidden + i;
+      uint8_t c = sl_qfmt_is_fp4(fmt) ? (uint8_t)((codes[ci / 2] >> ((ci & 1) * 4)) & 0xf) : codes[ci];
+      int g = i / block;
+      float sf = fmt == SL_QFMT_FP8_GROUP ? scales_f32[(size_t)t * cols + g] : 0.0f;
+      uint8_t su = fmt == SL_QFMT_FP8_GROUP ? 0 : scales_u8[sl_qf_scale_offset((int)a->layout, t, g, cols)];
+      sl_store_f32(a->out, a->out_dtype, (size_t)t * stride + i, sl_qf_decode(fmt, c, sf, su, a->global_scale));
+    }
+  return SL_OK;
+}
+
+sl_status_t sl_quant_check_scales_host(sl_quant_format_t format, sl_quant_layout_t layout, int num_tokens, int hidden,
+                                       const void *scales) {
+  int fmt = (int)format, block = sl_qfmt_block(fmt), cols = hidden / block;
+  for (int t = 0; t < num_tokens; t++)
+    for (int g = 0; g < cols; g++) {
+      bool nan;
+      if (fmt == SL_QFMT_FP8_GROUP) {
+        nan = !sl_qf_finite(((const float *)scales)[(size_t)t * cols + g]);
+      } else {
+        uint8_t s = ((const uint8_t *)scales)[sl_qf_scale_offset((int)layout, t, g, cols)];
+        nan = fmt == SL_QFMT_NVFP4 ? (s & 0x7f) == SL_E4M3_NAN : s == SL_E8M0_NAN;
+      }
+      if (nan)
+        return SL_ERR(SL_ERR_NUMERIC, "quant %s: NaN/Inf input in token %d, block %d (elements %d..%d of the row)",
+                      format_name(format), t, g, g * block, g * block + block - 1);
+    }
+  return SL_OK;
+}
+
+sl_status_t sl_quant_check_scales(sl_device_t *dev, sl_quant_format_t format, sl_quant_layout_t layout, int num_tokens,
+                                  int hidden, const void *scales, sl_stream_t *stream) {
+  if (sl_device_backend(dev) == SL_BACKEND_CPU)
+    return sl_quant_check_scales_host(format, layout, num_tokens, hidden, scales);
+  size_t bytes = sl_quant_scales_bytes(format, layout, num_tokens, hidden);
+  void *host = malloc(bytes ? bytes : 1);
+  if (!host) return SL_ERR(SL_ERR_NOMEM, "quant check: %zu bytes for the scales", bytes);
+  sl_status_t s = SL_OK;
+  SL_CHECK_GOTO(sl_memcpy(dev, host, scales, bytes, stream), s, out);
+  SL_CHECK_GOTO(sl_stream_sync(dev, stream), s, out);
+  SL_CHECK_GOTO(sl_quant_check_scales_host(format, layout, num_tokens, hidden, host), s, out);
+out:
+  free(host);
+  return s;
+}
+
+/* ---- JIT --------------------------------------------------------------------------------- */
+
+static sl_status_t common_defines(sl_jit_spec_t *spec, int fmt, int rule, int layout, int hidden, sl_dtype_t dtype,
+                                  int warps, int unroll) {
+  SL_CHECK(sl_jit_spec_define(spec, "QFMT", "%d", fmt));
+  SL_CHECK(sl_jit_spec_define(spec, "QRULE", "%d", rule));
+  SL_CHECK(sl_jit_spec_define(spec, "QLAYOUT", "%d", layout));
+  SL_CHECK(sl_jit_spec_define(spec, "HIDDEN", "%d", hidden));
+  SL_CHECK(sl_jit_spec_define(spec, "DTYPE", "%d", (int)dtype));
+  SL_CHECK(sl_jit_spec_define(spec, "WARPS", "%d", warps));
+  SL_CHECK(sl_jit_spec_define(spec, "UNROLL", "%d", unroll));
+  return SL_OK;
+}
+
+static sl_status_t quant_spec_at(int fmt, int rule, int layout, int hidden, sl_dtype_t dtype, int warps, int unroll,
+                                 sl_jit_spec_t *spec) {
+  sl_jit_spec_init(spec, "kernels/quant.cu", "sl_quant_kernel");
+  if (fmt == SL_QFMT_NVFP4) rule = 0; /* one rule: don't split the cache on an ignored knob */
+  return common_defines(spec, fmt, rule, layout, hidden, dtype, warps, unroll);
+}
+
+static sl_status_t dequant_spec_at(int fmt, int layout, int hidden, sl_dtype_t dtype, int warps, int unroll,
+                                   sl_jit_spec_t *spec) {
+  sl_jit_spec_init(spec, "kernels/quant.cu", "sl_dequant_kernel");
+  return common_defines(spec, fmt, 0, layout, hidden, dtype, warps, unroll);
+}
+
+sl_status_t sl_quant_spec(const sl_quant_args_t *a, int arch, int sm_count, sl_jit_spec_t *spec) {
+  int warps = sl_kq_warps(arch, sm_count, a->num_tokens);
+  return quant_spec_at((int)a->format, (int)a->rule, (int)a->layout, a->hidden, a->in_dtype, warps,
+                       sl_kq_arch_cfg(arch)->unroll, spec);
+}
+
+sl_status_t sl_dequant_spec(const sl_dequant_args_t *a, int arch, int sm_count, sl_jit_spec_t *spec) {
+  int warps = sl_kq_warps(arch, sm_count, a->num_tokens);
+  return dequant_spec_at((int)a->format, (int)a->layout, a->hidden, a->out_dtype, warps, sl_kq_arch_cfg(arch)->unroll,
+                         spec);
+}
+
+/* Work items of a kernel: one warp-wide chunk of 32 x 16 bytes of the wider side. */
+static long quant_items(int num_tokens, int hidden, sl_dtype_t dtype) {
+  int chunk = 32 * (16 / (int)(sl_dtype_bits(dtype) / 8));
+  return (long)num_tokens * ((hidden + chunk - 1) / chunk);
+}
+
+static sl_status_t check_aligned(const char *op, const void *p, long stride_bytes, const char *what) {
+  if (((uintptr_t)p & 15u) || (stride_bytes & 15))
+    return SL_ERR(SL_ERR_INVALID, "%s: %s must be 16-byte aligned, rows included (pointer %p, row %ld bytes)", op, what,
+                  p, stride_bytes);
+  return SL_OK;
+}
+
+sl_status_t sl_quant(sl_device_t *dev, const sl_quant_args_t *a, sl_stream_t *stream) {
+  if (sl_device_backend(dev) == SL_BACKEND_CPU) return sl_quant_ref(a);
+  SL_CHECK(check_common("quant", a->format, (int)a->rule, a->layout, a->num_tokens, a->hidden, a->in_dtype,
+                        a->in_stride, a->global_scale));
+  if (a->num_tokens == 0) return SL_OK;
+  long stride = a->in_stride ? a->in_stride : a->hidden;
+  SL_CHECK(check_aligned("quant", a->in, stride * (long)(sl_dtype_bits(a->in_dtype) / 8), "the input"));
+  SL_CHECK(check_aligned("quant", a->codes, 0, "codes"));
+  const sl_device_info_t *info = sl_device_info(dev);
+  sl_jit_spec_t spec;
+  SL_CHECK(sl_quant_spec(a, info->arch, info->sm_count, &spec));
+  sl_kernel_t *k;
+  SL_CHECK(sl_jit_get_kernel(dev, &spec, &k));
+  int warps = sl_kq_warps(info->arch, info->sm_count, a->num_tokens), unroll = sl_kq_arch_cfg(info->arch)->unroll;
+  const void *in = a->in;
+  void *codes = a->codes, *scales = a->scales;
+  float gs = a->global_scale;
+  int t = a->num_tokens;
+  void *args[] = {&in, &stride, &codes, &scales, &gs, &t};
+  SL_CHECK(sl_kq_launch(dev, k, warps, unroll, quant_items(t, a->hidden, a->in_dtype), stream, args));
+  if (a->check_nan)
+    SL_CHECK(sl_quant_check_scales(dev, a->format, a->layout, a->num_tokens, a->hidden, a->scales, stream));
+  return SL_OK;
+}
+
+sl_status_t sl_dequant(sl_device_t *dev, const sl_dequant_args_t *a, sl_stream_t *stream) {
+  if (sl_device_backend(dev) == SL_BACKEND_CPU) return sl_dequant_ref(a);
+  SL_CHECK(check_common("dequant", a->format, -1, a->layout, a->num_tokens, a->hidden, a->out_dtype, a->out_stride,
+                        a->format == SL_QUANT_NVFP4 ? a->global_scale : 1.0f));
+  if (a->num_tokens == 0) return SL_OK;
+  long stride = a->out_stride ? a->out_stride : a->hidden;
+  SL_CHECK(check_aligned("dequant", a->out, stride * (long)(sl_dtype_bits(a->out_dtype) / 8), "the output"));
+  SL_CHECK(check_aligned("dequant", a->codes, 0, "codes"));
+  const sl_device_info_t *info = sl_device_info(dev);
+  sl_jit_spec_t spec;
+  SL_CHECK(sl_dequant_spec(a, info->arch, info->sm_count, &spec));
+  sl_kernel_t *k;
+  SL_CHECK(sl_jit_get_kernel(dev, &spec, &k));
+  int warps = sl_kq_warps(info->arch, info->sm_count, a->num_tokens), unroll = sl_kq_arch_cfg(info->arch)->unroll;
+  const void *codes = a->codes, *scales = a->scales;
+  void *out = a->out;
+  float gs = a->global_scale;
+  int t = a->num_tokens;
+  void *args[] = {&codes, &scales, &gs, &out, &stride, &t};
+  return sl_kq_launch(dev, k, warps, unroll, quant_items(t, a->hidden, a->out_dtype), stream, args);
+}
+
+/* Configuration points: every format x rule x layout x dtype, decode and prefill warps, quant
+ * and dequant, at one hidden size (7168, DeepSeek-V3): the hidden size only changes loop
+ * bounds, so one size proves every variant compiles while keeping `sluice jit warm` and the
+ * jit tests short; a deployment's own sizes compile on first use and stay in the cache. */
+sl_status_t sl_quant_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t *spec, void *user), void *user) {
+  static const int hiddens[] = {7168};
+  static const sl_dtype_t dtypes[] = {SL_DTYPE_BF16, SL_DTYPE_F16, SL_DTYPE_F32};
+  static const struct {
+    int fmt, rule, layout;
+  } cfgs[] = {
+      {SL_QFMT_FP8_GROUP, SL_QRULE_IEEE, SL_QLAYOUT_LINEAR},
+      {SL_QFMT_FP8_GROUP, SL_QRULE_CEIL, SL_QLAYOUT_LINEAR},
+      {SL_QFMT_MXFP8, SL_QRULE_FLOOR, SL_QLAYOUT_LINEAR},
+      {SL_QFMT_MXFP8, SL_QRULE_CEIL, SL_QLAYOUT_SWIZZLED},
+      {SL_QFMT_MXFP8, SL_QRULE_FLOOR, SL_QLAYOUT_SWIZZLED},
+      {SL_QFMT_MXFP4, SL_QRULE_FLOOR, SL_QLAYOUT_LINEAR},
+      {SL_QFMT_MXFP4, SL_QRULE_CEIL, SL_QLAYOUT_SWIZZLED},
+      {SL_QFMT_MXFP4, SL_QRULE_FLOOR, SL_QLAYOUT_SWIZZLED},
+      {SL_QFMT_NVFP4, 0, SL_QLAYOUT_LINEAR},
+      {SL_QFMT_NVFP4, 0, SL_QLAYOUT_SWIZZLED},
+  };
+  const sl_kq_arch_cfg_t *ac = sl_kq_arch_cfg(arch);
+  int warps[2] = {ac->decode_warps, ac->prefill_warps};
+  for (size_t c = 0; c < sizeof cfgs / sizeof cfgs[0]; c++)
+    for (size_t h = 0; h < sizeof hiddens / sizeof hiddens[0]; h++)
+      for (size_t d = 0; d < sizeof dtypes / sizeof dtypes[0]; d++)
+        for (int w = 0; w < 2; w++) {
+          sl_jit_spec_t spec;
+          SL_CHECK(quant_spec_at(cfgs[c].fmt, cfgs[c].rule, cfgs[c].layout, hiddens[h], dtypes[d], warps[w], ac->unroll,
+                                 &spec));
+          SL_CHECK(fn(&spec, user));
+          if (cfgs[c].rule != SL_QRULE_CEIL) { /* dequant doesn't depend on the rule: once per layout */
+            SL_CHECK(dequant_spec_at(cfgs[c].fmt, cfgs[c].layout, hiddens[h], dtypes[d], warps[w], ac->unroll, &spec));
+            SL_CHECK(fn(&spec, user));
+          }
+        }
+  return SL_OK;
+}

@@ -1,0 +1,214 @@
+// Device helpers of the quantization family (quant.cu, act.cu): 16-byte packet loads and
+// stores of bf16/fp16/fp32 as fp32, packed code stores, and the sub-warp block reduction.
+#ifndef SL_QUANT_DEV_CUH
+#define SL_QUANT_DEV_CUH
+
+#include "kernels/quant_formats.h"
+#include "kernels/sl_dtype.h"
+
+// Each thread moves 16 bytes per access (LDG.128/STG.128): the widest single global access
+// on Hopper; a warp then covers 512 contiguous bytes, four full 128-byte lines.
+#define SL_KQ_PACKET 16
+
+// Scalar conversions by PTX (sm_80+), not cuda_fp16.h / cuda_bf16.h: those headers are most of
+// NVRTC's compile time for kernels this small. cvt.rn is round-to-nearest-even, as the CPU
+// reference (kernels/sl_dtype.h) rounds; subnormals kept.
+__device__ __forceinline__ float sl_kq_f16_to_f32(unsigned short h) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  return f;
+}
+__device__ __forceinline__ unsigned short sl_kq_f32_to_f16(float f) {
+  unsigned short h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+}
+__device__ __forceinline__ unsigned short sl_kq_f32_to_bf16(float f) {
+  unsigned short h;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+}
+__device__ __forceinline__ float sl_kq_bf16_to_f32(unsigned short h) {
+  return __uint_as_float((unsigned)h << 16);
+}
+
+template <int DT> struct sl_kq_elem {
+  static_assert(DT == SL_DTYPE_F32 || DT == SL_DTYPE_BF16 || DT == SL_DTYPE_F16, "f32, bf16, f16 only");
+  static constexpr int bytes = DT == SL_DTYPE_F32 ? 4 : 2;
+  static constexpr int vec = SL_KQ_PACKET / bytes; // elements per 16-byte packet
+};
+
+// Load one 16-byte packet (vec elements of DT) as fp32.
+template <int DT> __device__ __forceinline__ void sl_kq_load(const void *p, float *f) {
+  uint4 w = __ldg(reinterpret_cast<const uint4 *>(p));
+  unsigned int u[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    if constexpr (DT == SL_DTYPE_F32) {
+      f[i] = __uint_as_float(u[i]);
+    } else if constexpr (DT == SL_DTYPE_BF16) {
+      f[2 * i] = __uint_as_float(u[i] << 16);
+      f[2 * i + 1] = __uint_as_float(u[i] & 0xffff0000u);
+    } else {
+      f[2 * i] = sl_kq_f16_to_f32((unsigned short)(u[i] & 0xffffu));
+      f[2 * i + 1] = sl_kq_f16_to_f32((unsigned short)(u[i] >> 16));
+    }
+  }
+}
+
+// Store N fp32 values rounded once to DT (RNE), in 16-byte packets (8-byte ones when N
+// elements of DT are only 8 bytes: f32 in, bf16 out).
+template <int DT, int N> __device__ __forceinline__ void sl_kq_store(void *p, const float *f) {
+  constexpr int words = N * sl_kq_elem<DT>::bytes / 4;
+  static_assert(words % 2 == 0, "whole 8- or 16-byte packets only");
+  unsigned int u[words];
+#pragma unroll
+  for (int i = 0; i < words; i++) {
+    if constexpr (DT == SL_DTYPE_F32) {
+      u[i] = __float_as_uint(f[i]);
+    } else if constexpr (DT == SL_DTYPE_BF16) {
+      u[i] = (unsigned)sl_kq_f32_to_bf16(f[2 * i]) | ((unsigned)sl_kq_f32_to_bf16(f[2 * i + 1]) << 16);
+    } else {
+      u[i] = (unsigned)sl_kq_f32_to_f16(f[2 * i]) | ((unsigned)sl_kq_f32_to_f16(f[2 * i + 1]) << 16);
+    }
+  }
+  if constexpr (words % 4 == 0) {
+#pragma unroll
+    for (int i = 0; i < words; i += 4)
+      reinterpret_cast<uint4 *>(p)[i / 4] = make_uint4(u[i], u[i + 1], u[i + 2], u[i + 3]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < words; i += 2)
+      reinterpret_cast<uint2 *>(p)[i / 2] = make_uint2(u[i], u[i + 1]);
+  }
+}
+
+// Store N codes (bytes for FP8, nibbles for FP4, element 2i in the low nibble) as one
+// 2/4/8-byte store: N*8 or N*4 bits.
+template <int N, bool FP4> __device__ __forceinline__ void sl_kq_store_codes(unsigned char *p, const unsigned char *c) {
+  unsigned long long w = 0;
+#pragma unroll
+  for (int i = 0; i < N; i++)
+    w |= (unsigned long long)c[i] << (FP4 ? 4 * i : 8 * i);
+  constexpr int bytes = FP4 ? N / 2 : N;
+  if constexpr (bytes == 8)
+    *reinterpret_cast<unsigned long long *>(p) = w;
+  else if constexpr (bytes == 4)
+    *reinterpret_cast<unsigned int *>(p) = (unsigned int)w;
+  else if constexpr (bytes == 2)
+    *reinterpret_cast<unsigned short *>(p) = (unsigned short)w;
+  else
+    static_assert(bytes == 8 || bytes == 4 || bytes == 2, "2, 4 or 8 bytes of codes per thread");
+}
+
+// Load N codes back (inverse of sl_kq_store_codes); unpacks to one code per byte.
+template <int N, bool FP4> __device__ __forceinline__ void sl_kq_load_codes(const unsigned char *p, unsigned char *c) {
+  constexpr int bytes = FP4 ? N / 2 : N;
+  unsigned long long w;
+  if constexpr (bytes == 8)
+    w = *reinterpret_cast<const unsigned long long *>(p);
+  else if constexpr (bytes == 4)
+    w = *reinterpret_cast<const unsigned int *>(p);
+  else
+    w = *reinterpret_cast<const unsigned short *>(p);
+#pragma unroll
+  for (int i = 0; i < N; i++)
+    c[i] = (unsigned char)((w >> (FP4 ? 4 * i : 8 * i)) & (FP4 ? 0xfu : 0xffu));
+}
+
+// Absmax of a block as the max of |x|'s bit patterns: for finite floats the integer order of
+// the magnitude bits is the float order, and NaN/Inf (exponent all ones) sort above every
+// finite value, so one integer max per element yields both the absmax and the "block holds
+// NaN/Inf" flag (max bits >= 0x7f800000) — 2 instructions per element instead of 5.
+template <int VEC> __device__ __forceinline__ unsigned sl_kq_thread_absmax_bits(const float *v) {
+  unsigned m = 0;
+#pragma unroll
+  for (int j = 0; j < VEC; j++)
+    m = max(m, __float_as_uint(v[j]) & 0x7fffffffu);
+  return m;
+}
+
+// Reduce over a block of LANES consecutive lanes (each holding VEC elements): a butterfly of
+// log2(LANES) rounds, a compile-time count. Blocks of 16 or 32 elements span 2-8 lanes, so
+// this is a sub-warp reduction: every lane of the block ends with the same result, with no
+// shared memory or barrier. All 32 lanes execute the shuffles (tail lanes carry 0), so the
+// full mask is correct.
+template <int LANES> __device__ __forceinline__ unsigned sl_kq_block_max(unsigned m) {
+  static_assert(LANES >= 1 && LANES <= 32 && (LANES & (LANES - 1)) == 0, "power-of-two lanes per block");
+#pragma unroll
+  for (int k = 1; k < LANES; k <<= 1)
+    m = max(m, __shfl_xor_sync(0xffffffffu, m, k));
+  return m;
+}
+
+// Absmax and non-finite flag of the block this lane belongs to.
+template <int VEC, int LANES>
+__device__ __forceinline__ void sl_kq_block_absmax(const float *v, float &absmax, int &bad) {
+  unsigned m = sl_kq_block_max<LANES>(sl_kq_thread_absmax_bits<VEC>(v));
+  bad = m >= 0x7f800000u;
+  absmax = bad ? 0.0f : __uint_as_float(m);
+}
+
+// 1: E4M3 codes by the hardware cvt (below); 0: by sl_f32_to_e4m3, the CPU reference's own
+// conversion (~15 integer instructions per element). The GPU tests compare codes bit for bit
+// with the CPU: if the hardware ever disagreed, build with 0 (one line here).
+#ifndef SL_KQ_HW_E4M3
+#define SL_KQ_HW_E4M3 1
+#endif
+
+// Two E4M3 codes by the hardware conversion (sm_89+): cvt.rn.satfinite rounds to nearest even
+// and saturates finite values to +-448 exactly as sl_f32_to_e4m3 does (NaN/Inf never reach
+// it: such blocks are marked before). Low byte = lo.
+__device__ __forceinline__ unsigned short sl_kq_e4m3x2(float lo, float hi) {
+  unsigned short d;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(d) : "f"(hi), "f"(lo));
+  return d;
+}
+
+// Quantize a thread's VEC values of one block (block absmax already reduced) to codes and
+// return the scale to store. Identical to the CPU reference (kernels/quant.c): the same
+// sl_qf_* scale rules and element scaling from quant_formats.h; E4M3 by the hardware cvt
+// (bit-identical to sl_f32_to_e4m3, see above), E2M1 by sl_f32_to_e2m1 (sm_90 has no FP4 cvt).
+template <int FMT, int RULE, int VEC>
+__device__ __forceinline__ void sl_kq_quantize(const float *v, float absmax, int bad, float global_scale,
+                                               unsigned char *codes, float &scale_f32, unsigned char &scale_u8) {
+  static_assert(VEC % 2 == 0, "codes come in pairs");
+  sl_qf_scale_t s = sl_qf_block_scale(FMT, RULE, absmax, global_scale);
+  scale_f32 = s.scale_f32;
+  scale_u8 = s.scale_u8;
+  if (bad) {
+    sl_qf_nan_scale(FMT, &scale_f32, &scale_u8);
+#pragma unroll
+    for (int j = 0; j < VEC; j++)
+      codes[j] = sl_qf_nan_code(FMT);
+    return;
+  }
+  if (s.zero) {
+#pragma unroll
+    for (int j = 0; j < VEC; j++)
+      codes[j] = 0;
+    return;
+  }
+  float y[VEC];
+#pragma unroll
+  for (int j = 0; j < VEC; j++)
+    y[j] = s.div ? SL_QF_DIV(v[j], s.mul) : SL_QF_MUL(v[j], s.mul);
+  if constexpr ((FMT == SL_QFMT_FP8_GROUP || FMT == SL_QFMT_MXFP8) && SL_KQ_HW_E4M3) {
+#pragma unroll
+    for (int j = 0; j < VEC; j += 2) {
+      unsigned short d = sl_kq_e4m3x2(y[j], y[j + 1]);
+      codes[j] = (unsigned char)(d & 0xffu);
+      codes[j + 1] = (unsigned char)(d >> 8);
+    }
+  } else if constexpr (FMT == SL_QFMT_FP8_GROUP || FMT == SL_QFMT_MXFP8) {
+#pragma unroll
+    for (int j = 0; j < VEC; j++)
+      codes[j] = sl_f32_to_e4m3(y[j]);
+  } else {
+#pragma unroll
+    for (int j = 0; j < VEC; j++)
+      codes[j] = sl_f32_to_e2m1(y[j]);
+  }
+}
+
+#endif

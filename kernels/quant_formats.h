@@ -1,0 +1,342 @@
+/* Exact low-precision formats and block-scale rules (FP8 E4M3, FP4 E2M1, E8M0, E4M3 scales),
+ * the Blackwell 128x4 swizzled scale layout, and a reproducible expf: plain C included by the
+ * CPU references (kernels/quant.c, act.c, router.c) and the CUDA kernels, so the two backends
+ * produce bit-identical codes and scales.
+ *
+ * Reproducibility rules for everything in this file:
+ *  - only integer bit manipulation, single IEEE fp32 operations (+ - * / each rounded once),
+ *    comparisons, and explicit fmaf; never an expression a*b+c that a compiler could contract
+ *    into an FMA on one side only (NVRTC contracts by default). Where a product feeds a sum,
+ *    SL_QF_ADD / SL_QF_MUL (__fadd_rn/__fmul_rn on the device: never contracted) are used.
+ *  - rounding is round-to-nearest-even everywhere; conversions saturate to the format's
+ *    largest finite value (OCP "satfinite"); NaN handling is the caller's (block level). */
+#ifndef SL_QUANT_FORMATS_H
+#define SL_QUANT_FORMATS_H
+
+#ifndef __CUDACC_RTC__
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#else
+/* NVRTC has no <stdint.h>; identical typedefs may be repeated in C++. */
+typedef unsigned char uint8_t;
+typedef unsigned int uint32_t;
+#endif
+
+#if defined(__CUDACC_RTC__) || defined(__CUDACC__)
+#define SL_QF_FN static __device__ __forceinline__
+#define SL_QF_ADD(a, b) __fadd_rn((a), (b))
+#define SL_QF_MUL(a, b) __fmul_rn((a), (b))
+#define SL_QF_DIV(a, b) __fdiv_rn((a), (b))
+#else
+#define SL_QF_FN static inline
+#define SL_QF_ADD(a, b) ((a) + (b))
+#define SL_QF_MUL(a, b) ((a) * (b))
+#define SL_QF_DIV(a, b) ((a) / (b))
+#endif
+
+/* ---- Formats and rules (values shared with the JIT -D constants) --------------------- */
+/* SL_QFMT_FP8_GROUP: E4M3 codes, one fp32 scale per 128 elements (DeepSeek/vLLM
+ *   per-token-group). SL_QFMT_MXFP8: E4M3 codes, E8M0 scale per 32 (OCP MX).
+ *   SL_QFMT_MXFP4: E2M1 codes, E8M0 scale per 32 (OCP MX). SL_QFMT_NVFP4: E2M1 codes, E4M3
+ *   scale per 16, and an fp32 tensor scale. */
+#define SL_QFMT_FP8_GROUP 0
+#define SL_QFMT_MXFP8 1
+#define SL_QFMT_MXFP4 2
+#define SL_QFMT_NVFP4 3
+/* Scale rules. IEEE: fp32 scale = absmax / max_code (FP8_GROUP only). CEIL: power of two
+ * 2^ceil(log2(absmax / max_code)) (UE8M0 for FP8_GROUP, "RCEIL" for MX). FLOOR: the OCP MX
+ * rule 2^(floor(log2(absmax)) - emax_code) (MX only). NVFP4 has its own rule (E4M3). */
+#define SL_QRULE_IEEE 0
+#define SL_QRULE_CEIL 1
+#define SL_QRULE_FLOOR 2
+#define SL_QLAYOUT_LINEAR 0
+#define SL_QLAYOUT_SWIZZLED 1
+
+#define SL_E4M3_MAX 448.0f
+#define SL_E2M1_MAX 6.0f
+#define SL_E4M3_EMAX 8 /* 448 = 1.75 * 2^8 */
+#define SL_E2M1_EMAX 2 /* 6 = 1.5 * 2^2 */
+#define SL_E4M3_NAN 0x7f
+#define SL_E8M0_NAN 0xff
+
+/* Elements per scale block of a format. */
+SL_QF_FN int sl_qfmt_block(int fmt) {
+  return fmt == SL_QFMT_FP8_GROUP ? 128 : fmt == SL_QFMT_NVFP4 ? 16 : 32;
+}
+/* 1 when the codes are FP4 (two per byte, element 2i in the low nibble). */
+SL_QF_FN int sl_qfmt_is_fp4(int fmt) {
+  return fmt == SL_QFMT_MXFP4 || fmt == SL_QFMT_NVFP4;
+}
+
+/* ---- Bits --------------------------------------------------------------------------- */
+SL_QF_FN uint32_t sl_qf_bits(float f) {
+#if defined(__CUDACC_RTC__) || defined(__CUDACC__)
+  return __float_as_uint(f);
+#else
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return u;
+#endif
+}
+SL_QF_FN float sl_qf_float(uint32_t u) {
+#if defined(__CUDACC_RTC__) || defined(__CUDACC__)
+  return __uint_as_float(u);
+#else
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+#endif
+}
+/* Not NaN and not +-Inf. */
+SL_QF_FN int sl_qf_finite(float f) {
+  return (sl_qf_bits(f) & 0x7f800000u) != 0x7f800000u;
+}
+SL_QF_FN float sl_qf_abs(float f) {
+  return sl_qf_float(sl_qf_bits(f) & 0x7fffffffu);
+}
+/* max for absmax reductions: inputs are never NaN here (a non-finite block is flagged). */
+SL_QF_FN float sl_qf_max(float a, float b) {
+  return a > b ? a : b;
+}
+
+/* 2^e as fp32 for e in [-127, 127] (exact; 2^-127 is an fp32 subnormal). */
+SL_QF_FN float sl_qf_pow2(int e) {
+  return e >= -126 ? sl_qf_float((uint32_t)(e + 127) << 23) : sl_qf_float(0x00400000u);
+}
+
+/* ---- FP8 E4M3 (OCP, "fn": no infinities, S.1111.111 is NaN, max 448, subnormals m*2^-9) */
+/* fp32 -> E4M3, round to nearest even, saturate to +-448; NaN -> 0x7f (sign kept). */
+SL_QF_FN uint8_t sl_f32_to_e4m3(float f) {
+  uint32_t u = sl_qf_bits(f);
+  uint32_t sign = (u >> 24) & 0x80u, a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) return (uint8_t)(sign | 0x7fu);
+  if (a >= 0x43e00000u) return (uint8_t)(sign | 0x7eu); /* >= 448 (incl. Inf): satfinite */
+  if (a >= 0x3c800000u) {                               /* >= 2^-6: normal E4M3 */
+    uint32_t r = a + 0x7ffffu + ((a >> 20) & 1u);       /* RNE to 3 mantissa bits */
+    return (uint8_t)(sign | ((r >> 20) - (120u << 3))); /* rebias 127 -> 7 */
+  }
+  /* Subnormal: the code is round(|f| / 2^-9) in 0..8 (8 is the smallest normal, 0x08). */
+  uint32_t e = a >> 23;
+  if (e < 117u) return (uint8_t)sign;                         /* < 2^-10 (half the smallest subnormal): 0 */
+  uint32_t m = (a & 0x7fffffu) | 0x800000u, shift = 141u - e; /* 21..24 */
+  uint32_t q = m >> shift, rem = m & ((1u << shift) - 1u), half = 1u << (shift - 1u);
+  if (rem > half || (rem == half && (q & 1u))) q++;
+  return (uint8_t)(sign | q);
+}
+SL_QF_FN float sl_e4m3_to_f32(uint8_t c) {
+  uint32_t sign = (uint32_t)(c & 0x80u) << 24, e = (c >> 3) & 15u, m = c & 7u;
+  if ((c & 0x7fu) == 0x7fu) return sl_qf_float(sign | 0x7fc00000u);
+  if (e == 0) return sl_qf_float(sign | sl_qf_bits((float)m * 0.001953125f)); /* m * 2^-9 */
+  return sl_qf_float(sign | ((e + 120u) << 23) | (m << 20));
+}
+
+/* ---- FP4 E2M1 (values 0, 0.5, 1, 1.5, 2, 3, 4, 6; no NaN/Inf) -------------------------- */
+/* fp32 -> E2M1 nibble, round to nearest even, saturate to +-6. The midpoints and where their
+ * ties go (to the even code): 0.25->0, 0.75->1.0, 1.25->1.0, 1.75->2, 2.5->2, 3.5->4, 5->4.
+ * Branch-free (the GPU runs this per element; sm_90 has no FP4 cvt): |x| >= 1 rounds its bits
+ * to one mantissa bit (carry into the exponent included) and rebiases 127 -> 1, saturating
+ * at code 7; |x| < 1 is the subnormal step 0.5: code = round_even(2|x|) by the 1.5*2^23 trick
+ * (2|x| is exact, so the add rounds once). */
+SL_QF_FN uint8_t sl_f32_to_e2m1(float f) {
+  uint32_t u = sl_qf_bits(f), sign = (u >> 28) & 0x8u, a = u & 0x7fffffffu;
+  uint32_t r = a + 0x1fffffu + ((a >> 22) & 1u);
+  uint32_t normal = (r >> 22) - 252u; /* (exponent 127..129) << 1 | mantissa bit, rebiased */
+  normal = normal > 7u ? 7u : normal;
+  float t = SL_QF_ADD(SL_QF_MUL(sl_qf_float(a), 2.0f), 12582912.0f);
+  uint32_t sub = sl_qf_bits(t) - 0x4b400000u; /* 0, 1 or 2 (2 = 1.0, the first normal code) */
+  return (uint8_t)(sign | (a >= 0x3f800000u ? normal : sub));
+}
+SL_QF_FN float sl_e2m1_to_f32(uint8_t c) {
+  /* magnitude = code * 0.5 for codes 0..4, then 3, 4, 6 */
+  uint32_t m = c & 7u;
+  float v = m <= 4u ? (float)m * 0.5f : m == 5u ? 3.0f : m == 6u ? 4.0f : 6.0f;
+  return (c & 8u) ? -v : v;
+}
+
+/* ---- E8M0 (UE8M0): 2^(c-127), c = 255 is NaN --------------------------------------------- */
+SL_QF_FN float sl_e8m0_to_f32(uint8_t c) {
+  if (c == 0xffu) return sl_qf_float(0x7fc00000u);
+  return sl_qf_pow2((int)c - 127);
+}
+
+/* floor(log2(a)) of a finite a > 0 (subnormals included). */
+SL_QF_FN int sl_qf_floor_log2(float a) {
+  uint32_t u = sl_qf_bits(a) & 0x7fffffffu, e = u >> 23;
+  if (e) return (int)e - 127;
+  int p = 22;
+  while (p > 0 && !(u & (1u << p)))
+    p--;
+  return p - 149;
+}
+/* ceil(log2(a)) of a finite a > 0. */
+SL_QF_FN int sl_qf_ceil_log2(float a) {
+  uint32_t u = sl_qf_bits(a) & 0x7fffffffu, e = u >> 23, m = u & 0x7fffffu;
+  if (e) return (int)e - 127 + (m != 0);
+  int p = sl_qf_floor_log2(a);
+  return p + (m != (1u << (p + 149)));
+}
+SL_QF_FN int sl_qf_clamp_exp(int e) {
+  return e < -127 ? -127 : e > 127 ? 127 : e;
+}
+
+/* Block exponent of a power-of-two scale from the block absmax (finite, >= 0).
+ * CEIL ("RCEIL", UE8M0 rounded up): ceil(log2(absmax / max_code)), absmax / max_code by
+ *   IEEE division, so every element / 2^e <= max_code: nothing saturates.
+ * FLOOR (OCP MX v1.0 section 6.3): floor(log2(absmax)) - emax_code; the largest elements may
+ *   exceed max_code after scaling and saturate.
+ * A zero block gets the smallest exponent, -127 (E8M0 code 0), and all-zero codes. */
+SL_QF_FN int sl_qf_block_exp(float absmax, int rule, float max_code, int emax_code) {
+  if (!(absmax > 0.0f)) return -127;
+  if (rule == SL_QRULE_FLOOR) return sl_qf_clamp_exp(sl_qf_floor_log2(absmax) - emax_code);
+  float s = SL_QF_DIV(absmax, max_code);
+  if (!(s > 0.0f)) return -127;
+  return sl_qf_clamp_exp(sl_qf_ceil_log2(s));
+}
+
+/* ---- Block scale of each format -------------------------------------------------------
+ * sl_qf_scale_t carries what the element conversion needs:
+ *   FP8_GROUP IEEE:  scale = absmax / 448 (IEEE); code = e4m3(x / scale); scale 0 -> codes 0.
+ *   FP8_GROUP CEIL:  scale = 2^e (CEIL rule, max 448); code = e4m3(x * 2^-e).
+ *   MXFP8 / MXFP4:   E8M0 code e + 127 (rule CEIL or FLOOR); code = e4m3 / e2m1(x * 2^-e).
+ *   NVFP4 (NVIDIA's convention, as in TensorRT-LLM's cvt_warp_fp16_to_fp4 and vLLM's
+ *     scaled_fp4_quant, Transformer Engine's NVFP4 recipe): the fp32 tensor scale
+ *     global_scale = 448 * 6 / tensor_absmax is the *encode* scale the caller supplies;
+ *       sf     = e4m3_satfinite(global_scale * (absmax / 6))      (each op IEEE, RNE)
+ *       enc    = sf == 0 ? 0 : global_scale / decode(sf)           (IEEE division)
+ *       code_i = e2m1(x_i * enc)
+ *     and dequantization is x ~= e2m1(code) * decode(sf) / global_scale. (TensorRT-LLM uses
+ *     rcp.approx for 1/6 and the reciprocals; we use IEEE division so the CPU reproduces the
+ *     GPU bit for bit — a code can differ from TensorRT-LLM's only where its approximate
+ *     reciprocal moves a value across a rounding boundary.)
+ * A block holding NaN or Inf is not quantized: its scale is the format's NaN (fp32 NaN,
+ * E8M0 0xff, E4M3 0x7f) and its codes are E4M3 NaN (0x7f) or E2M1 0, so dequantization
+ * yields NaN, never plausible garbage; the host reports SL_ERR_NUMERIC (kernels/quant.h). */
+typedef struct {
+  float mul;        /* element multiplier (x * mul), or the divisor when div is set */
+  int div;          /* FP8_GROUP IEEE: code = e4m3(x / mul) */
+  int zero;         /* codes are all zero */
+  float scale_f32;  /* the fp32 scale stored (FP8_GROUP) */
+  uint8_t scale_u8; /* the byte scale stored (E8M0 or E4M3) */
+} sl_qf_scale_t;
+
+SL_QF_FN sl_qf_scale_t sl_qf_block_scale(int fmt, int rule, float absmax, float global_scale) {
+  sl_qf_scale_t s;
+  s.mul = 0.0f;
+  s.div = 0;
+  s.zero = 0;
+  s.scale_f32 = 0.0f;
+  s.scale_u8 = 0;
+  if (fmt == SL_QFMT_NVFP4) {
+    float sf_f = SL_QF_MUL(global_scale, SL_QF_DIV(absmax, SL_E2M1_MAX));
+    s.scale_u8 = sl_f32_to_e4m3(sf_f);
+    float sf = sl_e4m3_to_f32(s.scale_u8);
+    if (sf == 0.0f)
+      s.zero = 1;
+    else
+      s.mul = SL_QF_DIV(global_scale, sf);
+    return s;
+  }
+  if (fmt == SL_QFMT_FP8_GROUP && rule == SL_QRULE_IEEE) {
+    s.scale_f32 = SL_QF_DIV(absmax, SL_E4M3_MAX);
+    s.mul = s.scale_f32;
+    s.div = 1;
+    s.zero = !(s.scale_f32 > 0.0f);
+    return s;
+  }
+  int fp4 = fmt == SL_QFMT_MXFP4;
+  int e = sl_qf_block_exp(absmax, rule, fp4 ? SL_E2M1_MAX : SL_E4M3_MAX, fp4 ? SL_E2M1_EMAX : SL_E4M3_EMAX);
+  s.scale_u8 = (uint8_t)(e + 127);
+  s.scale_f32 = sl_qf_pow2(e);
+  s.mul = sl_qf_pow2(-e);
+  s.zero = !(absmax > 0.0f);
+  return s;
+}
+
+/* Code of one element under a block scale (FP8 formats return E4M3, FP4 an E2M1 nibble). */
+SL_QF_FN uint8_t sl_qf_encode(int fmt, sl_qf_scale_t s, float x) {
+  int fp4 = sl_qfmt_is_fp4(fmt);
+  if (s.zero) return 0;
+  float v = s.div ? SL_QF_DIV(x, s.mul) : SL_QF_MUL(x, s.mul);
+  return fp4 ? sl_f32_to_e2m1(v) : sl_f32_to_e4m3(v);
+}
+/* The scale stored for a non-finite block. */
+SL_QF_FN void sl_qf_nan_scale(int fmt, float *scale_f32, uint8_t *scale_u8) {
+  *scale_f32 = sl_qf_float(0x7fc00000u);
+  *scale_u8 = fmt == SL_QFMT_NVFP4 ? (uint8_t)SL_E4M3_NAN : (uint8_t)SL_E8M0_NAN;
+}
+SL_QF_FN uint8_t sl_qf_nan_code(int fmt) {
+  return sl_qfmt_is_fp4(fmt) ? 0 : (uint8_t)SL_E4M3_NAN;
+}
+
+/* Dequantize one code: the decoded value times the block's decode scale, one rounding.
+ * NVFP4: (e2m1 * decode(sf)) is exact in fp32, then / global_scale rounds once. */
+SL_QF_FN float sl_qf_decode(int fmt, uint8_t code, float scale_f32, uint8_t scale_u8, float global_scale) {
+  if (fmt == SL_QFMT_FP8_GROUP) return SL_QF_MUL(sl_e4m3_to_f32(code), scale_f32);
+  if (fmt == SL_QFMT_MXFP8) return SL_QF_MUL(sl_e4m3_to_f32(code), sl_e8m0_to_f32(scale_u8));
+  if (fmt == SL_QFMT_MXFP4) return SL_QF_MUL(sl_e2m1_to_f32(code), sl_e8m0_to_f32(scale_u8));
+  return SL_QF_DIV(SL_QF_MUL(sl_e2m1_to_f32(code), sl_e4m3_to_f32(scale_u8)), global_scale);
+}
+
+/* ---- Scale layouts ------------------------------------------------------------------------
+ * LINEAR: scales[row * cols + col], cols = hidden / block.
+ * SWIZZLED: the "block scaling factors layout" of cuBLAS (CUBLASLT_MATMUL_MATRIX_SCALE_VEC32_UE8M0
+ * / VEC16_UE4M3) and CUTLASS's Sm1xxBlockScaledConfig, read by Blackwell block-scaled GEMMs:
+ * the [rows, cols] scale matrix is padded to rows a multiple of 128 and cols a multiple of 4
+ * (the padding must be zero) and cut into 128x4 tiles of 512 bytes, stored tile-row-major
+ * (tile (rt, ct) at (rt * col_tiles + ct) * 512). Inside a tile, row r (0..127) and col c (0..3)
+ * sit at (r % 32) * 16 + (r / 32) * 4 + c: 32 lines of 16 bytes, line i holding rows i, i+32,
+ * i+64, i+96 with their 4 columns each. Equivalently (vLLM's swizzle_blockscale): view the
+ * padded matrix as [rt, 4, 32, ct, 4] and permute to [rt, ct, 32, 4, 4]. Byte scales only
+ * (FP8_GROUP's fp32 scales are linear). */
+SL_QF_FN int sl_qf_round_up(int x, int m) {
+  return (x + m - 1) / m * m;
+}
+SL_QF_FN size_t sl_qf_swizzled_offset(int row, int col, int cols) {
+  size_t col_tiles = (size_t)((cols + 3) / 4);
+  return (((size_t)(row >> 7) * col_tiles + (size_t)(col >> 2)) << 9) + (size_t)((row & 31) << 4) +
+         (size_t)(((row >> 5) & 3) << 2) + (size_t)(col & 3);
+}
+SL_QF_FN size_t sl_qf_scale_offset(int layout, int row, int col, int cols) {
+  return layout == SL_QLAYOUT_SWIZZLED ? sl_qf_swizzled_offset(row, col, cols) : (size_t)row * cols + col;
+}
+/* Number of scale entries (bytes for byte scales) the layout occupies. */
+SL_QF_FN size_t sl_qf_scale_count(int layout, int rows, int cols) {
+  if (layout == SL_QLAYOUT_SWIZZLED) return (size_t)sl_qf_round_up(rows, 128) * (size_t)sl_qf_round_up(cols, 4);
+  return (size_t)rows * cols;
+}
+
+/* ---- A reproducible expf ------------------------------------------------------------------
+ * The router's selection and weights must agree bit for bit between the CPU and the GPU, and
+ * libm's expf and CUDA's expf differ in the last bit for some inputs. This one uses only
+ * explicit fmaf (fused on both sides), exact scaling by 2^n and one final product, so both
+ * backends compute the same bits. Accuracy: about 2 ulp on [-87, 88]; below -87 it returns
+ * 0 (x < -87.3 underflows to subnormals we don't need), above 88.7 +Inf. */
+SL_QF_FN float sl_qf_expf(float x) {
+  if (!(x == x)) return x;
+  if (x > 88.72f) return sl_qf_float(0x7f800000u);
+  if (x < -87.0f) return 0.0f;
+  float n = fmaf(x, 1.44269504f, 12582912.0f); /* round(x / ln2) via the 1.5*2^23 trick */
+  n = n - 12582912.0f;
+  float r = fmaf(n, -0.693145752f, x); /* Cody-Waite: ln2 = hi + lo */
+  r = fmaf(n, -1.42860677e-6f, r);
+  float p = 1.98756912e-4f; /* minimax for e^r on [-ln2/2, ln2/2] */
+  p = fmaf(p, r, 1.39819994e-3f);
+  p = fmaf(p, r, 8.33345205e-3f);
+  p = fmaf(p, r, 4.16657962e-2f);
+  p = fmaf(p, r, 1.66666672e-1f);
+  p = fmaf(p, r, 5.0e-1f);
+  float r2 = SL_QF_MUL(r, r);
+  p = fmaf(p, r2, r);
+  p = SL_QF_ADD(p, 1.0f);
+  int ni = (int)n; /* -126..128 */
+  if (ni > 127) return SL_QF_MUL(SL_QF_MUL(p, 2.0f), sl_qf_pow2(ni - 1));
+  return SL_QF_MUL(p, sl_qf_pow2(ni));
+}
+/* 1 / (1 + e^-x), reproducible. */
+SL_QF_FN float sl_qf_sigmoidf(float x) {
+  return SL_QF_DIV(1.0f, SL_QF_ADD(1.0f, sl_qf_expf(-x)));
+}
+
+#endif

@@ -1,0 +1,57 @@
+/* MoE router: softmax top-k (Qwen3-MoE) and sigmoid + correction bias + group-limited top-k
+ * with routed scaling (DeepSeek-V3). Ties are broken by the lower expert id, identically on
+ * the CPU and the GPU. */
+#ifndef SL_ROUTER_H
+#define SL_ROUTER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kernels/sl_dtype.h"
+#include "runtime/sl_device.h"
+#include "runtime/sl_jit.h"
+#include "runtime/sl_status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { SL_ROUTER_SOFTMAX_TOPK = 0, SL_ROUTER_SIGMOID_GROUPED = 1 } sl_router_kind_t;
+
+/* SOFTMAX_TOPK: p = softmax(logits) over E experts; the k largest p (ties: lower id) in
+ *   descending order; weights p, divided by their sum when renormalize.
+ * SIGMOID_GROUPED: s = sigmoid(logits), b = s + correction_bias (0 when NULL); experts in
+ *   num_groups contiguous groups, group score = sum of the top-2 b in the group; keep the
+ *   topk_groups best groups (ties: lower group id); the k largest b among their experts
+ *   (ties: lower id); weights are the unbiased s, divided by their sum when renormalize,
+ *   times routed_scaling.
+ * routed_scaling multiplies the weights of both kinds; 0 means 1 (so a zero-initialised
+ * struct needs no value). NaN logits are not reported: the result is then unspecified. */
+typedef struct {
+  sl_router_kind_t kind;
+  int num_tokens, num_experts, top_k;
+  bool renormalize;
+  int num_groups, topk_groups;
+  float routed_scaling;
+  sl_dtype_t logits_dtype;
+  const void *logits;           /* [T, E] */
+  const float *correction_bias; /* [E] or NULL */
+  int32_t *topk_ids;            /* [T, K] */
+  float *topk_weights;          /* [T, K] */
+} sl_router_args_t;
+
+sl_status_t sl_router(sl_device_t *dev, const sl_router_args_t *a, sl_stream_t *stream);
+
+/* The CPU reference (also the CPU backend); pointers are host memory. */
+sl_status_t sl_router_ref(const sl_router_args_t *a);
+
+/* The JIT spec `sl_router` uses for these arguments on sm_<arch> with `sm_count` SMs. */
+sl_status_t sl_router_spec(const sl_router_args_t *a, int arch, int sm_count, sl_jit_spec_t *spec);
+
+/* Every configuration point, for `sluice jit warm` and the jit tests. */
+sl_status_t sl_router_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t *spec, void *user), void *user);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

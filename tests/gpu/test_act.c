@@ -1,0 +1,154 @@
+/* GPU tests of sl_act: fresh random inputs, poisoned outputs, both activations, every input
+ * dtype, float outputs within 2 ulp of the CPU backend, fused FP8 outputs: scales equal up to
+ * the fp32 rounding of the activations, codes within one E4M3 step. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/act.h"
+#include "kernels/quant.h"
+#include "sl_test.h"
+
+static sl_device_t *dev;
+
+static double ulp_of(sl_dtype_t t, double v) {
+  int e;
+  frexp(fabs(v) > 1e-30 ? v : 1e-30, &e);
+  int mant = t == SL_DTYPE_BF16 ? 8 : t == SL_DTYPE_F16 ? 11 : 24;
+  double u = ldexp(1.0, e - mant);
+  if (t == SL_DTYPE_F16 && u < ldexp(1.0, -24)) u = ldexp(1.0, -24);
+  return u;
+}
+
+static void run_case(uint64_t *rng, sl_act_kind_t kind, sl_dtype_t in_t, sl_dtype_t out_t, bool ue8m0, int T, int I) {
+  bool fp8 = out_t == SL_DTYPE_FP8_E4M3;
+  size_t ib = sl_dtype_bits(in_t) / 8, ob = fp8 ? 1 : sl_dtype_bits(out_t) / 8;
+  size_t in_bytes = (size_t)T * 2 * I * ib, out_bytes = (size_t)T * I * ob, sc_bytes = (size_t)T * (I / 128) * 4;
+  void *h_in = malloc(in_bytes), *h_out = malloc(out_bytes), *r_out = malloc(out_bytes);
+  float *h_sc = malloc(sc_bytes + 4), *r_sc = malloc(sc_bytes + 4);
+  for (size_t i = 0; i < (size_t)T * 2 * I; i++)
+    sl_store_f32(h_in, in_t, i, 3.0f * sl_test_rand_normal(rng));
+  void *d_in, *d_out, *d_sc = NULL;
+  SL_ASSERT_OK(sl_device_malloc(dev, in_bytes, &d_in));
+  SL_ASSERT_OK(sl_device_malloc(dev, out_bytes, &d_out));
+  if (fp8) SL_ASSERT_OK(sl_device_malloc(dev, sc_bytes, &d_sc));
+  SL_ASSERT_OK(sl_memcpy(dev, d_in, h_in, in_bytes, NULL));
+  sl_test_poison(dev, d_out, out_bytes);
+  if (fp8) sl_test_poison(dev, d_sc, sc_bytes);
+  sl_act_args_t a = {.kind = kind,
+                     .num_tokens = T,
+                     .inter = I,
+                     .in_dtype = in_t,
+                     .out_dtype = out_t,
+                     .in = d_in,
+                     .out = d_out,
+                     .out_scales = d_sc,
+                     .scale_ue8m0 = ue8m0};
+  char what[128];
+  snprintf(what, sizeof what, "act %d %s->%s%s T=%d I=%d", (int)kind, sl_dtype_name(in_t), sl_dtype_name(out_t),
+           ue8m0 ? " ue8m0" : "", T, I);
+  sl_status_t s = sl_act(dev, &a, NULL);
+  if (s != SL_OK) fail_msg("%s: %s: %s", what, sl_status_str(s), sl_last_error());
+  SL_ASSERT_OK(sl_device_sync(dev));
+  SL_ASSERT_OK(sl_device_check(dev, "act kernel"));
+  SL_ASSERT_OK(sl_memcpy(dev, h_out, d_out, out_bytes, NULL));
+  if (fp8) SL_ASSERT_OK(sl_memcpy(dev, h_sc, d_sc, sc_bytes, NULL));
+  SL_ASSERT_OK(sl_device_sync(dev));
+  a.in = h_in;
+  a.out = r_out;
+  a.out_scales = r_sc;
+  SL_ASSERT_OK(sl_act_ref(&a));
+  size_t bad = 0, code_diff = 0;
+  for (int t = 0; t < T; t++)
+    for (int i = 0; i < I; i++) {
+      size_t k = (size_t)t * I + i;
+      double g = sl_load_f32(h_in, in_t, (size_t)t * 2 * I + i), u = sl_load_f32(h_in, in_t, (size_t)t * 2 * I + I + i);
+      double got, want, tol;
+      if (fp8) {
+        float gs = h_sc[t * (I / 128) + i / 128], ws = r_sc[t * (I / 128) + i / 128];
+        uint8_t gc = ((uint8_t *)h_out)[k], wc = ((uint8_t *)r_out)[k];
+        /* scales: the same rule on activations that differ by a few fp32 ulp */
+        if (!(fabs(gs - ws) <= (ue8m0 ? 0.0 : 1e-6 * ws)) && !(ue8m0 && (gs == 2 * ws || ws == 2 * gs))) {
+          if (bad++ < 5) fprintf(stderr, "  %s: t %d group %d scale gpu %g cpu %g\n", what, t, i / 128, gs, ws);
+          continue;
+        }
+        got = sl_e4m3_to_f32(gc) * (double)gs;
+        want = sl_e4m3_to_f32(wc) * (double)ws;
+        if (gc != wc) code_diff++;
+        tol = fabs(want) * 0.13 + 2.0 * fmax(gs, ws) * ldexp(1.0, -9) + 1e-30; /* one E4M3 step */
+        if (gc == 0x7f || (gc & 0x7f) == 0x7f) got = NAN;
+      } else {
+        got = sl_load_f32(h_out, out_t, k);
+        want = sl_load_f32(r_out, out_t, k);
+        tol = 2 * ulp_of(out_t, want) + 8 * ulp_of(SL_DTYPE_F32, want);
+        if (kind == SL_ACT_GELU_TANH_MUL) tol += 4 * ldexp(1.0, -24) * 0.5 * fabs(g * u); /* 1 + tanh cancels */
+      }
+      if (!(fabs(got - want) <= tol) && bad++ < 5)
+        fprintf(stderr, "  %s: t %d i %d: gpu %.9g cpu %.9g (g %g u %g)\n", what, t, i, got, want, g, u);
+    }
+  if (bad) fail_msg("%s: %zu elements differ from the CPU backend beyond tolerance", what, bad);
+  if (fp8 && code_diff > (size_t)T * I / 100)
+    fail_msg("%s: %zu of %zu FP8 codes differ (more than 1%%)", what, code_diff, (size_t)T * I);
+  sl_device_free(dev, d_in), sl_device_free(dev, d_out), sl_device_free(dev, d_sc);
+  free(h_in), free(h_out), free(r_out), free(h_sc), free(r_sc);
+}
+
+static void test_act_all(void **state) {
+  uint64_t rng = sl_test_seed();
+  const sl_dtype_t dts[] = {SL_DTYPE_BF16, SL_DTYPE_F16, SL_DTYPE_F32};
+  int sms = sl_device_info(dev)->sm_count;
+  const int Ts[] = {2, sms + 45};
+  for (int kind = 0; kind < 2; kind++)
+    for (int d = 0; d < 3; d++)
+      for (int ti = 0; ti < 2; ti++) {
+        run_case(&rng, (sl_act_kind_t)kind, dts[d], dts[d], false, Ts[ti], 768);
+        run_case(&rng, (sl_act_kind_t)kind, dts[d], SL_DTYPE_FP8_E4M3, false, Ts[ti], 768);
+        run_case(&rng, (sl_act_kind_t)kind, dts[d], SL_DTYPE_FP8_E4M3, true, Ts[ti], 768);
+      }
+  /* 640 = 2.5 bf16 warp chunks: tail lanes idle, FP8 groups still whole */
+  run_case(&rng, SL_ACT_SILU_MUL, SL_DTYPE_BF16, SL_DTYPE_FP8_E4M3, false, 300, 640);
+  run_case(&rng, SL_ACT_GELU_TANH_MUL, SL_DTYPE_F16, SL_DTYPE_F16, false, 3, 640);
+  run_case(&rng, SL_ACT_SILU_MUL, SL_DTYPE_BF16, SL_DTYPE_F32, false, 300, 2048);
+  run_case(&rng, SL_ACT_SILU_MUL, SL_DTYPE_F32, SL_DTYPE_BF16, false, 300, 2048);
+  run_case(&rng, SL_ACT_GELU_TANH_MUL, SL_DTYPE_BF16, SL_DTYPE_BF16, false, 1, 7168);
+}
+
+/* A NaN in the input of the FP8 variant is marked in the scales and reported by the check. */
+static void test_act_fp8_nan(void **state) {
+  const int T = 4, I = 256;
+  uint16_t h_in[4 * 512];
+  for (int i = 0; i < T * 2 * I; i++)
+    h_in[i] = sl_f32_to_bf16(0.25f);
+  h_in[2 * 2 * I + I + 200] = 0x7fc0; /* token 2, up of element 200 (group 1) */
+  void *d_in, *d_out, *d_sc;
+  SL_ASSERT_OK(sl_device_malloc(dev, sizeof h_in, &d_in));
+  SL_ASSERT_OK(sl_device_malloc(dev, (size_t)T * I, &d_out));
+  SL_ASSERT_OK(sl_device_malloc(dev, (size_t)T * 2 * 4, &d_sc));
+  SL_ASSERT_OK(sl_memcpy(dev, d_in, h_in, sizeof h_in, NULL));
+  sl_act_args_t a = {.kind = SL_ACT_SILU_MUL,
+                     .num_tokens = T,
+                     .inter = I,
+                     .in_dtype = SL_DTYPE_BF16,
+                     .out_dtype = SL_DTYPE_FP8_E4M3,
+                     .in = d_in,
+                     .out = d_out,
+                     .out_scales = d_sc};
+  SL_ASSERT_OK(sl_act(dev, &a, NULL));
+  sl_clear_error();
+  assert_int_equal(sl_quant_check_scales(dev, SL_QUANT_FP8_GROUP, SL_QUANT_LAYOUT_LINEAR, T, I, d_sc, NULL),
+                   SL_ERR_NUMERIC);
+  assert_non_null(strstr(sl_last_error(), "token 2, block 1"));
+  sl_device_free(dev, d_in), sl_device_free(dev, d_out), sl_device_free(dev, d_sc);
+}
+
+int main(void) {
+  dev = sl_test_open_gpu_or_skip(0);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_act_all),
+      cmocka_unit_test(test_act_fp8_nan),
+  };
+  int rc = cmocka_run_group_tests(tests, NULL, NULL);
+  sl_device_close(dev);
+  return rc;
+}

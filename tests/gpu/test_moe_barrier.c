@@ -1,0 +1,59 @@
+/* Grid barrier on the GPU: the benchmark kernel's own visibility check passes for one
+ * block and for a full grid, an absent block makes the others time out with
+ * SL_ERR_TIMEOUT (and the state is usable again), an oversized cooperative grid is refused. */
+#include <stdio.h>
+#include <string.h>
+
+#include "kernels/grid_barrier.h"
+#include "sl_test.h"
+
+static sl_device_t *dev;
+static sl_grid_barrier_state_t *state;
+
+static int setup(void **s) {
+  dev = sl_test_open_gpu_or_skip(0);
+  SL_ASSERT_OK(sl_device_malloc(dev, sizeof *state, (void **)&state));
+  SL_ASSERT_OK(sl_memset(dev, state, 0, sizeof *state, NULL));
+  SL_ASSERT_OK(sl_device_sync(dev));
+  return 0;
+}
+static int teardown(void **s) {
+  sl_device_free(dev, state);
+  sl_device_close(dev);
+  return 0;
+}
+
+static void test_full_grid(void **s) {
+  const int sms = sl_device_info(dev)->sm_count;
+  double us = 0;
+  SL_ASSERT_OK(sl_grid_barrier_bench(dev, state, sms, 2000, -1, 0, NULL, &us));
+  printf("  grid barrier, %d blocks: %.3f us per barrier\n", sms, us);
+  assert_true(us > 0.0 && us < 50.0);
+  SL_ASSERT_OK(sl_grid_barrier_bench(dev, state, 1, 100, -1, 0, NULL, &us));
+  SL_ASSERT_OK(sl_grid_barrier_bench(dev, state, 2 * sms, 500, -1, 0, NULL, &us)); /* 2 per SM still fit */
+}
+
+static void test_absent_block_times_out(void **s) {
+  const int sms = sl_device_info(dev)->sm_count;
+  double us = 0;
+  assert_int_equal(sl_grid_barrier_bench(dev, state, sms, 10, 3, 100, NULL, &us), SL_ERR_TIMEOUT);
+  assert_non_null(strstr(sl_last_error(), "grid barrier timed out"));
+  /* The state was reset: a normal run works again. */
+  SL_ASSERT_OK(sl_grid_barrier_bench(dev, state, sms, 100, -1, 0, NULL, &us));
+}
+
+static void test_oversized_grid_refused(void **s) {
+  double us = 0;
+  assert_int_equal(sl_grid_barrier_bench(dev, state, 1 << 20, 1, -1, 0, NULL, &us), SL_ERR_INVALID);
+  assert_non_null(strstr(sl_last_error(), "co-resident"));
+  SL_ASSERT_OK(sl_grid_barrier_bench(dev, state, 4, 10, -1, 0, NULL, &us));
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_full_grid),
+      cmocka_unit_test(test_absent_block_times_out),
+      cmocka_unit_test(test_oversized_grid_refused),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,247 @@
+/* MoE dispatch + combine on the GPU against the CPU backend, bit for bit (both paths rank
+ * the pairs of an expert in pair order, combine sums in k order with fmaf): decode (fused
+ * cooperative) and prefill (route + copy) paths, each forced on the same inputs, odd
+ * shapes, expert ranges, skewed routing, capacity overflow, bad ids, and a CUDA graph of
+ * dispatch + combine replayed on new inputs. */
+#include <stdio.h>
+#include <string.h>
+
+#include "unit/moe_test_util.h"
+
+static sl_device_t *gpu, *cpu;
+
+static int setup(void **s) {
+  gpu = sl_test_open_gpu_or_skip(0);
+  SL_ASSERT_OK(sl_device_open(SL_DEVICE_CPU, 0, &cpu));
+  return 0;
+}
+static int teardown(void **s) {
+  sl_device_close(gpu);
+  sl_device_close(cpu);
+  return 0;
+}
+
+static void fill_random(moe_case_t *c, uint64_t *rng, bool residual) {
+  moe_case_alloc(c);
+  moe_rand_bf16(rng, (size_t)c->T * c->H, c->x);
+  moe_rand_routing(rng, c->T, c->K, c->E, c->ids, c->weights);
+  if (residual) {
+    c->residual = calloc((size_t)(c->T ? c->T : 1) * c->H, 2);
+    moe_rand_bf16(rng, (size_t)c->T * c->H, c->residual);
+  }
+}
+
+/* A copy of the inputs of `c` with fresh output buffers. */
+static moe_case_t clone_inputs(const moe_case_t *c) {
+  moe_case_t d = *c;
+  d.residual = NULL;
+  moe_case_alloc(&d);
+  size_t T = (size_t)(c->T ? c->T : 1);
+  memcpy(d.x, c->x, T * c->H * 2);
+  memcpy(d.ids, c->ids, T * c->K * 4);
+  memcpy(d.weights, c->weights, T * c->K * 4);
+  if (c->residual) {
+    d.residual = malloc(T * c->H * 2);
+    memcpy(d.residual, c->residual, T * c->H * 2);
+  }
+  return d;
+}
+
+static void assert_same(const moe_case_t *g, const moe_case_t *c, const char *what) {
+  const size_t local = (size_t)(c->end - c->begin);
+  if (g->check != c->check) fail_msg("%s: check %s vs cpu %s", what, sl_status_str(g->check), sl_status_str(c->check));
+  if (memcmp(g->counts, c->counts, local * 4)) fail_msg("%s: expert counts differ", what);
+  for (size_t p = 0; p < (size_t)c->T * c->K; p++)
+    if (g->slots[p] != c->slots[p]) fail_msg("%s: slot of pair %zu: gpu %d cpu %d", what, p, g->slots[p], c->slots[p]);
+  const size_t rb = moe_case_row_bytes(c), sb = moe_case_scale_row_bytes(c);
+  for (size_t r = 0; r < moe_case_rows(c); r++) {
+    if (memcmp((uint8_t *)g->expert_x + r * rb, (uint8_t *)c->expert_x + r * rb, rb))
+      fail_msg("%s: expert buffer row %zu differs (padding must stay untouched)", what, r);
+    if (sb && memcmp(g->scales + r * sb, c->scales + r * sb, sb))
+      fail_msg("%s: scales of expert buffer row %zu differ", what, r);
+  }
+  if (c->payload != SL_MOE_PAYLOAD_BF16) return;
+  for (size_t i = 0; i < (size_t)c->T * c->H; i++)
+    if (g->out[i] != c->out[i])
+      fail_msg("%s: combine out[%zu] (token %zu): gpu 0x%04x cpu 0x%04x", what, i, i / c->H, g->out[i], c->out[i]);
+}
+
+/* Run `c` on the CPU and on the GPU through each path; compare. */
+static void run_compare(moe_case_t *c, bool try_fused, bool try_split) {
+  moe_case_run(cpu, c, 0);
+  /* The fused path needs its routing blocks (256 pairs each) co-resident: one per SM. */
+  if ((c->T * c->K + 255) / 256 > sl_device_info(gpu)->sm_count) try_fused = false;
+  const int paths[] = {0, SL_MOE_PATH_FUSED, SL_MOE_PATH_SPLIT};
+  for (int i = 0; i < 3; i++) {
+    if ((paths[i] == SL_MOE_PATH_FUSED && !try_fused) || (paths[i] == SL_MOE_PATH_SPLIT && !try_split)) continue;
+    moe_case_t g = clone_inputs(c);
+    moe_case_run(gpu, &g, paths[i]);
+    char what[160];
+    snprintf(what, sizeof what, "T=%d H=%d K=%d experts [%d,%d) of %d cap %d, %s payload, path %s", c->T, c->H, c->K,
+             c->begin, c->end, c->E, c->capacity, sl_moe_payload_name(c->payload), sl_moe_path_name(g.path));
+    if (c->T > 0 && paths[i]) assert_int_equal(g.path, paths[i]);
+    assert_same(&g, c, what);
+    printf("  ok %s\n", what);
+    moe_case_free(&g);
+  }
+}
+
+static void random_case(int T, int H, int K, int E, int begin, int end, int capacity, bool residual, bool fused,
+                        bool split) {
+  uint64_t rng = sl_test_seed() ^ ((uint64_t)T * 7919u) ^ ((uint64_t)H << 32) ^ (uint64_t)(K * 31 + E);
+  moe_case_t c = {.T = T, .H = H, .K = K, .E = E, .begin = begin, .end = end,
+                  .capacity = capacity ? capacity : sl_moe_dropless_capacity(T)};
+  fill_random(&c, &rng, residual);
+  run_compare(&c, fused, split);
+  moe_case_free(&c);
+}
+
+static void test_qwen3_shapes(void **s) {
+  const int Ts[] = {1, 8, 32, 128, 133, 1000};
+  for (size_t i = 0; i < sizeof Ts / sizeof Ts[0]; i++) random_case(Ts[i], 2048, 8, 128, 0, 128, 0, i % 2, true, true);
+  random_case(4097, 2048, 8, 128, 0, 128, 0, false, false, true); /* several routing blocks */
+}
+
+static void test_deepseek_shapes(void **s) {
+  random_case(1, 7168, 8, 256, 0, 256, 0, false, true, true);
+  random_case(32, 7168, 8, 256, 0, 256, 0, true, true, true);
+  random_case(300, 7168, 8, 256, 0, 256, 0, false, true, true);
+}
+
+static void test_odd_shapes_and_ranges(void **s) {
+  random_case(0, 264, 3, 5, 0, 5, 0, false, true, true);
+  random_case(1, 8, 1, 1, 0, 1, 0, false, true, true);
+  random_case(77, 264, 3, 5, 0, 5, 0, true, true, true);
+  random_case(513, 40, 2, 16, 4, 12, 0, false, true, true);
+  random_case(200, 2048, 8, 128, 32, 64, 0, true, true, true); /* TP=4-like range */
+  random_case(999, 104, 32, 64, 0, 64, 0, false, true, true);  /* K = 32: every lane of the warp */
+}
+
+static void fixed_case(int T, int H, int K, int E, int capacity, const int32_t *pattern, int len) {
+  uint64_t rng = sl_test_seed() + 5;
+  moe_case_t c = {.T = T, .H = H, .K = K, .E = E, .begin = 0, .end = E, .capacity = capacity};
+  moe_case_alloc(&c);
+  moe_rand_bf16(&rng, (size_t)T * H, c.x);
+  for (int p = 0; p < T * K; p++) {
+    c.ids[p] = pattern[p % len];
+    c.weights[p] = sl_test_rand_uniform(&rng, 0.1f, 1.0f);
+  }
+  run_compare(&c, true, true);
+  moe_case_free(&c);
+}
+
+static void test_skewed_and_overflow(void **s) {
+  const int32_t one[] = {3}, four[] = {5, 3, 6, 4};
+  fixed_case(100, 2048, 1, 128, 100, one, 1);  /* all tokens to one expert */
+  fixed_case(130, 256, 4, 8, 130, four, 4);
+  fixed_case(100, 256, 1, 8, 40, one, 1);      /* overflow: 100 tokens, capacity 40 */
+  fixed_case(5000, 256, 4, 8, 4000, four, 4);  /* overflow across routing blocks */
+}
+
+static void test_bad_ids(void **s) {
+  uint64_t rng = sl_test_seed() + 9;
+  moe_case_t c = {.T = 40, .H = 256, .K = 8, .E = 64, .begin = 0, .end = 64, .capacity = 40};
+  fill_random(&c, &rng, false);
+  c.ids[17 * 8 + 2] = 64;
+  c.ids[30 * 8 + 7] = -1;
+  run_compare(&c, true, true); /* same slots; both report SL_ERR_RANGE */
+  assert_int_equal(c.check, SL_ERR_RANGE);
+  moe_case_free(&c);
+}
+
+/* Capture dispatch + combine into a graph once; replay it on new inputs written into the
+ * same device buffers; each replay must equal the CPU on those inputs. */
+static void payload_case(int T, int H, int K, int E, int begin, int end, sl_moe_payload_t payload, int rule,
+                         int capacity, bool nan_token) {
+  uint64_t rng = sl_test_seed() ^ ((uint64_t)payload << 40) ^ (uint64_t)(T * 131 + H);
+  moe_case_t c = {.T = T, .H = H, .K = K, .E = E, .begin = begin, .end = end,
+                  .capacity = capacity ? capacity : sl_moe_dropless_capacity(T), .payload = payload, .rule = rule,
+                  .gscale = 448.0f * 6.0f / 4.5f};
+  fill_random(&c, &rng, false);
+  if (nan_token) c.x[(size_t)(T / 2) * H + 5] = 0x7f80; /* +Inf in the first block of token T/2 */
+  run_compare(&c, true, true);
+  if (nan_token) assert_int_equal(c.check, SL_ERR_NUMERIC);
+  moe_case_free(&c);
+}
+
+/* Every quantized payload on both paths, decode and prefill sizes, bit-exact vs the CPU
+ * (codes and per-expert scales), an overflow, and a NaN token (SL_ERR_NUMERIC). */
+static void test_quantized_payloads(void **s) {
+  static const int pay[][2] = {{SL_MOE_PAYLOAD_FP8_GROUP, SL_QRULE_IEEE}, {SL_MOE_PAYLOAD_FP8_GROUP, SL_QRULE_CEIL},
+                               {SL_MOE_PAYLOAD_MXFP8, SL_QRULE_CEIL},     {SL_MOE_PAYLOAD_MXFP8, SL_QRULE_FLOOR},
+                               {SL_MOE_PAYLOAD_MXFP4, SL_QRULE_FLOOR},    {SL_MOE_PAYLOAD_NVFP4, 0}};
+  for (size_t i = 0; i < sizeof pay / sizeof pay[0]; i++) {
+    sl_moe_payload_t p = (sl_moe_payload_t)pay[i][0];
+    payload_case(1, 2048, 8, 128, 0, 128, p, pay[i][1], 0, false);
+    payload_case(128, 2048, 8, 128, 0, 128, p, pay[i][1], 0, false);
+    payload_case(300, 7168, 8, 256, 0, 256, p, pay[i][1], 80, false); /* 80 rows: ~9 expected, never overflows */
+    payload_case(300, 384, 4, 16, 4, 12, p, pay[i][1], 0, false);
+    payload_case(200, 256, 4, 8, 0, 8, p, pay[i][1], 60, false);
+    payload_case(50, 512, 2, 8, 0, 8, p, pay[i][1], 0, true);
+  }
+}
+
+static void test_graph_capture(void **s) {
+  const int T = 64, H = 2048, K = 8, E = 128;
+  uint64_t rng = sl_test_seed() + 21;
+  sl_stream_t *st;
+  SL_ASSERT_OK(sl_stream_create(gpu, &st));
+  moe_case_t c = {.T = T, .H = H, .K = K, .E = E, .begin = 0, .end = E, .capacity = T};
+  moe_case_alloc(&c);
+  const size_t rows = moe_case_rows(&c), ws_bytes = sl_moe_dispatch_workspace_bytes(T, K, E);
+  void *dx = moe_dev_copy(gpu, NULL, (size_t)T * H * 2), *dids = moe_dev_copy(gpu, NULL, (size_t)T * K * 4);
+  void *dw = moe_dev_copy(gpu, NULL, (size_t)T * K * 4), *dex = moe_dev_copy(gpu, NULL, rows * H * 2);
+  void *dcounts = moe_dev_copy(gpu, NULL, (size_t)E * 4), *dslots = moe_dev_copy(gpu, NULL, (size_t)T * K * 4);
+  void *dout = moe_dev_copy(gpu, NULL, (size_t)T * H * 2), *ws = moe_dev_copy(gpu, NULL, ws_bytes);
+  SL_ASSERT_OK(sl_moe_dispatch_workspace_init(gpu, ws, ws_bytes, st));
+  sl_moe_dispatch_args_t da = {.num_tokens = T, .hidden = H, .top_k = K, .num_experts = E, .expert_begin = 0,
+                               .expert_end = E, .capacity = T, .x = dx, .topk_ids = dids, .expert_x = dex,
+                               .expert_counts = dcounts, .slots = dslots, .workspace = ws,
+                               .workspace_bytes = ws_bytes};
+  sl_moe_combine_args_t ca = {.num_tokens = T, .hidden = H, .top_k = K, .expert_out = dex, .slots = dslots,
+                              .topk_weights = dw, .out = dout};
+  for (int path = SL_MOE_PATH_FUSED; path <= SL_MOE_PATH_SPLIT; path++) {
+    da.force_path = path;
+    SL_ASSERT_OK(sl_stream_sync(gpu, st));
+    sl_graph_t *g;
+    SL_ASSERT_OK(sl_graph_begin_capture(gpu, st));
+    SL_ASSERT_OK(sl_moe_dispatch(gpu, &da, st));
+    SL_ASSERT_OK(sl_moe_combine(gpu, &ca, st));
+    SL_ASSERT_OK(sl_graph_end_capture(gpu, st, &g));
+    for (int rep = 0; rep < 3; rep++) {
+      moe_rand_bf16(&rng, (size_t)T * H, c.x);
+      moe_rand_routing(&rng, T, K, E, c.ids, c.weights);
+      SL_ASSERT_OK(sl_memcpy(gpu, dx, c.x, (size_t)T * H * 2, st));
+      SL_ASSERT_OK(sl_memcpy(gpu, dids, c.ids, (size_t)T * K * 4, st));
+      SL_ASSERT_OK(sl_memcpy(gpu, dw, c.weights, (size_t)T * K * 4, st));
+      SL_ASSERT_OK(sl_memset(gpu, dex, 0xFF, rows * H * 2, st));
+      SL_ASSERT_OK(sl_graph_launch(gpu, g, st));
+      moe_case_t got = clone_inputs(&c);
+      SL_ASSERT_OK(sl_memcpy(gpu, got.expert_x, dex, rows * H * 2, st));
+      SL_ASSERT_OK(sl_memcpy(gpu, got.counts, dcounts, (size_t)E * 4, st));
+      SL_ASSERT_OK(sl_memcpy(gpu, got.slots, dslots, (size_t)T * K * 4, st));
+      SL_ASSERT_OK(sl_memcpy(gpu, got.out, dout, (size_t)T * H * 2, st));
+      SL_ASSERT_OK(sl_stream_sync(gpu, st));
+      got.check = sl_moe_dispatch_check(gpu, ws, st);
+      moe_case_run(cpu, &c, 0);
+      assert_same(&got, &c, path == SL_MOE_PATH_FUSED ? "graph replay, fused" : "graph replay, split");
+      moe_case_free(&got);
+    }
+    printf("  ok graph capture, path %s, 3 replays\n", sl_moe_path_name((sl_moe_path_t)path));
+    sl_graph_destroy(gpu, g);
+  }
+  void *bufs[] = {dx, dids, dw, dex, dcounts, dslots, dout, ws};
+  for (size_t i = 0; i < 8; i++) sl_device_free(gpu, bufs[i]);
+  sl_stream_destroy(gpu, st);
+  moe_case_free(&c);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_qwen3_shapes),         cmocka_unit_test(test_deepseek_shapes),
+      cmocka_unit_test(test_odd_shapes_and_ranges), cmocka_unit_test(test_skewed_and_overflow),
+      cmocka_unit_test(test_bad_ids),              cmocka_unit_test(test_quantized_payloads),
+      cmocka_unit_test(test_graph_capture),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,187 @@
+/* GPU tests of sl_quant / sl_dequant: fresh random inputs, poisoned outputs, every format,
+ * rule, layout and input dtype on the decode and prefill paths; codes and scales (swizzle
+ * padding included) must equal the CPU reference bit for bit, and so must dequantization. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/quant.h"
+#include "sl_test.h"
+
+static sl_device_t *dev;
+
+static const struct {
+  sl_quant_format_t fmt;
+  sl_quant_rule_t rule;
+  sl_quant_layout_t layout;
+} cfgs[] = {
+    {SL_QUANT_FP8_GROUP, SL_QUANT_RULE_IEEE, SL_QUANT_LAYOUT_LINEAR},
+    {SL_QUANT_FP8_GROUP, SL_QUANT_RULE_CEIL, SL_QUANT_LAYOUT_LINEAR},
+    {SL_QUANT_MXFP8, SL_QUANT_RULE_FLOOR, SL_QUANT_LAYOUT_LINEAR},
+    {SL_QUANT_MXFP8, SL_QUANT_RULE_CEIL, SL_QUANT_LAYOUT_SWIZZLED},
+    {SL_QUANT_MXFP8, SL_QUANT_RULE_FLOOR, SL_QUANT_LAYOUT_SWIZZLED},
+    {SL_QUANT_MXFP4, SL_QUANT_RULE_FLOOR, SL_QUANT_LAYOUT_LINEAR},
+    {SL_QUANT_MXFP4, SL_QUANT_RULE_CEIL, SL_QUANT_LAYOUT_SWIZZLED},
+    {SL_QUANT_MXFP4, SL_QUANT_RULE_FLOOR, SL_QUANT_LAYOUT_SWIZZLED},
+    {SL_QUANT_NVFP4, SL_QUANT_RULE_IEEE, SL_QUANT_LAYOUT_LINEAR},
+    {SL_QUANT_NVFP4, SL_QUANT_RULE_IEEE, SL_QUANT_LAYOUT_SWIZZLED},
+};
+
+/* Random rows with a wide spread of magnitudes (per-row and per-element exponents), exact
+ * zeros, whole zero blocks and E4M3-subnormal-sized values. */
+static void fill_input(uint64_t *rng, void *in, sl_dtype_t dt, int T, int H, long stride) {
+  for (int t = 0; t < T; t++) {
+    int row_exp = (int)(sl_test_rand_u64(rng) % 17) - 8;
+    for (int i = 0; i < H; i++) {
+      uint64_t r = sl_test_rand_u64(rng);
+      float v = ldexpf(sl_test_rand_normal(rng), row_exp + (int)(r % 5) - 2);
+      if (r % 97 == 0) v = 0.0f;
+      if (r % 89 == 0) v = ldexpf(v, -12);
+      if ((i / 64) % 23 == 7 && t % 3 == 0) v = 0.0f; /* whole zero blocks */
+      sl_store_f32(in, dt, (size_t)t * stride + i, v);
+    }
+  }
+}
+
+static void *dev_alloc(size_t bytes) {
+  void *p = NULL;
+  SL_ASSERT_OK(sl_device_malloc(dev, bytes ? bytes : 16, &p));
+  return p;
+}
+
+static void run_case(uint64_t *rng, int ci, sl_dtype_t dt, int T, int H, long stride, bool inject_nan) {
+  size_t eb = sl_dtype_bits(dt) / 8, in_bytes = (size_t)T * stride * eb;
+  size_t cb = sl_quant_codes_bytes(cfgs[ci].fmt, T, H), sb = sl_quant_scales_bytes(cfgs[ci].fmt, cfgs[ci].layout, T, H);
+  void *h_in = malloc(in_bytes), *h_codes = malloc(cb), *h_scales = malloc(sb), *r_codes = malloc(cb),
+       *r_scales = malloc(sb), *h_back = malloc(in_bytes), *r_back = malloc(in_bytes);
+  assert_non_null(h_in);
+  memset(h_in, 0, in_bytes);
+  fill_input(rng, h_in, dt, T, H, stride);
+  int nan_t = T / 2, nan_i = H / 3;
+  if (inject_nan) sl_store_f32(h_in, dt, (size_t)nan_t * stride + nan_i, NAN);
+  void *d_in = dev_alloc(in_bytes), *d_codes = dev_alloc(cb), *d_scales = dev_alloc(sb), *d_back = dev_alloc(in_bytes);
+  SL_ASSERT_OK(sl_memcpy(dev, d_in, h_in, in_bytes, NULL));
+  sl_test_poison(dev, d_codes, cb);
+  sl_test_poison(dev, d_scales, sb);
+  sl_test_poison(dev, d_back, in_bytes);
+  float gs = 448.0f * 6.0f / ldexpf(4.0f, 8);
+  sl_quant_args_t q = {.format = cfgs[ci].fmt,
+                       .rule = cfgs[ci].rule,
+                       .layout = cfgs[ci].layout,
+                       .num_tokens = T,
+                       .hidden = H,
+                       .in_dtype = dt,
+                       .in = d_in,
+                       .in_stride = stride,
+                       .codes = d_codes,
+                       .scales = d_scales,
+                       .global_scale = gs,
+                       .check_nan = inject_nan};
+  char what[160];
+  snprintf(what, sizeof what, "format %d rule %d layout %d %s T=%d H=%d stride=%ld", (int)cfgs[ci].fmt,
+           (int)cfgs[ci].rule, (int)cfgs[ci].layout, sl_dtype_name(dt), T, H, stride);
+  sl_status_t s = sl_quant(dev, &q, NULL);
+  if (inject_nan) {
+    if (s != SL_ERR_NUMERIC) fail_msg("%s: NaN input gave %s, want SL_ERR_NUMERIC", what, sl_status_str(s));
+    char want[64];
+    snprintf(want, sizeof want, "token %d, block %d", nan_t, nan_i / sl_qfmt_block((int)cfgs[ci].fmt));
+    if (!strstr(sl_last_error(), want)) fail_msg("%s: error '%s' does not name '%s'", what, sl_last_error(), want);
+  } else if (s != SL_OK) {
+    fail_msg("%s: sl_quant -> %s: %s", what, sl_status_str(s), sl_last_error());
+  }
+  SL_ASSERT_OK(sl_device_sync(dev));
+  SL_ASSERT_OK(sl_device_check(dev, "quant kernel"));
+  SL_ASSERT_OK(sl_memcpy(dev, h_codes, d_codes, cb, NULL));
+  SL_ASSERT_OK(sl_memcpy(dev, h_scales, d_scales, sb, NULL));
+  SL_ASSERT_OK(sl_device_sync(dev));
+  q.in = h_in;
+  q.codes = r_codes;
+  q.scales = r_scales;
+  q.check_nan = false;
+  memset(r_scales, 0x5a, sb);
+  SL_ASSERT_OK(sl_quant_ref(&q));
+  size_t bad = 0;
+  for (size_t i = 0; i < cb; i++)
+    if (((uint8_t *)h_codes)[i] != ((uint8_t *)r_codes)[i] && bad++ < 5)
+      fprintf(stderr, "  %s: code byte %zu: gpu 0x%02x cpu 0x%02x\n", what, i, ((uint8_t *)h_codes)[i],
+              ((uint8_t *)r_codes)[i]);
+  for (size_t i = 0; i < sb; i++)
+    if (((uint8_t *)h_scales)[i] != ((uint8_t *)r_scales)[i] && bad++ < 10)
+      fprintf(stderr, "  %s: scale byte %zu: gpu 0x%02x cpu 0x%02x\n", what, i, ((uint8_t *)h_scales)[i],
+              ((uint8_t *)r_scales)[i]);
+  if (bad) fail_msg("%s: %zu bytes of codes/scales differ from the CPU reference", what, bad);
+
+  /* dequantize the GPU's codes on both sides, into the input dtype with the same stride */
+  sl_dequant_args_t d = {.format = cfgs[ci].fmt,
+                         .layout = cfgs[ci].layout,
+                         .num_tokens = T,
+                         .hidden = H,
+                         .codes = d_codes,
+                         .scales = d_scales,
+                         .global_scale = gs,
+                         .out_dtype = dt,
+                         .out = d_back,
+                         .out_stride = stride};
+  SL_ASSERT_OK(sl_dequant(dev, &d, NULL));
+  SL_ASSERT_OK(sl_device_sync(dev));
+  SL_ASSERT_OK(sl_device_check(dev, "dequant kernel"));
+  SL_ASSERT_OK(sl_memcpy(dev, h_back, d_back, in_bytes, NULL));
+  SL_ASSERT_OK(sl_device_sync(dev));
+  memcpy(r_back, h_back, in_bytes); /* the gaps between strided rows are not written: compare rows only */
+  d.codes = r_codes;
+  d.scales = r_scales;
+  d.out = r_back;
+  SL_ASSERT_OK(sl_dequant_ref(&d));
+  for (int t = 0; t < T; t++)
+    for (int i = 0; i < H; i++) {
+      size_t k = (size_t)t * stride + i;
+      uint32_t g = 0, w = 0;
+      memcpy(&g, (char *)h_back + k * eb, eb);
+      memcpy(&w, (char *)r_back + k * eb, eb);
+      bool nan_block =
+          inject_nan && t == nan_t && i / sl_qfmt_block((int)cfgs[ci].fmt) == nan_i / sl_qfmt_block((int)cfgs[ci].fmt);
+      float gv = sl_load_f32(h_back, dt, k);
+      if (nan_block ? !isnan(gv) : (g != w || isnan(gv)))
+        fail_msg("%s: dequant t %d i %d: gpu %g cpu %g", what, t, i, (double)gv, (double)sl_load_f32(r_back, dt, k));
+    }
+  sl_device_free(dev, d_in), sl_device_free(dev, d_codes), sl_device_free(dev, d_scales), sl_device_free(dev, d_back);
+  free(h_in), free(h_codes), free(h_scales), free(r_codes), free(r_scales), free(h_back), free(r_back);
+}
+
+static void test_all_formats(void **state) {
+  uint64_t rng = sl_test_seed();
+  const sl_dtype_t dts[] = {SL_DTYPE_BF16, SL_DTYPE_F16, SL_DTYPE_F32};
+  int sms = sl_device_info(dev)->sm_count;
+  const int Ts[] = {3, sms + 77}; /* decode (rows < SMs) and prefill paths; not a multiple of 128 */
+  for (size_t ci = 0; ci < sizeof cfgs / sizeof cfgs[0]; ci++)
+    for (int d = 0; d < 3; d++)
+      for (int ti = 0; ti < 2; ti++) /* 2944 = 11.5 bf16 warp chunks: the tail lanes idle */
+        run_case(&rng, (int)ci, dts[d], Ts[ti], 2944, 2944, false);
+}
+
+static void test_wide_rows_strides(void **state) {
+  uint64_t rng = sl_test_seed();
+  for (size_t ci = 0; ci < sizeof cfgs / sizeof cfgs[0]; ci++) {
+    run_case(&rng, (int)ci, SL_DTYPE_BF16, 1, 7168, 7168, false);
+    run_case(&rng, (int)ci, SL_DTYPE_BF16, 1000, 7168, 7168 + 64, false);
+  }
+}
+
+static void test_nan_reported(void **state) {
+  uint64_t rng = sl_test_seed();
+  for (size_t ci = 0; ci < sizeof cfgs / sizeof cfgs[0]; ci++)
+    run_case(&rng, (int)ci, SL_DTYPE_BF16, 9, 2048, 2048, true);
+}
+
+int main(void) {
+  dev = sl_test_open_gpu_or_skip(0);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_all_formats),
+      cmocka_unit_test(test_wide_rows_strides),
+      cmocka_unit_test(test_nan_reported),
+  };
+  int rc = cmocka_run_group_tests(tests, NULL, NULL);
+  sl_device_close(dev);
+  return rc;
+}

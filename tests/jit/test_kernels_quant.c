@@ -1,0 +1,170 @@
+/* JIT tests of the quant / act / router kernels: the specs the host picks for decode and prefill
+ * shapes are registered points (so `sluice jit warm` covers them) and compile for sm_90 and
+ * sm_100 at other sizes too; a missing constant fails with the kernel's #error. (Compiling every
+ * registered point is tests/jit/test_jit_points.c.) */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/sl_jit_points.h"
+#include "kernels/act.h"
+#include "kernels/kq_launch.h"
+#include "kernels/quant.h"
+#include "kernels/router.h"
+#include "sl_test.h"
+
+enum { SMS = 132 };
+
+typedef struct {
+  const sl_jit_spec_t *want;
+  bool found;
+} find_t;
+
+static bool same_spec(const sl_jit_spec_t *a, const sl_jit_spec_t *b) {
+  char da[512], db[512];
+  sl_jit_spec_describe(a, da, sizeof da);
+  sl_jit_spec_describe(b, db, sizeof db);
+  return strcmp(a->source, b->source) == 0 && strcmp(da, db) == 0;
+}
+static sl_status_t find_point(const sl_jit_spec_t *spec, void *user) {
+  find_t *f = user;
+  if (same_spec(spec, f->want)) f->found = true;
+  return SL_OK;
+}
+static void assert_registered(const char *module, int arch, const sl_jit_spec_t *spec) {
+  find_t f = {.want = spec};
+  SL_ASSERT_OK(sl_jit_points(module, arch, find_point, &f));
+  if (!f.found) {
+    char d[512];
+    sl_jit_spec_describe(spec, d, sizeof d);
+    fail_msg("sm_%d: %s is not a registered point of module %s", arch, d, module);
+  }
+}
+static void assert_compiles(const sl_jit_spec_t *spec, int arch) {
+  void *cubin = NULL;
+  size_t size = 0;
+  sl_status_t s = sl_jit_compile(spec, arch, &cubin, &size, NULL);
+  if (s != SL_OK || size == 0) fail_msg("sm_%d: compile failed: %s", arch, sl_last_error());
+  free(cubin);
+}
+
+static const int archs[] = {SL_ARCH_HOPPER, SL_ARCH_BLACKWELL};
+
+static void test_quant_specs(void **state) {
+  const sl_quant_format_t fmts[] = {SL_QUANT_FP8_GROUP, SL_QUANT_MXFP8, SL_QUANT_MXFP4, SL_QUANT_NVFP4};
+  const sl_quant_rule_t rules[] = {SL_QUANT_RULE_CEIL, SL_QUANT_RULE_FLOOR, SL_QUANT_RULE_FLOOR, SL_QUANT_RULE_IEEE};
+  for (int a = 0; a < 2; a++)
+    for (int f = 0; f < 4; f++)
+      for (int T = 1; T <= 8192; T *= 8192) { /* decode (1 row) and prefill (8192 rows) */
+        sl_quant_args_t q = {.format = fmts[f],
+                             .rule = rules[f],
+                             .layout = SL_QUANT_LAYOUT_LINEAR,
+                             .num_tokens = T,
+                             .hidden = 7168,
+                             .in_dtype = SL_DTYPE_BF16};
+        sl_jit_spec_t spec;
+        SL_ASSERT_OK(sl_quant_spec(&q, archs[a], SMS, &spec));
+        assert_registered("quant", archs[a], &spec);
+        sl_dequant_args_t d = {.format = fmts[f], .num_tokens = T, .hidden = 7168, .out_dtype = SL_DTYPE_F16};
+        SL_ASSERT_OK(sl_dequant_spec(&d, archs[a], SMS, &spec));
+        assert_registered("quant", archs[a], &spec);
+        /* the warps of the per-arch table: one per block for decode */
+        char desc[512];
+        sl_jit_spec_describe(&spec, desc, sizeof desc);
+        char want[32];
+        snprintf(want, sizeof want, "WARPS=%d", sl_kq_warps(archs[a], SMS, T));
+        assert_non_null(strstr(desc, want));
+      }
+  /* an unregistered size still compiles (a deployment's own hidden size) */
+  sl_quant_args_t q = {.format = SL_QUANT_NVFP4,
+                       .layout = SL_QUANT_LAYOUT_SWIZZLED,
+                       .num_tokens = 4,
+                       .hidden = 2880,
+                       .in_dtype = SL_DTYPE_F32};
+  sl_jit_spec_t spec;
+  for (int a = 0; a < 2; a++) {
+    SL_ASSERT_OK(sl_quant_spec(&q, archs[a], SMS, &spec));
+    assert_compiles(&spec, archs[a]);
+  }
+}
+
+static void test_act_router_specs(void **state) {
+  for (int a = 0; a < 2; a++) {
+    sl_act_args_t x = {.kind = SL_ACT_SILU_MUL,
+                       .num_tokens = 4096,
+                       .inter = 768,
+                       .in_dtype = SL_DTYPE_BF16,
+                       .out_dtype = SL_DTYPE_FP8_E4M3,
+                       .scale_ue8m0 = true};
+    sl_jit_spec_t spec;
+    SL_ASSERT_OK(sl_act_spec(&x, archs[a], SMS, &spec));
+    assert_registered("act", archs[a], &spec);
+    x.inter = 1536; /* Qwen3-235B's experts: not registered, compiles on demand */
+    x.out_dtype = SL_DTYPE_BF16;
+    SL_ASSERT_OK(sl_act_spec(&x, archs[a], SMS, &spec));
+    assert_compiles(&spec, archs[a]);
+    sl_router_args_t r = {.kind = SL_ROUTER_SIGMOID_GROUPED,
+                          .num_tokens = 16,
+                          .num_experts = 256,
+                          .top_k = 8,
+                          .num_groups = 8,
+                          .topk_groups = 4,
+                          .logits_dtype = SL_DTYPE_F32};
+    SL_ASSERT_OK(sl_router_spec(&r, archs[a], SMS, &spec));
+    assert_registered("router", archs[a], &spec);
+    r.kind = SL_ROUTER_SOFTMAX_TOPK;
+    r.num_experts = 128;
+    r.logits_dtype = SL_DTYPE_BF16;
+    r.num_tokens = 4096;
+    SL_ASSERT_OK(sl_router_spec(&r, archs[a], SMS, &spec));
+    assert_registered("router", archs[a], &spec);
+  }
+}
+
+/* The software E4M3 fallback (SL_KQ_HW_E4M3=0, kernels/quant_dev.cuh) compiles too. */
+static void test_software_e4m3_fallback(void **state) {
+  sl_quant_args_t q = {.format = SL_QUANT_MXFP8,
+                       .rule = SL_QUANT_RULE_FLOOR,
+                       .num_tokens = 4,
+                       .hidden = 7168,
+                       .in_dtype = SL_DTYPE_BF16};
+  sl_act_args_t x = {.kind = SL_ACT_SILU_MUL,
+                     .num_tokens = 4,
+                     .inter = 768,
+                     .in_dtype = SL_DTYPE_BF16,
+                     .out_dtype = SL_DTYPE_FP8_E4M3};
+  for (int a = 0; a < 2; a++) {
+    sl_jit_spec_t spec;
+    SL_ASSERT_OK(sl_quant_spec(&q, archs[a], SMS, &spec));
+    SL_ASSERT_OK(sl_jit_spec_define(&spec, "SL_KQ_HW_E4M3", "0"));
+    assert_compiles(&spec, archs[a]);
+    SL_ASSERT_OK(sl_act_spec(&x, archs[a], SMS, &spec));
+    SL_ASSERT_OK(sl_jit_spec_define(&spec, "SL_KQ_HW_E4M3", "0"));
+    assert_compiles(&spec, archs[a]);
+  }
+}
+
+static void test_missing_constant_fails_loudly(void **state) {
+  sl_jit_spec_t spec;
+  sl_jit_spec_init(&spec, "kernels/quant.cu", "sl_quant_kernel");
+  SL_ASSERT_OK(sl_jit_spec_define(&spec, "QFMT", "%d", SL_QFMT_MXFP8));
+  void *cubin = NULL;
+  size_t size = 0;
+  assert_int_equal(sl_jit_compile(&spec, SL_ARCH_HOPPER, &cubin, &size, NULL), SL_ERR_JIT);
+  assert_non_null(strstr(sl_last_error(), "QRULE"));
+  free(cubin);
+}
+
+int main(void) {
+  if (!sl_jit_available()) {
+    printf("SKIPPED: this build has no NVRTC\n");
+    return SL_TEST_SKIP;
+  }
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_quant_specs),
+      cmocka_unit_test(test_act_router_specs),
+      cmocka_unit_test(test_software_e4m3_fallback),
+      cmocka_unit_test(test_missing_constant_fails_loudly),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,84 @@
+/* MoE JIT points (grid barrier, dispatch, combine, FFN plan) compile for sm_90 and sm_100;
+ * odd shapes compile too; out-of-range constants fail with a message naming them. */
+#define _GNU_SOURCE /* memmem */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/sl_jit_points.h"
+#include "kernels/moe_combine.h"
+#include "kernels/moe_dispatch.h"
+#include "kernels/moe_ffn.h"
+#include "sl_test.h"
+
+typedef struct {
+  int arch, ok;
+} walk_t;
+
+static sl_status_t compile_point(const sl_jit_spec_t *spec, void *user) {
+  walk_t *w = user;
+  void *cubin = NULL;
+  size_t size = 0;
+  char desc[512];
+  sl_jit_spec_describe(spec, desc, sizeof desc);
+  sl_status_t s = sl_jit_compile(spec, w->arch, &cubin, &size, NULL);
+  if (s != SL_OK) fail_msg("sm_%d %s: %s", w->arch, desc, sl_last_error());
+  /* The entry is in the cubin's symbol table. */
+  assert_non_null(memmem(cubin, size, spec->entry, strlen(spec->entry)));
+  free(cubin);
+  w->ok++;
+  return SL_OK;
+}
+
+static void walk(int arch) {
+  static const char *modules[] = {"grid_barrier", "moe_dispatch", "moe_combine", "moe_ffn"};
+  static const int min_points[] = {1, 12, 4, 4};
+  for (int i = 0; i < 4; i++) {
+    walk_t w = {.arch = arch};
+    SL_ASSERT_OK(sl_jit_points(modules[i], arch, compile_point, &w));
+    printf("  sm_%d %-14s %d point(s)\n", arch, modules[i], w.ok);
+    assert_true(w.ok >= min_points[i]);
+  }
+}
+
+static void test_points_sm90(void **state) { walk(SL_ARCH_HOPPER); }
+static void test_points_sm100(void **state) { walk(SL_ARCH_BLACKWELL); }
+
+static void test_odd_shapes(void **state) {
+  walk_t w = {.arch = SL_ARCH_HOPPER};
+  sl_jit_spec_t spec;
+  for (int which = 0; which < 3; which++) {
+    SL_ASSERT_OK(sl_moe_dispatch_spec(264, 3, 5, SL_MOE_PAYLOAD_BF16, 0, which, &spec));
+    SL_ASSERT_OK(compile_point(&spec, &w));
+  }
+  SL_ASSERT_OK(sl_moe_combine_spec(264, 3, 1, 132, &spec, NULL));
+  SL_ASSERT_OK(compile_point(&spec, &w));
+  SL_ASSERT_OK(sl_moe_combine_spec(8, 32, 100000, 132, &spec, NULL));
+  SL_ASSERT_OK(compile_point(&spec, &w));
+  SL_ASSERT_OK(sl_moe_ffn_plan_spec(5, &spec));
+  SL_ASSERT_OK(compile_point(&spec, &w));
+}
+
+static void test_bad_constants_named(void **state) {
+  sl_jit_spec_t spec;
+  SL_ASSERT_OK(sl_moe_dispatch_spec(2048, 33, 128, SL_MOE_PAYLOAD_BF16, 0, 0, &spec));
+  void *cubin = NULL;
+  size_t size = 0;
+  assert_int_equal(sl_jit_compile(&spec, SL_ARCH_HOPPER, &cubin, &size, NULL), SL_ERR_JIT);
+  assert_non_null(strstr(sl_last_error(), "MoE dispatch constants out of range"));
+  assert_null(cubin);
+}
+
+int main(void) {
+  if (!sl_jit_available()) {
+    printf("SKIPPED: this build has no NVRTC\n");
+    return SL_TEST_SKIP;
+  }
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_points_sm90),
+      cmocka_unit_test(test_points_sm100),
+      cmocka_unit_test(test_odd_shapes),
+      cmocka_unit_test(test_bad_constants_named),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
