@@ -117,7 +117,11 @@ int main(int argc, char **argv) {
       sl_status_t s = call(h, 0, net);
       printf("rank %d (stalled) returned %s after %.2f s\n", rank, sl_status_str(s), now_s() - t0);
     } else if (pause) {
+      /* drain, pause, and let a proxy round already under way end (pause is checked
+       * between rounds; a round in flight would still take the next descriptors) */
+      if (sl_proxy_quiesce(sl_moe_net_proxy(h->net)) != SL_OK) ok = 0;
       sl_proxy_set_paused(sl_moe_net_proxy(h->net), true);
+      usleep(200000);
       sl_status_t s = call(h, 0, net);
       printf("rank %d (network paused) returned %s after %.2f s\n", rank, sl_status_str(s), now_s() - t0);
       sl_proxy_set_paused(sl_moe_net_proxy(h->net), false);
