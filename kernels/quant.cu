@@ -37,12 +37,12 @@ static_assert(QFMT != SL_QFMT_FP8_GROUP || QLAYOUT == SL_QLAYOUT_LINEAR, "fp32 s
 
 // Blocks per SM the kernels are compiled for (__launch_bounds__). Prefill: 2048 threads per
 // SM on Hopper and Blackwell, so 32 registers per thread and every resident warp adds loads in
-// flight; the FP8 IEEE rule keeps IEEE-division slow paths (scale, tiny scales) whose call
-// sequence would spill at 32, so it gets 40 registers (3/4 of the warps: still 48 KB of loads
-// in flight per SM). ptxas -v: no spills at these bounds (kernels/NOTES.md). Decode (1 warp
+// flight. The other formats keep IEEE-division slow paths (FP8 IEEE and NVFP4 scales, tiny
+// absmax) whose call sequence spills at 32 (ptxas -v), so they get 40 registers (3/4 of the
+// warps: still 48 KB of loads in flight per SM and 12 warps per scheduler); MXFP8 fits 32. ptxas -v: no spills at these bounds (kernels/NOTES.md). Decode (1 warp
 // per block): no bound, occupancy is irrelevant there.
 #ifndef MIN_BLOCKS
-#define MIN_BLOCKS (WARPS == 1 ? 1 : 2048 / (WARPS * 32) * (QFMT == SL_QFMT_FP8_GROUP && QRULE == SL_QRULE_IEEE ? 3 : 4) / 4)
+#define MIN_BLOCKS (WARPS == 1 ? 1 : 2048 / (WARPS * 32) * (QFMT == SL_QFMT_MXFP8 ? 4 : 3) / 4)
 #endif
 static constexpr bool RAGGED = HIDDEN % CHUNK != 0; // the last chunk of a row has idle lanes
 

@@ -220,6 +220,16 @@ __device__ __forceinline__ void sl_kq_quantize(const float *v, float absmax, int
 }
 
 
+// E4M3 -> fp32 by the hardware pair conversion (sm_89+): every E4M3 value is exact in f16,
+// so this equals sl_e4m3_to_f32 bit for bit except for NaN codes (a NaN either way). Low
+// byte -> lo.
+__device__ __forceinline__ void sl_kq_e4m3x2_to_f32(unsigned short pair, float &lo, float &hi) {
+  unsigned h2;
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2) : "h"(pair));
+  lo = sl_kq_f16_to_f32((unsigned short)(h2 & 0xffffu));
+  hi = sl_kq_f16_to_f32((unsigned short)(h2 >> 16));
+}
+
 // The same quantization as sl_kq_quantize with the bit-identical fast rules of quant_formats.h
 // (sl_qf_block_exp_fast, sl_qf_div_fast, sl_f32_to_e2m1_fast; tests/unit/test_quant_fast.c),
 // returning the thread's codes packed as sl_kq_store_codes lays them out (element j in byte j,
@@ -252,17 +262,35 @@ __device__ __forceinline__ unsigned long long sl_kq_quantize_fast(const float *v
         y[j] = __fdiv_rn(v[j], s);
     }
   } else if constexpr (FMT == SL_QFMT_NVFP4) {
-    const sl_qf_scale_t s = sl_qf_block_scale(FMT, RULE, absmax, global_scale);
-    scale_f32 = s.scale_f32;
-    scale_u8 = s.scale_u8;
-    if (s.zero) return 0ull;
+    // sl_qf_block_scale's NVFP4 rule with the E4M3 scale converted and decoded by the hardware
+    // (exact both ways for this finite, non-negative value: +Inf saturates to 448 like
+    // sl_f32_to_e4m3), then the codes straight from x (sl_qf_e2m1_scaled).
+    const float sf_f = __fmul_rn(global_scale, __fdiv_rn(absmax, SL_E2M1_MAX));
+    const unsigned short sfc = sl_kq_e4m3x2(sf_f, 0.0f) & 0xffu;
+    scale_f32 = 0.0f;
+    scale_u8 = (unsigned char)sfc;
+    if (sfc == 0) return 0ull;
+    float sf, unused;
+    sl_kq_e4m3x2_to_f32(sfc, sf, unused);
+    const float mul = __fdiv_rn(global_scale, sf);
+    unsigned h = 0;
 #pragma unroll
     for (int j = 0; j < VEC; j++)
-      y[j] = __fmul_rn(v[j], s.mul);
-  } else { // power-of-two scales: FP8_GROUP CEIL, MXFP8, MXFP4 (x * 2^-e is exact)
-    constexpr bool e2m1 = FMT == SL_QFMT_MXFP4;
-    const int e = sl_qf_block_exp_fast(absmax, RULE, e2m1 ? SL_E2M1_MAX : SL_E4M3_MAX,
-                                       e2m1 ? SL_E2M1_EMAX : SL_E4M3_EMAX);
+      h += sl_qf_e2m1_scaled(v[j], mul) << (4 * j); // disjoint nibbles: + is |
+    return h;
+  } else if constexpr (FMT == SL_QFMT_MXFP4) { // x * 2^-e exact; codes straight from x
+    const int e = sl_qf_block_exp_fast(absmax, RULE, SL_E2M1_MAX, SL_E2M1_EMAX);
+    scale_u8 = (unsigned char)(e + 127);
+    scale_f32 = sl_qf_pow2(e);
+    if (!(absmax > 0.0f)) return 0ull;
+    const float mul = sl_qf_pow2(-e);
+    unsigned h = 0;
+#pragma unroll
+    for (int j = 0; j < VEC; j++)
+      h += sl_qf_e2m1_scaled(v[j], mul) << (4 * j);
+    return h;
+  } else { // power-of-two scales: FP8_GROUP CEIL, MXFP8 (x * 2^-e is exact)
+    const int e = sl_qf_block_exp_fast(absmax, RULE, SL_E4M3_MAX, SL_E4M3_EMAX);
     scale_u8 = (unsigned char)(e + 127);
     scale_f32 = sl_qf_pow2(e);
     if (!(absmax > 0.0f)) return 0ull;
@@ -280,13 +308,7 @@ __device__ __forceinline__ unsigned long long sl_kq_quantize_fast(const float *v
 #pragma unroll
     for (int j = 0; j < VEC; j++)
       w |= (unsigned long long)sl_f32_to_e4m3(y[j]) << (8 * j);
-  } else {
-    unsigned h = 0; // VEC <= 8 nibbles fit 32 bits
-#pragma unroll
-    for (int j = 0; j < VEC; j++)
-      h += (unsigned)sl_f32_to_e2m1_fast(y[j]) << (4 * j); // disjoint nibbles: + is |
-    w = h;
-  }
+  } // FP4 formats returned their nibbles above
   return w;
 }
 
@@ -303,14 +325,5 @@ template <int N, bool FP4> __device__ __forceinline__ void sl_kq_store_packed(un
     static_assert(bytes == 8 || bytes == 4 || bytes == 2, "2, 4 or 8 bytes of codes per thread");
 }
 
-// E4M3 -> fp32 by the hardware pair conversion (sm_89+): every E4M3 value is exact in f16,
-// so this equals sl_e4m3_to_f32 bit for bit except for NaN codes (a NaN either way). Low
-// byte -> lo.
-__device__ __forceinline__ void sl_kq_e4m3x2_to_f32(unsigned short pair, float &lo, float &hi) {
-  unsigned h2;
-  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2) : "h"(pair));
-  lo = sl_kq_f16_to_f32((unsigned short)(h2 & 0xffffu));
-  hi = sl_kq_f16_to_f32((unsigned short)(h2 >> 16));
-}
 
 #endif

@@ -309,6 +309,20 @@ SL_QF_FN uint8_t sl_f32_to_e2m1_fast(float f) {
   return (uint8_t)(sign | (a >= 0x3f800000u ? normal : sub));
 }
 
+/* E2M1 nibble (sign in bit 3) of RN(x * mul) for mul > 0, as sl_f32_to_e2m1(SL_QF_MUL(x, mul)):
+ * |x * mul| = |x| * mul exactly (RN is symmetric; a free |.| operand modifier on the GPU) and
+ * the sign is x's; the code's low 3 bits are taken before the sign goes in, so the FMA's high
+ * bits need no separate mask. */
+SL_QF_FN uint32_t sl_qf_e2m1_scaled(float x, float mul) {
+  uint32_t u = sl_qf_bits(x), a = sl_qf_bits(SL_QF_MUL(sl_qf_abs(x), mul));
+  uint32_t r = a + 0x1fffffu + ((a >> 22) & 1u);
+  uint32_t normal = (r >> 22) - 252u;
+  normal = normal > 7u ? 7u : normal;
+  uint32_t sub = sl_qf_bits(fmaf(sl_qf_float(a), 2.0f, 12582912.0f)); /* code in bits 0..1 */
+  uint32_t c = a >= 0x3f800000u ? normal : sub;
+  return (c & 7u) | ((u >> 28) & 8u);
+}
+
 /* The scale stored for a non-finite block. */
 SL_QF_FN void sl_qf_nan_scale(int fmt, float *scale_f32, uint8_t *scale_u8) {
   *scale_f32 = sl_qf_float(0x7fc00000u);

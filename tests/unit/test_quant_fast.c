@@ -145,11 +145,43 @@ static void test_e2m1_fast(void **state) {
   if (bad) fail_msg("sl_f32_to_e2m1_fast differs from sl_f32_to_e2m1 on %zu of %zu inputs", bad, n);
 }
 
+/* E2M1 of a scaled element: every finite bf16 x (both signs) against every power-of-two
+ * multiplier an MX block can have and a spread of NVFP4-like multipliers, plus random fp32. */
+static void check_e2m1_scaled(float x, float mul, size_t *bad) {
+  uint32_t want = sl_f32_to_e2m1(x * mul), got = sl_qf_e2m1_scaled(x, mul);
+  if (got != want && (*bad)++ < 5)
+    print_error("e2m1(%a * %a): fast %u, reference %u\n", (double)x, (double)mul, got, want);
+}
+
+static void test_e2m1_scaled(void **state) {
+  (void)state;
+  size_t bad = 0, n = 0;
+  uint64_t rng = sl_test_seed();
+  for (int e = -127; e <= 127; e++) {
+    float mul = ldexpf(1.0f, e);
+    for (uint32_t h = 0; h < 0x10000u; h++, n++)
+      if ((h & 0x7f80u) != 0x7f80u) check_e2m1_scaled(f32_of(h << 16), mul, &bad);
+  }
+  for (int i = 0; i < 64; i++) {
+    float mul = f32_of(0x3f800000u + (uint32_t)(sl_test_rand_u64(&rng) % 0x800000u)) *
+                ldexpf(1.0f, (int)(sl_test_rand_u64(&rng) % 40) - 20);
+    for (uint32_t h = 0; h < 0x10000u; h++, n++)
+      if ((h & 0x7f80u) != 0x7f80u) check_e2m1_scaled(f32_of(h << 16), mul, &bad);
+  }
+  for (int i = 0; i < 4000000; i++, n++) {
+    float x = f32_of((uint32_t)sl_test_rand_u64(&rng) & 0xbfffffffu); /* |x| < 2 */
+    float mul = ldexpf(1.0f + (float)(sl_test_rand_u64(&rng) % 8) * 0.125f, (int)(sl_test_rand_u64(&rng) % 125) - 4);
+    check_e2m1_scaled(x, mul, &bad);
+  }
+  if (bad) fail_msg("sl_qf_e2m1_scaled differs from sl_f32_to_e2m1(x * mul) on %zu of %zu inputs", bad, n);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_block_exp_fast),
       cmocka_unit_test(test_div_fast),
       cmocka_unit_test(test_e2m1_fast),
+      cmocka_unit_test(test_e2m1_scaled),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
