@@ -144,6 +144,20 @@ __device__ __forceinline__ void decode_codes(const unsigned char *c, float sf, u
       y[j] = __fmul_rn(lo, scale);
       y[j + 1] = __fmul_rn(hi, scale);
     }
+  } else if constexpr (QFMT == SL_QFMT_NVFP4) {
+    // (e2m1 * decode(sf)) exact, then / global_scale: the FMA-corrected quotient where
+    // global_scale is in the proven range (a kernel argument: the branch is uniform).
+    const float sfv = sl_e4m3_to_f32(su);
+    if (sl_qf_deq_fast_ok(global_scale)) {
+      const float r = __frcp_rn(global_scale);
+#pragma unroll
+      for (int j = 0; j < VEC; j++)
+        y[j] = sl_qf_div_fast(__fmul_rn(sl_e2m1_to_f32(c[j]), sfv), global_scale, r);
+    } else {
+#pragma unroll
+      for (int j = 0; j < VEC; j++)
+        y[j] = sl_qf_decode(QFMT, c[j], sf, su, global_scale);
+    }
   } else {
 #pragma unroll
     for (int j = 0; j < VEC; j++)

@@ -281,7 +281,7 @@ SL_QF_FN int sl_qf_block_exp_fast(float absmax, int rule, float max_code, int em
 }
 /* Lower bound of the FP8 IEEE scale for sl_qf_div_fast (2^-64): above it the remainder of
  * every quotient that can round to a nonzero E4M3 code is exact (see below). */
-#define SL_QF_DIV_FAST_MIN 5.42101086e-20f
+#define SL_QF_DIV_FAST_MIN 0x1p-64f
 /* RN(x / s) for s >= SL_QF_DIV_FAST_MIN (finite, normal), given r = RN(1 / s): q = RN(|x| r)
  * is within one ulp of |x| / s, the remainder |x| - q*s is exact in one FMA and
  * RN(q + remainder * r) is the correctly rounded quotient (Markstein's theorem: r is the
@@ -307,6 +307,16 @@ SL_QF_FN uint8_t sl_f32_to_e2m1_fast(float f) {
   normal = normal > 7u ? 7u : normal;
   uint32_t sub = sl_qf_bits(fmaf(sl_qf_float(a), 2.0f, 12582912.0f)) - 0x4b400000u;
   return (uint8_t)(sign | (a >= 0x3f800000u ? normal : sub));
+}
+
+/* NVFP4 dequantization's division by the tensor scale with sl_qf_div_fast: for
+ * global_scale in [2^-60, 2^60] (r = RN(1/global_scale) normal) and the exact products
+ * e2m1 * decode(sf) (0 or >= 2^-10), the remainder never underflows, so the quotient is the
+ * division's bit for bit (test: every product against random scales at every exponent). */
+#define SL_QF_DEQ_FAST_MIN 0x1p-60f
+#define SL_QF_DEQ_FAST_MAX 0x1p60f
+SL_QF_FN int sl_qf_deq_fast_ok(float global_scale) {
+  return global_scale >= SL_QF_DEQ_FAST_MIN && global_scale <= SL_QF_DEQ_FAST_MAX;
 }
 
 /* E2M1 nibble (sign in bit 3) of RN(x * mul) for mul > 0, as sl_f32_to_e2m1(SL_QF_MUL(x, mul)):

@@ -176,12 +176,40 @@ static void test_e2m1_scaled(void **state) {
   if (bad) fail_msg("sl_qf_e2m1_scaled differs from sl_f32_to_e2m1(x * mul) on %zu of %zu inputs", bad, n);
 }
 
+/* NVFP4 dequantization: every code x every E4M3 scale, divided by random tensor scales at
+ * every exponent of the fast range and at its ends. */
+static void test_deq_div_fast(void **state) {
+  (void)state;
+  size_t bad = 0, n = 0;
+  uint64_t rng = sl_test_seed();
+  for (int i = 0; i < 12000; i++) {
+    int e = (int)(sl_test_rand_u64(&rng) % 120) - 60;
+    uint32_t m = (uint32_t)(sl_test_rand_u64(&rng) % 0x800000u);
+    if (i < 8) m = (i & 1) ? 0x7fffffu : 0; /* the exact range ends */
+    if (i < 8) e = (i & 2) ? 59 : -60;
+    float gs = ldexpf(1.0f + (float)m * 0x1p-23f, e);
+    assert_true(sl_qf_deq_fast_ok(gs));
+    float r = 1.0f / gs;
+    for (int c = 0; c < 16; c++)
+      for (int sc = 0; sc < 0x7f; sc++, n++) {
+        float p = sl_e2m1_to_f32((uint8_t)c) * sl_e4m3_to_f32((uint8_t)sc);
+        float want = p / gs, got = sl_qf_div_fast(p, gs, r);
+        if (bits_of(got) != bits_of(want) && bad++ < 5)
+          print_error("%a / %a: fast %a, division %a\n", (double)p, (double)gs, (double)got, (double)want);
+      }
+  }
+  assert_false(sl_qf_deq_fast_ok(0x1p-61f));
+  assert_false(sl_qf_deq_fast_ok(0x1p61f));
+  if (bad) fail_msg("sl_qf_div_fast (dequant) differs from the division on %zu of %zu quotients", bad, n);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_block_exp_fast),
       cmocka_unit_test(test_div_fast),
       cmocka_unit_test(test_e2m1_fast),
       cmocka_unit_test(test_e2m1_scaled),
+      cmocka_unit_test(test_deq_div_fast),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
