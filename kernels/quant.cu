@@ -39,8 +39,8 @@ static_assert(QFMT != SL_QFMT_FP8_GROUP || QLAYOUT == SL_QLAYOUT_LINEAR, "fp32 s
 // SM on Hopper and Blackwell, so 32 registers per thread and every resident warp adds loads in
 // flight. The other formats keep IEEE-division slow paths (FP8 IEEE and NVFP4 scales, tiny
 // absmax) whose call sequence spills at 32 (ptxas -v), so they get 40 registers (3/4 of the
-// warps: still 48 KB of loads in flight per SM and 12 warps per scheduler); MXFP8 fits 32. ptxas -v: no spills at these bounds (kernels/NOTES.md). Decode (1 warp
-// per block): no bound, occupancy is irrelevant there.
+// warps: still 48 KB of loads in flight per SM and 12 warps per scheduler); MXFP8 fits 32.
+// Decode (1 warp per block): no bound, occupancy is irrelevant there.
 #ifndef MIN_BLOCKS
 #define MIN_BLOCKS (WARPS == 1 ? 1 : 2048 / (WARPS * 32) * (QFMT == SL_QFMT_MXFP8 ? 4 : 3) / 4)
 #endif
@@ -191,7 +191,8 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
         if constexpr (QFMT == SL_QFMT_FP8_GROUP)
           sf[u] = __ldg(reinterpret_cast<const float *>(scales) + (long)row * COLS + g);
         else
-          su[u] = __ldg(reinterpret_cast<const unsigned char *>(scales) + sl_qf_scale_offset(QLAYOUT, (int)row, g, COLS));
+          su[u] =
+              __ldg(reinterpret_cast<const unsigned char *>(scales) + sl_qf_scale_offset(QLAYOUT, (int)row, g, COLS));
       } else {
 #pragma unroll
         for (int j = 0; j < VEC; j++)

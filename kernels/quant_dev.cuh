@@ -219,7 +219,6 @@ __device__ __forceinline__ void sl_kq_quantize(const float *v, float absmax, int
   }
 }
 
-
 // E4M3 -> fp32 by the hardware pair conversion (sm_89+): every E4M3 value is exact in f16,
 // so this equals sl_e4m3_to_f32 bit for bit except for NaN codes (a NaN either way). Low
 // byte -> lo.
@@ -324,6 +323,5 @@ template <int N, bool FP4> __device__ __forceinline__ void sl_kq_store_packed(un
   else
     static_assert(bytes == 8 || bytes == 4 || bytes == 2, "2, 4 or 8 bytes of codes per thread");
 }
-
 
 #endif

@@ -205,11 +205,8 @@ static void test_deq_div_fast(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_block_exp_fast),
-      cmocka_unit_test(test_div_fast),
-      cmocka_unit_test(test_e2m1_fast),
-      cmocka_unit_test(test_e2m1_scaled),
-      cmocka_unit_test(test_deq_div_fast),
+      cmocka_unit_test(test_block_exp_fast), cmocka_unit_test(test_div_fast),     cmocka_unit_test(test_e2m1_fast),
+      cmocka_unit_test(test_e2m1_scaled),    cmocka_unit_test(test_deq_div_fast),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
