@@ -59,9 +59,9 @@ __device__ __forceinline__ float act_fn(float g) {
 }
 
 // Blocks per SM for __launch_bounds__ (as kernels/quant.cu): prefill at 2048 threads per SM
-// (32 registers) unless the FP8 IEEE rule's division slow paths need 40; decode unbounded.
+// (32 registers) unless the FP8 output's division slow paths need 40; decode unbounded.
 #ifndef MIN_BLOCKS
-#define MIN_BLOCKS (WARPS == 1 ? 1 : 2048 / (WARPS * 32) * (FP8_OUT && QRULE == SL_QRULE_IEEE ? 3 : 4) / 4)
+#define MIN_BLOCKS (WARPS == 1 ? 1 : 2048 / (WARPS * 32) * (FP8_OUT ? 3 : 4) / 4)
 #endif
 static constexpr bool RAGGED = INTER % CHUNK != 0;
 
