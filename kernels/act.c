@@ -134,6 +134,9 @@ sl_status_t sl_act(sl_device_t *dev, const sl_act_args_t *a, sl_stream_t *stream
   void *args[] = {&in, &is, &out, &os, &scales, &t};
   int chunk = 32 * (16 / (int)ib);
   long items = (long)t * ((a->inter + chunk - 1) / chunk);
+  if (items > 0x7fffffffL) /* the kernel's item index is 32-bit (kernels/act.cu) */
+    return SL_ERR(SL_ERR_INVALID, "act: %ld work items exceed the kernel's 32-bit index: split the call by tokens",
+                  items);
   return sl_kq_launch(dev, k, warps, unroll, items, stream, args);
 }
 

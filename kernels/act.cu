@@ -37,60 +37,83 @@ static_assert(INTER % GROUP == 0, "FP8 output needs INTER a multiple of 128");
 #endif
 
 // Accurate expf/tanhf (not the __expf intrinsics): the result is compared with the CPU
-// reference within 1-2 ulp of the output dtype.
+// reference within 1-2 ulp of the output dtype (fp32 outputs: 10 fp32 ulp). SiLU's division
+// g / (1 + e^-g) is a reciprocal and a multiply. For g < 0 the denominator (up to 2^128) is
+// scaled by s = 2^-64 inside its one rounding (exact), so rcp.approx (<= 1 ulp) stays normal
+// for every finite d (d = Inf gives -0 like the division), and the product is scaled back
+// exactly (one more rounding only where the result itself is below 2^-126); for g >= 0, d is
+// in [1, 2] and s = 1,
+// so g * r cannot overflow (g up to FLT_MAX). About 3 ulp from the division instead of an IEEE
+// division's ~10 instructions and range check per element; Inf and NaN as the division.
 __device__ __forceinline__ float act_fn(float g) {
 #if ACT == 0
-  return g / (1.0f + expf(-g));
+  const float s = g < 0.0f ? 0x1p-64f : 1.0f;
+  const float d = fmaf(expf(-g), s, s);
+  float r;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(d));
+  return __fmul_rn(__fmul_rn(g, r), s);
 #else
   const float k0 = 0.7978845608028654f, k1 = 0.044715f;
   return 0.5f * g * (1.0f + tanhf(k0 * (g + k1 * g * g * g)));
 #endif
 }
 
-extern "C" __global__ void __launch_bounds__(WARPS * 32)
+// Blocks per SM for __launch_bounds__ (as kernels/quant.cu): prefill at 2048 threads per SM
+// (32 registers) unless the FP8 output's division slow paths need 40; decode unbounded.
+#ifndef MIN_BLOCKS
+#define MIN_BLOCKS (WARPS == 1 ? 1 : 2048 / (WARPS * 32) * (FP8_OUT ? 3 : 4) / 4)
+#endif
+static constexpr bool RAGGED = INTER % CHUNK != 0;
+
+// One warp item = CHUNK output columns of one row (gate and up: 16 bytes each per lane),
+// grid-stride with 32-bit item indices (host: rows * CHUNKS < 2^31). A warp loads UNROLL
+// items (raw packets: 8 registers each) before computing any.
+extern "C" __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
     sl_act_kernel(const void *__restrict__ in, long in_stride, void *__restrict__ out, long out_stride,
                   float *__restrict__ out_scales, int num_tokens) {
   const int lane = threadIdx.x & 31;
-  const long items = (long)num_tokens * CHUNKS;
-  const long warp = (long)blockIdx.x * WARPS + threadIdx.x / 32, nwarps = (long)gridDim.x * WARPS;
+  const unsigned items = (unsigned)num_tokens * CHUNKS;
+  const unsigned warp = blockIdx.x * WARPS + threadIdx.x / 32, nwarps = gridDim.x * WARPS;
   constexpr int ib = sl_kq_elem<IN_DTYPE>::bytes;
-  for (long base = warp; base < items; base += nwarps * UNROLL) {
-    float gate[UNROLL][VEC], up[UNROLL][VEC];
+  for (unsigned base = warp; base < items; base += nwarps * UNROLL) {
+    uint4 graw[UNROLL], uraw[UNROLL];
 #pragma unroll
     for (int u = 0; u < UNROLL; u++) {
-      const long it = base + u * nwarps;
-      const int row = (int)(it / CHUNKS), col = (int)(it % CHUNKS) * CHUNK + lane * VEC;
-      if (it < items && col < INTER) {
+      const unsigned it = base + u * nwarps;
+      const unsigned row = it / CHUNKS;
+      const int col = (int)(it - row * CHUNKS) * CHUNK + lane * VEC;
+      graw[u] = uraw[u] = make_uint4(0u, 0u, 0u, 0u);
+      if (it < items && (!RAGGED || col < INTER)) {
         const char *p = (const char *)in + ((long)row * in_stride + col) * ib;
-        sl_kq_load<IN_DTYPE>(p, gate[u]);
-        sl_kq_load<IN_DTYPE>(p + (long)INTER * ib, up[u]);
-      } else {
-#pragma unroll
-        for (int j = 0; j < VEC; j++)
-          gate[u][j] = up[u][j] = 0.0f;
+        graw[u] = sl_kq_load_raw(p);
+        uraw[u] = sl_kq_load_raw(p + (long)INTER * ib);
       }
     }
 #pragma unroll
     for (int u = 0; u < UNROLL; u++) {
-      const long it = base + u * nwarps;
+      const unsigned it = base + u * nwarps;
       if (it >= items) break; // warp-uniform
-      const int row = (int)(it / CHUNKS), col = (int)(it % CHUNKS) * CHUNK + lane * VEC;
-      float y[VEC];
+      const unsigned row = it / CHUNKS;
+      const int col = (int)(it - row * CHUNKS) * CHUNK + lane * VEC;
+      float y[VEC], up[VEC];
+      sl_kq_unpack<IN_DTYPE>(graw[u], y);
+      sl_kq_unpack<IN_DTYPE>(uraw[u], up);
 #pragma unroll
       for (int j = 0; j < VEC; j++)
-        y[j] = act_fn(gate[u][j]) * up[u][j];
+        y[j] = act_fn(y[j]) * up[j];
 #if FP8_OUT
       float absmax;
       int bad;
       sl_kq_block_absmax<VEC, LANES>(y, absmax, bad); // all lanes take part, tail lanes hold zeros
-      if (col >= INTER) continue;
-      unsigned char c[VEC], scale_u8;
+      if (RAGGED && col >= INTER) continue;
+      unsigned char scale_u8;
       float scale_f32;
-      sl_kq_quantize<SL_QFMT_FP8_GROUP, QRULE, VEC>(y, absmax, bad, 0.0f, c, scale_f32, scale_u8);
-      sl_kq_store_codes<VEC, false>((unsigned char *)out + (long)row * out_stride + col, c);
+      const unsigned long long w =
+          sl_kq_quantize_fast<SL_QFMT_FP8_GROUP, QRULE, VEC>(y, absmax, bad, 0.0f, scale_f32, scale_u8);
+      sl_kq_store_packed<VEC, false>((unsigned char *)out + (long)row * out_stride + col, w);
       if (lane % LANES == 0) out_scales[(long)row * (INTER / GROUP) + col / GROUP] = scale_f32;
 #else
-      if (col >= INTER) continue;
+      if (RAGGED && col >= INTER) continue;
       sl_kq_store<OUT_DTYPE, VEC>((char *)out + ((long)row * out_stride + col) * sl_kq_elem<OUT_DTYPE>::bytes, y);
 #endif
     }

@@ -236,6 +236,15 @@ static sl_status_t check_aligned(const char *op, const void *p, long stride_byte
   return SL_OK;
 }
 
+/* The kernels index work items with 32 bits (a multiply-high per item instead of a 64-bit
+ * division): 2^31 items are 2^39 elements, far beyond one call's tensor. */
+static sl_status_t check_items(const char *op, long items) {
+  if (items > 0x7fffffffL)
+    return SL_ERR(SL_ERR_INVALID, "%s: %ld work items exceed the kernel's 32-bit index: split the call by tokens", op,
+                  items);
+  return SL_OK;
+}
+
 sl_status_t sl_quant(sl_device_t *dev, const sl_quant_args_t *a, sl_stream_t *stream) {
   if (sl_device_backend(dev) == SL_BACKEND_CPU) return sl_quant_ref(a);
   SL_CHECK(check_common("quant", a->format, (int)a->rule, a->layout, a->num_tokens, a->hidden, a->in_dtype,
@@ -244,6 +253,9 @@ sl_status_t sl_quant(sl_device_t *dev, const sl_quant_args_t *a, sl_stream_t *st
   long stride = a->in_stride ? a->in_stride : a->hidden;
   SL_CHECK(check_aligned("quant", a->in, stride * (long)(sl_dtype_bits(a->in_dtype) / 8), "the input"));
   SL_CHECK(check_aligned("quant", a->codes, 0, "codes"));
+  if (a->format != SL_QUANT_FP8_GROUP && a->layout == SL_QUANT_LAYOUT_SWIZZLED)
+    SL_CHECK(check_aligned("quant", a->scales, 0, "swizzled scales (the padding is zeroed in 16-byte lines)"));
+  SL_CHECK(check_items("quant", quant_items(a->num_tokens, a->hidden, a->in_dtype)));
   const sl_device_info_t *info = sl_device_info(dev);
   sl_jit_spec_t spec;
   SL_CHECK(sl_quant_spec(a, info->arch, info->sm_count, &spec));
@@ -269,6 +281,7 @@ sl_status_t sl_dequant(sl_device_t *dev, const sl_dequant_args_t *a, sl_stream_t
   long stride = a->out_stride ? a->out_stride : a->hidden;
   SL_CHECK(check_aligned("dequant", a->out, stride * (long)(sl_dtype_bits(a->out_dtype) / 8), "the output"));
   SL_CHECK(check_aligned("dequant", a->codes, 0, "codes"));
+  SL_CHECK(check_items("dequant", quant_items(a->num_tokens, a->hidden, a->out_dtype)));
   const sl_device_info_t *info = sl_device_info(dev);
   sl_jit_spec_t spec;
   SL_CHECK(sl_dequant_spec(a, info->arch, info->sm_count, &spec));

@@ -35,116 +35,178 @@ static_assert(HIDDEN % BLOCK_ELEMS == 0, "HIDDEN must be a multiple of the block
 static_assert(BLOCK_ELEMS % VEC == 0, "a thread's packet never straddles two blocks");
 static_assert(QFMT != SL_QFMT_FP8_GROUP || QLAYOUT == SL_QLAYOUT_LINEAR, "fp32 scales are linear");
 
-// Swizzled layout: zero the padding (rows up to a multiple of 128, blocks up to 4), which
-// the GEMM reads. Grid-stride over exactly the padding cells.
+// Blocks per SM the kernels are compiled for (__launch_bounds__). Prefill: 2048 threads per
+// SM on Hopper and Blackwell, so 32 registers per thread and every resident warp adds loads in
+// flight. The other formats keep IEEE-division slow paths (FP8 IEEE and NVFP4 scales, tiny
+// absmax) whose call sequence spills at 32 (ptxas -v), so they get 40 registers (3/4 of the
+// warps: still 48 KB of loads in flight per SM and 12 warps per scheduler); MXFP8 fits 32.
+// Decode (1 warp per block): no bound, occupancy is irrelevant there.
+#ifndef MIN_BLOCKS
+#define MIN_BLOCKS (WARPS == 1 ? 1 : 2048 / (WARPS * 32) * (QFMT == SL_QFMT_MXFP8 ? 4 : 3) / 4)
+#endif
+static constexpr bool RAGGED = HIDDEN % CHUNK != 0; // the last chunk of a row has idle lanes
+
+// Swizzled layout: zero the padding (rows up to a multiple of 128, blocks up to 4), which the
+// GEMM reads. Only the last 128-row tile row has padding rows: each 16-byte line of it holds
+// rows i, i+32, i+64, i+96 (4 scale bytes each) of one 4-column tile, so a line whose first
+// row is padding is one 16-byte store and the others get 4-byte stores for their padding rows
+// (the data rows are the quantizer's). Column padding (COLS % 4 != 0) is byte-wise.
+// 32-bit index math only (rows < 2^31 / 128). Scales are 16-byte aligned (host check).
 __device__ __forceinline__ void zero_swizzle_padding(unsigned char *scales, int num_tokens) {
   if constexpr (QLAYOUT == SL_QLAYOUT_SWIZZLED) {
-    constexpr int cols_pad = (COLS + 3) / 4 * 4;
-    const int rows_pad = (num_tokens + 127) / 128 * 128;
-    const long n1 = (long)(rows_pad - num_tokens) * cols_pad;
-    const long n2 = (long)num_tokens * (cols_pad - COLS);
-    for (long i = (long)blockIdx.x * blockDim.x + threadIdx.x; i < n1 + n2; i += (long)gridDim.x * blockDim.x) {
-      int r, c;
-      if (i < n1) {
-        r = num_tokens + (int)(i / cols_pad);
-        c = (int)(i % cols_pad);
-      } else {
-        long j = i - n1;
-        r = (int)(j / (cols_pad - COLS));
-        c = COLS + (int)(j % (cols_pad - COLS));
+    constexpr int col_tiles = (COLS + 3) / 4, cols_pad = col_tiles * 4;
+    const int tid = blockIdx.x * blockDim.x + threadIdx.x, nthreads = gridDim.x * blockDim.x;
+    const int rem = num_tokens & 127, rt = num_tokens >> 7;
+    if (rem) {
+      for (int l = tid; l < col_tiles * 32; l += nthreads) {
+        const int ct = l >> 5, i = l & 31;
+        unsigned char *line = scales + (((size_t)rt * col_tiles + ct) << 9) + (i << 4);
+        if (i >= rem) {
+          *reinterpret_cast<uint4 *>(line) = make_uint4(0u, 0u, 0u, 0u);
+        } else {
+#pragma unroll
+          for (int j = 1; j < 4; j++)
+            if (i + 32 * j >= rem) reinterpret_cast<unsigned *>(line)[j] = 0u;
+        }
       }
-      scales[sl_qf_swizzled_offset(r, c, COLS)] = 0;
+    }
+    if constexpr (cols_pad != COLS) {
+      constexpr int pad = cols_pad != COLS ? cols_pad - COLS : 1;
+      for (int i = tid; i < num_tokens * pad; i += nthreads)
+        scales[sl_qf_swizzled_offset(i / pad, COLS + i % pad, COLS)] = 0;
     }
   }
 }
 
 // One warp item = CHUNK consecutive elements of one row; lane l holds elements
 // [l*VEC, (l+1)*VEC) of it. A warp loads UNROLL items before quantizing any, so its loads are
-// in flight together. Rows and items are grid-stride (grid <= resident blocks).
-extern "C" __global__ void __launch_bounds__(WARPS * 32)
+// in flight together. Items are grid-stride (grid <= resident blocks) with 32-bit indices
+// (the host checks rows * CHUNKS < 2^31): row = item / CHUNKS is a multiply-high by a
+// compile-time constant, not a 64-bit division.
+extern "C" __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
     sl_quant_kernel(const void *__restrict__ in, long in_stride, unsigned char *__restrict__ codes,
                     void *__restrict__ scales, float global_scale, int num_tokens) {
   const int lane = threadIdx.x & 31;
-  const long items = (long)num_tokens * CHUNKS;
-  const long warp = (long)blockIdx.x * WARPS + threadIdx.x / 32, nwarps = (long)gridDim.x * WARPS;
+  const unsigned items = (unsigned)num_tokens * CHUNKS;
+  const unsigned warp = blockIdx.x * WARPS + threadIdx.x / 32, nwarps = gridDim.x * WARPS;
   constexpr int ebytes = sl_kq_elem<DTYPE>::bytes;
-  for (long base = warp; base < items; base += nwarps * UNROLL) {
-    float v[UNROLL][VEC];
+  for (unsigned base = warp; base < items; base += nwarps * UNROLL) {
+    uint4 raw[UNROLL];
 #pragma unroll
     for (int u = 0; u < UNROLL; u++) {
-      const long it = base + u * nwarps;
-      const int row = (int)(it / CHUNKS), col = (int)(it % CHUNKS) * CHUNK + lane * VEC;
-      if (it < items && col < HIDDEN)
-        sl_kq_load<DTYPE>((const char *)in + ((long)row * in_stride + col) * ebytes, v[u]);
-      else {
-#pragma unroll
-        for (int j = 0; j < VEC; j++)
-          v[u][j] = 0.0f;
-      }
+      const unsigned it = base + u * nwarps;
+      const unsigned row = it / CHUNKS;
+      const int col = (int)(it - row * CHUNKS) * CHUNK + lane * VEC;
+      raw[u] = make_uint4(0u, 0u, 0u, 0u);
+      if (it < items && (!RAGGED || col < HIDDEN))
+        raw[u] = sl_kq_load_raw((const char *)in + ((long)row * in_stride + col) * ebytes);
     }
 #pragma unroll
     for (int u = 0; u < UNROLL; u++) {
-      const long it = base + u * nwarps;
+      const unsigned it = base + u * nwarps;
       if (it >= items) break; // warp-uniform
-      const int row = (int)(it / CHUNKS), col = (int)(it % CHUNKS) * CHUNK + lane * VEC;
+      const unsigned row = it / CHUNKS;
+      const int col = (int)(it - row * CHUNKS) * CHUNK + lane * VEC;
+      float v[VEC];
+      sl_kq_unpack<DTYPE>(raw[u], v);
       float absmax;
       int bad;
-      sl_kq_block_absmax<VEC, LANES>(v[u], absmax, bad);
-      if (col >= HIDDEN) continue;
-      unsigned char c[VEC], scale_u8;
+      sl_kq_block_absmax<VEC, LANES>(v, absmax, bad); // all lanes: tail lanes hold zeros
+      if (RAGGED && col >= HIDDEN) continue;
+      unsigned char scale_u8;
       float scale_f32;
-      sl_kq_quantize<QFMT, QRULE, VEC>(v[u], absmax, bad, global_scale, c, scale_f32, scale_u8);
+      const unsigned long long w =
+          sl_kq_quantize_fast<QFMT, QRULE, VEC>(v, absmax, bad, global_scale, scale_f32, scale_u8);
       const long flat = (long)row * HIDDEN + col;
-      sl_kq_store_codes<VEC, IS_FP4>(codes + (IS_FP4 ? flat / 2 : flat), c);
+      sl_kq_store_packed<VEC, IS_FP4>(codes + (IS_FP4 ? flat / 2 : flat), w);
       if (lane % LANES == 0) {
         const int g = col / BLOCK_ELEMS;
         if constexpr (QFMT == SL_QFMT_FP8_GROUP)
           reinterpret_cast<float *>(scales)[(long)row * COLS + g] = scale_f32;
         else
-          reinterpret_cast<unsigned char *>(scales)[sl_qf_scale_offset(QLAYOUT, row, g, COLS)] = scale_u8;
+          reinterpret_cast<unsigned char *>(scales)[sl_qf_scale_offset(QLAYOUT, (int)row, g, COLS)] = scale_u8;
       }
     }
   }
   if constexpr (QFMT != SL_QFMT_FP8_GROUP) zero_swizzle_padding(reinterpret_cast<unsigned char *>(scales), num_tokens);
 }
 
+// Decode one thread's VEC codes with the block's scale, as sl_qf_decode (bit for bit; NaN
+// codes give NaN). FP8 formats by the hardware E4M3 pair conversion.
+__device__ __forceinline__ void decode_codes(const unsigned char *c, float sf, unsigned char su, float global_scale,
+                                             float *y) {
+  if constexpr (QFMT == SL_QFMT_FP8_GROUP || QFMT == SL_QFMT_MXFP8) {
+    const float scale = QFMT == SL_QFMT_FP8_GROUP ? sf : sl_e8m0_to_f32(su);
+#pragma unroll
+    for (int j = 0; j < VEC; j += 2) {
+      float lo, hi;
+      sl_kq_e4m3x2_to_f32((unsigned short)(c[j] | (c[j + 1] << 8)), lo, hi);
+      y[j] = __fmul_rn(lo, scale);
+      y[j + 1] = __fmul_rn(hi, scale);
+    }
+  } else if constexpr (QFMT == SL_QFMT_NVFP4) {
+    // (e2m1 * decode(sf)) exact, then / global_scale: the FMA-corrected quotient where
+    // global_scale is in the proven range (a kernel argument: the branch is uniform).
+    const float sfv = sl_e4m3_to_f32(su);
+    if (sl_qf_deq_fast_ok(global_scale)) {
+      const float r = __frcp_rn(global_scale);
+#pragma unroll
+      for (int j = 0; j < VEC; j++)
+        y[j] = sl_qf_div_fast(__fmul_rn(sl_e2m1_to_f32(c[j]), sfv), global_scale, r);
+    } else {
+#pragma unroll
+      for (int j = 0; j < VEC; j++)
+        y[j] = sl_qf_decode(QFMT, c[j], sf, su, global_scale);
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < VEC; j++)
+      y[j] = sl_qf_decode(QFMT, c[j], sf, su, global_scale);
+  }
+}
+
 // Dequantize: one warp item = CHUNK output elements (16 bytes of output per lane).
-extern "C" __global__ void __launch_bounds__(WARPS * 32)
+extern "C" __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
     sl_dequant_kernel(const unsigned char *__restrict__ codes, const void *__restrict__ scales, float global_scale,
                       void *__restrict__ out, long out_stride, int num_tokens) {
   const int lane = threadIdx.x & 31;
-  const long items = (long)num_tokens * CHUNKS;
-  const long warp = (long)blockIdx.x * WARPS + threadIdx.x / 32, nwarps = (long)gridDim.x * WARPS;
+  const unsigned items = (unsigned)num_tokens * CHUNKS;
+  const unsigned warp = blockIdx.x * WARPS + threadIdx.x / 32, nwarps = gridDim.x * WARPS;
   constexpr int ebytes = sl_kq_elem<DTYPE>::bytes;
-  for (long base = warp; base < items; base += nwarps * UNROLL) {
+  for (unsigned base = warp; base < items; base += nwarps * UNROLL) {
     unsigned char c[UNROLL][VEC];
     float sf[UNROLL];
     unsigned char su[UNROLL];
 #pragma unroll
     for (int u = 0; u < UNROLL; u++) {
-      const long it = base + u * nwarps;
-      const int row = (int)(it / CHUNKS), col = (int)(it % CHUNKS) * CHUNK + lane * VEC;
+      const unsigned it = base + u * nwarps;
+      const unsigned row = it / CHUNKS;
+      const int col = (int)(it - row * CHUNKS) * CHUNK + lane * VEC;
       sf[u] = 0.0f;
       su[u] = 0;
-      if (it < items && col < HIDDEN) {
+      if (it < items && (!RAGGED || col < HIDDEN)) {
         const long flat = (long)row * HIDDEN + col;
         sl_kq_load_codes<VEC, IS_FP4>(codes + (IS_FP4 ? flat / 2 : flat), c[u]);
         const int g = col / BLOCK_ELEMS;
         if constexpr (QFMT == SL_QFMT_FP8_GROUP)
           sf[u] = __ldg(reinterpret_cast<const float *>(scales) + (long)row * COLS + g);
         else
-          su[u] = __ldg(reinterpret_cast<const unsigned char *>(scales) + sl_qf_scale_offset(QLAYOUT, row, g, COLS));
+          su[u] =
+              __ldg(reinterpret_cast<const unsigned char *>(scales) + sl_qf_scale_offset(QLAYOUT, (int)row, g, COLS));
+      } else {
+#pragma unroll
+        for (int j = 0; j < VEC; j++)
+          c[u][j] = 0;
       }
     }
 #pragma unroll
     for (int u = 0; u < UNROLL; u++) {
-      const long it = base + u * nwarps;
-      const int row = (int)(it / CHUNKS), col = (int)(it % CHUNKS) * CHUNK + lane * VEC;
-      if (it >= items || col >= HIDDEN) continue;
+      const unsigned it = base + u * nwarps;
+      const unsigned row = it / CHUNKS;
+      const int col = (int)(it - row * CHUNKS) * CHUNK + lane * VEC;
+      if (it >= items || (RAGGED && col >= HIDDEN)) continue;
       float y[VEC];
-#pragma unroll
-      for (int j = 0; j < VEC; j++)
-        y[j] = sl_qf_decode(QFMT, c[u][j], sf[u], su[u], global_scale);
+      decode_codes(c[u], sf[u], su[u], global_scale, y);
       sl_kq_store<DTYPE, VEC>((char *)out + ((long)row * out_stride + col) * ebytes, y);
     }
   }

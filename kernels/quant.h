@@ -39,6 +39,7 @@ typedef enum {
  * codes: dense [T, hidden] bytes (FP8) or [T, hidden/2] bytes (FP4, element 2i low nibble).
  * scales: FP8_GROUP float [T, hidden/128] (linear only); others one byte per block in
  *   `layout`; the swizzled layout's padding (rows to 128, blocks to 4) is written as zero.
+ * On the GPU the input rows and codes, and swizzled scales, must be 16-byte aligned.
  * A block holding NaN/Inf gets the format's NaN scale (see quant_formats.h). With check_nan,
  * the call then returns SL_ERR_NUMERIC naming the first such token/block; on the GPU that
  * costs a stream synchronisation, so graph-captured callers leave it off and call

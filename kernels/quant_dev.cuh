@@ -38,9 +38,10 @@ template <int DT> struct sl_kq_elem {
   static constexpr int vec = SL_KQ_PACKET / bytes; // elements per 16-byte packet
 };
 
-// Load one 16-byte packet (vec elements of DT) as fp32.
-template <int DT> __device__ __forceinline__ void sl_kq_load(const void *p, float *f) {
-  uint4 w = __ldg(reinterpret_cast<const uint4 *>(p));
+// One 16-byte packet (vec elements of DT) to fp32. Kernels that keep several packets in
+// flight hold them raw (4 registers) and unpack at use: half the registers of fp32 for
+// bf16/f16, which keeps them within 40 registers per thread.
+template <int DT> __device__ __forceinline__ void sl_kq_unpack(uint4 w, float *f) {
   unsigned int u[4] = {w.x, w.y, w.z, w.w};
 #pragma unroll
   for (int i = 0; i < 4; i++) {
@@ -54,6 +55,13 @@ template <int DT> __device__ __forceinline__ void sl_kq_load(const void *p, floa
       f[2 * i + 1] = sl_kq_f16_to_f32((unsigned short)(u[i] >> 16));
     }
   }
+}
+__device__ __forceinline__ uint4 sl_kq_load_raw(const void *p) {
+  return __ldg(reinterpret_cast<const uint4 *>(p));
+}
+// Load one 16-byte packet (vec elements of DT) as fp32.
+template <int DT> __device__ __forceinline__ void sl_kq_load(const void *p, float *f) {
+  sl_kq_unpack<DT>(sl_kq_load_raw(p), f);
 }
 
 // Store N fp32 values rounded once to DT (RNE), in 16-byte packets (8-byte ones when N
@@ -209,6 +217,111 @@ __device__ __forceinline__ void sl_kq_quantize(const float *v, float absmax, int
     for (int j = 0; j < VEC; j++)
       codes[j] = sl_f32_to_e2m1(y[j]);
   }
+}
+
+// E4M3 -> fp32 by the hardware pair conversion (sm_89+): every E4M3 value is exact in f16,
+// so this equals sl_e4m3_to_f32 bit for bit except for NaN codes (a NaN either way). Low
+// byte -> lo.
+__device__ __forceinline__ void sl_kq_e4m3x2_to_f32(unsigned short pair, float &lo, float &hi) {
+  unsigned h2;
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2) : "h"(pair));
+  lo = sl_kq_f16_to_f32((unsigned short)(h2 & 0xffffu));
+  hi = sl_kq_f16_to_f32((unsigned short)(h2 >> 16));
+}
+
+// The same quantization as sl_kq_quantize with the bit-identical fast rules of quant_formats.h
+// (sl_qf_block_exp_fast, sl_qf_div_fast, sl_f32_to_e2m1_fast; tests/unit/test_quant_fast.c),
+// returning the thread's codes packed as sl_kq_store_codes lays them out (element j in byte j,
+// or in nibble j for FP4). Per element: FP8 IEEE 3 instructions + 1/2 cvt (instead of an IEEE
+// division); MX one multiply; the block exponent without a division.
+template <int FMT, int RULE, int VEC>
+__device__ __forceinline__ unsigned long long sl_kq_quantize_fast(const float *v, float absmax, int bad,
+                                                                  float global_scale, float &scale_f32,
+                                                                  unsigned char &scale_u8) {
+  static_assert(VEC == 4 || VEC == 8, "4 or 8 elements per thread");
+  constexpr bool fp4 = FMT == SL_QFMT_MXFP4 || FMT == SL_QFMT_NVFP4;
+  if (bad) {
+    sl_qf_nan_scale(FMT, &scale_f32, &scale_u8);
+    return fp4 ? 0ull : (VEC == 8 ? 0x7f7f7f7f7f7f7f7full : 0x7f7f7f7full); // E4M3 NaN, E2M1 0
+  }
+  float y[VEC];
+  if constexpr (FMT == SL_QFMT_FP8_GROUP && RULE == SL_QRULE_IEEE) {
+    const float s = __fdiv_rn(absmax, SL_E4M3_MAX);
+    scale_f32 = s;
+    scale_u8 = 0;
+    if (!(s > 0.0f)) return 0ull;
+    if (s >= SL_QF_DIV_FAST_MIN) { // block-uniform
+      const float r = __frcp_rn(s);
+#pragma unroll
+      for (int j = 0; j < VEC; j++)
+        y[j] = sl_qf_div_fast(v[j], s, r);
+    } else {
+#pragma unroll
+      for (int j = 0; j < VEC; j++)
+        y[j] = __fdiv_rn(v[j], s);
+    }
+  } else if constexpr (FMT == SL_QFMT_NVFP4) {
+    // sl_qf_block_scale's NVFP4 rule with the E4M3 scale converted and decoded by the hardware
+    // (exact both ways for this finite, non-negative value: +Inf saturates to 448 like
+    // sl_f32_to_e4m3), then the codes straight from x (sl_qf_e2m1_scaled).
+    const float sf_f = __fmul_rn(global_scale, __fdiv_rn(absmax, SL_E2M1_MAX));
+    const unsigned short sfc = sl_kq_e4m3x2(sf_f, 0.0f) & 0xffu;
+    scale_f32 = 0.0f;
+    scale_u8 = (unsigned char)sfc;
+    if (sfc == 0) return 0ull;
+    float sf, unused;
+    sl_kq_e4m3x2_to_f32(sfc, sf, unused);
+    const float mul = __fdiv_rn(global_scale, sf);
+    unsigned h = 0;
+#pragma unroll
+    for (int j = 0; j < VEC; j++)
+      h += sl_qf_e2m1_scaled(v[j], mul) << (4 * j); // disjoint nibbles: + is |
+    return h;
+  } else if constexpr (FMT == SL_QFMT_MXFP4) { // x * 2^-e exact; codes straight from x
+    const int e = sl_qf_block_exp_fast(absmax, RULE, SL_E2M1_MAX, SL_E2M1_EMAX);
+    scale_u8 = (unsigned char)(e + 127);
+    scale_f32 = sl_qf_pow2(e);
+    if (!(absmax > 0.0f)) return 0ull;
+    const float mul = sl_qf_pow2(-e);
+    unsigned h = 0;
+#pragma unroll
+    for (int j = 0; j < VEC; j++)
+      h += sl_qf_e2m1_scaled(v[j], mul) << (4 * j);
+    return h;
+  } else { // power-of-two scales: FP8_GROUP CEIL, MXFP8 (x * 2^-e is exact)
+    const int e = sl_qf_block_exp_fast(absmax, RULE, SL_E4M3_MAX, SL_E4M3_EMAX);
+    scale_u8 = (unsigned char)(e + 127);
+    scale_f32 = sl_qf_pow2(e);
+    if (!(absmax > 0.0f)) return 0ull;
+    const float mul = sl_qf_pow2(-e);
+#pragma unroll
+    for (int j = 0; j < VEC; j++)
+      y[j] = __fmul_rn(v[j], mul);
+  }
+  unsigned long long w = 0;
+  if constexpr (!fp4 && SL_KQ_HW_E4M3) {
+#pragma unroll
+    for (int j = 0; j < VEC; j += 2)
+      w |= (unsigned long long)sl_kq_e4m3x2(y[j], y[j + 1]) << (8 * j);
+  } else if constexpr (!fp4) {
+#pragma unroll
+    for (int j = 0; j < VEC; j++)
+      w |= (unsigned long long)sl_f32_to_e4m3(y[j]) << (8 * j);
+  } // FP4 formats returned their nibbles above
+  return w;
+}
+
+// Store packed codes (sl_kq_quantize_fast) as one 2/4/8-byte store.
+template <int N, bool FP4> __device__ __forceinline__ void sl_kq_store_packed(unsigned char *p, unsigned long long w) {
+  constexpr int bytes = FP4 ? N / 2 : N;
+  if constexpr (bytes == 8)
+    *reinterpret_cast<unsigned long long *>(p) = w;
+  else if constexpr (bytes == 4)
+    *reinterpret_cast<unsigned int *>(p) = (unsigned int)w;
+  else if constexpr (bytes == 2)
+    *reinterpret_cast<unsigned short *>(p) = (unsigned short)w;
+  else
+    static_assert(bytes == 8 || bytes == 4 || bytes == 2, "2, 4 or 8 bytes of codes per thread");
 }
 
 #endif

@@ -261,6 +261,78 @@ SL_QF_FN uint8_t sl_qf_encode(int fmt, sl_qf_scale_t s, float x) {
   float v = s.div ? SL_QF_DIV(x, s.mul) : SL_QF_MUL(x, s.mul);
   return fp4 ? sl_f32_to_e2m1(v) : sl_f32_to_e4m3(v);
 }
+/* ---- Faster equivalents of the rules above (bit-identical; tests/unit/test_quant_fast.c) ----
+ * The GPU quantizers are instruction-bound, so the per-block and per-element work below
+ * replaces IEEE divisions by exact integer logic or a multiply plus one FMA correction. Each
+ * returns exactly what the reference function returns on every input it accepts (the test
+ * sweeps every bf16 and f16 input and every fp32 mantissa at several exponents).
+ *
+ * sl_qf_block_exp_fast == sl_qf_block_exp. CEIL: for a normal absmax a >= 2^-100 and
+ * M = 448 = 1.75*2^8 or 6 = 1.5*2^2, RN(a / M) <= 2^k <=> a <= M*2^k: a tie at 2^k rounds to
+ * 2^k (even), and M*2^k*(1 + 2^-24) lies less than one ulp of a above M*2^k, so no float is in
+ * between. Hence ceil(log2(RN(a / M))) = ceil(log2(a / M)) = (Ea - EM) + (mant(a) > mant(M)),
+ * with no division; smaller absmax (quotients near or below the subnormal range) take the
+ * reference path. FLOOR is the reference itself (an exponent read for normal absmax). */
+SL_QF_FN int sl_qf_block_exp_fast(float absmax, int rule, float max_code, int emax_code) {
+  uint32_t a = sl_qf_bits(absmax), m = sl_qf_bits(max_code);
+  if (rule == SL_QRULE_CEIL && a >= 0x0d800000u && a < 0x7f800000u) /* [2^-100, Inf) */
+    return (int)(a >> 23) - (int)(m >> 23) + ((a & 0x7fffffu) > (m & 0x7fffffu));
+  return sl_qf_block_exp(absmax, rule, max_code, emax_code);
+}
+/* Lower bound of the FP8 IEEE scale for sl_qf_div_fast (2^-64): above it the remainder of
+ * every quotient that can round to a nonzero E4M3 code is exact (see below). */
+#define SL_QF_DIV_FAST_MIN 0x1p-64f
+/* RN(x / s) for s >= SL_QF_DIV_FAST_MIN (finite, normal), given r = RN(1 / s): q = RN(|x| r)
+ * is within one ulp of |x| / s, the remainder |x| - q*s is exact in one FMA and
+ * RN(q + remainder * r) is the correctly rounded quotient (Markstein's theorem: r is the
+ * correctly rounded reciprocal, q a faithful quotient). Computed on |x| and the sign put back
+ * so -0 and negative values round exactly like the division (RN is symmetric). Quotients below
+ * 2^-12 may miss the last bit where the remainder underflows, but all of them (and their
+ * neighbours) are E4M3 code 0 with the sign of x, like the division's; the test checks the
+ * quotient bit for bit wherever it can reach a nonzero E4M3 or E2M1 code, and the code
+ * everywhere. 3 instructions per element instead of an IEEE division (~10 and a range check). */
+SL_QF_FN float sl_qf_div_fast(float x, float s, float r) {
+  float ax = sl_qf_abs(x);
+  float q = SL_QF_MUL(ax, r);
+  float e = fmaf(-q, s, ax);
+  float q1 = fmaf(e, r, q);
+  return sl_qf_float(sl_qf_bits(q1) | (sl_qf_bits(x) & 0x80000000u));
+}
+/* sl_f32_to_e2m1 with the subnormal step as one FMA: 2|x| is exact, so
+ * fma(|x|, 2, 1.5*2^23) = RN(RN(2|x|) + 1.5*2^23), the reference's two operations. */
+SL_QF_FN uint8_t sl_f32_to_e2m1_fast(float f) {
+  uint32_t u = sl_qf_bits(f), sign = (u >> 28) & 0x8u, a = u & 0x7fffffffu;
+  uint32_t r = a + 0x1fffffu + ((a >> 22) & 1u);
+  uint32_t normal = (r >> 22) - 252u;
+  normal = normal > 7u ? 7u : normal;
+  uint32_t sub = sl_qf_bits(fmaf(sl_qf_float(a), 2.0f, 12582912.0f)) - 0x4b400000u;
+  return (uint8_t)(sign | (a >= 0x3f800000u ? normal : sub));
+}
+
+/* NVFP4 dequantization's division by the tensor scale with sl_qf_div_fast: for
+ * global_scale in [2^-60, 2^60] (r = RN(1/global_scale) normal) and the exact products
+ * e2m1 * decode(sf) (0 or >= 2^-10), the remainder never underflows, so the quotient is the
+ * division's bit for bit (test: every product against random scales at every exponent). */
+#define SL_QF_DEQ_FAST_MIN 0x1p-60f
+#define SL_QF_DEQ_FAST_MAX 0x1p60f
+SL_QF_FN int sl_qf_deq_fast_ok(float global_scale) {
+  return global_scale >= SL_QF_DEQ_FAST_MIN && global_scale <= SL_QF_DEQ_FAST_MAX;
+}
+
+/* E2M1 nibble (sign in bit 3) of RN(x * mul) for mul > 0, as sl_f32_to_e2m1(SL_QF_MUL(x, mul)):
+ * |x * mul| = |x| * mul exactly (RN is symmetric; a free |.| operand modifier on the GPU) and
+ * the sign is x's; the code's low 3 bits are taken before the sign goes in, so the FMA's high
+ * bits need no separate mask. */
+SL_QF_FN uint32_t sl_qf_e2m1_scaled(float x, float mul) {
+  uint32_t u = sl_qf_bits(x), a = sl_qf_bits(SL_QF_MUL(sl_qf_abs(x), mul));
+  uint32_t r = a + 0x1fffffu + ((a >> 22) & 1u);
+  uint32_t normal = (r >> 22) - 252u;
+  normal = normal > 7u ? 7u : normal;
+  uint32_t sub = sl_qf_bits(fmaf(sl_qf_float(a), 2.0f, 12582912.0f)); /* code in bits 0..1 */
+  uint32_t c = a >= 0x3f800000u ? normal : sub;
+  return (c & 7u) | ((u >> 28) & 8u);
+}
+
 /* The scale stored for a non-finite block. */
 SL_QF_FN void sl_qf_nan_scale(int fmt, float *scale_f32, uint8_t *scale_u8) {
   *scale_f32 = sl_qf_float(0x7fc00000u);

@@ -1,0 +1,212 @@
+/* Unit tests of the faster equivalents in kernels/quant_formats.h (the GPU quantizers' inner
+ * loops): each must give exactly the reference's result. Exhaustive where the claim is made:
+ * every bf16 and every f16 value, every fp32 mantissa at several exponents, plus random fp32. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/quant.h"
+#include "sl_test.h"
+
+static float f32_of(uint32_t u) {
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+static uint32_t bits_of(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return u;
+}
+
+/* Block exponent: every rule and max code, over all bf16 absmax, every mantissa at the
+ * exponents where the fast path starts and ends and at a few inside, and random fp32. */
+static void check_exp(float a, size_t *bad) {
+  static const struct {
+    int rule;
+    float max_code;
+    int emax;
+  } r[] = {{SL_QRULE_CEIL, SL_E4M3_MAX, SL_E4M3_EMAX},
+           {SL_QRULE_CEIL, SL_E2M1_MAX, SL_E2M1_EMAX},
+           {SL_QRULE_FLOOR, SL_E4M3_MAX, SL_E4M3_EMAX},
+           {SL_QRULE_FLOOR, SL_E2M1_MAX, SL_E2M1_EMAX}};
+  for (int i = 0; i < 4; i++) {
+    int want = sl_qf_block_exp(a, r[i].rule, r[i].max_code, r[i].emax);
+    int got = sl_qf_block_exp_fast(a, r[i].rule, r[i].max_code, r[i].emax);
+    if (got != want && (*bad)++ < 5)
+      print_error("block exp rule %d max %g absmax %a (0x%08x): fast %d, reference %d\n", r[i].rule,
+                  (double)r[i].max_code, (double)a, bits_of(a), got, want);
+  }
+}
+
+static void test_block_exp_fast(void **state) {
+  (void)state;
+  size_t bad = 0, n = 0;
+  for (uint32_t h = 0; h < 0x7f80u; h++, n++) /* every finite non-negative bf16 */
+    check_exp(f32_of(h << 16), &bad);
+  static const int exps[] = {-127, -101, -100, -99, -1, 0, 1, 9, 126, 127};
+  for (size_t e = 0; e < sizeof exps / sizeof exps[0]; e++)
+    for (uint32_t m = 0; m < (1u << 23); m += (exps[e] == 0 || exps[e] == -100 ? 1u : 7u), n++)
+      check_exp(f32_of(((uint32_t)(exps[e] + 127) << 23) | m), &bad);
+  uint64_t rng = sl_test_seed();
+  for (int i = 0; i < 1000000; i++, n++)
+    check_exp(f32_of((uint32_t)(sl_test_rand_u64(&rng) % 0x7f800000u)), &bad);
+  check_exp(f32_of(0x7f7fffffu), &bad);
+  check_exp(0.0f, &bad);
+  if (bad) fail_msg("sl_qf_block_exp_fast differs from sl_qf_block_exp on %zu of %zu inputs", bad, n);
+}
+
+/* The FP8 IEEE element rule: for a scale s = RN(absmax / 448) >= SL_QF_DIV_FAST_MIN and every
+ * x with |x| <= absmax, sl_qf_div_fast gives the division's quotient bit for bit wherever
+ * |x / s| >= 2^-12, and the same E4M3 code everywhere. */
+static size_t check_div(float absmax, const float *xs, size_t nx, size_t *n) {
+  float s = absmax / SL_E4M3_MAX;
+  if (!(s >= SL_QF_DIV_FAST_MIN)) return 0;
+  float r = 1.0f / s;
+  size_t bad = 0;
+  for (size_t i = 0; i < nx; i++) {
+    float x = xs[i];
+    if (!(fabsf(x) <= absmax)) break; /* xs sorted by magnitude */
+    for (int sg = 0; sg < 2; sg++, x = -x) {
+      float want = x / s, got = sl_qf_div_fast(x, s, r);
+      (*n)++;
+      bool ok = fabsf(want) >= 0x1p-12f ? bits_of(got) == bits_of(want) : sl_f32_to_e4m3(got) == sl_f32_to_e4m3(want);
+      if (!ok && bad++ < 3)
+        print_error("x %a / s %a (absmax %a): fast %a, division %a\n", (double)x, (double)s, (double)absmax,
+                    (double)got, (double)want);
+    }
+  }
+  return bad;
+}
+
+static int cmp_abs(const void *a, const void *b) {
+  float x = fabsf(*(const float *)a), y = fabsf(*(const float *)b);
+  return x < y ? -1 : x > y;
+}
+
+static void test_div_fast(void **state) {
+  (void)state;
+  size_t bad = 0, n = 0;
+  /* bf16: every non-negative finite x (signs tried both) against every bf16 absmax whose
+   * scale is in range, at the exponents of typical activations and at the range ends. */
+  float *xs = malloc(sizeof(float) * 0x8000u);
+  assert_non_null(xs);
+  size_t nx = 0;
+  for (uint32_t h = 0; h < 0x7f80u; h++)
+    xs[nx++] = f32_of(h << 16);
+  for (uint32_t h = 0; h < 0x7f80u; h++) {
+    int e = (int)(h >> 7) - 127;
+    if (!((e >= -56 && e <= -50) || (e >= -8 && e <= 12) || e >= 120)) continue;
+    bad += check_div(f32_of(h << 16), xs, nx, &n);
+  }
+  /* f16: every finite x against every f16 absmax (all are in range). */
+  nx = 0;
+  for (uint32_t h = 0; h < 0x7c00u; h++)
+    xs[nx++] = (float)ldexp((h >> 10) ? 1.0 + (h & 1023) / 1024.0 : (h & 1023) / 1024.0,
+                            (h >> 10) ? (int)(h >> 10) - 15 : -14);
+  qsort(xs, nx, sizeof(float), cmp_abs);
+  for (uint32_t h = 0x0400u; h < 0x7c00u; h += ((h >> 10) >= 14 && (h >> 10) <= 16) ? 1u : 5u)
+    bad += check_div(xs[h], xs, nx, &n);
+  /* fp32: random absmax at every scale exponent, random x below it, and the exact top. */
+  uint64_t rng = sl_test_seed();
+  for (int i = 0; i < 4000000; i++) {
+    int e = (int)(sl_test_rand_u64(&rng) % 183) - 64; /* scale exponents -64..118 */
+    float absmax = ldexpf(1.0f + (float)(sl_test_rand_u64(&rng) % (1u << 23)) * 0x1p-23f, e + 9);
+    float x[2] = {absmax * (float)((sl_test_rand_u64(&rng) >> 11) * 0x1p-53), absmax};
+    if (fabsf(x[0]) > fabsf(x[1])) x[0] = x[1];
+    if (sl_test_rand_u64(&rng) & 1) x[0] = ldexpf(x[0], -(int)(sl_test_rand_u64(&rng) % 40));
+    bad += check_div(absmax, x, 2, &n);
+  }
+  free(xs);
+  if (bad) fail_msg("sl_qf_div_fast differs from the division on %zu of %zu quotients", bad, n);
+}
+
+/* E2M1: every fp32 with exponent in [-4, 3] (all rounding boundaries), random others, and
+ * the specials. */
+static void test_e2m1_fast(void **state) {
+  (void)state;
+  size_t bad = 0, n = 0;
+  for (uint32_t e = 123; e <= 130; e++)
+    for (uint32_t m = 0; m < (1u << 23); m++)
+      for (uint32_t sg = 0; sg < 2; sg++, n++) {
+        float f = f32_of((sg << 31) | (e << 23) | m);
+        if (sl_f32_to_e2m1_fast(f) != sl_f32_to_e2m1(f) && bad++ < 5)
+          print_error("e2m1 %a: fast %d, reference %d\n", (double)f, sl_f32_to_e2m1_fast(f), sl_f32_to_e2m1(f));
+      }
+  uint64_t rng = sl_test_seed();
+  for (int i = 0; i < 4000000; i++, n++) {
+    float f = f32_of((uint32_t)sl_test_rand_u64(&rng));
+    if (sl_f32_to_e2m1_fast(f) != sl_f32_to_e2m1(f) && bad++ < 5)
+      print_error("e2m1 %a: fast %d, reference %d\n", (double)f, sl_f32_to_e2m1_fast(f), sl_f32_to_e2m1(f));
+  }
+  static const uint32_t specials[] = {0, 0x80000000u, 0x7f800000u, 0xff800000u, 0x7fc00000u, 0x7f7fffffu, 1u};
+  for (size_t i = 0; i < sizeof specials / sizeof specials[0]; i++, n++)
+    if (sl_f32_to_e2m1_fast(f32_of(specials[i])) != sl_f32_to_e2m1(f32_of(specials[i]))) bad++;
+  if (bad) fail_msg("sl_f32_to_e2m1_fast differs from sl_f32_to_e2m1 on %zu of %zu inputs", bad, n);
+}
+
+/* E2M1 of a scaled element: every finite bf16 x (both signs) against every power-of-two
+ * multiplier an MX block can have and a spread of NVFP4-like multipliers, plus random fp32. */
+static void check_e2m1_scaled(float x, float mul, size_t *bad) {
+  uint32_t want = sl_f32_to_e2m1(x * mul), got = sl_qf_e2m1_scaled(x, mul);
+  if (got != want && (*bad)++ < 5)
+    print_error("e2m1(%a * %a): fast %u, reference %u\n", (double)x, (double)mul, got, want);
+}
+
+static void test_e2m1_scaled(void **state) {
+  (void)state;
+  size_t bad = 0, n = 0;
+  uint64_t rng = sl_test_seed();
+  for (int e = -127; e <= 127; e++) {
+    float mul = ldexpf(1.0f, e);
+    for (uint32_t h = 0; h < 0x10000u; h++, n++)
+      if ((h & 0x7f80u) != 0x7f80u) check_e2m1_scaled(f32_of(h << 16), mul, &bad);
+  }
+  for (int i = 0; i < 64; i++) {
+    float mul = f32_of(0x3f800000u + (uint32_t)(sl_test_rand_u64(&rng) % 0x800000u)) *
+                ldexpf(1.0f, (int)(sl_test_rand_u64(&rng) % 40) - 20);
+    for (uint32_t h = 0; h < 0x10000u; h++, n++)
+      if ((h & 0x7f80u) != 0x7f80u) check_e2m1_scaled(f32_of(h << 16), mul, &bad);
+  }
+  for (int i = 0; i < 4000000; i++, n++) {
+    float x = f32_of((uint32_t)sl_test_rand_u64(&rng) & 0xbfffffffu); /* |x| < 2 */
+    float mul = ldexpf(1.0f + (float)(sl_test_rand_u64(&rng) % 8) * 0.125f, (int)(sl_test_rand_u64(&rng) % 125) - 4);
+    check_e2m1_scaled(x, mul, &bad);
+  }
+  if (bad) fail_msg("sl_qf_e2m1_scaled differs from sl_f32_to_e2m1(x * mul) on %zu of %zu inputs", bad, n);
+}
+
+/* NVFP4 dequantization: every code x every E4M3 scale, divided by random tensor scales at
+ * every exponent of the fast range and at its ends. */
+static void test_deq_div_fast(void **state) {
+  (void)state;
+  size_t bad = 0, n = 0;
+  uint64_t rng = sl_test_seed();
+  for (int i = 0; i < 12000; i++) {
+    int e = (int)(sl_test_rand_u64(&rng) % 120) - 60;
+    uint32_t m = (uint32_t)(sl_test_rand_u64(&rng) % 0x800000u);
+    if (i < 8) m = (i & 1) ? 0x7fffffu : 0; /* the exact range ends */
+    if (i < 8) e = (i & 2) ? 59 : -60;
+    float gs = ldexpf(1.0f + (float)m * 0x1p-23f, e);
+    assert_true(sl_qf_deq_fast_ok(gs));
+    float r = 1.0f / gs;
+    for (int c = 0; c < 16; c++)
+      for (int sc = 0; sc < 0x7f; sc++, n++) {
+        float p = sl_e2m1_to_f32((uint8_t)c) * sl_e4m3_to_f32((uint8_t)sc);
+        float want = p / gs, got = sl_qf_div_fast(p, gs, r);
+        if (bits_of(got) != bits_of(want) && bad++ < 5)
+          print_error("%a / %a: fast %a, division %a\n", (double)p, (double)gs, (double)got, (double)want);
+      }
+  }
+  assert_false(sl_qf_deq_fast_ok(0x1p-61f));
+  assert_false(sl_qf_deq_fast_ok(0x1p61f));
+  if (bad) fail_msg("sl_qf_div_fast (dequant) differs from the division on %zu of %zu quotients", bad, n);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_block_exp_fast), cmocka_unit_test(test_div_fast),     cmocka_unit_test(test_e2m1_fast),
+      cmocka_unit_test(test_e2m1_scaled),    cmocka_unit_test(test_deq_div_fast),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
