@@ -5,9 +5,17 @@
  *    unroll; the token's 16-byte vectors are loaded once and stored K times, so x is read
  *    once. Decode uses unroll 1 (more, smaller items spread over more SMs); prefill uses
  *    unroll 2 (two loads in flight per lane before the K stores).
- *  - DESIGN.md's rule: copy_blocks = items / 8 warps; if copy_blocks < SMs, one cooperative
- *    launch (route, grid barrier, copy) with grid = copy_blocks (<= SMs, so co-resident);
- *    else a routing launch (512 threads x 8 pairs per block; the last block scans the
+ *  - DESIGN.md's rule, "does the copy fit in one resident wave": copy_blocks = items / 8
+ *    warps (unroll 1). If copy_blocks <= SL_MOE_FUSED_MAX_WAVES x SMs (and the routing fits
+ *    in one 256-pair round per block), one cooperative launch (route, grid barrier, copy)
+ *    with grid = min(copy_blocks, resident blocks, 2 per SM) and the copy grid-strided.
+ *    The H200 run 3 showed why the bound is not "copy_blocks < SMs": DeepSeek-V3 at T=128
+ *    (448 copy blocks) took the split path at 11.2 us in a graph, where the fused kernel
+ *    needs barrier + one routing round + 16.5 MB of copy (3.9 us at copy bandwidth), and
+ *    the split path's routing kernel (one 512-thread block for <= 4096 pairs, 8 rounds, then
+ *    a ticket-ordered scan) plus a second launch cost more than the grid-stride loop.
+ *    At 4 waves a warp copies <= 4 items (2 at 2 blocks per SM).
+ *    Else a routing launch (512 threads x 8 pairs per block; the last block scans the
  *    per-block counts) and a copy launch over copy_blocks blocks.
  *  - Both paths rank the pairs of an expert in pair order (t * K + k): the slots, hence the
  *    expert buffers, are identical across paths and equal to the CPU reference. */
@@ -117,7 +125,9 @@ static int copy_blocks(const sl_moe_dispatch_args_t *a, int unroll) {
 
 sl_moe_path_t sl_moe_dispatch_choose_path(const sl_moe_dispatch_args_t *a, int num_sms) {
   if (a->num_tokens == 0) return SL_MOE_PATH_NONE;
-  return copy_blocks(a, DECODE_UNROLL) < num_sms ? SL_MOE_PATH_FUSED : SL_MOE_PATH_SPLIT;
+  const long route_blocks = sl_moe_cdiv((long)a->num_tokens * a->top_k, SL_MOE_FUSED_THREADS);
+  const long waves = (long)SL_MOE_FUSED_MAX_WAVES * num_sms;
+  return route_blocks <= num_sms && copy_blocks(a, DECODE_UNROLL) <= waves ? SL_MOE_PATH_FUSED : SL_MOE_PATH_SPLIT;
 }
 
 sl_status_t sl_moe_dispatch_spec(int hidden, int top_k, int num_local, sl_moe_payload_t payload, int quant_rule,
@@ -272,15 +282,23 @@ static sl_status_t dispatch_cuda(sl_device_t *dev, const sl_moe_dispatch_args_t 
 
   if (path == SL_MOE_PATH_FUSED) {
     const int route_blocks = sl_moe_cdiv((long)T * a->top_k, SL_MOE_FUSED_THREADS);
-    int grid = copy_blocks(a, DECODE_UNROLL);
-    if (grid > sms) grid = sms; /* forced fused on a large T: items are grid-strided */
-    if (grid < route_blocks) grid = route_blocks;
-    if (grid > sms)
-      return SL_ERR(SL_ERR_INVALID,
-                    "moe dispatch: fused path needs %d routing blocks for %d tokens but only %d SMs: use the split path",
-                    route_blocks, T, sms);
     SL_CHECK(sl_moe_dispatch_spec(a->hidden, a->top_k, local, a->payload, a->quant_rule, ENTRY_FUSED, &spec));
     SL_CHECK(sl_jit_get_kernel(dev, &spec, &k));
+    /* Up to 2 blocks per SM where they fit (16 warps' loads in flight per SM for the
+     * grid-stride copy; more blocks would lengthen the barrier's arrival chain). */
+    int per_sm = 1;
+    SL_CHECK(sl_kernel_occupancy(k, SL_MOE_FUSED_THREADS, 0, &per_sm));
+    if (per_sm > 2) per_sm = 2;
+    if (per_sm < 1) per_sm = 1;
+    const int resident = sms * per_sm;
+    int grid = copy_blocks(a, DECODE_UNROLL);
+    if (grid > resident) grid = resident; /* items are grid-strided */
+    if (grid < route_blocks) grid = route_blocks;
+    if (grid > resident)
+      return SL_ERR(SL_ERR_INVALID,
+                    "moe dispatch: fused path needs %d routing blocks for %d tokens but only %d blocks are resident: "
+                    "use the split path",
+                    route_blocks, T, resident);
     unsigned long long timeout_ns = (unsigned long long)sl_config()->timeout_ms * 1000000ull;
     void *args[] = {&x,  &ids,   &T,     &E,     &begin,  &end,      &cap,      &ex,
                     &es, &gscale, &ec,   &slots, &state,  &counts,   &pair_rank, &timeout_ns};
