@@ -251,13 +251,19 @@ static sl_status_t bench_layer(sl_bench_t *b, const model_t *m, const int *Ts, i
   const double expert_bytes = (double)(2 * I * H + H * I) * 2;
   for (int i = 0; i < nT; i++) {
     const int T = Ts[i];
-    for (int exact = 0; exact < 2; exact++) {
-      /* Padded (graph capturable) GEMMs at decode sizes; exact (one count read) from 64 rows. */
+    /* Variants: 0 padded mode, automatic FFN (GEMV kernels while rows per expert <= 16);
+     * 1 padded mode with the batched GEMMs, only where 0 took the GEMV kernels (comparison);
+     * 2 exact GEMMs (one count read), from 64 rows. */
+    for (int variant = 0; variant < 3; variant++) {
+      const bool exact = variant == 2;
+      const sl_moe_ffn_args_t probe = {.capacity = T, .num_tokens = T};
+      const bool gemv = sl_moe_ffn_uses_gemv(&probe);
       if (exact ? T <= SL_MOE_FFN_PADDED_MAX_ROWS : T > 128) continue;
+      if (variant == 1 && !gemv) continue;
       sl_moe_path_t path = SL_MOE_PATH_NONE;
       ctx_t c = {.dev = dev, .layer = layer};
       c.la = (sl_moe_layer_args_t){.num_tokens = T, .x = x, .out = out, .allow_host_sync = exact,
-                                   .path_taken = &path};
+                                   .ffn_small_rows = variant == 1 ? -1 : 0, .path_taken = &path};
       double us = 0, gus = -1;
       SL_CHECK_GOTO(time_both(b, run_layer, &c, !exact, &us, &gus), s, out);
       SL_CHECK_GOTO(sl_moe_layer_check(layer, b->stream), s, out);
@@ -270,7 +276,8 @@ static sl_status_t bench_layer(sl_bench_t *b, const model_t *m, const int *Ts, i
       const double best = gus > 0 && gus < us ? gus : us;
       char shape[64], path_name[48], extra[160];
       snprintf(shape, sizeof shape, "%s T=%d", m->name, T);
-      snprintf(path_name, sizeof path_name, "%s/%s", sl_moe_path_name(path), exact ? "exact" : "padded");
+      snprintf(path_name, sizeof path_name, "%s/%s", sl_moe_path_name(path),
+               exact ? "exact" : variant == 0 && gemv ? "gemv" : "padded");
       snprintf(extra, sizeof extra, "%d experts touched, weights %.1f MB, stream %.1f us, ratio %.2f", touched,
                bytes / 1e6, stream_us, stream_us > 0 ? best / stream_us : 0.0);
       sl_bench_row(b, "moe_layer", shape, path_name, us, bytes, gus, extra);
