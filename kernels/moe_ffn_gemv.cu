@@ -16,15 +16,14 @@
 
 __device__ __forceinline__ uint4 gemv_ld_stream(const uint4 *p) { return __ldcs(p); }
 
-// acc += dot of 8 bf16 pairs (packed in a and b), in element order.
-__device__ __forceinline__ float gemv_dot8(uint4 a, uint4 b, float acc) {
-  const unsigned aw[4] = {a.x, a.y, a.z, a.w}, bw[4] = {b.x, b.y, b.z, b.w};
+// The 8 bf16 of a 16-byte vector as fp32 (bf16 -> fp32 is a 16-bit shift).
+__device__ __forceinline__ void gemv_unpack8(uint4 a, float f[8]) {
+  const unsigned w[4] = {a.x, a.y, a.z, a.w};
 #pragma unroll
   for (int i = 0; i < 4; i++) {
-    acc = __fmaf_rn(__uint_as_float(aw[i] << 16), __uint_as_float(bw[i] << 16), acc);
-    acc = __fmaf_rn(__uint_as_float(aw[i] & 0xffff0000u), __uint_as_float(bw[i] & 0xffff0000u), acc);
+    f[2 * i] = __uint_as_float(w[i] << 16);
+    f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
   }
-  return acc;
 }
 
 __device__ __forceinline__ unsigned short gemv_bf16_bits(float f) {
@@ -56,12 +55,20 @@ __device__ __forceinline__ void gemv_two_rows(const uint4 *__restrict__ w0, cons
     for (int u = 0; u < GEMV_U; u++) {
       const int v = v0 + 32 * u;
       if (v >= V) break;
+      // Each weight vector unpacked once, each input vector once; sums in element order.
+      float fa[8], fb[8];
+      gemv_unpack8(a[u], fa);
+      gemv_unpack8(b[u], fb);
 #pragma unroll
       for (int r = 0; r < R; r++) {
         if (r < nrows) {
-          const uint4 xv = __ldg(in + r * in_stride + v);
-          s0[r] = gemv_dot8(a[u], xv, s0[r]);
-          s1[r] = gemv_dot8(b[u], xv, s1[r]);
+          float fx[8];
+          gemv_unpack8(__ldg(in + r * in_stride + v), fx);
+#pragma unroll
+          for (int i = 0; i < 8; i++) {
+            s0[r] = __fmaf_rn(fa[i], fx[i], s0[r]);
+            s1[r] = __fmaf_rn(fb[i], fx[i], s1[r]);
+          }
         }
       }
     }
