@@ -1,7 +1,7 @@
 /* The local MoE layer at Qwen3-30B-A3B size (E=128, K=8, H=2048, I=768, random bf16
  * weights) on the GPU against the CPU backend: the router picks the same experts (up to
  * near-ties), and with the GPU's routing the CPU layer gives the same output within bf16
- * tolerance; decode (fused dispatch; the FFN's GEMV kernels, automatic and forced at 64
+ * tolerance; decode (replicated and fused dispatch; the FFN's GEMV kernels, automatic and forced at 64
  * rows, and the padded GEMMs), prefill (fused and split dispatch, exact GEMMs after a count
  * read, and padded without host sync), residual add, and a CUDA graph of the whole layer
  * (T=8: GEMV kernels). */
@@ -156,13 +156,14 @@ static void run(int T, bool residual, bool allow_sync, int want_path, const char
 }
 
 static void test_decode(void **s) {
-  run(1, false, true, SL_MOE_PATH_FUSED, "T=1 fused, GEMV kernels (automatic)");
-  run(8, true, false, SL_MOE_PATH_FUSED, "T=8 fused, GEMV kernels (automatic), residual");
-  run_with(1, false, false, 0, -1, SL_MOE_PATH_FUSED, "T=1 fused, padded GEMMs (GEMV off)");
-  run(64, true, false, SL_MOE_PATH_FUSED, "T=64 fused, padded GEMMs, residual");
+  run(1, false, true, SL_MOE_PATH_REPLICATED, "T=1 replicated, GEMV kernels (automatic)");
+  run(8, true, false, SL_MOE_PATH_REPLICATED, "T=8 replicated, GEMV kernels (automatic), residual");
+  run_with(1, false, false, 0, -1, SL_MOE_PATH_REPLICATED, "T=1 replicated, padded GEMMs (GEMV off)");
+  run(64, true, false, SL_MOE_PATH_REPLICATED, "T=64 replicated, padded GEMMs, residual");
+  run_with(64, true, false, SL_MOE_PATH_FUSED, 0, SL_MOE_PATH_FUSED, "T=64 fused (forced), padded GEMMs, residual");
   /* GEMV kernels forced where experts hold more than 4 rows: several 4-row passes and the
    * 2- and 1-row remainders. */
-  run_with(64, false, false, 0, 1, SL_MOE_PATH_FUSED, "T=64 fused, GEMV kernels forced");
+  run_with(64, false, false, 0, 1, SL_MOE_PATH_REPLICATED, "T=64 replicated, GEMV kernels forced");
 }
 
 static void test_prefill(void **s) {
