@@ -157,6 +157,21 @@ static sl_status_t bench_dispatch_combine(sl_bench_t *b, const model_t *m, const
       char ref[64];
       torch_extra(m, T, true, gpu_of(b) ? us : 0, gus, ref, sizeof ref);
       sl_bench_row(b, "moe_dispatch", shape, sl_moe_path_name(path), us, dbytes, gus, ref[0] ? ref : NULL);
+      if (path == SL_MOE_PATH_REPLICATED && gpu_of(b)) { /* the cooperative path, for comparison */
+        ctx_t f = c;
+        sl_moe_path_t fpath = SL_MOE_PATH_NONE;
+        f.da.force_path = SL_MOE_PATH_FUSED;
+        f.da.path_taken = &fpath;
+        double fus = 0, fgus = -1;
+        r = time_both(b, run_dispatch, &f, true, &fus, &fgus);
+        if (r == SL_OK) r = sl_moe_dispatch_check(dev, ws, b->stream);
+        if (r != SL_OK) {
+          sl_device_free(dev, ex);
+          s = r;
+          goto out;
+        }
+        sl_bench_row(b, "moe_dispatch", shape, sl_moe_path_name(fpath), fus, dbytes, fgus, "forced (comparison)");
+      }
       /* Fused payload quantization: x read once, K quantized rows + scales written. */
       void *scales = NULL;
       r = sl_device_malloc(dev, (size_t)E * T * (H / 16) + 256, &scales);
