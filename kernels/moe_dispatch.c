@@ -7,13 +7,13 @@
  *    unroll 2 (two loads in flight per lane before the K stores).
  *  - Decode, T*K <= SL_MOE_REPL_MAX_PAIRS (1024: T <= 128 at K=8): the replicated path, one
  *    plain launch of copy_blocks blocks where every block ranks all pairs itself in shared
- *    memory (<= 4 routing rounds of 256 pairs, the same ranks as the other paths) and then
- *    copies its items. H200 run 3: the fused path cost 3.8 us in a graph at T=1, of which
- *    the grid barrier is 1.26 us and the global rank/count round trips after it another
+ *    memory (one routing block of <= 4 rounds of 256 pairs, the same ranks as the other
+ *    paths) and then copies its items. H200 run 3: the fused path cost 3.8 us in a graph at
+ *    T=1, of which the grid barrier is 1.26 us and the global rank/count round trips after it another
  *    L2 latency or two; redundant routing of <= 1024 ids per block is cheaper than both.
- *  - Otherwise DESIGN.md's rule, "does the copy fit in one resident wave": copy_blocks = items / 8
- *    warps (unroll 1). If copy_blocks <= SL_MOE_FUSED_MAX_WAVES x SMs (and the routing fits
- *    in one 256-pair round per block), one cooperative launch (route, grid barrier, copy)
+ *  - Otherwise DESIGN.md's rule, "does the copy fit in one resident wave": copy_blocks =
+ *    items / 8 warps (unroll 1). If copy_blocks <= SL_MOE_FUSED_MAX_WAVES x SMs (and the
+ *    routing fits in one 256-pair round per block), one cooperative launch (route, grid barrier, copy)
  *    with grid = min(copy_blocks, resident blocks, 2 per SM) and the copy grid-strided.
  *    The H200 run 3 showed why the bound is not "copy_blocks < SMs": DeepSeek-V3 at T=128
  *    (448 copy blocks) took the split path at 11.2 us in a graph, where the fused kernel
@@ -23,7 +23,7 @@
  *    At 4 waves a warp copies <= 4 items (2 at 2 blocks per SM).
  *    Else a routing launch (512 threads x 8 pairs per block; the last block scans the
  *    per-block counts) and a copy launch over copy_blocks blocks.
- *  - Both paths rank the pairs of an expert in pair order (t * K + k): the slots, hence the
+ *  - All paths rank the pairs of an expert in pair order (t * K + k): the slots, hence the
  *    expert buffers, are identical across paths and equal to the CPU reference. */
 #include <stdio.h>
 #include <stdlib.h>

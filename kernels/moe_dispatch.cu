@@ -397,17 +397,15 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_COPY_THREADS)
 
 #if MOE_KERNEL == 3
 // Replicated routing (decode, T*K <= SL_MOE_REPL_MAX_PAIRS): every block ranks all pairs
-// itself in shared memory (the same deterministic ranks as the other paths: pair order
-// within each expert), so no block waits for another: no grid barrier, no cooperative
-// launch, no global rank/count round trip. Block 0 publishes the expert counts.
-#define MOE_REPL_BLOCKS (SL_MOE_REPL_MAX_PAIRS / SL_MOE_FUSED_THREADS)
+// itself in shared memory, as one routing block of up to 4 rounds (the running per-expert
+// base carries the rounds, so a rank is the pair's rank in its expert, in pair order: the
+// same as the other paths), so no block waits for another: no grid barrier, no
+// cooperative launch, no global rank/count round trip. Block 0 publishes the counts.
+#define MOE_REPL_ROUNDS (SL_MOE_REPL_MAX_PAIRS / SL_MOE_FUSED_THREADS)
+static_assert(MOE_REPL_ROUNDS == 4, "the replicated kernel instantiates 1, 2 and 4 routing rounds");
 struct ReplicatedRank {
-  const int *rank, *cnt; // shared: rank within routing block, per-routing-block counts
-  __device__ int operator()(int p, int e) const {
-    int r = rank[p];
-    for (int b = 0; b < p / SL_MOE_FUSED_THREADS; b++) r += cnt[b * MOE_LOCAL + e];
-    return r;
-  }
+  const int *rank; // shared
+  __device__ int operator()(int p, int e) const { return rank[p]; }
 };
 
 extern "C" __global__ void __launch_bounds__(SL_MOE_FUSED_THREADS)
@@ -418,33 +416,31 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_FUSED_THREADS)
                                sl_grid_barrier_state_t *state) {
   __shared__ int base[MOE_LOCAL];
   __shared__ int tag[(SL_MOE_FUSED_THREADS / 32) * MOE_LOCAL];
-  __shared__ int cnt[MOE_REPL_BLOCKS * MOE_LOCAL];
+  __shared__ int cnt[MOE_LOCAL];
   __shared__ int rank[SL_MOE_REPL_MAX_PAIRS];
   const int num_pairs = num_tokens * MOE_TOPK; // <= SL_MOE_REPL_MAX_PAIRS (host)
-  const int route_blocks = (num_pairs + SL_MOE_FUSED_THREADS - 1) / SL_MOE_FUSED_THREADS;
   // This warp's first copy item does not depend on the routing: load it first.
   const long num_items = (long)num_tokens * MOE_CHUNKS;
   const long first_item = (long)blockIdx.x * (SL_MOE_FUSED_THREADS / 32) + threadIdx.x / 32;
   ItemInput first;
   if (first_item < num_items) load_item(first_item, x, topk_ids, first);
-  // Routing block rb's ranks into rank[], its counts into cnt[rb]. Between two calls the
-  // same thread finishes base[i] (counts) before the next call zeroes it; the tags were
-  // last read before route_pairs' final __syncthreads.
-  for (int rb = 0; rb < route_blocks; rb++)
-    route_pairs<SL_MOE_FUSED_THREADS, 1>(rb, num_pairs, topk_ids, num_experts, expert_begin, expert_end, cnt, rank,
+  if (num_pairs <= SL_MOE_FUSED_THREADS)
+    route_pairs<SL_MOE_FUSED_THREADS, 1>(0, num_pairs, topk_ids, num_experts, expert_begin, expert_end, cnt, rank,
                                          &state->error, base, tag);
+  else if (num_pairs <= 2 * SL_MOE_FUSED_THREADS)
+    route_pairs<SL_MOE_FUSED_THREADS, 2>(0, num_pairs, topk_ids, num_experts, expert_begin, expert_end, cnt, rank,
+                                         &state->error, base, tag);
+  else
+    route_pairs<SL_MOE_FUSED_THREADS, MOE_REPL_ROUNDS>(0, num_pairs, topk_ids, num_experts, expert_begin,
+                                                       expert_end, cnt, rank, &state->error, base, tag);
   __syncthreads();
-  if (blockIdx.x == 0) {
-    for (int e = threadIdx.x; e < MOE_LOCAL; e += SL_MOE_FUSED_THREADS) {
-      int total = 0;
-      for (int b = 0; b < route_blocks; b++) total += cnt[b * MOE_LOCAL + e];
-      finish_expert(e, total, capacity, expert_begin, expert_counts, &state->error);
-    }
-  }
+  if (blockIdx.x == 0)
+    for (int e = threadIdx.x; e < MOE_LOCAL; e += SL_MOE_FUSED_THREADS)
+      finish_expert(e, cnt[e], capacity, expert_begin, expert_counts, &state->error);
   for (long item = first_item; item < num_items; item += (long)gridDim.x * (SL_MOE_FUSED_THREADS / 32)) {
     if (item != first_item) load_item(item, x, topk_ids, first);
     copy_item(item, first, num_experts, expert_begin, expert_end, capacity, rank, expert_x, expert_scales,
-              global_scale, &state->error, slots, ReplicatedRank{rank, cnt});
+              global_scale, &state->error, slots, ReplicatedRank{rank});
   }
 }
 #endif
