@@ -15,6 +15,7 @@
 #include "kernels/moe_combine.h"
 #include "kernels/moe_dispatch.h"
 #include "kernels/moe_ffn.h"
+#include "comm/moe_ep.h"
 
 static sl_status_t probe_points(int arch, sl_jit_point_fn fn, void *user) {
   (void)arch;
@@ -39,6 +40,7 @@ static const sl_jit_module_t modules[] = {
     {"moe_dispatch", sl_moe_dispatch_jit_points},
     {"moe_combine", sl_moe_combine_jit_points},
     {"moe_ffn", sl_moe_ffn_jit_points},
+    {"moe_comm", sl_moe_comm_jit_points},
     {NULL, NULL},
 };
 
