@@ -82,8 +82,10 @@ sl_status_t sl_moe_ffn_plan_spec(int num_local_experts, sl_jit_spec_t *spec) {
 }
 
 sl_status_t sl_moe_ffn_gemv_spec(int which, sl_jit_spec_t *spec) {
-  if (which < 0 || which > 1) return SL_ERR(SL_ERR_INVALID, "moe ffn gemv spec: kernel %d (0 gate_up, 1 down)", which);
-  sl_jit_spec_init(spec, "kernels/moe_ffn_gemv.cu", which == 0 ? "sl_moe_ffn_gemv_gate_up" : "sl_moe_ffn_gemv_down");
+  static const char *const names[] = {"sl_moe_ffn_gemv_gate_up", "sl_moe_ffn_gemv_down", "sl_moe_gate_gemv"};
+  if (which < 0 || which > 2)
+    return SL_ERR(SL_ERR_INVALID, "moe ffn gemv spec: kernel %d (0 gate_up, 1 down, 2 router logits)", which);
+  sl_jit_spec_init(spec, "kernels/moe_ffn_gemv.cu", names[which]);
   return SL_OK;
 }
 
@@ -102,7 +104,7 @@ sl_status_t sl_moe_ffn_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_
     SL_CHECK(sl_moe_ffn_plan_spec(locals[i], &spec));
     SL_CHECK(fn(&spec, user));
   }
-  for (int which = 0; which < 2; which++) {
+  for (int which = 0; which < 3; which++) {
     sl_jit_spec_t spec;
     SL_CHECK(sl_moe_ffn_gemv_spec(which, &spec));
     SL_CHECK(fn(&spec, user));
@@ -382,6 +384,12 @@ out:
 
 static sl_status_t gate_cuda(sl_device_t *dev, int T, int E, int H, const void *x, const void *w, float *logits,
                              sl_stream_t *stream) {
+  /* Few tokens: the router GEMM is a GEMV over E x H weights (0.5 MB at Qwen3 size); one
+   * warp per two experts streams them instead of a cuBLAS GEMM with n = T. */
+  if (T <= SL_MOE_FFN_GEMV_MAX_ROWS && H % 8 == 0 && (uintptr_t)x % 16 == 0 && (uintptr_t)w % 16 == 0) {
+    void *args[] = {&x, &w, &logits, &T, &E, &H};
+    return gemv_launch(dev, 2, (E + 1) / 2, args, stream);
+  }
   const float one = 1.0f, zero = 0.0f;
   pthread_mutex_lock(&blas_lock);
   cublasHandle_t h = NULL;

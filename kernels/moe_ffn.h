@@ -53,12 +53,13 @@ sl_status_t sl_moe_ffn(sl_device_t *dev, const sl_moe_ffn_args_t *a, sl_stream_t
 sl_status_t sl_moe_ffn_ref(const sl_moe_ffn_args_t *a);
 
 /* Router logits [T, E] fp32 = x [T, H] bf16 . w_router [E, H]^T bf16, fp32 accumulation
- * (cuBLAS on the GPU, OpenBLAS on the CPU). */
+ * (GPU: the GEMV kernel for T <= SL_MOE_FFN_GEMV_MAX_ROWS, else cuBLAS; CPU: OpenBLAS). */
 sl_status_t sl_moe_gate_logits(sl_device_t *dev, int num_tokens, int num_experts, int hidden, const void *x,
                                const void *w_router, float *logits, sl_stream_t *stream);
 
 sl_status_t sl_moe_ffn_plan_spec(int num_local_experts, sl_jit_spec_t *spec);
-/* The GEMV kernels: which = 0 gate_up + SiLU-and-mul, 1 down. */
+/* The GEMV kernels: which = 0 gate_up + SiLU-and-mul, 1 down, 2 router logits (used by
+ * sl_moe_gate_logits for T <= SL_MOE_FFN_GEMV_MAX_ROWS on the GPU). */
 sl_status_t sl_moe_ffn_gemv_spec(int which, sl_jit_spec_t *spec);
 /* Whether padded mode on the GPU takes the GEMV kernels for these arguments. */
 bool sl_moe_ffn_uses_gemv(const sl_moe_ffn_args_t *a);

@@ -182,3 +182,34 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_FFN_GEMV_THREADS)
     }
   }
 }
+
+// Router logits for few tokens: logits[t, e] = x[t] . w_router[e] in fp32 (no rounding), a
+// warp per pair of experts (e, e + 1; the last one alone when E is odd), tokens 4 per pass.
+extern "C" __global__ void __launch_bounds__(SL_MOE_FFN_GEMV_THREADS)
+    sl_moe_gate_gemv(const __nv_bfloat16 *__restrict__ x, const __nv_bfloat16 *__restrict__ w_router,
+                     float *__restrict__ logits, int num_tokens, int num_experts, int hidden) {
+  const int lane = threadIdx.x & 31, V = hidden / 8, pairs = (num_experts + 1) / 2;
+  for (int item = blockIdx.x * GEMV_WARPS + threadIdx.x / 32; item < pairs; item += gridDim.x * GEMV_WARPS) {
+    const int e0 = 2 * item, e1 = e0 + 1 < num_experts ? e0 + 1 : e0;
+    const uint4 *w0 = (const uint4 *)(w_router + (long)e0 * hidden);
+    const uint4 *w1 = (const uint4 *)(w_router + (long)e1 * hidden);
+    for (int r0 = 0; r0 < num_tokens; r0 += 4) {
+      const int nr = num_tokens - r0 < 4 ? num_tokens - r0 : 4;
+      const uint4 *in = (const uint4 *)(x + (long)r0 * hidden);
+      float s0[4], s1[4];
+      if (nr == 1)
+        gemv_two_rows<1>(w0, w1, in, V, nr, V, lane, s0, s1);
+      else if (nr == 2)
+        gemv_two_rows<2>(w0, w1, in, V, nr, V, lane, s0, s1);
+      else
+        gemv_two_rows<4>(w0, w1, in, V, nr, V, lane, s0, s1);
+#pragma unroll
+      for (int r = 0; r < 4; r++) {
+        if (lane == r && r < nr) {
+          logits[(long)(r0 + r) * num_experts + e0] = s0[r];
+          if (e1 != e0) logits[(long)(r0 + r) * num_experts + e1] = s1[r];
+        }
+      }
+    }
+  }
+}
