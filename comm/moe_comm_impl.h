@@ -28,6 +28,7 @@ struct sl_moe_comm {
   sl_status_t failed;   /* a previous call timed out: the handle is unusable */
   sl_comm_t *allreduce; /* TP prefill: comm1's all-reduce when set (moe_tp.h) */
   float *tp_partial;    /* [max_tokens, H] fp32 for it */
+  struct sl_moe_net *net; /* handles over several nodes (comm/moe_internode.h); NULL: node */
 };
 
 /* Parameters of the current call for the kernels / the CPU backend. */

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "comm/moe_comm_impl.h"
+#include "comm/moe_internode.h"
 #include "runtime/sl_config.h"
 #include "runtime/sl_log.h"
 
@@ -51,6 +52,7 @@ int sl_moe_comm_size(const sl_moe_comm_t *h) {
   return h->l.nranks;
 }
 sl_moe_transport_t sl_moe_comm_transport(const sl_moe_comm_t *h, int peer) {
+  if (h->net) return sl_moe_net_transport(h->net, peer);
   return peer >= 0 && peer < h->l.nranks ? h->transport[peer] : SL_MOE_TRANSPORT_SELF;
 }
 
@@ -139,9 +141,91 @@ fail:
   return s;
 }
 
+sl_status_t sl_moe_comm_create_world(sl_device_t *dev, const sl_boot_t *boot, const sl_moe_comm_config_t *cfg,
+                                     sl_moe_comm_t **out) {
+  *out = NULL;
+  if (boot->num_nodes <= 1) return sl_moe_comm_create(dev, boot->node_comm, cfg, out);
+  int n = boot->size;
+  if (cfg->deploy != SL_MOE_DEPLOY_EP)
+    return SL_ERR(SL_ERR_UNSUPPORTED, "moe comm: TP across nodes is not supported: run TP inside a node "
+                                      "(sl_moe_comm_create with the node communicator)");
+  if (n > SL_MOE_NET_MAX_RANKS)
+    return SL_ERR(SL_ERR_INVALID, "moe comm: %d ranks; the inter-node path supports at most %d", n,
+                  SL_MOE_NET_MAX_RANKS);
+  if (cfg->num_experts < n || cfg->num_experts % n || cfg->num_experts > 65535 ||
+      cfg->num_experts / n > SL_MOE_EP_MAX_LOCAL_EXPERTS)
+    return SL_ERR(SL_ERR_INVALID,
+                  "moe comm: %d experts do not divide over %d ranks (or more than %d per rank, or "
+                  "more than 65535)",
+                  cfg->num_experts, n, SL_MOE_EP_MAX_LOCAL_EXPERTS);
+  if (cfg->top_k < 1 || cfg->top_k > SL_MOE_EP_MAX_TOPK || cfg->top_k > cfg->num_experts)
+    return SL_ERR(SL_ERR_INVALID, "moe comm: top_k %d must be in [1, min(%d, experts %d)]", cfg->top_k,
+                  SL_MOE_EP_MAX_TOPK, cfg->num_experts);
+  if (cfg->hidden < 128 || cfg->hidden % 128)
+    return SL_ERR(SL_ERR_INVALID, "moe comm: hidden %d must be a positive multiple of 128", cfg->hidden);
+  if (cfg->payload < 0 || cfg->payload >= SL_MOE_EP_NUM_PAYLOADS)
+    return SL_ERR(SL_ERR_INVALID, "moe comm: unknown payload %d", cfg->payload);
+  if (cfg->max_tokens < 1 || (long long)n * cfg->max_tokens * cfg->top_k >= (1LL << 31))
+    return SL_ERR(SL_ERR_INVALID, "moe comm: max_tokens %d must be >= 1 (and ranks x tokens x top_k < 2^31)",
+                  cfg->max_tokens);
+  sl_moe_comm_t *h = calloc(1, sizeof *h);
+  if (!h) return SL_ERR(SL_ERR_NOMEM, "moe comm handle");
+  h->dev = dev;
+  h->backend = sl_device_backend(dev);
+  h->cfg = *cfg;
+  h->timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms : sl_config()->timeout_ms;
+  h->sm_count = h->sm_budget = 1;
+  sl_moe_ep_layout_t *l = &h->l;
+  l->nranks = n;
+  l->rank = boot->rank;
+  l->num_experts = cfg->num_experts;
+  l->experts_per_rank = cfg->num_experts / n;
+  l->top_k = cfg->top_k;
+  l->hidden = cfg->hidden;
+  l->payload = cfg->payload;
+  l->max_tokens = cfg->max_tokens;
+  l->nsenders = n;
+  l->capacity = cfg->expert_capacity > 0 ? cfg->expert_capacity : n * cfg->max_tokens;
+  l->codes_bytes = sl_moe_ep_codes_bytes(cfg->payload, cfg->hidden);
+  l->scales_bytes = sl_moe_ep_scales_bytes(cfg->payload, cfg->hidden);
+  l->token_bytes = sl_moe_ep_align(l->codes_bytes, 16) + sl_moe_ep_align(l->scales_bytes, 16);
+  l->meta_bytes = sl_moe_ep_align((long long)sizeof(sl_moe_ep_meta_t), 16);
+  l->entry_bytes = l->token_bytes + l->meta_bytes;
+  sl_status_t s = SL_OK;
+  size_t rows = (size_t)l->experts_per_rank * (size_t)l->capacity;
+  sl_moe_comm_experts_t *x = &h->experts;
+  x->num_local_experts = l->experts_per_rank;
+  x->expert_begin = l->rank * l->experts_per_rank;
+  x->capacity = l->capacity;
+  x->payload = l->payload;
+  x->row_bytes = l->codes_bytes;
+  x->scale_row_bytes = l->scales_bytes;
+  x->global_scale = cfg->nvfp4_global_scale > 0 ? cfg->nvfp4_global_scale : 1.0f;
+  SL_CHECK_GOTO(sl_device_malloc(dev, rows * (size_t)l->codes_bytes, &x->expert_x), s, fail);
+  if (l->scales_bytes) SL_CHECK_GOTO(sl_device_malloc(dev, rows * (size_t)l->scales_bytes, &x->expert_scales), s, fail);
+  SL_CHECK_GOTO(sl_device_malloc(dev, (size_t)l->experts_per_rank * 4, (void **)&x->expert_counts), s, fail);
+  SL_CHECK_GOTO(sl_memset(dev, x->expert_counts, 0, (size_t)l->experts_per_rank * 4, NULL), s, fail);
+  SL_CHECK_GOTO(sl_device_malloc(dev, rows * 4, (void **)&x->expert_weights), s, fail);
+  SL_CHECK_GOTO(sl_device_sync(dev), s, fail);
+  SL_CHECK_GOTO(sl_moe_net_create(h, boot), s, fail);
+  *out = h;
+  return SL_OK;
+fail:
+  sl_moe_comm_destroy(h);
+  return s;
+}
+
+void sl_moe_comm_net_stats(const sl_moe_comm_t *h, sl_moe_net_stats_t *out) {
+  if (h->net)
+    sl_moe_net_stats(h->net, out);
+  else
+    memset(out, 0, sizeof *out);
+}
+
 void sl_moe_comm_destroy(sl_moe_comm_t *h) {
   if (!h) return;
   sl_moe_comm_experts_t *x = &h->experts;
+  sl_moe_net_destroy(h->net);
   if (h->backend == SL_BACKEND_CUDA && !h->failed) sl_device_sync(h->dev);
   sl_device_free(h->dev, x->expert_x);
   sl_device_free(h->dev, x->expert_scales);
@@ -421,6 +505,10 @@ static sl_status_t cpu_combine_ep(sl_moe_comm_t *h, const sl_moe_ep_params_t *p)
 sl_status_t sl_moe_comm_dispatch(sl_moe_comm_t *h, const sl_moe_comm_dispatch_args_t *a, sl_stream_t *stream) {
   SL_CHECK(check_call(h, a->num_tokens, a->x, "dispatch"));
   h->epoch++;
+  if (h->net) {
+    if (a->path_taken) *a->path_taken = SL_MOE_COMM_PATH_CPU;
+    return sl_moe_net_dispatch(h, a, stream);
+  }
   sl_moe_ep_params_t p;
   sl_moe_comm_params(h, &p);
   p.x = a->x;
@@ -429,6 +517,7 @@ sl_status_t sl_moe_comm_dispatch(sl_moe_comm_t *h, const sl_moe_comm_dispatch_ar
   p.num_tokens = a->num_tokens;
   sl_moe_comm_path_t path = pick_path(h, a->num_tokens, a->force_path);
   if (a->path_taken) *a->path_taken = path;
+  if (a->net_taken) *a->net_taken = SL_MOE_NET_DIRECT;
   if (path == SL_MOE_COMM_PATH_CPU) return cpu_dispatch(h, &p);
   const char *src = "comm/moe_ep.cu";
   const sl_moe_ep_layout_t *l = &h->l;
@@ -452,6 +541,11 @@ sl_status_t sl_moe_comm_dispatch(sl_moe_comm_t *h, const sl_moe_comm_dispatch_ar
 sl_status_t sl_moe_comm_combine(sl_moe_comm_t *h, const sl_moe_comm_combine_args_t *a, sl_stream_t *stream) {
   SL_CHECK(check_call(h, a->num_tokens, a->out, "combine"));
   if (h->epoch == 0) return SL_ERR(SL_ERR_INVALID, "moe combine before any dispatch on this handle");
+  if (h->net) {
+    if (a->path_taken) *a->path_taken = SL_MOE_COMM_PATH_CPU;
+    return sl_moe_net_combine(h, a, stream);
+  }
+
   sl_moe_ep_params_t p;
   sl_moe_comm_params(h, &p);
   p.topk_ids = a->topk_ids;
@@ -480,6 +574,10 @@ sl_status_t sl_moe_comm_combine(sl_moe_comm_t *h, const sl_moe_comm_combine_args
 }
 
 sl_status_t sl_moe_comm_check(sl_moe_comm_t *h, sl_stream_t *stream) {
+  if (h->net) { /* host-driven: errors were returned by dispatch/combine */
+    if (h->failed) return SL_ERR(SL_ERR_PEER, "moe comm: handle failed earlier");
+    return h->backend == SL_BACKEND_CUDA ? sl_stream_sync(h->dev, stream) : SL_OK;
+  }
   if (h->backend != SL_BACKEND_CUDA) return h->failed ? SL_ERR(SL_ERR_PEER, "moe comm: handle failed earlier") : SL_OK;
   SL_CHECK(sl_stream_sync(h->dev, stream));
   SL_CHECK(sl_device_check(h->dev, "moe dispatch/combine kernels"));

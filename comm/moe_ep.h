@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "comm/moe_ep_layout.h"
+#include "runtime/sl_boot.h"
 #include "runtime/sl_device.h"
 #include "runtime/sl_jit.h"
 #include "runtime/sl_status.h"
@@ -35,13 +36,13 @@ typedef enum {
 } sl_moe_comm_path_t;
 const char *sl_moe_comm_path_name(sl_moe_comm_path_t p);
 
-/* How a peer is reached. Intra-node only for now; the inter-node proxy (comm/proxy.h) will
- * add SL_MOE_TRANSPORT_PROXY for peers on other nodes. */
+/* How a peer is reached: peer stores inside a node, the UCX proxy (comm/proxy.h) for peers
+ * on other nodes (handles made by sl_moe_comm_create_world over several nodes). */
 typedef enum {
   SL_MOE_TRANSPORT_SELF = 0,
   SL_MOE_TRANSPORT_NVLINK = 1, /* CUDA IPC peer pointers */
   SL_MOE_TRANSPORT_SHM = 2,    /* POSIX shared memory (CPU backend) */
-  SL_MOE_TRANSPORT_PROXY = 3,  /* reserved: UCX proxy across nodes (not yet) */
+  SL_MOE_TRANSPORT_PROXY = 3,  /* UCX proxy across nodes (comm/proxy.h; sl_moe_comm_create_world) */
 } sl_moe_transport_t;
 const char *sl_moe_transport_name(sl_moe_transport_t t);
 
@@ -60,9 +61,25 @@ typedef struct {
 
 typedef struct sl_moe_comm sl_moe_comm_t;
 
+/* Inter-node dispatch mode (handles of sl_moe_comm_create_world spanning several nodes).
+ * DIRECT: one message per destination rank over the network (decode).
+ * NODE_AGG: one message per destination node to a forwarder rank there, which copies each
+ *   token to the ranks of its node that need it (a token wanted by several ranks of one
+ *   node crosses the network once; prefill). AUTO: the rule of comm/moe_internode.c. */
+typedef enum { SL_MOE_NET_AUTO = 0, SL_MOE_NET_DIRECT = 1, SL_MOE_NET_NODE_AGG = 2 } sl_moe_net_mode_t;
+const char *sl_moe_net_mode_name(sl_moe_net_mode_t m);
+
 /* Collective over `comm` (the ranks of one node; at most 8): allocate the symmetric buffers,
  * map the peers, allocate the expert-major buffers. */
 sl_status_t sl_moe_comm_create(sl_device_t *dev, MPI_Comm comm, const sl_moe_comm_config_t *cfg, sl_moe_comm_t **out);
+/* Collective over boot->world: the EP group is every rank of the job, nodes as the boot
+ * sees them (real or SL_RANKS_PER_NODE-simulated). With one node this is
+ * sl_moe_comm_create(dev, boot->node_comm, ...). With several: peers of this node through
+ * shared memory, peers on other nodes through the UCX proxy (comm/moe_internode.h; EP only,
+ * at most SL_MOE_NET_MAX_RANKS ranks, equal ranks per node). On a GPU that path is
+ * host-driven (the host syncs the stream and moves the rows): see comm/moe_internode.h. */
+sl_status_t sl_moe_comm_create_world(sl_device_t *dev, const sl_boot_t *boot, const sl_moe_comm_config_t *cfg,
+                                     sl_moe_comm_t **out);
 /* Collective when every rank is alive; after a peer failure it still frees its own side. */
 void sl_moe_comm_destroy(sl_moe_comm_t *h);
 
@@ -80,6 +97,8 @@ typedef struct {
   float global_scale; /* NVFP4 */
 } sl_moe_comm_experts_t;
 const sl_moe_comm_experts_t *sl_moe_comm_experts(const sl_moe_comm_t *h);
+/* The layout (for inter-node handles only the configuration and per-token byte fields are
+ * meaningful: nranks is the world size, the offsets are the node protocol's and unused). */
 const sl_moe_ep_layout_t *sl_moe_comm_layout(const sl_moe_comm_t *h);
 sl_moe_transport_t sl_moe_comm_transport(const sl_moe_comm_t *h, int peer);
 int sl_moe_comm_rank(const sl_moe_comm_t *h);
@@ -92,6 +111,8 @@ typedef struct {
   const float *topk_weights; /* [T, K] */
   sl_moe_comm_path_t force_path;
   sl_moe_comm_path_t *path_taken; /* optional out */
+  sl_moe_net_mode_t net_mode;     /* inter-node handles: this sender's mode (0 = AUTO) */
+  sl_moe_net_mode_t *net_taken;   /* optional out: the mode this rank sent with */
 } sl_moe_comm_dispatch_args_t;
 
 typedef struct {
@@ -112,6 +133,15 @@ sl_status_t sl_moe_comm_combine(sl_moe_comm_t *h, const sl_moe_comm_combine_args
  * (rows dropped). The CPU backend reports these from dispatch/combine directly. After a
  * timeout the handle is unusable (peers disagree on the epoch): destroy it. */
 sl_status_t sl_moe_comm_check(sl_moe_comm_t *h, sl_stream_t *stream);
+
+/* Inter-node traffic of this rank since the handle was made (zero for node handles):
+ * payload bytes it put over the network in dispatch / combine, messages, and the calls
+ * that went DIRECT / NODE_AGG. */
+typedef struct {
+  unsigned long long dispatch_net_bytes, combine_net_bytes, forward_bytes, net_msgs;
+  unsigned long long calls_direct, calls_node_agg;
+} sl_moe_net_stats_t;
+void sl_moe_comm_net_stats(const sl_moe_comm_t *h, sl_moe_net_stats_t *out);
 
 /* The path the host rule picks for T tokens (decode: one warp per token fits the budget). */
 sl_moe_comm_path_t sl_moe_comm_choose_path(const sl_moe_comm_t *h, int num_tokens);

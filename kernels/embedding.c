@@ -36,12 +36,43 @@ sl_status_t sl_embedding_validate(const sl_embedding_args_t *a) {
   return SL_OK;
 }
 
+/* 16-byte packets of a row, and per lane when one warp copies the row. */
+static int row_packets(const sl_embedding_args_t *a) {
+  return (int)(sl_dtype_bytes(a->dtype, (size_t)a->hidden) / 16);
+}
+static long tasks_of(const sl_embedding_args_t *a, int lane_packets) {
+  long per_task = 32L * lane_packets;
+  return (long)a->tokens * ((row_packets(a) + per_task - 1) / per_task);
+}
+static int pow2_floor(long n) {
+  int p = 1;
+  while ((long)p * 2 <= n && p < 32) p *= 2;
+  return p;
+}
+
+/* Small T (the whole copy fits one wave of <= 32 warps per SM at 2 packets per lane): rows are
+ * cut into 1 KB tasks (2 packets per lane) so the copy spreads over all SMs and every load is in
+ * flight at once -- T = 128 at hidden 7168 was 128 warps each doing two dependent rounds of 16
+ * loads and stores (4.0 us in a graph). Warps per block: the largest power of two <= tasks /
+ * SMs, at most the table's, so the grid still covers every SM. Large T: one warp per row with
+ * up to 16 packets per lane in flight, the table's warps (1 below one row per SM). */
 sl_status_t sl_embedding_choose(const sl_embedding_args_t *a, int arch, int sm_count, sl_embedding_point_t *pt) {
   SL_CHECK(validate_shape(a));
   memset(pt, 0, sizeof *pt);
   pt->hidden = a->hidden;
   pt->dtype = a->dtype;
-  pt->warps = a->warps ? a->warps : a->tokens < sm_count ? 1 : table_warps(arch);
+  const int per_lane = (row_packets(a) + 31) / 32;
+  const long small_tasks = tasks_of(a, 2);
+  const bool small = per_lane > 2 && small_tasks <= 32L * sm_count;
+  pt->lane_packets = small ? 2 : per_lane < 16 ? per_lane : 16;
+  if (a->warps) {
+    pt->warps = a->warps;
+  } else if (small) {
+    int w = pow2_floor(small_tasks / sm_count), table = table_warps(arch);
+    pt->warps = w < table ? w : table;
+  } else {
+    pt->warps = a->tokens < sm_count ? 1 : table_warps(arch);
+  }
   return SL_OK;
 }
 
@@ -50,6 +81,7 @@ sl_status_t sl_embedding_spec(sl_jit_spec_t *spec, const sl_embedding_point_t *p
   SL_CHECK(sl_jit_spec_define(spec, "HIDDEN", "%d", pt->hidden));
   SL_CHECK(sl_jit_spec_define(spec, "DTYPE", "%d", (int)pt->dtype));
   SL_CHECK(sl_jit_spec_define(spec, "WARPS", "%d", pt->warps));
+  SL_CHECK(sl_jit_spec_define(spec, "LANE_PACKETS", "%d", pt->lane_packets));
   return SL_OK;
 }
 
@@ -102,7 +134,7 @@ sl_status_t sl_embedding(sl_device_t *dev, const sl_embedding_args_t *a, sl_stre
   SL_CHECK(sl_embedding_spec(&spec, &pt));
   sl_kernel_t *k;
   SL_CHECK(sl_jit_get_kernel(dev, &spec, &k));
-  long grid = ((long)a->tokens + pt.warps - 1) / pt.warps;
+  long grid = (tasks_of(a, pt.lane_packets) + pt.warps - 1) / pt.warps;
   if (grid > info->sm_count) { /* no larger than the device keeps resident: the loop strides */
     int per_sm = 0;
     SL_CHECK(sl_kernel_occupancy(k, pt.warps * 32, 0, &per_sm));
@@ -120,17 +152,24 @@ sl_status_t sl_embedding(sl_device_t *dev, const sl_embedding_args_t *a, sl_stre
   return SL_OK;
 }
 
-/* JIT points: every dtype at the bench/model sizes, decode and prefill warps. */
+/* JIT points: every dtype at the bench/model sizes, the packets per lane that sl_embedding_choose
+ * gives at decode (T = 1), small prefill (T = 128) and large prefill (T = 8192), with its warps,
+ * plus one warp per block at large prefill. */
 sl_status_t sl_embedding_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t *spec, void *user), void *user) {
   static const sl_dtype_t dts[] = {SL_DTYPE_F32, SL_DTYPE_BF16, SL_DTYPE_F16};
   static const int hiddens[] = {520, 2048, 4096, 7168};
+  static const int tokens[] = {1, 16, 128, 1024, 8192};
   sl_jit_spec_t spec;
+  sl_embedding_point_t pt;
   for (int d = 0; d < 3; d++)
     for (int h = 0; h < 4; h++)
-      for (int prefill = 0; prefill < 2; prefill++) {
-        sl_embedding_point_t pt = {.hidden = hiddens[h], .dtype = dts[d], .warps = prefill ? table_warps(arch) : 1};
-        SL_CHECK(sl_embedding_spec(&spec, &pt));
-        SL_CHECK(fn(&spec, user));
-      }
+      for (int t = 0; t < 5; t++)
+        for (int one_warp = 0; one_warp < 2; one_warp++) {
+          sl_embedding_args_t a = {
+              .tokens = tokens[t], .vocab = 1, .hidden = hiddens[h], .dtype = dts[d], .warps = one_warp ? 1 : 0};
+          SL_CHECK(sl_embedding_choose(&a, arch, 132, &pt));
+          SL_CHECK(sl_embedding_spec(&spec, &pt));
+          SL_CHECK(fn(&spec, user));
+        }
   return SL_OK;
 }

@@ -12,14 +12,22 @@
 #error "WARPS (warps per block) must be defined by the JIT"
 #endif
 
-static_assert(HIDDEN % 8 == 0, "HIDDEN must be a multiple of 8");
+#ifndef LANE_PACKETS
+#error "LANE_PACKETS (16-byte packets per lane per task, 1..16) must be defined by the JIT"
+#endif
 
-// Layout: one warp per token; lane l copies 16-byte packets l, l+32, ... of the row. Packets
-// are moved raw (no conversion), BATCH at a time: all BATCH loads are issued before the first
-// store, so each lane keeps BATCH*16 bytes in flight (8 KB per warp at BATCH 16).
+static_assert(HIDDEN % 8 == 0, "HIDDEN must be a multiple of 8");
+static_assert(LANE_PACKETS >= 1 && LANE_PACKETS <= 16, "LANE_PACKETS must be in [1, 16]");
+
+// Layout: a row is cut into CHUNKS tasks of TASK_PACKETS 16-byte packets; a warp copies one task
+// at a time, lane l moving packets l, l+32, ... of it. Packets are moved raw (no conversion),
+// all LANE_PACKETS loads issued before the first store (LANE_PACKETS x 16 bytes in flight per
+// lane). Large T: LANE_PACKETS = min(row's packets per lane, 16), one or two tasks per row.
+// Small T: 2 packets per lane, so a 14 KB row is 14 tasks spread over 14 warps (and SMs)
+// instead of one warp doing two dependent rounds of 16 loads then 16 stores.
 constexpr int PACKETS = HIDDEN * sl_elem<DTYPE>::bytes / SL_VEC_BYTES;
-constexpr int PER_LANE = (PACKETS + SL_WARP_SIZE - 1) / SL_WARP_SIZE;
-constexpr int BATCH = PER_LANE < 16 ? PER_LANE : 16;
+constexpr int TASK_PACKETS = SL_WARP_SIZE * LANE_PACKETS;
+constexpr int CHUNKS = (PACKETS + TASK_PACKETS - 1) / TASK_PACKETS;
 
 extern "C" __global__ void __launch_bounds__(WARPS * SL_WARP_SIZE)
     sl_embedding_fwd(const int *__restrict__ ids, const void *__restrict__ table, void *__restrict__ out,
@@ -27,28 +35,30 @@ extern "C" __global__ void __launch_bounds__(WARPS * SL_WARP_SIZE)
   const int lane = threadIdx.x & (SL_WARP_SIZE - 1);
   const long warp_id = (long)blockIdx.x * WARPS + threadIdx.x / SL_WARP_SIZE;
   const long warp_stride = (long)gridDim.x * WARPS;
-  for (long t = warp_id; t < tokens; t += warp_stride) {
+  const long tasks = (long)tokens * CHUNKS;
+  for (long task = warp_id; task < tasks; task += warp_stride) {
+    const long t = task / CHUNKS; // a compile-time divisor: a multiply and a shift
+    const int chunk = (int)(task - t * CHUNKS);
     const int id = ids[t];
     const bool bad = id < 0 || id >= vocab;
-    // Only lane 0 records, so a bad id costs one atomic; the smallest position wins.
-    if (bad && lane == 0) atomicMin(error, sl_embedding_error_encode((int)t, id));
+    // Only lane 0 of the row's first task records, so a bad id costs one atomic; the smallest
+    // position wins.
+    if (bad && chunk == 0 && lane == 0) atomicMin(error, sl_embedding_error_encode((int)t, id));
     const uint4 *src =
         reinterpret_cast<const uint4 *>((const char *)table + (long)(bad ? 0 : id) * HIDDEN * sl_elem<DTYPE>::bytes);
     uint4 *dst = reinterpret_cast<uint4 *>((char *)out + t * HIDDEN * sl_elem<DTYPE>::bytes);
+    const int first = chunk * TASK_PACKETS + lane;
+    uint4 v[LANE_PACKETS];
 #pragma unroll
-    for (int b0 = 0; b0 < PER_LANE; b0 += BATCH) {
-      uint4 v[BATCH];
+    for (int b = 0; b < LANE_PACKETS; b++) {
+      const int pk = first + b * SL_WARP_SIZE;
+      v[b] = make_uint4(0u, 0u, 0u, 0u);
+      if (!bad && (PACKETS % TASK_PACKETS == 0 || pk < PACKETS)) v[b] = sl_load_packet(src + pk);
+    }
 #pragma unroll
-      for (int b = 0; b < BATCH; b++) {
-        const int pk = (b0 + b) * SL_WARP_SIZE + lane;
-        v[b] = make_uint4(0u, 0u, 0u, 0u);
-        if (!bad && b0 + b < PER_LANE && (PACKETS % SL_WARP_SIZE == 0 || pk < PACKETS)) v[b] = sl_load_packet(src + pk);
-      }
-#pragma unroll
-      for (int b = 0; b < BATCH; b++) {
-        const int pk = (b0 + b) * SL_WARP_SIZE + lane;
-        if (b0 + b < PER_LANE && (PACKETS % SL_WARP_SIZE == 0 || pk < PACKETS)) sl_store_packet(dst + pk, v[b]);
-      }
+    for (int b = 0; b < LANE_PACKETS; b++) {
+      const int pk = first + b * SL_WARP_SIZE;
+      if (PACKETS % TASK_PACKETS == 0 || pk < PACKETS) sl_store_packet(dst + pk, v[b]);
     }
   }
 }

@@ -41,6 +41,8 @@ typedef struct {
   int hidden;
   sl_dtype_t dtype;
   int warps;
+  int lane_packets; /* 16-byte packets a lane copies per task (1..16): a row is
+                       ceil(hidden bytes / (512 * lane_packets)) tasks */
 } sl_embedding_point_t;
 
 /* Asynchronous on CUDA (capturable). The CPU backend also records the error and returns

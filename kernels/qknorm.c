@@ -11,10 +11,15 @@
  * picks the tensor and weight, so Q and K cost one launch.
  *
  * Memory-level parallelism: one head group gives each lane a single 16-byte load in flight,
- * too little to saturate HBM (Little's law on H200: ~4.8 TB/s x ~0.7 us / 132 SMs ~ 25 KB in
+ * too little to saturate HBM (Little's law on H200: ~4.3 TB/s x ~0.7 us / 132 SMs ~ 23 KB in
  * flight per SM). Prefill therefore loads ITEMS groups per warp before reducing (4, or 2 with
- * RoPE's cos/sin loads; fewer at 32 warps where the budget is 64 registers): 25 warps/SM x
- * 32 lanes x 64 B ~ 51 KB in flight. Decode keeps ITEMS = 1 to spread heads over more SMs.
+ * RoPE's cos/sin loads; fewer at 32 warps where the budget is 64 registers): 32 warps/SM x
+ * 32 lanes x 64 B ~ 64 KB in flight (v2: 60 registers at 8 warps, 4 blocks per SM).
+ * Instruction budget: a 128-elt bf16 head is 512 bytes of traffic, so at copy speed an SM must
+ * finish a head every ~32 cycles; per-head instructions (index math, sqrt, division, shuffles)
+ * bound the kernel before memory does if they are not kept small (v1's 64-bit division per
+ * head made it issue-bound at 62-71 % of copy). Decode keeps ITEMS = 1 to spread heads over
+ * more SMs; small prefill (one wave) is sized in sl_qknorm_choose.
  *
  * Decode (warps needed < SMs): one warp per block, spread over as many SMs as possible.
  * Prefill: the table. NOT MEASURED YET (written without a GPU): 8 warps (256 threads) is
@@ -60,6 +65,9 @@ static sl_status_t validate_shape(const sl_qknorm_args_t *a) {
                   "qknorm: row strides q %ld, k %ld must be multiples of 8 and hold the heads (%d x %d, %d x %d)",
                   a->q_row_stride, a->k_row_stride, a->q_heads, a->head_dim, a->kv_heads, a->head_dim);
   if (a->warps < 0 || a->warps > 32) return SL_ERR(SL_ERR_INVALID, "qknorm: warps %d not in [0, 32]", a->warps);
+  if ((long long)a->tokens * (a->q_heads + a->kv_heads) > (1ll << 30))
+    return SL_ERR(SL_ERR_INVALID, "qknorm: tokens %d x heads %d exceeds 2^30 heads per call (the kernel indexes heads in "
+                  "32 bits); split the call", a->tokens, a->q_heads + a->kv_heads);
   if (a->rope) {
     int r = a->rot_dim;
     if (r < 16 || r > a->head_dim || (r & (r - 1)) != 0)
@@ -96,6 +104,13 @@ static long warps_needed(const sl_qknorm_args_t *a, int items) {
   return ((long)a->tokens * (a->q_heads + a->kv_heads) + heads_per_warp - 1) / heads_per_warp;
 }
 
+/* Largest power of two <= n (n >= 1). */
+static int pow2_floor(long n) {
+  int p = 1;
+  while ((long)p * 2 <= n && p < 32) p *= 2;
+  return p;
+}
+
 sl_status_t sl_qknorm_choose(const sl_qknorm_args_t *a, int arch, int sm_count, sl_qknorm_point_t *pt) {
   SL_CHECK(validate_shape(a));
   memset(pt, 0, sizeof *pt);
@@ -105,9 +120,35 @@ sl_status_t sl_qknorm_choose(const sl_qknorm_args_t *a, int arch, int sm_count, 
   pt->w_dtype = a->w_dtype;
   pt->eps = a->eps;
   pt->weight_bias = a->weight_bias;
-  const bool decode = warps_needed(a, 1) < sm_count;
-  pt->warps = a->warps ? a->warps : decode ? 1 : table_warps(arch, a->head_dim);
-  pt->items = sl_qknorm_items(decode, a->rope, pt->warps);
+  const long need1 = warps_needed(a, 1);
+  const bool decode = need1 < sm_count;
+  if (a->warps) {
+    pt->warps = a->warps;
+    pt->items = sl_qknorm_items(decode, a->rope, pt->warps);
+    return SL_OK;
+  }
+  if (decode) { /* fewer head groups than SMs: one warp per block, spread */
+    pt->warps = 1;
+    pt->items = 1;
+    return SL_OK;
+  }
+  /* Small prefill (T ~ 16-128): the whole job fits in one wave of <= 32 warps per SM with 1 or
+   * 2 head groups per warp. Blocks are sized so the grid still covers every SM (warps per block
+   * = the largest power of two <= warps / SMs, at most the table's): with the table's 8 warps
+   * and 4 groups per warp, Qwen3 32+4 at T = 16 was 9 blocks on 9 SMs (3.2 us in a graph).
+   * Beyond that, the table's warps and the register budget's items. */
+  const int table = table_warps(arch, a->head_dim);
+  for (int items = 1; items <= 2; items *= 2) {
+    long need = warps_needed(a, items);
+    if (need <= 32L * sm_count) {
+      int w = pow2_floor(need / sm_count);
+      pt->warps = w < table ? w : table;
+      pt->items = items;
+      return SL_OK;
+    }
+  }
+  pt->warps = table;
+  pt->items = sl_qknorm_items(false, a->rope, pt->warps);
   return SL_OK;
 }
 
@@ -229,6 +270,28 @@ sl_status_t sl_qknorm_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t
   pt.w_dtype = SL_DTYPE_F32;
   SL_CHECK(sl_qknorm_spec(&spec, &pt));
   SL_CHECK(fn(&spec, user));
+  /* What sl_qknorm_choose picks for the benchmark's Qwen3 shapes (head_dim 128, 32+4 and 64+4
+   * heads, T = 16..4096, with and without RoPE), small-prefill blocks included. */
+  static const int bench_tokens[] = {16, 128, 1024, 4096};
+  for (int qh = 32; qh <= 64; qh += 32)
+    for (int ti = 0; ti < 4; ti++)
+      for (int rope = 0; rope < 2; rope++) {
+        sl_qknorm_args_t a = {.q_row_stride = (long)qh * 128,
+                              .k_row_stride = 4 * 128,
+                              .tokens = bench_tokens[ti],
+                              .q_heads = qh,
+                              .kv_heads = 4,
+                              .head_dim = 128,
+                              .dtype = SL_DTYPE_BF16,
+                              .w_dtype = SL_DTYPE_BF16,
+                              .eps = 1e-6f,
+                              .rope = rope,
+                              .rot_dim = 128,
+                              .max_pos = 1};
+        SL_CHECK(sl_qknorm_choose(&a, arch, 132, &pt));
+        SL_CHECK(sl_qknorm_spec(&spec, &pt));
+        SL_CHECK(fn(&spec, user));
+      }
   /* The largest warps-per-block candidate --tune launches (1024 threads: a 64-register budget),
    * with and without RoPE; the others compile on demand. */
   for (int rot = 0; rot <= 128; rot += 128) {

@@ -25,7 +25,15 @@
  * fill the SM's 2048 threads at <= 32 registers, 4 blocks at <= 64); above hidden 4096 a row
  * already needs 5-16 warps, so the block is one or two rows. `sluice bench kernels --tune`
  * measures every candidate per shape and prints the best: copy its answer here.
- * Blackwell starts as a copy of Hopper (same 16-byte vector path here) until measured. */
+ * Blackwell starts as a copy of Hopper (same 16-byte vector path here) until measured.
+ *
+ * Hopper, revisited for the pipelined kernel (kernels/rmsnorm.cu v2; H200 run 2 measured only
+ * these defaults): at several rows per block the kernel is built for >= 32 resident warps
+ * (__launch_bounds__ minimum 32 / warps blocks: 64 registers), so 8 warps = 4 blocks per SM at
+ * hidden <= 4096 (4 or 2 rows per block, each on its own barrier) keeps 32 warps x a row of
+ * loads in flight (2 KB per warp at h=2048: 64 KB per SM, ~2x what HBM needs); 16 warps would
+ * give the same residency with coarser blocks and a longer last round. 7168 takes 14 (2 rows
+ * of 7 warps, 72 registers, 2 blocks = 28 warps); 8192 and 16384 16. Unchanged entries. */
 typedef struct {
   int max_hidden; /* entry applies to hidden <= max_hidden (first match) */
   int warps;      /* warps per block; rounded down to a multiple of the row's warps */

@@ -36,8 +36,8 @@ static_assert(HIDDEN % 8 == 0 && HIDDEN >= SL_RMSNORM_MIN_HIDDEN && HIDDEN <= SL
 // Layout: a row belongs to ROW_WARPS consecutive warps; a block holds ROWS_PER_BLOCK rows. A
 // thread owns CHUNKS chunks of VEC elements, chunk c at position c*ROW_THREADS + thread: each
 // chunk is one 16-byte packet of x, so consecutive lanes read consecutive 16 bytes (coalesced).
-// The whole row stays in registers (CHUNKS*VEC <= 32 floats), so nothing but one float per warp
-// goes through shared memory, and x is read from memory exactly once.
+// The whole row stays in registers as its packed words (CHUNKS*VEC <= 32 elements), so nothing
+// but one float per warp goes through shared memory, and x is read from memory exactly once.
 constexpr int VEC = sl_elem<DTYPE_IN>::per16;
 constexpr int ROW_WARPS = SL_RMSNORM_ROW_WARPS(HIDDEN);
 constexpr int ROW_THREADS = ROW_WARPS * SL_WARP_SIZE;
@@ -45,104 +45,193 @@ constexpr int ROWS_PER_BLOCK = WARPS / ROW_WARPS;
 constexpr int NVEC = HIDDEN / VEC;
 constexpr int CHUNKS = (NVEC + ROW_THREADS - 1) / ROW_THREADS;
 static_assert(WARPS % ROW_WARPS == 0 && WARPS <= 32, "WARPS must be a multiple of the row's warps, <= 32");
-// The weight is the same for every row. With one row per block (the decode shape, and prefill
-// above hidden 8192) each thread loads its weight slice once, before the row, with the bias
-// folded in: the weight's memory latency then overlaps the loads of x instead of following the
-// reduction (one dependent DRAM/L2 round trip less per decode launch). It costs ~30 registers
-// (80-95 instead of 51-68), so with several rows per block -- prefill, where occupancy hides
-// latency and the weight is an L1 hit after the first row -- it is re-read per row instead.
-constexpr bool PRELOAD_W = ROWS_PER_BLOCK == 1 && WARPS <= 16;
+using raw_x = sl_raw<DTYPE_IN, VEC>;
+using raw_r = sl_raw<DTYPE_RES, VEC>;
+using raw_w = sl_raw<DTYPE_W, VEC>;
+constexpr int RCHUNKS = RESIDUAL ? CHUNKS : 1; // residual registers (unused by the plain norm)
 
-extern "C" __global__ void __launch_bounds__(WARPS * SL_WARP_SIZE)
+// The weight is the same for every row. With one row per block (decode, and prefill above
+// hidden 4096 at the table's warps) each thread keeps its weight slice in registers, packed,
+// loaded once before the first row: its latency overlaps the loads of x instead of following
+// the reduction, and a persistent block never reloads it. With several rows per block the
+// registers go to occupancy instead, and the weight is re-read per row (an L1 hit).
+constexpr bool PRELOAD_W = ROWS_PER_BLOCK == 1 && WARPS <= 16;
+// Occupancy: with several rows per block (prefill), __launch_bounds__ asks for MIN_BLOCKS blocks
+// per SM, i.e. at least 32 resident warps (8 warps: 4 blocks, 14 warps: 2), which caps registers
+// at 64 (72 at 14 warps): about what the kernel used before pipelining, so the change below does
+// not cost occupancy. One row per block (decode; hidden 16384) keeps the weight in registers
+// and asks for no minimum (80-95 registers, no spills).
+constexpr int MIN_BLOCKS = PRELOAD_W ? 1 : 32 / WARPS > 0 ? 32 / WARPS : 1;
+constexpr int REG_LIMIT = 65536 / (MIN_BLOCKS * WARPS * SL_WARP_SIZE) < 255 ? 65536 / (MIN_BLOCKS * WARPS * SL_WARP_SIZE) : 255;
+// Software pipelining: a block strides over row groups (persistent grid) and issues the loads of
+// its next row before the reduction and stores of the current one, so a warp always has a row
+// of loads in flight -- also while it waits at the row's barrier and while it stores. That
+// costs one more row of packed words per thread; it is on when two rows (+ the preloaded weight
+// + ~32 registers of addresses and arithmetic) fit REG_LIMIT: the plain norm of 16-bit rows at
+// several rows per block (ptxas: 64 registers, an 8-byte spill slot, at 8 and 16 warps). The
+// fused variant (two inputs per row) stays one row at a time, as does the one-row-per-block
+// case, whose registers hold the weight.
+constexpr int ROW_WORDS = CHUNKS * raw_x::words + (RESIDUAL ? CHUNKS * raw_r::words : 0);
+constexpr bool PIPELINE = 2 * ROW_WORDS + (PRELOAD_W ? CHUNKS * raw_w::words : 0) + 32 <= REG_LIMIT;
+// Rows of a block synchronise separately (a hardware barrier per row, 1..15) when the block holds
+// several rows, so one slow row does not hold up the others; one row: __syncthreads.
+constexpr bool NAMED_BARRIER = ROWS_PER_BLOCK > 1 && ROW_WARPS > 1 && ROWS_PER_BLOCK <= 15;
+
+__device__ __forceinline__ bool in_row(int c, int t) {
+  return NVEC % ROW_THREADS == 0 || (c * ROW_THREADS + t) * VEC < HIDDEN;
+}
+
+// The packed x (and residual) of `row`, zeros where the row or the chunk does not exist.
+__device__ __forceinline__ void load_row(const void *__restrict__ x, const void *__restrict__ residual, long row,
+                                         int rows, int t, raw_x (&xr)[CHUNKS], raw_r (&rr)[RCHUNKS]) {
+  const bool active = row < rows;
+  const long off = row * HIDDEN + t * VEC;
+#pragma unroll
+  for (int c = 0; c < CHUNKS; c++) {
+    const long e = off + c * ROW_THREADS * VEC;
+    if (active && in_row(c, t))
+      sl_raw_load<DTYPE_IN, VEC>((const char *)x + e * sl_elem<DTYPE_IN>::bytes, xr[c]);
+    else
+      sl_raw_zero<DTYPE_IN, VEC>(xr[c]);
+  }
+#if RESIDUAL
+#pragma unroll
+  for (int c = 0; c < CHUNKS; c++) {
+    const long e = off + c * ROW_THREADS * VEC;
+    if (active && in_row(c, t))
+      sl_raw_load<DTYPE_RES, VEC>((const char *)residual + e * sl_elem<DTYPE_RES>::bytes, rr[c]);
+    else
+      sl_raw_zero<DTYPE_RES, VEC>(rr[c]);
+  }
+#else
+  (void)residual;
+  (void)rr;
+#endif
+}
+
+// Sum over the row's warps: a butterfly per warp, then one float per warp through `partial`
+// (alternate the two halves on consecutive calls: the barrier of call i+1 separates the reads
+// of call i from the writes of call i+2, so one barrier per row suffices).
+__device__ __forceinline__ float row_sum(float v, float *partial, int slot) {
+  v = sl_butterfly_sum<5>(v);
+  if constexpr (ROW_WARPS == 1) {
+    return v;
+  } else {
+    const int warp = threadIdx.x / SL_WARP_SIZE;
+    if ((threadIdx.x & (SL_WARP_SIZE - 1)) == 0) partial[warp] = v;
+    if constexpr (NAMED_BARRIER)
+      sl_named_barrier(1 + slot, ROW_THREADS);
+    else
+      __syncthreads();
+    float s = 0.0f;
+#pragma unroll
+    for (int i = 0; i < ROW_WARPS; i++)
+      s += partial[slot * ROW_WARPS + i];
+    return s;
+  }
+}
+
+// Normalise the row held in xr/rr and store it (and the updated residual).
+__device__ __forceinline__ void norm_row(void *__restrict__ y, void *__restrict__ residual,
+                                         const void *__restrict__ weight, const raw_w (&wpre)[PRELOAD_W ? CHUNKS : 1],
+                                         long row, int rows, int t, int slot, float *partial, raw_x (&xr)[CHUNKS],
+                                         raw_r (&rr)[RCHUNKS]) {
+  const bool active = row < rows;
+  float ss = 0.0f;
+#if RESIDUAL
+  // residual = x + residual, rounded to its dtype (packing rounds to nearest even); the norm is
+  // of the stored value, which rr then holds.
+#pragma unroll
+  for (int c = 0; c < CHUNKS; c++) {
+    float a[VEC], b[VEC];
+    sl_raw_to_f32<DTYPE_IN, VEC>(xr[c], a);
+    sl_raw_to_f32<DTYPE_RES, VEC>(rr[c], b);
+#pragma unroll
+    for (int i = 0; i < VEC; i++)
+      a[i] = a[i] + b[i];
+    sl_raw_from_f32<DTYPE_RES, VEC>(a, rr[c]);
+    if (active && in_row(c, t))
+      sl_raw_store<DTYPE_RES, VEC>(
+          (char *)residual + (row * HIDDEN + (c * ROW_THREADS + t) * VEC) * sl_elem<DTYPE_RES>::bytes, rr[c]);
+  }
+#define SL_CUR_DT DTYPE_RES
+#define SL_CUR rr
+#else
+  (void)residual;
+#define SL_CUR_DT DTYPE_IN
+#define SL_CUR xr
+#endif
+#pragma unroll
+  for (int c = 0; c < CHUNKS; c++) {
+    float v[VEC];
+    sl_raw_to_f32<SL_CUR_DT, VEC>(SL_CUR[c], v);
+#pragma unroll
+    for (int i = 0; i < VEC; i++)
+      ss += v[i] * v[i];
+  }
+  ss = row_sum(ss, partial, slot);
+  // IEEE sqrt and division (not rsqrtf): once per row, and it matches the CPU reference.
+  const float inv = 1.0f / sqrtf(ss / (float)HIDDEN + EPS);
+#pragma unroll
+  for (int c = 0; c < CHUNKS; c++) {
+    const int e = (c * ROW_THREADS + t) * VEC;
+    if (active && in_row(c, t)) {
+      float v[VEC], w[VEC], out[VEC];
+      sl_raw_to_f32<SL_CUR_DT, VEC>(SL_CUR[c], v);
+      if constexpr (PRELOAD_W)
+        sl_raw_to_f32<DTYPE_W, VEC>(wpre[c], w);
+      else
+        sl_load_vec<DTYPE_W, VEC>((const char *)weight + (long)e * sl_elem<DTYPE_W>::bytes, w);
+#pragma unroll
+      for (int i = 0; i < VEC; i++)
+        out[i] = (v[i] * inv) * (WEIGHT_BIAS + w[i]);
+      sl_store_vec<DTYPE_OUT, VEC>((char *)y + (row * HIDDEN + e) * sl_elem<DTYPE_OUT>::bytes, out);
+    }
+  }
+#undef SL_CUR_DT
+#undef SL_CUR
+}
+
+extern "C" __global__ void __launch_bounds__(WARPS * SL_WARP_SIZE, MIN_BLOCKS)
     sl_rmsnorm_fwd(const void *__restrict__ x, void *__restrict__ y, void *__restrict__ residual,
                    const void *__restrict__ weight, int rows) {
   __shared__ float partial[2][WARPS];
   const int slot = threadIdx.x / ROW_THREADS;     // row within the block
   const int t = threadIdx.x - slot * ROW_THREADS; // thread within the row
   int parity = 0;
-  float wpre[PRELOAD_W ? CHUNKS : 1][VEC];
-  if constexpr (PRELOAD_W) {
+  raw_w wpre[PRELOAD_W ? CHUNKS : 1];
 #pragma unroll
-    for (int c = 0; c < CHUNKS; c++) {
-      const int e = (c * ROW_THREADS + t) * VEC;
-      if (NVEC % ROW_THREADS == 0 || e < HIDDEN) {
-        sl_load_vec<DTYPE_W, VEC>((const char *)weight + (long)e * sl_elem<DTYPE_W>::bytes, wpre[c]);
-#pragma unroll
-        for (int i = 0; i < VEC; i++)
-          wpre[c][i] = WEIGHT_BIAS + wpre[c][i];
-      }
-    }
+  for (int c = 0; c < (PRELOAD_W ? CHUNKS : 1); c++) {
+    if (PRELOAD_W && in_row(c, t))
+      sl_raw_load<DTYPE_W, VEC>((const char *)weight + (long)(c * ROW_THREADS + t) * VEC * sl_elem<DTYPE_W>::bytes,
+                                wpre[c]);
+    else
+      sl_raw_zero<DTYPE_W, VEC>(wpre[c]);
   }
   // Grid-stride over groups of rows: the bound depends only on blockIdx, so every thread of a
   // block runs the same iterations and reaches the same barriers.
-  for (long base = (long)blockIdx.x * ROWS_PER_BLOCK; base < rows; base += (long)gridDim.x * ROWS_PER_BLOCK) {
+  const long stride = (long)gridDim.x * ROWS_PER_BLOCK;
+  long base = (long)blockIdx.x * ROWS_PER_BLOCK;
+  raw_x xr[CHUNKS];
+  raw_r rr[RCHUNKS];
+  if constexpr (PIPELINE) load_row(x, residual, base + slot, rows, t, xr, rr);
+  for (; base < rows; base += stride) {
     const long row = base + slot;
-    const bool active = row < rows;
-    float v[CHUNKS][VEC];
-    // Loads first, all of them, before any arithmetic that depends on them.
+    if constexpr (PIPELINE) {
+      raw_x xn[CHUNKS];
+      raw_r rn[RCHUNKS];
+      load_row(x, residual, row + stride, rows, t, xn, rn); // the next row's loads go out first
+      norm_row(y, residual, weight, wpre, row, rows, t, slot, partial[parity], xr, rr);
 #pragma unroll
-    for (int c = 0; c < CHUNKS; c++) {
-      const int e = (c * ROW_THREADS + t) * VEC;
-      if (active && (NVEC % ROW_THREADS == 0 || e < HIDDEN))
-        sl_load_vec<DTYPE_IN, VEC>((const char *)x + (row * HIDDEN + e) * sl_elem<DTYPE_IN>::bytes, v[c]);
-      else
+      for (int c = 0; c < CHUNKS; c++)
+        xr[c] = xn[c];
 #pragma unroll
-        for (int i = 0; i < VEC; i++)
-          v[c][i] = 0.0f;
+      for (int c = 0; c < RCHUNKS; c++)
+        rr[c] = rn[c];
+    } else {
+      load_row(x, residual, row, rows, t, xr, rr);
+      norm_row(y, residual, weight, wpre, row, rows, t, slot, partial[parity], xr, rr);
     }
-#if RESIDUAL
-    float r[CHUNKS][VEC];
-#pragma unroll
-    for (int c = 0; c < CHUNKS; c++) {
-      const int e = (c * ROW_THREADS + t) * VEC;
-      if (active && (NVEC % ROW_THREADS == 0 || e < HIDDEN))
-        sl_load_vec<DTYPE_RES, VEC>((const char *)residual + (row * HIDDEN + e) * sl_elem<DTYPE_RES>::bytes, r[c]);
-      else
-#pragma unroll
-        for (int i = 0; i < VEC; i++)
-          r[c][i] = 0.0f;
-    }
-    // residual = x + residual, rounded to its dtype; the norm is of the stored value.
-#pragma unroll
-    for (int c = 0; c < CHUNKS; c++) {
-#pragma unroll
-      for (int i = 0; i < VEC; i++)
-        v[c][i] = sl_round_to<DTYPE_RES>(v[c][i] + r[c][i]);
-      const int e = (c * ROW_THREADS + t) * VEC;
-      if (active && (NVEC % ROW_THREADS == 0 || e < HIDDEN))
-        sl_store_vec<DTYPE_RES, VEC>((char *)residual + (row * HIDDEN + e) * sl_elem<DTYPE_RES>::bytes, v[c]);
-    }
-#endif
-    float ss = 0.0f;
-#pragma unroll
-    for (int c = 0; c < CHUNKS; c++)
-#pragma unroll
-      for (int i = 0; i < VEC; i++)
-        ss += v[c][i] * v[c][i];
-    ss = sl_group_sum<WARPS, ROW_WARPS>(ss, partial[parity]);
     parity ^= 1;
-    // IEEE sqrt and division (not rsqrtf): once per row, and it matches the CPU reference.
-    const float inv = 1.0f / sqrtf(ss / (float)HIDDEN + EPS);
-#pragma unroll
-    for (int c = 0; c < CHUNKS; c++) {
-      const int e = (c * ROW_THREADS + t) * VEC;
-      if (active && (NVEC % ROW_THREADS == 0 || e < HIDDEN)) {
-        float w[VEC], out[VEC];
-        if constexpr (PRELOAD_W) {
-#pragma unroll
-          for (int i = 0; i < VEC; i++)
-            w[i] = wpre[c][i];
-        } else {
-          sl_load_vec<DTYPE_W, VEC>((const char *)weight + (long)e * sl_elem<DTYPE_W>::bytes, w);
-#pragma unroll
-          for (int i = 0; i < VEC; i++)
-            w[i] = WEIGHT_BIAS + w[i];
-        }
-#pragma unroll
-        for (int i = 0; i < VEC; i++)
-          out[i] = (v[c][i] * inv) * w[i];
-        sl_store_vec<DTYPE_OUT, VEC>((char *)y + (row * HIDDEN + e) * sl_elem<DTYPE_OUT>::bytes, out);
-      }
-    }
   }
 }

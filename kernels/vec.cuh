@@ -107,6 +107,61 @@ template <int DT, int N> __device__ __forceinline__ void sl_store_vec(void *__re
   }
 }
 
+// ---- N contiguous elements kept raw (packed) in registers ------------------------------------
+// A row held as its packed words costs half the registers of fp32 values for 16-bit dtypes, so a
+// warp can keep the next row's loads in flight while it works on the current one. sl_raw_to_f32
+// gives exactly the values sl_load_vec would (same unpacking); a zeroed sl_raw reads as +0.0.
+template <int DT, int N> struct sl_raw {
+  static constexpr int bytes = N * sl_elem<DT>::bytes;
+  static_assert(bytes % 16 == 0 || bytes == 8, "sl_raw: N elements must fill 16-byte packets or 8 bytes");
+  static constexpr int words = bytes / 4;
+  unsigned int w[words];
+};
+template <int DT, int N> __device__ __forceinline__ void sl_raw_zero(sl_raw<DT, N> &r) {
+#pragma unroll
+  for (int i = 0; i < sl_raw<DT, N>::words; i++)
+    r.w[i] = 0u;
+}
+// Load N elements of DT at p (aligned to min(16, N*bytes)) without converting them.
+template <int DT, int N> __device__ __forceinline__ void sl_raw_load(const void *__restrict__ p, sl_raw<DT, N> &r) {
+  if constexpr (sl_raw<DT, N>::bytes == 8) {
+    uint2 v = *reinterpret_cast<const uint2 *>(p);
+    r.w[0] = v.x;
+    r.w[1] = v.y;
+  } else {
+#pragma unroll
+    for (int i = 0; i < sl_raw<DT, N>::bytes / 16; i++) {
+      uint4 v = reinterpret_cast<const uint4 *>(p)[i];
+      r.w[4 * i] = v.x;
+      r.w[4 * i + 1] = v.y;
+      r.w[4 * i + 2] = v.z;
+      r.w[4 * i + 3] = v.w;
+    }
+  }
+}
+template <int DT, int N> __device__ __forceinline__ void sl_raw_to_f32(const sl_raw<DT, N> &r, float (&f)[N]) {
+  sl_unpack_u32<DT>(r.w, sl_raw<DT, N>::words, f);
+}
+// Round N fp32 values to DT (nearest even) into packed words: what sl_store_vec would store.
+template <int DT, int N> __device__ __forceinline__ void sl_raw_from_f32(const float (&f)[N], sl_raw<DT, N> &r) {
+  sl_pack_u32<DT>(f, sl_raw<DT, N>::words, r.w);
+}
+template <int DT, int N> __device__ __forceinline__ void sl_raw_store(void *__restrict__ p, const sl_raw<DT, N> &r) {
+  if constexpr (sl_raw<DT, N>::bytes == 8) {
+    *reinterpret_cast<uint2 *>(p) = make_uint2(r.w[0], r.w[1]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < sl_raw<DT, N>::bytes / 16; i++)
+      reinterpret_cast<uint4 *>(p)[i] = make_uint4(r.w[4 * i], r.w[4 * i + 1], r.w[4 * i + 2], r.w[4 * i + 3]);
+  }
+}
+
+// Barrier over `threads` threads (a multiple of 32) of the block on hardware barrier `id` (1..15;
+// 0 is __syncthreads): lets independent groups of warps in one block synchronise separately.
+__device__ __forceinline__ void sl_named_barrier(int id, int threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
 // Raw 16-byte packet copy (no conversion), for gathers.
 __device__ __forceinline__ uint4 sl_load_packet(const void *__restrict__ p) {
   return *reinterpret_cast<const uint4 *>(p);

@@ -81,13 +81,18 @@ static void path_name(const sl_bench_t *b, int warps, char *path, size_t len) {
     snprintf(path, len, "cpu-ref");
 }
 
-/* Time `fn` plainly and (small T, GPU) inside a graph; graph_us < 0 when not measured. */
-static sl_status_t time_both(sl_bench_t *b, sl_bench_fn fn, void *ctx, int tokens, double *us, double *graph_us) {
+/* Time `fn` plainly and (small T, or `graph_too`; GPU) inside a graph; graph_us < 0 when not
+ * measured. */
+static sl_status_t time_both_g(sl_bench_t *b, sl_bench_fn fn, void *ctx, int tokens, bool graph_too, double *us,
+                               double *graph_us) {
   SL_CHECK(sl_bench_time(b, fn, ctx, false, us));
   *graph_us = -1;
-  if (tokens <= GRAPH_MAX_T && sl_device_backend(b->rt->dev) == SL_BACKEND_CUDA)
+  if ((tokens <= GRAPH_MAX_T || graph_too) && sl_device_backend(b->rt->dev) == SL_BACKEND_CUDA)
     SL_CHECK(sl_bench_time(b, fn, ctx, true, graph_us));
   return SL_OK;
+}
+static sl_status_t time_both(sl_bench_t *b, sl_bench_fn fn, void *ctx, int tokens, double *us, double *graph_us) {
+  return time_both_g(b, fn, ctx, tokens, false, us, graph_us);
 }
 
 typedef struct {
@@ -174,6 +179,14 @@ out:
 }
 
 /* ---- QK-norm ------------------------------------------------------------------------------ */
+/* The issue's reference figure, NOT measured by this benchmark: PyTorch F.rms_norm applied per
+ * head (Q then K) for Qwen3-30B-A3B's QK-norm (32+4 heads x 128, bf16) at T = 4096 took 98.6 us
+ * on an H200 (18% of copy bandwidth). The ≥ 5x goal is against that; the row at T = 4096 prints
+ * our fused kernel's ratio to it, next to the ratio against our own generic per-head RMSNorm
+ * (two launches of the vectorized kernel), which is measured in the same run. */
+#define PYTORCH_QKNORM_T 4096
+#define PYTORCH_QKNORM_US 98.6
+
 typedef struct {
   sl_device_t *dev;
   sl_qknorm_args_t a;
@@ -265,18 +278,26 @@ static sl_status_t bench_qknorm_shape(sl_bench_t *b, int tokens, int q_heads, in
   c.rk = c.rq;
   c.rk.rows = tokens * kv_heads;
   double moved = 2.0 * (double)(qn + kn) * 2; /* Q and K read and written */
-  char shape[64], path[32], extra[96];
+  char shape[64], path[32], extra[160];
   snprintf(shape, sizeof shape, "T=%d %d+%dx%d bf16", tokens, q_heads, kv_heads, D);
   sl_qknorm_point_t pt;
   SL_CHECK_GOTO(sl_qknorm_choose(&c.a, info->arch, info->sm_count, &pt), s, out);
   path_name(b, pt.warps, path, sizeof path);
+  if (sl_device_backend(dev) == SL_BACKEND_CUDA) snprintf(path, sizeof path, "w=%d i=%d", pt.warps, pt.items);
   double us = 0, gus = -1, gen_us = 0, gen_gus = -1;
   if (sl_bench_selected(b, "qknorm")) {
-    SL_CHECK_GOTO(time_both(b, qk_fused, &c, tokens, &us, &gus), s, out);
-    SL_CHECK_GOTO(time_both(b, qk_generic, &c, tokens, &gen_us, &gen_gus), s, out);
+    /* At the reference shape also in a graph: device time without the per-launch overhead that
+     * the plain figure carries (see kernels/NOTES.md). */
+    const bool ref_shape = tokens == PYTORCH_QKNORM_T && q_heads == 32 && kv_heads == 4;
+    SL_CHECK_GOTO(time_both_g(b, qk_fused, &c, tokens, ref_shape, &us, &gus), s, out);
+    SL_CHECK_GOTO(time_both_g(b, qk_generic, &c, tokens, ref_shape, &gen_us, &gen_gus), s, out);
     snprintf(extra, sizeof extra, "2x rmsnorm/fused: %.2fx%s", us > 0 ? gen_us / us : 0.0, "");
     if (gus > 0 && gen_gus > 0)
       snprintf(extra, sizeof extra, "2x rmsnorm/fused: %.2fx (graph %.2fx)", us > 0 ? gen_us / us : 0.0, gen_gus / gus);
+    if (ref_shape && us > 0)
+      snprintf(extra, sizeof extra,
+               "2x rmsnorm/fused: %.2fx; PyTorch/fused: %.1fx, graph %.1fx (issue figure %.1f us, not measured here)",
+               gen_us / us, PYTORCH_QKNORM_US / us, gus > 0 ? PYTORCH_QKNORM_US / gus : 0.0, PYTORCH_QKNORM_US);
     sl_bench_row(b, "qknorm", shape, path, us, moved, gus, extra);
     sl_bench_row(b, "qknorm/2x-rmsnorm", shape, "generic", gen_us, moved, gen_gus, NULL);
     if (tune && (long)tokens * (q_heads + kv_heads) / 2 >= info->sm_count) {
@@ -373,6 +394,7 @@ static sl_status_t bench_embedding_shape(sl_bench_t *b, int tokens, int hidden, 
   sl_embedding_point_t pt;
   SL_CHECK_GOTO(sl_embedding_choose(&c.a, info->arch, info->sm_count, &pt), s, out);
   path_name(b, pt.warps, path, sizeof path);
+  if (sl_device_backend(dev) == SL_BACKEND_CUDA) snprintf(path, sizeof path, "w=%d p=%d", pt.warps, pt.lane_packets);
   double us, gus;
   SL_CHECK_GOTO(time_both(b, emb_run, &c, tokens, &us, &gus), s, out);
   sl_bench_row(b, "embedding", shape, path, us, moved, gus, NULL);
@@ -408,9 +430,13 @@ static sl_status_t run_all(sl_bench_t *b, bool tune) {
         SL_CHECK(bench_rmsnorm_shape(b, sh.tokens[t], sh.hidden[h], r == 1, tune));
   sl_bench_header(b, "QK-norm (in place, head_dim 128; baseline: rmsnorm over [T*heads, 128] for Q then K)");
   static const int qh[] = {32, 64};
+  /* + T = 4096, the shape of the issue's PyTorch reference figure */
+  static const int qk_t_full[] = {1, 16, 128, 1024, PYTORCH_QKNORM_T, 8192, 32768};
+  const int *qk_t = b->quick ? sh.tokens : qk_t_full;
+  const int qk_tn = b->quick ? sh.tokens_n : (int)(sizeof qk_t_full / sizeof *qk_t_full);
   for (int q = 0; q < (b->quick ? 1 : 2); q++)
-    for (int t = 0; t < sh.tokens_n; t++)
-      SL_CHECK(bench_qknorm_shape(b, sh.tokens[t], qh[q], 4, tune));
+    for (int t = 0; t < qk_tn; t++)
+      SL_CHECK(bench_qknorm_shape(b, qk_t[t], qh[q], 4, tune));
   sl_bench_header(b, "Embedding lookup (bf16 table, int32 ids)");
   for (int h = 0; h < sh.hidden_n; h++)
     for (int t = 0; t < sh.tokens_n; t++)

@@ -183,6 +183,24 @@ static void test_rmsnorm_sizes_and_variants(void **state) {
                     .res = SL_DTYPE_BF16,
                     .residual = 1};
   rms_check(&big, NULL);
+  /* The same for the plain norm, whose 16-bit rows are software-pipelined (the next row's loads
+   * are issued before the current row is reduced and stored): several rounds at 2 and 4 rows
+   * per block, an f16 -> f32 pair, and an odd row count so the last round is partly empty. */
+  static const struct { int rows, hidden; sl_dtype_t in, out; } plain_big[] = {
+      {20000, 2048, SL_DTYPE_BF16, SL_DTYPE_BF16},
+      {5001, 7168, SL_DTYPE_BF16, SL_DTYPE_BF16},
+      {9999, 4096, SL_DTYPE_F16, SL_DTYPE_F32},
+      {4099, 2048, SL_DTYPE_F32, SL_DTYPE_BF16}};
+  for (int i = 0; i < 4; i++) {
+    rms_case_t pb = {.rows = plain_big[i].rows,
+                     .hidden = plain_big[i].hidden,
+                     .in = plain_big[i].in,
+                     .out = plain_big[i].out,
+                     .w = SL_DTYPE_BF16,
+                     .res = plain_big[i].in,
+                     .bias = (float)(i & 1)};
+    rms_check(&pb, NULL);
+  }
   /* Per-head size (the QK-norm benchmark's baseline). */
   rms_case_t head = {
       .rows = 999, .hidden = 128, .in = SL_DTYPE_BF16, .out = SL_DTYPE_BF16, .w = SL_DTYPE_BF16, .res = SL_DTYPE_BF16};
@@ -190,20 +208,23 @@ static void test_rmsnorm_sizes_and_variants(void **state) {
 }
 
 static void test_rmsnorm_every_warps_candidate(void **state) {
-  static const int hiddens[] = {520, 4096, 7168};
-  for (int h = 0; h < 3; h++) {
+  /* 2048 at 32 warps is 16 rows per block: more rows than named barriers, __syncthreads. 3001
+   * rows: more row groups than resident blocks at the small candidates (grid-stride rounds). */
+  static const int hiddens[] = {520, 2048, 4096, 7168};
+  for (int h = 0; h < 4; h++) {
     int cand[8], n = sl_rmsnorm_warp_candidates(hiddens[h], cand);
-    for (int i = 0; i < n; i++) {
-      rms_case_t c = {.rows = 1001,
-                      .hidden = hiddens[h],
-                      .in = SL_DTYPE_BF16,
-                      .out = SL_DTYPE_BF16,
-                      .w = SL_DTYPE_BF16,
-                      .res = SL_DTYPE_BF16,
-                      .residual = i & 1,
-                      .warps = cand[i]};
-      rms_check(&c, NULL);
-    }
+    for (int i = 0; i < n; i++)
+      for (int residual = 0; residual < 2; residual++) {
+        rms_case_t c = {.rows = 3001,
+                        .hidden = hiddens[h],
+                        .in = SL_DTYPE_BF16,
+                        .out = SL_DTYPE_BF16,
+                        .w = SL_DTYPE_BF16,
+                        .res = SL_DTYPE_BF16,
+                        .residual = residual,
+                        .warps = cand[i]};
+        rms_check(&c, NULL);
+      }
   }
 }
 
@@ -358,6 +379,19 @@ static void test_qknorm_qwen3_shapes_and_warps(void **state) {
   c.q_heads = 64;
   c.tokens = 17;
   qk_check(&c);
+  /* Few heads per token (3, fewer than the 8-16 heads of a warp iteration at 8 warps): one
+   * iteration's items span several tokens; with and without RoPE (positions per item). */
+  for (int rope = 0; rope < 2; rope++) {
+    qk_case_t few = {.tokens = 3001,
+                     .q_heads = 2,
+                     .kv_heads = 1,
+                     .head_dim = 64,
+                     .rot_dim = rope ? 64 : 0,
+                     .packed = rope,
+                     .warps = 8,
+                     .dt = SL_DTYPE_BF16};
+    qk_check(&few);
+  }
   for (int w = 1; w <= 32; w *= 2) {
     qk_case_t cw = {.tokens = 2000,
                     .q_heads = 32,

@@ -21,14 +21,18 @@
 #include "sl_test.h"
 
 typedef enum {
-  ROUTE_RANDOM = 0,   /* K distinct experts anywhere */
-  ROUTE_SKEW = 1,     /* every token's experts on rank 0 */
-  ROUTE_ONE_RANK = 2, /* every token's K experts on one (random) rank */
-  ROUTE_INVALID = 3,  /* random, plus one id out of range in some tokens */
+  ROUTE_RANDOM = 0,     /* K distinct experts anywhere */
+  ROUTE_SKEW = 1,       /* every token's experts on rank 0 */
+  ROUTE_ONE_RANK = 2,   /* every token's K experts on one (random) rank */
+  ROUTE_INVALID = 3,    /* random, plus one id out of range in some tokens */
+  ROUTE_OTHER_NODE = 4, /* every token's K experts on the ranks of the next node (harness
+                           ranks_per_node; one node: like RANDOM) */
+  ROUTE_LAST_RANK = 5,  /* every token's experts on the last rank (remote for node 0) */
 } moe_route_t;
 
 static inline const char *moe_route_name(moe_route_t r) {
-  static const char *n[] = {"random", "skew-to-rank0", "topk-on-one-rank", "invalid-ids"};
+  static const char *n[] = {"random",      "skew-to-rank0",      "topk-on-one-rank",
+                            "invalid-ids", "topk-on-other-node", "skew-to-last-rank"};
   return n[r];
 }
 
@@ -98,6 +102,7 @@ typedef struct {
   MPI_Comm comm; /* the group (a node) */
   int rank, size;
   sl_stream_t *stream;
+  int ranks_per_node; /* ROUTE_OTHER_NODE; 0: the whole group is one node */
 } moe_harness_t;
 
 typedef struct {
@@ -107,6 +112,8 @@ typedef struct {
   sl_status_t expect_dispatch;   /* SL_OK, or the error dispatch (or check) must report */
   size_t mismatches;             /* out */
   sl_moe_comm_path_t path_taken; /* out */
+  sl_moe_net_mode_t net;         /* inter-node handles: dispatch mode (AUTO / DIRECT / NODE_AGG) */
+  sl_moe_net_mode_t net_taken;   /* out */
 } moe_case_t;
 
 static inline void *moe_dev_alloc(sl_device_t *dev, size_t bytes) {
@@ -136,6 +143,12 @@ static inline void moe_run_case(moe_harness_t *H, sl_moe_comm_t *h, uint64_t *rn
     int32_t *id = ids + (size_t)t * K;
     if (c->route == ROUTE_SKEW) {
       moe_pick_experts(&lr, E, K, 0, epr, id);
+    } else if (c->route == ROUTE_LAST_RANK) {
+      moe_pick_experts(&lr, E, K, E - epr, E, id);
+    } else if (c->route == ROUTE_OTHER_NODE) {
+      int L = H->ranks_per_node > 0 ? H->ranks_per_node : l->nranks, nodes = l->nranks / L;
+      int other = (H->rank / L + 1) % nodes;
+      moe_pick_experts(&lr, E, K, other * L * epr, (other + 1) * L * epr, id);
     } else if (c->route == ROUTE_ONE_RANK) {
       int d = (int)(sl_test_rand_u64(&lr) % (uint64_t)l->nranks);
       moe_pick_experts(&lr, E, K, d * epr, (d + 1) * epr, id);
@@ -175,7 +188,9 @@ static inline void moe_run_case(moe_harness_t *H, sl_moe_comm_t *h, uint64_t *rn
                                     .topk_ids = dids,
                                     .topk_weights = dw,
                                     .force_path = c->path,
-                                    .path_taken = &c->path_taken};
+                                    .path_taken = &c->path_taken,
+                                    .net_mode = c->net,
+                                    .net_taken = &c->net_taken};
   sl_status_t s = sl_moe_comm_dispatch(h, &da, H->stream);
   if (s == SL_OK) s = sl_moe_comm_check(h, H->stream);
   if (c->expect_dispatch == SL_OK) {

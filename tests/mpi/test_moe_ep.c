@@ -3,8 +3,8 @@
  * everything routed to one rank, top-k all on one rank, ranks with T = 0 while others have
  * tokens, invalid expert ids (reported, skipped), rows over capacity (reported, zero, no
  * hang), several calls per handle (epochs grow).
- * With SL_RANKS_PER_NODE (simulated nodes) the EP group is the node: cross-node peers belong
- * to the inter-node transport, which is not part of this test. */
+ * With SL_RANKS_PER_NODE (simulated nodes) the EP group is the node; the inter-node path
+ * (peers on other nodes through the UCX proxy) is tests/mpi/test_moe_internode.c. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,7 +139,7 @@ int main(int argc, char **argv) {
   MPI_Comm_size(H.comm, &H.size);
   if (rt.boot.num_nodes > 1 && rt.boot.rank == 0)
     printf("note: %d (simulated) nodes: each EP group is one node of %d ranks; peers on other nodes are the "
-           "inter-node transport's and are not exercised here\n",
+           "inter-node path's (test_moe_internode)\n",
            rt.boot.num_nodes, H.size);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_payloads_random),   cmocka_unit_test(test_skew_and_one_rank),

@@ -112,8 +112,34 @@ static void test_rejects_bad_arguments(void **state) {
   assert_int_equal(sl_embedding_validate(&a), SL_ERR_INVALID);
 }
 
+/* Small T cuts rows into 1 KB tasks (2 packets per lane) spread over every SM; large T copies a
+ * row with up to 16 packets per lane, the table's warps. */
+static void test_configuration_choice(void **state) {
+  sl_embedding_args_t a = {.tokens = 128, .vocab = 10, .hidden = 7168, .dtype = SL_DTYPE_BF16};
+  sl_embedding_point_t pt;
+  SL_ASSERT_OK(sl_embedding_choose(&a, SL_ARCH_HOPPER, 132, &pt));
+  assert_int_equal(pt.lane_packets, 2); /* 14 tasks per row, 1792 in all */
+  assert_int_equal(pt.warps, 8);        /* 224 blocks */
+  a.tokens = 1;
+  SL_ASSERT_OK(sl_embedding_choose(&a, SL_ARCH_HOPPER, 132, &pt));
+  assert_int_equal(pt.lane_packets, 2);
+  assert_int_equal(pt.warps, 1); /* 14 warps, 14 blocks */
+  a.tokens = 8192;
+  SL_ASSERT_OK(sl_embedding_choose(&a, SL_ARCH_HOPPER, 132, &pt));
+  assert_int_equal(pt.lane_packets, 16); /* 28 packets per lane: two tasks per row */
+  assert_int_equal(pt.warps, 8);
+  a.hidden = 2048; /* 8 packets per lane: one task per row */
+  SL_ASSERT_OK(sl_embedding_choose(&a, SL_ARCH_HOPPER, 132, &pt));
+  assert_int_equal(pt.lane_packets, 8);
+  a.warps = 4; /* explicit warps (--tune) keep the size's packets */
+  SL_ASSERT_OK(sl_embedding_choose(&a, SL_ARCH_HOPPER, 132, &pt));
+  assert_int_equal(pt.warps, 4);
+  assert_int_equal(pt.lane_packets, 8);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_configuration_choice),
       cmocka_unit_test(test_gathers_rows_exactly),
       cmocka_unit_test(test_out_of_range_id_is_reported),
       cmocka_unit_test(test_rejects_bad_arguments),

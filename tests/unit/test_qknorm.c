@@ -236,11 +236,47 @@ static void test_configuration_choice(void **state) {
   assert_int_equal(SL_QKNORM_LANES_PER_HEAD(256), 32);
 }
 
+/* Small prefill (one wave): the grid must cover every SM, with 1-2 head groups per warp; the
+ * head count per call is limited to 2^30 (32-bit head indices in the kernel). */
+static void test_small_prefill_covers_all_sms(void **state) {
+  sl_qknorm_args_t a = {.q_row_stride = 4096,
+                        .k_row_stride = 512,
+                        .tokens = 16,
+                        .q_heads = 32,
+                        .kv_heads = 4,
+                        .head_dim = 128,
+                        .dtype = SL_DTYPE_BF16,
+                        .w_dtype = SL_DTYPE_BF16,
+                        .eps = 1e-6f};
+  sl_qknorm_point_t pt;
+  static const struct { int tokens, q_heads, warps, items; } want[] = {
+      {16, 32, 2, 1},   /* 576 heads = 288 warps: 144 blocks of 2 */
+      {128, 32, 8, 1},  /* 2304 warps: 288 blocks of 8 */
+      {128, 64, 8, 2},  /* 8704 heads: 2 groups per warp, 272 blocks of 8 */
+      {4096, 32, 8, 4}, /* large: the table and the register budget's items */
+  };
+  for (int i = 0; i < 4; i++) {
+    a.tokens = want[i].tokens;
+    a.q_heads = want[i].q_heads;
+    a.q_row_stride = (long)want[i].q_heads * 128;
+    SL_ASSERT_OK(sl_qknorm_choose(&a, SL_ARCH_HOPPER, 132, &pt));
+    assert_int_equal(pt.warps, want[i].warps);
+    assert_int_equal(pt.items, want[i].items);
+    long heads = (long)a.tokens * (a.q_heads + a.kv_heads), per_warp = 32 / 16 * pt.items;
+    long blocks = (heads + per_warp * pt.warps - 1) / (per_warp * pt.warps);
+    assert_true(blocks >= 132);
+  }
+  a.tokens = 1 << 26; /* x 36 heads > 2^30 */
+  assert_int_equal(sl_qknorm_validate(&a), SL_ERR_INVALID);
+  assert_non_null(strstr(sl_last_error(), "2^30"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_every_dtype_dim_layout_and_rope),
       cmocka_unit_test(test_rejects_bad_arguments),
       cmocka_unit_test(test_configuration_choice),
+      cmocka_unit_test(test_small_prefill_covers_all_sms),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
