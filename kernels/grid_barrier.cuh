@@ -6,12 +6,13 @@
 //    epoch) and returns the low bits to their old value: the last arriver bumps the epoch
 //    inside its own atomic, with no second round trip.
 //  - Thread 0 remembers the epoch it saw before arriving (the epoch cannot move before this
-//    block arrives) and polls the word with ld.acquire.gpu until bit 31 differs.
+//    block arrives) and polls the word with ld.relaxed.gpu until bit 31 differs, then issues
+//    one fence.acq_rel.gpu (strong read + fence = PTX acquire pattern).
 //  - Ordering: __syncthreads orders the block's writes before thread 0's release; the
-//    release/acquire pair on the word (the adds form one release sequence) makes every
+//    release/acquire pattern on the word (the adds form one release sequence) makes every
 //    block's pre-barrier writes visible to every block after the barrier; the second
 //    __syncthreads extends that to the block's other threads. No __threadfence needed.
-//  - The wait is bounded: after timeout_ns (globaltimer) thread 0 records
+//  - The wait is bounded: after timeout_ns (globaltimer, first read after 1024 polls) thread 0 records
 //    SL_DEV_ERR_TIMEOUT in the error record and the whole block returns false. The state is
 //    then inconsistent and must be zeroed by the host before the next launch.
 #ifndef SL_GRID_BARRIER_CUH
@@ -35,6 +36,7 @@ __device__ __forceinline__ unsigned sl_grid_ld_relaxed_u32(const unsigned *p) {
 __device__ __forceinline__ void sl_grid_red_release_add_u32(unsigned *p, unsigned v) {
   asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
+__device__ __forceinline__ void sl_grid_fence_acq_rel(void) { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
 __device__ __forceinline__ unsigned long long sl_grid_globaltimer_ns(void) {
   unsigned long long t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
@@ -76,21 +78,28 @@ __device__ __forceinline__ bool sl_grid_barrier_sync(sl_grid_barrier_t *b, unsig
     unsigned *word = &b->state->word;
     sl_grid_red_release_add_u32(word, inc);
     int failed = 0;
-    unsigned v = sl_grid_ld_acquire_u32(word);
-    if (((v ^ b->epoch) & SL_GRID_BARRIER_EPOCH_BIT) == 0) {
-      unsigned long long start = sl_grid_globaltimer_ns();
-      unsigned spins = 0;
-      do {
-        v = sl_grid_ld_acquire_u32(word);
-        // The timer is read only every 256 polls: a poll costs an L2 round trip already.
-        if ((++spins & 255u) == 0 && sl_grid_globaltimer_ns() - start > timeout_ns) {
+    // Spin with relaxed loads (no per-poll acquire: ld.acquire invalidates L1 after every
+    // poll); one acquire fence once the epoch has flipped completes the acquire pattern
+    // (strong read, then fence.acq_rel). The timer is only started after 1024 polls, so
+    // a barrier that completes in time never reads %globaltimer.
+    unsigned v = sl_grid_ld_relaxed_u32(word);
+    unsigned spins = 0;
+    unsigned long long start = 0;
+    while (((v ^ b->epoch) & SL_GRID_BARRIER_EPOCH_BIT) == 0) {
+      v = sl_grid_ld_relaxed_u32(word);
+      if ((++spins & 1023u) == 0) {
+        const unsigned long long now = sl_grid_globaltimer_ns();
+        if (start == 0) {
+          start = now;
+        } else if (now - start > timeout_ns) {
           sl_dev_error_record(&b->state->error, SL_DEV_ERR_TIMEOUT, (int)blockIdx.x,
                               (int)(v & ~SL_GRID_BARRIER_EPOCH_BIT), (int)nblocks);
           failed = 1;
           break;
         }
-      } while (((v ^ b->epoch) & SL_GRID_BARRIER_EPOCH_BIT) == 0);
+      }
     }
+    sl_grid_fence_acq_rel();
     b->epoch ^= SL_GRID_BARRIER_EPOCH_BIT;
     sl_grid_barrier_failed = failed;
   }

@@ -47,9 +47,9 @@ sl_status_t sl_dev_error_status(const sl_dev_error_t *e, const char *what);
 
 /* The barrier benchmark kernel: `blocks` blocks (each 32 threads) doing `rounds` barriers. */
 sl_status_t sl_grid_barrier_bench_spec(sl_jit_spec_t *spec);
-/* Run it on `state` (device memory, zeroed by the caller once); *us_per_barrier is the
- * kernel time / rounds. Returns SL_ERR_TIMEOUT if a barrier timed out, SL_ERR_INTERNAL if
- * the kernel's own check (every block sees its neighbour's pre-barrier write) failed.
+/* Run it on `state` (device memory, zeroed by the caller once): a checked launch, then a
+ * timed barrier-only launch; *us_per_barrier is the timed kernel's time / rounds. Returns
+ * SL_ERR_TIMEOUT if a barrier timed out, SL_ERR_INTERNAL if the kernel's own check (every block sees its neighbour's pre-barrier write) failed.
  * For tests: absent_block >= 0 makes that block skip the barriers (the others must time
  * out after timeout_ms; 0 = SL_TIMEOUT_MS); the state is zeroed again afterwards. */
 sl_status_t sl_grid_barrier_bench(sl_device_t *dev, sl_grid_barrier_state_t *state, int blocks, int rounds,

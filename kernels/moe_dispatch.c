@@ -5,11 +5,25 @@
  *    unroll; the token's 16-byte vectors are loaded once and stored K times, so x is read
  *    once. Decode uses unroll 1 (more, smaller items spread over more SMs); prefill uses
  *    unroll 2 (two loads in flight per lane before the K stores).
- *  - DESIGN.md's rule: copy_blocks = items / 8 warps; if copy_blocks < SMs, one cooperative
- *    launch (route, grid barrier, copy) with grid = copy_blocks (<= SMs, so co-resident);
- *    else a routing launch (512 threads x 8 pairs per block; the last block scans the
+ *  - Decode, T*K <= SL_MOE_REPL_MAX_PAIRS (1024: T <= 128 at K=8): the replicated path, one
+ *    plain launch of copy_blocks blocks where every block ranks all pairs itself in shared
+ *    memory (one routing block of <= 4 rounds of 256 pairs, the same ranks as the other
+ *    paths) and then copies its items. H200 run 3: the fused path cost 3.8 us in a graph at
+ *    T=1, of which the grid barrier is 1.26 us and the global rank/count round trips after it another
+ *    L2 latency or two; redundant routing of <= 1024 ids per block is cheaper than both.
+ *  - Otherwise DESIGN.md's rule, "does the copy fit in one resident wave": copy_blocks =
+ *    items / 8 warps (unroll 1). If copy_blocks <= SL_MOE_FUSED_MAX_WAVES x SMs (and the
+ *    routing fits in one 256-pair round per block), one cooperative launch (route, grid barrier, copy)
+ *    with grid = min(copy_blocks, resident blocks, 2 per SM) and the copy grid-strided.
+ *    The H200 run 3 showed why the bound is not "copy_blocks < SMs": DeepSeek-V3 at T=128
+ *    (448 copy blocks) took the split path at 11.2 us in a graph, where the fused kernel
+ *    needs barrier + one routing round + 16.5 MB of copy (3.9 us at copy bandwidth), and
+ *    the split path's routing kernel (one 512-thread block for <= 4096 pairs, 8 rounds, then
+ *    a ticket-ordered scan) plus a second launch cost more than the grid-stride loop.
+ *    At 4 waves a warp copies <= 4 items (2 at 2 blocks per SM).
+ *    Else a routing launch (512 threads x 8 pairs per block; the last block scans the
  *    per-block counts) and a copy launch over copy_blocks blocks.
- *  - Both paths rank the pairs of an expert in pair order (t * K + k): the slots, hence the
+ *  - All paths rank the pairs of an expert in pair order (t * K + k): the slots, hence the
  *    expert buffers, are identical across paths and equal to the CPU reference. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,8 +33,9 @@
 #include "kernels/quant.h"
 #include "runtime/sl_config.h"
 
-enum { DECODE_UNROLL = 1, PREFILL_UNROLL = 2, ENTRY_FUSED = 0, ENTRY_ROUTE = 1, ENTRY_COPY = 2 };
-static const char *const entries[] = {"sl_moe_dispatch_fused", "sl_moe_dispatch_route", "sl_moe_dispatch_copy"};
+enum { DECODE_UNROLL = 1, PREFILL_UNROLL = 2, ENTRY_FUSED = 0, ENTRY_ROUTE = 1, ENTRY_COPY = 2, ENTRY_REPL = 3 };
+static const char *const entries[] = {"sl_moe_dispatch_fused", "sl_moe_dispatch_route", "sl_moe_dispatch_copy",
+                                      "sl_moe_dispatch_replicated"};
 
 const char *sl_moe_path_name(sl_moe_path_t p) {
   switch (p) {
@@ -28,6 +43,7 @@ const char *sl_moe_path_name(sl_moe_path_t p) {
   case SL_MOE_PATH_FUSED: return "fused-coop";
   case SL_MOE_PATH_SPLIT: return "route+copy";
   case SL_MOE_PATH_CPU: return "cpu";
+  case SL_MOE_PATH_REPLICATED: return "replicated";
   }
   return "?";
 }
@@ -117,12 +133,15 @@ static int copy_blocks(const sl_moe_dispatch_args_t *a, int unroll) {
 
 sl_moe_path_t sl_moe_dispatch_choose_path(const sl_moe_dispatch_args_t *a, int num_sms) {
   if (a->num_tokens == 0) return SL_MOE_PATH_NONE;
-  return copy_blocks(a, DECODE_UNROLL) < num_sms ? SL_MOE_PATH_FUSED : SL_MOE_PATH_SPLIT;
+  if ((long)a->num_tokens * a->top_k <= SL_MOE_REPL_MAX_PAIRS) return SL_MOE_PATH_REPLICATED;
+  const long route_blocks = sl_moe_cdiv((long)a->num_tokens * a->top_k, SL_MOE_FUSED_THREADS);
+  const long waves = (long)SL_MOE_FUSED_MAX_WAVES * num_sms;
+  return route_blocks <= num_sms && copy_blocks(a, DECODE_UNROLL) <= waves ? SL_MOE_PATH_FUSED : SL_MOE_PATH_SPLIT;
 }
 
 sl_status_t sl_moe_dispatch_spec(int hidden, int top_k, int num_local, sl_moe_payload_t payload, int quant_rule,
                                  int which, sl_jit_spec_t *spec) {
-  if (which < 0 || which > 2) return SL_ERR(SL_ERR_INVALID, "moe dispatch spec: kernel %d", which);
+  if (which < 0 || which > 3) return SL_ERR(SL_ERR_INVALID, "moe dispatch spec: kernel %d", which);
   sl_jit_spec_init(spec, "kernels/moe_dispatch.cu", entries[which]);
   /* The routing kernel does not touch rows: one compiled point per (K, E_local). */
   const bool route = which == ENTRY_ROUTE;
@@ -130,7 +149,9 @@ sl_status_t sl_moe_dispatch_spec(int hidden, int top_k, int num_local, sl_moe_pa
   SL_CHECK(sl_jit_spec_define(spec, "MOE_TOPK", "%d", top_k));
   SL_CHECK(sl_jit_spec_define(spec, "MOE_LOCAL", "%d", num_local));
   SL_CHECK(sl_jit_spec_define(spec, "MOE_UNROLL", "%d",
-                              which == ENTRY_FUSED ? DECODE_UNROLL : route ? 1 : PREFILL_UNROLL));
+                              which == ENTRY_FUSED || which == ENTRY_REPL ? DECODE_UNROLL
+                              : route                                    ? 1
+                                                                         : PREFILL_UNROLL));
   SL_CHECK(sl_jit_spec_define(spec, "MOE_KERNEL", "%d", which));
   SL_CHECK(sl_jit_spec_define(spec, "MOE_PAYLOAD", "%d", route ? -1 : payload_qfmt(payload)));
   SL_CHECK(sl_jit_spec_define(spec, "MOE_QRULE", "%d",
@@ -151,13 +172,15 @@ sl_status_t sl_moe_dispatch_jit_points(int arch, sl_status_t (*fn)(const sl_jit_
   (void)arch;
   sl_jit_spec_t spec;
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
-    for (int which = 0; which < 3; which++) {
+    for (int which = 0; which < 4; which++) {
       SL_CHECK(sl_moe_dispatch_spec(shapes[i][0], shapes[i][1], shapes[i][2], SL_MOE_PAYLOAD_BF16, 0, which, &spec));
       SL_CHECK(fn(&spec, user));
     }
     if (shapes[i][2] != 128) continue; /* the quantized payloads: one shape */
+    static const int qentries[] = {ENTRY_FUSED, ENTRY_COPY, ENTRY_REPL};
     for (size_t q = 0; q < sizeof quant / sizeof quant[0]; q++)
-      for (int which = ENTRY_FUSED; which <= ENTRY_COPY; which += ENTRY_COPY - ENTRY_FUSED) {
+      for (int j = 0; j < 3; j++) {
+        const int which = qentries[j];
         SL_CHECK(sl_moe_dispatch_spec(shapes[i][0], shapes[i][1], shapes[i][2], (sl_moe_payload_t)quant[q][0],
                                       quant[q][1], which, &spec));
         SL_CHECK(fn(&spec, user));
@@ -253,7 +276,12 @@ out:
 static sl_status_t dispatch_cuda(sl_device_t *dev, const sl_moe_dispatch_args_t *a, sl_stream_t *stream) {
   const int local = a->expert_end - a->expert_begin, sms = sl_device_info(dev)->sm_count;
   sl_moe_path_t path = sl_moe_dispatch_choose_path(a, sms);
-  if (a->force_path == SL_MOE_PATH_FUSED || a->force_path == SL_MOE_PATH_SPLIT) path = (sl_moe_path_t)a->force_path;
+  if (a->force_path == SL_MOE_PATH_FUSED || a->force_path == SL_MOE_PATH_SPLIT ||
+      a->force_path == SL_MOE_PATH_REPLICATED)
+    path = (sl_moe_path_t)a->force_path;
+  if (path == SL_MOE_PATH_REPLICATED && (long)a->num_tokens * a->top_k > SL_MOE_REPL_MAX_PAIRS)
+    return SL_ERR(SL_ERR_INVALID, "moe dispatch: replicated path takes at most %d pairs, not %d tokens x %d",
+                  SL_MOE_REPL_MAX_PAIRS, a->num_tokens, a->top_k);
   if (a->path_taken) *a->path_taken = a->num_tokens ? path : SL_MOE_PATH_NONE;
   if (a->num_tokens == 0) return sl_memset(dev, a->expert_counts, 0, (size_t)local * 4, stream);
 
@@ -270,17 +298,35 @@ static sl_status_t dispatch_cuda(sl_device_t *dev, const sl_moe_dispatch_args_t 
   sl_jit_spec_t spec;
   sl_kernel_t *k;
 
+  if (path == SL_MOE_PATH_REPLICATED) {
+    /* No co-residency needed: one warp per item, every block routes all pairs itself. */
+    SL_CHECK(sl_moe_dispatch_spec(a->hidden, a->top_k, local, a->payload, a->quant_rule, ENTRY_REPL, &spec));
+    SL_CHECK(sl_jit_get_kernel(dev, &spec, &k));
+    void *args[] = {&x, &ids, &T, &E, &begin, &end, &cap, &ex, &es, &gscale, &ec, &slots, &state};
+    sl_launch_t l = {.grid = {(unsigned)copy_blocks(a, DECODE_UNROLL)}, .block = {SL_MOE_FUSED_THREADS},
+                     .stream = stream};
+    return sl_kernel_launch(k, &l, args);
+  }
+
   if (path == SL_MOE_PATH_FUSED) {
     const int route_blocks = sl_moe_cdiv((long)T * a->top_k, SL_MOE_FUSED_THREADS);
-    int grid = copy_blocks(a, DECODE_UNROLL);
-    if (grid > sms) grid = sms; /* forced fused on a large T: items are grid-strided */
-    if (grid < route_blocks) grid = route_blocks;
-    if (grid > sms)
-      return SL_ERR(SL_ERR_INVALID,
-                    "moe dispatch: fused path needs %d routing blocks for %d tokens but only %d SMs: use the split path",
-                    route_blocks, T, sms);
     SL_CHECK(sl_moe_dispatch_spec(a->hidden, a->top_k, local, a->payload, a->quant_rule, ENTRY_FUSED, &spec));
     SL_CHECK(sl_jit_get_kernel(dev, &spec, &k));
+    /* Up to 2 blocks per SM where they fit (16 warps' loads in flight per SM for the
+     * grid-stride copy; more blocks would lengthen the barrier's arrival chain). */
+    int per_sm = 1;
+    SL_CHECK(sl_kernel_occupancy(k, SL_MOE_FUSED_THREADS, 0, &per_sm));
+    if (per_sm > 2) per_sm = 2;
+    if (per_sm < 1) per_sm = 1;
+    const int resident = sms * per_sm;
+    int grid = copy_blocks(a, DECODE_UNROLL);
+    if (grid > resident) grid = resident; /* items are grid-strided */
+    if (grid < route_blocks) grid = route_blocks;
+    if (grid > resident)
+      return SL_ERR(SL_ERR_INVALID,
+                    "moe dispatch: fused path needs %d routing blocks for %d tokens but only %d blocks are resident: "
+                    "use the split path",
+                    route_blocks, T, resident);
     unsigned long long timeout_ns = (unsigned long long)sl_config()->timeout_ms * 1000000ull;
     void *args[] = {&x,  &ids,   &T,     &E,     &begin,  &end,      &cap,      &ex,
                     &es, &gscale, &ec,   &slots, &state,  &counts,   &pair_rank, &timeout_ns};

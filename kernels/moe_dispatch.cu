@@ -25,7 +25,7 @@
 #error "MOE_UNROLL (16-byte vectors per lane per work item) must be defined by the JIT"
 #endif
 #ifndef MOE_KERNEL
-#error "MOE_KERNEL (0: fused, 1: route, 2: copy; only that kernel is compiled) must be defined by the JIT"
+#error "MOE_KERNEL (0: fused, 1: route, 2: copy, 3: replicated; only that kernel is compiled) must be defined by the JIT"
 #endif
 #ifndef MOE_PAYLOAD
 #error "MOE_PAYLOAD (-1: bf16 copy, else an SL_QFMT_* format) must be defined by the JIT"
@@ -171,8 +171,8 @@ __device__ __forceinline__ void route_pairs(int route_block, int num_pairs, cons
 // Copy work items (token, chunk of MOE_CHUNK columns), one warp each. The item's 16-byte
 // vectors of x and (lanes k < K) the pair's expert id are loaded first (load_item: nothing
 // there depends on routing, so the fused kernel issues it before its grid barrier), then
-// copy_item computes the rows (offset_fn gives the rank of the pair's routing block within
-// its expert), publishes the slots from the chunk-0 warp of the token, and stores K times.
+// copy_item computes the rows (offset_fn gives the pair's rank within its expert: its rank
+// in its routing block plus the earlier blocks' counts), publishes the slots from the chunk-0 warp of the token, and stores K times.
 struct ItemInput {
   uint4 v[MOE_UNROLL];
   int id; // topk id of pair (t, lane) for lane < K
@@ -206,7 +206,7 @@ __device__ __forceinline__ void copy_item(long item, ItemInput &in, int num_expe
     const int id = in.id;
     const int e = (id >= 0 && id < num_experts) ? sl_moe_local_expert(id, expert_begin, expert_end) : -1;
     if (e >= 0) {
-      const int rank = __ldcg(&pair_rank[p]) + offset_fn(p, e);
+      const int rank = offset_fn(p, e);
       if (rank < capacity) row = sl_moe_row(e, rank, capacity);
     }
     if (c == 0) slots[p] = (int)row;
@@ -287,9 +287,9 @@ __device__ __forceinline__ void finish_expert(int e, int total, int capacity, in
 }
 
 struct FusedOffset {
-  const int *counts;
+  const int *counts, *pair_rank;
   __device__ int operator()(int p, int e) const {
-    int off = 0;
+    int off = __ldcg(&pair_rank[p]);
 #pragma unroll 4
     for (int b = 0; b < p / SL_MOE_FUSED_THREADS; b++) off += __ldcg(&counts[b * MOE_LOCAL + e]);
     return off;
@@ -327,7 +327,7 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_FUSED_THREADS)
   for (long item = first_item; item < num_items; item += (long)gridDim.x * (SL_MOE_FUSED_THREADS / 32)) {
     if (item != first_item) load_item(item, x, topk_ids, first);
     copy_item(item, first, num_experts, expert_begin, expert_end, capacity, pair_rank, expert_x, expert_scales,
-              global_scale, &state->error, slots, FusedOffset{counts});
+              global_scale, &state->error, slots, FusedOffset{counts, pair_rank});
   }
 }
 
@@ -378,8 +378,10 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_ROUTE_THREADS)
 
 #if MOE_KERNEL == 2
 struct SplitOffset {
-  const int *offsets;
-  __device__ int operator()(int p, int e) const { return offsets[(p / SL_MOE_ROUTE_PAIRS) * MOE_LOCAL + e]; }
+  const int *offsets, *pair_rank;
+  __device__ int operator()(int p, int e) const {
+    return __ldcg(&pair_rank[p]) + offsets[(p / SL_MOE_ROUTE_PAIRS) * MOE_LOCAL + e];
+  }
 };
 
 extern "C" __global__ void __launch_bounds__(SL_MOE_COPY_THREADS)
@@ -389,6 +391,56 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_COPY_THREADS)
                          int *__restrict__ slots, const int *offsets, const int *pair_rank,
                          sl_grid_barrier_state_t *state) {
   copy_items(x, topk_ids, num_tokens, num_experts, expert_begin, expert_end, capacity, pair_rank, expert_x,
-             expert_scales, global_scale, &state->error, slots, SplitOffset{offsets});
+             expert_scales, global_scale, &state->error, slots, SplitOffset{offsets, pair_rank});
+}
+#endif
+
+#if MOE_KERNEL == 3
+// Replicated routing (decode, T*K <= SL_MOE_REPL_MAX_PAIRS): every block ranks all pairs
+// itself in shared memory, as one routing block of up to 4 rounds (the running per-expert
+// base carries the rounds, so a rank is the pair's rank in its expert, in pair order: the
+// same as the other paths), so no block waits for another: no grid barrier, no
+// cooperative launch, no global rank/count round trip. Block 0 publishes the counts.
+#define MOE_REPL_ROUNDS (SL_MOE_REPL_MAX_PAIRS / SL_MOE_FUSED_THREADS)
+static_assert(MOE_REPL_ROUNDS == 4, "the replicated kernel instantiates 1, 2 and 4 routing rounds");
+struct ReplicatedRank {
+  const int *rank; // shared
+  __device__ int operator()(int p, int e) const { return rank[p]; }
+};
+
+extern "C" __global__ void __launch_bounds__(SL_MOE_FUSED_THREADS)
+    sl_moe_dispatch_replicated(const __nv_bfloat16 *__restrict__ x, const int *__restrict__ topk_ids,
+                               int num_tokens, int num_experts, int expert_begin, int expert_end, int capacity,
+                               void *__restrict__ expert_x, void *__restrict__ expert_scales, float global_scale,
+                               int *__restrict__ expert_counts, int *__restrict__ slots,
+                               sl_grid_barrier_state_t *state) {
+  __shared__ int base[MOE_LOCAL];
+  __shared__ int tag[(SL_MOE_FUSED_THREADS / 32) * MOE_LOCAL];
+  __shared__ int cnt[MOE_LOCAL];
+  __shared__ int rank[SL_MOE_REPL_MAX_PAIRS];
+  const int num_pairs = num_tokens * MOE_TOPK; // <= SL_MOE_REPL_MAX_PAIRS (host)
+  // This warp's first copy item does not depend on the routing: load it first.
+  const long num_items = (long)num_tokens * MOE_CHUNKS;
+  const long first_item = (long)blockIdx.x * (SL_MOE_FUSED_THREADS / 32) + threadIdx.x / 32;
+  ItemInput first;
+  if (first_item < num_items) load_item(first_item, x, topk_ids, first);
+  if (num_pairs <= SL_MOE_FUSED_THREADS)
+    route_pairs<SL_MOE_FUSED_THREADS, 1>(0, num_pairs, topk_ids, num_experts, expert_begin, expert_end, cnt, rank,
+                                         &state->error, base, tag);
+  else if (num_pairs <= 2 * SL_MOE_FUSED_THREADS)
+    route_pairs<SL_MOE_FUSED_THREADS, 2>(0, num_pairs, topk_ids, num_experts, expert_begin, expert_end, cnt, rank,
+                                         &state->error, base, tag);
+  else
+    route_pairs<SL_MOE_FUSED_THREADS, MOE_REPL_ROUNDS>(0, num_pairs, topk_ids, num_experts, expert_begin,
+                                                       expert_end, cnt, rank, &state->error, base, tag);
+  __syncthreads();
+  if (blockIdx.x == 0)
+    for (int e = threadIdx.x; e < MOE_LOCAL; e += SL_MOE_FUSED_THREADS)
+      finish_expert(e, cnt[e], capacity, expert_begin, expert_counts, &state->error);
+  for (long item = first_item; item < num_items; item += (long)gridDim.x * (SL_MOE_FUSED_THREADS / 32)) {
+    if (item != first_item) load_item(item, x, topk_ids, first);
+    copy_item(item, first, num_experts, expert_begin, expert_end, capacity, rank, expert_x, expert_scales,
+              global_scale, &state->error, slots, ReplicatedRank{rank});
+  }
 }
 #endif

@@ -24,6 +24,8 @@ typedef enum {
   SL_MOE_PATH_FUSED = 1, /* decode: one cooperative launch, route + grid barrier + copy */
   SL_MOE_PATH_SPLIT = 2, /* prefill: a routing launch, then a copy launch */
   SL_MOE_PATH_CPU = 3,
+  SL_MOE_PATH_REPLICATED = 4, /* decode, T*K <= SL_MOE_REPL_MAX_PAIRS: one plain launch, every
+                               * block ranks all pairs in shared memory, no grid barrier */
 } sl_moe_path_t;
 const char *sl_moe_path_name(sl_moe_path_t p);
 
@@ -67,7 +69,7 @@ typedef struct {
   int32_t *slots;               /* [T, K] row in expert_x, or -1 */
   void *workspace;              /* sl_moe_dispatch_workspace_bytes, zeroed once */
   size_t workspace_bytes;
-  int force_path;               /* 0: DESIGN.md rule; SL_MOE_PATH_FUSED/SPLIT: that path */
+  int force_path;               /* 0: DESIGN.md rule; SL_MOE_PATH_FUSED/SPLIT/REPLICATED: that path */
   sl_moe_path_t *path_taken;    /* optional out: which path ran */
 } sl_moe_dispatch_args_t;
 

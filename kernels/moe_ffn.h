@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "kernels/moe_ffn_gemv.h"
 #include "runtime/sl_device.h"
 #include "runtime/sl_jit.h"
 #include "runtime/sl_status.h"
@@ -38,6 +39,10 @@ typedef struct {
    * L2, into unused rows). true = exact mode: the stream is synchronised to read the counts,
    * then grouped GEMMs touch only the non-empty experts and only their real rows. */
   bool exact_rows;
+  /* Padded mode only: 0 = automatic (the weight-streaming GEMV kernels while
+   * min(capacity, T) <= SL_MOE_FFN_GEMV_MAX_ROWS, else the batched GEMMs); 1 = always the
+   * GEMV kernels; -1 = always the batched GEMMs (tests, benchmarks). */
+  int small_rows;
 } sl_moe_ffn_args_t;
 
 size_t sl_moe_ffn_workspace_bytes(int num_local_experts, int capacity, int max_tokens, int top_k, int hidden,
@@ -48,11 +53,16 @@ sl_status_t sl_moe_ffn(sl_device_t *dev, const sl_moe_ffn_args_t *a, sl_stream_t
 sl_status_t sl_moe_ffn_ref(const sl_moe_ffn_args_t *a);
 
 /* Router logits [T, E] fp32 = x [T, H] bf16 . w_router [E, H]^T bf16, fp32 accumulation
- * (cuBLAS on the GPU, OpenBLAS on the CPU). */
+ * (GPU: the GEMV kernel for T <= SL_MOE_FFN_GEMV_MAX_ROWS, else cuBLAS; CPU: OpenBLAS). */
 sl_status_t sl_moe_gate_logits(sl_device_t *dev, int num_tokens, int num_experts, int hidden, const void *x,
                                const void *w_router, float *logits, sl_stream_t *stream);
 
 sl_status_t sl_moe_ffn_plan_spec(int num_local_experts, sl_jit_spec_t *spec);
+/* The GEMV kernels: which = 0 gate_up + SiLU-and-mul, 1 down, 2 router logits (used by
+ * sl_moe_gate_logits for T <= SL_MOE_FFN_GEMV_MAX_ROWS on the GPU). */
+sl_status_t sl_moe_ffn_gemv_spec(int which, sl_jit_spec_t *spec);
+/* Whether padded mode on the GPU takes the GEMV kernels for these arguments. */
+bool sl_moe_ffn_uses_gemv(const sl_moe_ffn_args_t *a);
 sl_status_t sl_moe_ffn_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t *spec, void *user), void *user);
 
 #ifdef __cplusplus

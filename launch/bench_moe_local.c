@@ -157,6 +157,21 @@ static sl_status_t bench_dispatch_combine(sl_bench_t *b, const model_t *m, const
       char ref[64];
       torch_extra(m, T, true, gpu_of(b) ? us : 0, gus, ref, sizeof ref);
       sl_bench_row(b, "moe_dispatch", shape, sl_moe_path_name(path), us, dbytes, gus, ref[0] ? ref : NULL);
+      if (path == SL_MOE_PATH_REPLICATED && gpu_of(b)) { /* the cooperative path, for comparison */
+        ctx_t f = c;
+        sl_moe_path_t fpath = SL_MOE_PATH_NONE;
+        f.da.force_path = SL_MOE_PATH_FUSED;
+        f.da.path_taken = &fpath;
+        double fus = 0, fgus = -1;
+        r = time_both(b, run_dispatch, &f, true, &fus, &fgus);
+        if (r == SL_OK) r = sl_moe_dispatch_check(dev, ws, b->stream);
+        if (r != SL_OK) {
+          sl_device_free(dev, ex);
+          s = r;
+          goto out;
+        }
+        sl_bench_row(b, "moe_dispatch", shape, sl_moe_path_name(fpath), fus, dbytes, fgus, "forced (comparison)");
+      }
       /* Fused payload quantization: x read once, K quantized rows + scales written. */
       void *scales = NULL;
       r = sl_device_malloc(dev, (size_t)E * T * (H / 16) + 256, &scales);
@@ -251,13 +266,19 @@ static sl_status_t bench_layer(sl_bench_t *b, const model_t *m, const int *Ts, i
   const double expert_bytes = (double)(2 * I * H + H * I) * 2;
   for (int i = 0; i < nT; i++) {
     const int T = Ts[i];
-    for (int exact = 0; exact < 2; exact++) {
-      /* Padded (graph capturable) GEMMs at decode sizes; exact (one count read) from 64 rows. */
+    /* Variants: 0 padded mode, automatic FFN (GEMV kernels while rows per expert <= 16);
+     * 1 padded mode with the batched GEMMs, only where 0 took the GEMV kernels (comparison);
+     * 2 exact GEMMs (one count read), from 64 rows. */
+    for (int variant = 0; variant < 3; variant++) {
+      const bool exact = variant == 2;
+      const sl_moe_ffn_args_t probe = {.capacity = T, .num_tokens = T};
+      const bool gemv = sl_moe_ffn_uses_gemv(&probe);
       if (exact ? T <= SL_MOE_FFN_PADDED_MAX_ROWS : T > 128) continue;
+      if (variant == 1 && !gemv) continue;
       sl_moe_path_t path = SL_MOE_PATH_NONE;
       ctx_t c = {.dev = dev, .layer = layer};
       c.la = (sl_moe_layer_args_t){.num_tokens = T, .x = x, .out = out, .allow_host_sync = exact,
-                                   .path_taken = &path};
+                                   .ffn_small_rows = variant == 1 ? -1 : 0, .path_taken = &path};
       double us = 0, gus = -1;
       SL_CHECK_GOTO(time_both(b, run_layer, &c, !exact, &us, &gus), s, out);
       SL_CHECK_GOTO(sl_moe_layer_check(layer, b->stream), s, out);
@@ -270,7 +291,8 @@ static sl_status_t bench_layer(sl_bench_t *b, const model_t *m, const int *Ts, i
       const double best = gus > 0 && gus < us ? gus : us;
       char shape[64], path_name[48], extra[160];
       snprintf(shape, sizeof shape, "%s T=%d", m->name, T);
-      snprintf(path_name, sizeof path_name, "%s/%s", sl_moe_path_name(path), exact ? "exact" : "padded");
+      snprintf(path_name, sizeof path_name, "%s/%s", sl_moe_path_name(path),
+               exact ? "exact" : variant == 0 && gemv ? "gemv" : "padded");
       snprintf(extra, sizeof extra, "%d experts touched, weights %.1f MB, stream %.1f us, ratio %.2f", touched,
                bytes / 1e6, stream_us, stream_us > 0 ? best / stream_us : 0.0);
       sl_bench_row(b, "moe_layer", shape, path_name, us, bytes, gus, extra);
@@ -305,7 +327,8 @@ static sl_status_t bench_barrier(sl_bench_t *b) {
     char shape[32];
     snprintf(shape, sizeof shape, "%d blocks", sms);
     sl_bench_row(b, "grid_barrier", shape, "coop", best, 0, -1,
-                 "per barrier (best of 5 x 10000); cooperative_groups grid.sync measured 1.00 us");
+                 "per barrier, barrier-only loop (best of 5 x 10000, each after a checked run); "
+                 "cooperative_groups grid.sync 1.00 us");
   }
   sl_device_free(dev, state);
   return s;

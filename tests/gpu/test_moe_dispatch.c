@@ -71,9 +71,13 @@ static void run_compare(moe_case_t *c, bool try_fused, bool try_split) {
   moe_case_run(cpu, c, 0);
   /* The fused path needs its routing blocks (256 pairs each) co-resident: one per SM. */
   if ((c->T * c->K + 255) / 256 > sl_device_info(gpu)->sm_count) try_fused = false;
-  const int paths[] = {0, SL_MOE_PATH_FUSED, SL_MOE_PATH_SPLIT};
-  for (int i = 0; i < 3; i++) {
-    if ((paths[i] == SL_MOE_PATH_FUSED && !try_fused) || (paths[i] == SL_MOE_PATH_SPLIT && !try_split)) continue;
+  /* The replicated path (every block routes all pairs) takes up to SL_MOE_REPL_MAX_PAIRS. */
+  const bool try_repl = (long)c->T * c->K <= SL_MOE_REPL_MAX_PAIRS;
+  const int paths[] = {0, SL_MOE_PATH_FUSED, SL_MOE_PATH_SPLIT, SL_MOE_PATH_REPLICATED};
+  for (int i = 0; i < 4; i++) {
+    if ((paths[i] == SL_MOE_PATH_FUSED && !try_fused) || (paths[i] == SL_MOE_PATH_SPLIT && !try_split) ||
+        (paths[i] == SL_MOE_PATH_REPLICATED && !try_repl))
+      continue;
     moe_case_t g = clone_inputs(c);
     moe_case_run(gpu, &g, paths[i]);
     char what[160];
@@ -200,7 +204,10 @@ static void test_graph_capture(void **s) {
                                .workspace_bytes = ws_bytes};
   sl_moe_combine_args_t ca = {.num_tokens = T, .hidden = H, .top_k = K, .expert_out = dex, .slots = dslots,
                               .topk_weights = dw, .out = dout};
-  for (int path = SL_MOE_PATH_FUSED; path <= SL_MOE_PATH_SPLIT; path++) {
+  const int graph_paths[] = {SL_MOE_PATH_FUSED, SL_MOE_PATH_SPLIT, SL_MOE_PATH_REPLICATED};
+  for (int gp = 0; gp < 3; gp++) {
+    const int path = graph_paths[gp];
+    if (path == SL_MOE_PATH_REPLICATED && (long)T * K > SL_MOE_REPL_MAX_PAIRS) continue;
     da.force_path = path;
     SL_ASSERT_OK(sl_stream_sync(gpu, st));
     sl_graph_t *g;
@@ -224,7 +231,10 @@ static void test_graph_capture(void **s) {
       SL_ASSERT_OK(sl_stream_sync(gpu, st));
       got.check = sl_moe_dispatch_check(gpu, ws, st);
       moe_case_run(cpu, &c, 0);
-      assert_same(&got, &c, path == SL_MOE_PATH_FUSED ? "graph replay, fused" : "graph replay, split");
+      assert_same(&got, &c,
+                  path == SL_MOE_PATH_FUSED   ? "graph replay, fused"
+                  : path == SL_MOE_PATH_SPLIT ? "graph replay, split"
+                                              : "graph replay, replicated");
       moe_case_free(&got);
     }
     printf("  ok graph capture, path %s, 3 replays\n", sl_moe_path_name((sl_moe_path_t)path));

@@ -1,9 +1,10 @@
 /* The local MoE layer at Qwen3-30B-A3B size (E=128, K=8, H=2048, I=768, random bf16
  * weights) on the GPU against the CPU backend: the router picks the same experts (up to
  * near-ties), and with the GPU's routing the CPU layer gives the same output within bf16
- * tolerance; decode (fused dispatch, padded GEMMs), prefill (split dispatch, exact GEMMs
- * after a count read, and padded without host sync), residual add, and a CUDA graph of the
- * whole layer. */
+ * tolerance; decode (replicated and fused dispatch; the FFN's GEMV kernels, automatic and forced at 64
+ * rows, and the padded GEMMs), prefill (fused and split dispatch, exact GEMMs after a count
+ * read, and padded without host sync), residual add, and a CUDA graph of the whole layer
+ * (T=8: GEMV kernels). */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -114,7 +115,8 @@ static void compare_with_cpu(int T, const uint16_t *x, const uint16_t *res, cons
   free(want);
 }
 
-static void run(int T, bool residual, bool allow_sync, int want_path, const char *what) {
+static void run_with(int T, bool residual, bool allow_sync, int force_path, int small_rows, int want_path,
+                     const char *what) {
   uint64_t rng = sl_test_seed() * 7 + (uint64_t)T;
   uint16_t *x = malloc((size_t)T * H * 2), *res = residual ? malloc((size_t)T * H * 2) : NULL;
   uint16_t *got = malloc((size_t)T * H * 2);
@@ -127,7 +129,7 @@ static void run(int T, bool residual, bool allow_sync, int want_path, const char
   sl_test_poison(gpu, dout, (size_t)T * H * 2);
   sl_moe_path_t path = SL_MOE_PATH_NONE;
   sl_moe_layer_args_t a = {.num_tokens = T, .x = dx, .residual = dres, .out = dout, .allow_host_sync = allow_sync,
-                           .path_taken = &path};
+                           .force_path = force_path, .ffn_small_rows = small_rows, .path_taken = &path};
   SL_ASSERT_OK(sl_moe_layer_forward(g_layer, &a, NULL));
   SL_ASSERT_OK(sl_moe_layer_check(g_layer, NULL));
   assert_int_equal(path, want_path);
@@ -149,14 +151,26 @@ static void run(int T, bool residual, bool allow_sync, int want_path, const char
   free(wts);
 }
 
+static void run(int T, bool residual, bool allow_sync, int want_path, const char *what) {
+  run_with(T, residual, allow_sync, 0, 0, want_path, what);
+}
+
 static void test_decode(void **s) {
-  run(1, false, true, SL_MOE_PATH_FUSED, "T=1 fused, padded GEMMs");
-  run(64, true, false, SL_MOE_PATH_FUSED, "T=64 fused, padded GEMMs, residual");
+  run(1, false, true, SL_MOE_PATH_REPLICATED, "T=1 replicated, GEMV kernels (automatic)");
+  run(8, true, false, SL_MOE_PATH_REPLICATED, "T=8 replicated, GEMV kernels (automatic), residual");
+  run_with(1, false, false, 0, -1, SL_MOE_PATH_REPLICATED, "T=1 replicated, padded GEMMs (GEMV off)");
+  run(64, true, false, SL_MOE_PATH_REPLICATED, "T=64 replicated, padded GEMMs, residual");
+  run_with(64, true, false, SL_MOE_PATH_FUSED, 0, SL_MOE_PATH_FUSED, "T=64 fused (forced), padded GEMMs, residual");
+  /* GEMV kernels forced where experts hold more than 4 rows: several 4-row passes and the
+   * 2- and 1-row remainders. */
+  run_with(64, false, false, 0, 1, SL_MOE_PATH_REPLICATED, "T=64 replicated, GEMV kernels forced");
 }
 
 static void test_prefill(void **s) {
-  run(TMAX, true, true, SL_MOE_PATH_SPLIT, "T=200 split, exact GEMMs");
-  run(TMAX, false, false, SL_MOE_PATH_SPLIT, "T=200 split, padded GEMMs (no host sync)");
+  /* T=200 at H=2048: 200 copy blocks <= 4 waves of 132, fused by default. */
+  run(TMAX, true, true, SL_MOE_PATH_FUSED, "T=200 fused, exact GEMMs");
+  run_with(TMAX, true, true, SL_MOE_PATH_SPLIT, 0, SL_MOE_PATH_SPLIT, "T=200 split, exact GEMMs");
+  run_with(TMAX, false, false, SL_MOE_PATH_SPLIT, 0, SL_MOE_PATH_SPLIT, "T=200 split, padded GEMMs (no host sync)");
 }
 
 /* The whole layer captured in a graph (no host sync), replayed on new input. */

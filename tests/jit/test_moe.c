@@ -1,5 +1,6 @@
-/* MoE JIT points (grid barrier, dispatch, combine, FFN plan) compile for sm_90 and sm_100;
- * odd shapes compile too; out-of-range constants fail with a message naming them. */
+/* MoE JIT points (grid barrier, dispatch incl. replicated, combine, FFN plan and GEMV)
+ * compile for sm_90 and sm_100; odd shapes compile too; out-of-range constants fail with a
+ * message naming them. */
 #define _GNU_SOURCE /* memmem */
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,7 +33,7 @@ static sl_status_t compile_point(const sl_jit_spec_t *spec, void *user) {
 
 static void walk(int arch) {
   static const char *modules[] = {"grid_barrier", "moe_dispatch", "moe_combine", "moe_ffn"};
-  static const int min_points[] = {1, 12, 4, 4};
+  static const int min_points[] = {1, 16, 4, 7};
   for (int i = 0; i < 4; i++) {
     walk_t w = {.arch = arch};
     SL_ASSERT_OK(sl_jit_points(modules[i], arch, compile_point, &w));
@@ -47,7 +48,7 @@ static void test_points_sm100(void **state) { walk(SL_ARCH_BLACKWELL); }
 static void test_odd_shapes(void **state) {
   walk_t w = {.arch = SL_ARCH_HOPPER};
   sl_jit_spec_t spec;
-  for (int which = 0; which < 3; which++) {
+  for (int which = 0; which < 4; which++) {
     SL_ASSERT_OK(sl_moe_dispatch_spec(264, 3, 5, SL_MOE_PAYLOAD_BF16, 0, which, &spec));
     SL_ASSERT_OK(compile_point(&spec, &w));
   }
@@ -57,6 +58,10 @@ static void test_odd_shapes(void **state) {
   SL_ASSERT_OK(compile_point(&spec, &w));
   SL_ASSERT_OK(sl_moe_ffn_plan_spec(5, &spec));
   SL_ASSERT_OK(compile_point(&spec, &w));
+  for (int which = 0; which < 3; which++) {
+    SL_ASSERT_OK(sl_moe_ffn_gemv_spec(which, &spec));
+    SL_ASSERT_OK(compile_point(&spec, &w));
+  }
 }
 
 static void test_bad_constants_named(void **state) {

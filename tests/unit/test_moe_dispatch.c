@@ -265,16 +265,36 @@ static void test_device_error_messages(void **state) {
 }
 
 static void test_path_rule(void **state) {
+  (void)state;
+  /* Replicated while T x K <= SL_MOE_REPL_MAX_PAIRS (1024); then fused while copy blocks
+   * (T x chunks / 8 warps) <= SL_MOE_FUSED_MAX_WAVES (4) x SMs and the routing needs <= SMs
+   * blocks of 256 pairs; else split. */
   sl_moe_dispatch_args_t a = {.hidden = 2048, .top_k = 8};
   a.num_tokens = 1;
+  assert_int_equal(sl_moe_dispatch_choose_path(&a, 132), SL_MOE_PATH_REPLICATED);
+  a.num_tokens = 128; /* 1024 pairs */
+  assert_int_equal(sl_moe_dispatch_choose_path(&a, 132), SL_MOE_PATH_REPLICATED);
+  a.num_tokens = 129;
   assert_int_equal(sl_moe_dispatch_choose_path(&a, 132), SL_MOE_PATH_FUSED);
-  a.num_tokens = 128; /* 128 x 8 chunks / 8 warps = 128 blocks < 132 */
+  a.num_tokens = 528; /* 528 blocks = 4 x 132 */
   assert_int_equal(sl_moe_dispatch_choose_path(&a, 132), SL_MOE_PATH_FUSED);
-  a.num_tokens = 132;
+  a.num_tokens = 529;
   assert_int_equal(sl_moe_dispatch_choose_path(&a, 132), SL_MOE_PATH_SPLIT);
   a.hidden = 7168;
-  a.num_tokens = 32; /* 32 x 28 / 8 = 112 */
+  a.num_tokens = 128; /* DeepSeek-V3 decode at T=128: one launch */
+  assert_int_equal(sl_moe_dispatch_choose_path(&a, 132), SL_MOE_PATH_REPLICATED);
+  a.num_tokens = 150; /* 150 x 28 / 8 = 525 blocks */
   assert_int_equal(sl_moe_dispatch_choose_path(&a, 132), SL_MOE_PATH_FUSED);
+  a.num_tokens = 151; /* 151 x 28 / 8 = 529 */
+  assert_int_equal(sl_moe_dispatch_choose_path(&a, 132), SL_MOE_PATH_SPLIT);
+  a.hidden = 256;
+  a.top_k = 32; /* routing bound: T x 32 / 256 <= 132 blocks -> T <= 1056 */
+  a.num_tokens = 32;
+  assert_int_equal(sl_moe_dispatch_choose_path(&a, 132), SL_MOE_PATH_REPLICATED);
+  a.num_tokens = 1056;
+  assert_int_equal(sl_moe_dispatch_choose_path(&a, 132), SL_MOE_PATH_FUSED);
+  a.num_tokens = 1057;
+  assert_int_equal(sl_moe_dispatch_choose_path(&a, 132), SL_MOE_PATH_SPLIT);
   a.num_tokens = 0;
   assert_int_equal(sl_moe_dispatch_choose_path(&a, 132), SL_MOE_PATH_NONE);
 }

@@ -79,10 +79,37 @@ static void test_ffn_bad_args(void **state) {
   sl_device_close(dev);
 }
 
+/* Which padded-mode runs take the GEMV kernels: rows per expert min(capacity, T) <= 16,
+ * unless forced either way; exact mode never. */
+static void test_ffn_gemv_rule(void **state) {
+  (void)state;
+  sl_moe_ffn_args_t a = {.num_local_experts = 128, .capacity = 1, .hidden = 2048, .inter = 768, .num_tokens = 1,
+                         .top_k = 8};
+  assert_true(sl_moe_ffn_uses_gemv(&a));
+  a.capacity = a.num_tokens = SL_MOE_FFN_GEMV_MAX_ROWS;
+  assert_true(sl_moe_ffn_uses_gemv(&a));
+  a.capacity = a.num_tokens = SL_MOE_FFN_GEMV_MAX_ROWS + 1;
+  assert_false(sl_moe_ffn_uses_gemv(&a));
+  a.capacity = 200; /* a large capacity but few tokens: at most T rows per expert */
+  a.num_tokens = 8;
+  assert_true(sl_moe_ffn_uses_gemv(&a));
+  a.capacity = 4; /* few rows by capacity */
+  a.num_tokens = 100;
+  assert_true(sl_moe_ffn_uses_gemv(&a));
+  a.small_rows = -1;
+  assert_false(sl_moe_ffn_uses_gemv(&a));
+  a.small_rows = 1;
+  a.capacity = a.num_tokens = 128;
+  assert_true(sl_moe_ffn_uses_gemv(&a));
+  a.exact_rows = true;
+  assert_false(sl_moe_ffn_uses_gemv(&a));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_ffn_matches_formula),
       cmocka_unit_test(test_ffn_bad_args),
+      cmocka_unit_test(test_ffn_gemv_rule),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
