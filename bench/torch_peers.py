@@ -1,0 +1,169 @@
+#!/usr/bin/env python3
+"""Peers for `sluice bench kernels` on the GPU machine: PyTorch eager, torch.compile and a
+Triton row kernel for the same ops and shapes, timed by triton.testing.do_bench (median,
+L2 flushed between repetitions). Prints a table and, given our bench JSON, the ratio of the
+fastest peer's time to ours (>1: we are faster).
+  python3 bench/torch_peers.py [--ours bench-kernels.json] [--json out.json] [--quick]"""
+import argparse
+import json
+import re
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+import triton
+import triton.language as tl
+from triton.testing import do_bench
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--ours")
+ap.add_argument("--json")
+ap.add_argument("--quick", action="store_true")
+ap.add_argument("--budget-s", type=float, default=240.0)
+args = ap.parse_args()
+start = time.time()
+dev = "cuda"
+EPS = 1e-6
+
+
+@triton.jit
+def rms_row(x_ptr, w_ptr, y_ptr, H: tl.constexpr, BLOCK: tl.constexpr, eps):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    m = offs < H
+    x = tl.load(x_ptr + row * H + offs, mask=m, other=0.0).to(tl.float32)
+    w = tl.load(w_ptr + offs, mask=m, other=0.0).to(tl.float32)
+    r = tl.rsqrt(tl.sum(x * x, axis=0) / H + eps)
+    tl.store(y_ptr + row * H + offs, (x * r * w).to(tl.bfloat16), mask=m)
+
+
+@triton.jit
+def silu_mul_row(x_ptr, y_ptr, I: tl.constexpr, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    m = offs < I
+    g = tl.load(x_ptr + row * 2 * I + offs, mask=m, other=0.0).to(tl.float32)
+    u = tl.load(x_ptr + row * 2 * I + I + offs, mask=m, other=0.0).to(tl.float32)
+    tl.store(y_ptr + row * I + offs, (g / (1 + tl.exp(-g)) * u).to(tl.bfloat16), mask=m)
+
+
+def triton_rms(x, w):
+    y = torch.empty_like(x)
+    H = x.shape[-1]
+    rms_row[(x.shape[0],)](x, w, y, H, triton.next_power_of_2(H), EPS, num_warps=8 if H >= 4096 else 4)
+    return y
+
+
+def triton_silu(x):
+    T, I2 = x.shape
+    y = torch.empty((T, I2 // 2), dtype=x.dtype, device=x.device)
+    silu_mul_row[(T,)](x, y, I2 // 2, triton.next_power_of_2(I2 // 2), num_warps=8)
+    return y
+
+
+def eager_rms(x, w):
+    return F.rms_norm(x, (x.shape[-1],), w, EPS)
+
+
+def eager_silu(x):
+    g, u = x.chunk(2, dim=-1)
+    return F.silu(g) * u
+
+
+def eager_fp8_group(x):
+    T, H = x.shape
+    g = x.float().view(T, H // 128, 128)
+    s = g.abs().amax(-1, keepdim=True) / 448.0
+    q = (g / s.clamp(min=1e-12)).clamp(-448, 448).to(torch.float8_e4m3fn)
+    return q.view(T, H), s.view(T, H // 128)
+
+
+def eager_qknorm(q, k, wq, wk):
+    return F.rms_norm(q, (q.shape[-1],), wq, EPS), F.rms_norm(k, (k.shape[-1],), wk, EPS)
+
+
+compiled = {}
+
+
+def comp(fn):
+    if fn not in compiled:
+        compiled[fn] = torch.compile(fn, dynamic=True)
+    return compiled[fn]
+
+
+def t_us(fn):
+    return do_bench(fn, warmup=3, rep=20, return_mode="median") * 1e3
+
+
+Ts = [1, 16, 8192] if args.quick else [1, 16, 128, 1024, 8192, 32768]
+Hs = [7168] if args.quick else [2048, 4096, 7168]
+rows = []
+
+
+def record(op, shape, peer, us, nbytes):
+    rows.append({"op": op, "shape": shape, "peer": peer, "us": us, "bytes": nbytes})
+    print(f"{op:<20} {shape:<22} {peer:<14} {us:10.2f} us {nbytes / us / 1e3:9.1f} GB/s", flush=True)
+
+
+for H in Hs:
+    w = torch.randn(H, device=dev, dtype=torch.bfloat16)
+    for T in Ts:
+        if time.time() - start > args.budget_s:
+            break
+        x = torch.randn(T, H, device=dev, dtype=torch.bfloat16)
+        shape = f"T={T} h={H} bf16"
+        nb = 2 * T * H * 2 + H * 2
+        record("rmsnorm", shape, "eager", t_us(lambda: eager_rms(x, w)), nb)
+        record("rmsnorm", shape, "compile", t_us(lambda: comp(eager_rms)(x, w)), nb)
+        record("rmsnorm", shape, "triton-row", t_us(lambda: triton_rms(x, w)), nb)
+        xa = torch.randn(T, 2 * H, device=dev, dtype=torch.bfloat16)
+        ashape = f"T={T} I={H}"
+        nb = T * 2 * H * 2 + T * H * 2
+        record("act_silu_bf16", ashape, "eager", t_us(lambda: eager_silu(xa)), nb)
+        record("act_silu_bf16", ashape, "compile", t_us(lambda: comp(eager_silu)(xa)), nb)
+        record("act_silu_bf16", ashape, "triton-row", t_us(lambda: triton_silu(xa)), nb)
+        qshape = f"T={T} H={H}"
+        nb = T * H * 2 + T * H + T * H // 128 * 4
+        record("quant_fp8_g128", qshape, "eager", t_us(lambda: eager_fp8_group(x)), nb)
+        record("quant_fp8_g128", qshape, "compile", t_us(lambda: comp(eager_fp8_group)(x)), nb)
+
+for qh in (32, 64):
+    for T in [1, 16, 128, 1024, 4096, 8192, 32768] if not args.quick else [16, 4096]:
+        if time.time() - start > args.budget_s:
+            break
+        q = torch.randn(T, qh, 128, device=dev, dtype=torch.bfloat16)
+        k = torch.randn(T, 4, 128, device=dev, dtype=torch.bfloat16)
+        wq = torch.randn(128, device=dev, dtype=torch.bfloat16)
+        wk = torch.randn(128, device=dev, dtype=torch.bfloat16)
+        shape = f"T={T} {qh}+4x128 bf16"
+        nb = 2 * T * (qh + 4) * 128 * 2
+        record("qknorm", shape, "eager", t_us(lambda: eager_qknorm(q, k, wq, wk)), nb)
+        record("qknorm", shape, "compile", t_us(lambda: comp(eager_qknorm)(q, k, wq, wk)), nb)
+
+if args.json:
+    with open(args.json, "w") as f:
+        for r in rows:
+            f.write(json.dumps(r) + "\n")
+
+if args.ours:
+    ours = {}
+    for line in open(args.ours):
+        o = json.loads(line)
+        if not o.get("ceiling"):
+            ours.setdefault((o["op"], o["shape"]), o)
+    best = {}
+    for r in rows:
+        k = (r["op"], r["shape"])
+        if k not in best or r["us"] < best[k]["us"]:
+            best[k] = r
+    print("\nours vs the fastest peer (same op and shape; ratio = peer time / our time, > 1: we are faster)")
+    slower = 0
+    for k, r in best.items():
+        o = ours.get(k)
+        if not o:
+            continue
+        ratio = r["us"] / o["us"]
+        slower += ratio < 1
+        print(f"  {k[0]:<20} {k[1]:<22} ours {o['us']:9.2f} us  {r['peer']:<11} {r['us']:9.2f} us  ratio {ratio:5.2f}")
+    print(f"shapes where a peer is faster: {slower}")
