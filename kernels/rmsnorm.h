@@ -38,7 +38,16 @@ typedef struct {
   float weight_bias; /* compile-time: scale is (weight_bias + w); 1.0 for Gemma, 0.0 else */
   int warps;         /* warps per block; 0 = the per-architecture table (tune with
                         `sluice bench kernels --tune`) */
+  int grid_policy;   /* SL_RMSNORM_GRID_AUTO (0), _RESIDENT (a grid capped at the resident
+                        blocks that strides over rows) or _FULL (one block per group of rows) */
 } sl_rmsnorm_args_t;
+
+/* Grid policies. AUTO takes the full grid from SL_RMSNORM_FULL_GRID_ROWS rows on: measured on
+ * the H200 (bench/results/2026-11-29-h200-final/rmsnorm-grid.txt), many short-lived blocks beat
+ * a resident strided grid by 3-8 points of copy bandwidth at T >= 8192 (e.g. h=2048 T=32768:
+ * 91.4% vs 84.3%), while at T = 1024 the two are within noise or the resident grid wins. */
+enum { SL_RMSNORM_GRID_AUTO = 0, SL_RMSNORM_GRID_RESIDENT = 1, SL_RMSNORM_GRID_FULL = 2 };
+#define SL_RMSNORM_FULL_GRID_ROWS 4096
 
 /* The compile-time point of one kernel. */
 typedef struct {
@@ -47,6 +56,7 @@ typedef struct {
   float eps, weight_bias;
   bool residual;
   int warps; /* a multiple of SL_RMSNORM_ROW_WARPS(hidden), <= 32 */
+  bool full_grid; /* launch shape, not a JIT constant: one block per group of rows */
 } sl_rmsnorm_point_t;
 
 sl_status_t sl_rmsnorm(sl_device_t *dev, const sl_rmsnorm_args_t *args, sl_stream_t *stream);

@@ -153,9 +153,20 @@ static sl_status_t bench_rmsnorm_shape(sl_bench_t *b, int tokens, int hidden, bo
   sl_rmsnorm_point_t pt;
   SL_CHECK_GOTO(sl_rmsnorm_choose(&c.a, info->arch, info->sm_count, &pt), s, out);
   path_name(b, pt.warps, path, sizeof path);
+  if (pt.full_grid) strncat(path, " full", sizeof path - strlen(path) - 1);
   double us, gus;
   SL_CHECK_GOTO(time_both(b, rms_run, &c, tokens, &us, &gus), s, out);
   sl_bench_row(b, op, shape, path, us, moved, gus, NULL);
+  if (tokens >= 1024) {
+    /* The other grid policy at the same warps, so the AUTO rule stays checked by measurement. */
+    c.a.grid_policy = pt.full_grid ? SL_RMSNORM_GRID_RESIDENT : SL_RMSNORM_GRID_FULL;
+    c.a.warps = pt.warps;
+    SL_CHECK_GOTO(sl_bench_time(b, rms_run, &c, false, &us), s, out);
+    snprintf(path, sizeof path, "%s w=%d", pt.full_grid ? "resident" : "full", pt.warps);
+    sl_bench_row(b, op, shape, path, us, moved, -1, "other grid policy (comparison)");
+    c.a.grid_policy = SL_RMSNORM_GRID_AUTO;
+    c.a.warps = 0;
+  }
   if (tune && tokens >= info->sm_count) {
     int cand[8], nc = sl_rmsnorm_warp_candidates(hidden, cand), best = 0;
     double best_us = 0;
