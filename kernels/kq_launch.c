@@ -36,7 +36,10 @@ sl_status_t sl_kq_launch(sl_device_t *dev, sl_kernel_t *k, int warps, int unroll
   if (per_sm < 1) per_sm = 1;
   long want = (items + (long)warps * unroll - 1) / ((long)warps * unroll);
   long resident = (long)per_sm * sl_device_info(dev)->sm_count;
-  long blocks = want < resident ? want : resident;
+  /* Up to a few waves the grid is capped at the resident blocks and strides; beyond that one
+   * block per group of items (many short-lived blocks) streams better on the H200, as it did
+   * for RMSNorm (+3-8 points of copy bandwidth at T >= 8192, kernels/NOTES.md). */
+  long blocks = want <= SL_KQ_FULL_GRID_WAVES * resident ? (want < resident ? want : resident) : want;
   if (blocks < 1) blocks = 1;
   sl_launch_t l = {.grid = {(unsigned)blocks, 1, 1}, .block = {(unsigned)(warps * 32), 1, 1}, .stream = stream};
   return sl_kernel_launch(k, &l, args);

@@ -2,6 +2,9 @@
  * act.c, router.c): the per-arch table of warps per block and the resident-grid rule. */
 #ifndef SL_KQ_LAUNCH_H
 #define SL_KQ_LAUNCH_H
+
+/* Past this many resident waves of work, launch one block per group of items. */
+#define SL_KQ_FULL_GRID_WAVES 4
 #ifndef __CUDACC_RTC__
 
 #include "runtime/sl_device.h"
