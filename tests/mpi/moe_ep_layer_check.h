@@ -6,6 +6,8 @@
 #ifndef SL_TEST_MOE_EP_LAYER_CHECK_H
 #define SL_TEST_MOE_EP_LAYER_CHECK_H
 
+#include <math.h>
+
 #include "kernels/moe_ffn.h"
 #include "kernels/moe_layer.h"
 #include "moe_ep_check.h"
@@ -116,7 +118,15 @@ static inline size_t moe_run_layer_case(moe_harness_t *H, sl_moe_deploy_t deploy
     rf[i] = sl_bf16_to_f32(ref[i]);
     same += got[i] == ref[i];
   }
-  size_t bad = sl_test_compare_f32("node vs single-rank layer", gf, rf, n, 1e-3f, 1.0f / 64);
+  /* Each output sums K expert rows that were each rounded to bf16 after a GEMM whose fp32
+   * summation order depends on the rows per expert, so a one-ulp change in an expert row can
+   * survive cancellation in the sum: the absolute bound scales with the outputs' RMS (a few
+   * bf16 ulps of a typical term), not with the (possibly cancelled) value itself. */
+  double ss = 0;
+  for (size_t i = 0; i < n; i++) ss += (double)rf[i] * rf[i];
+  float rms = n ? (float)sqrt(ss / (double)n) : 0.0f;
+  float atol = rms / 32 > 1e-3f ? rms / 32 : 1e-3f;
+  size_t bad = sl_test_compare_f32("node vs single-rank layer", gf, rf, n, atol, 1.0f / 64);
   if (H->rank == 0 && n)
     printf("  %s %s: %zu of %zu outputs bit-identical to sl_moe_layer_forward\n",
            deploy == SL_MOE_DEPLOY_TP ? "TP" : "EP", sl_moe_comm_path_name(path), same, n);
