@@ -278,6 +278,7 @@ sl_status_t sl_jit_compile(const sl_jit_spec_t *spec, int arch, void **cubin, si
     return SL_ERR(SL_ERR_NOT_FOUND, "kernel %s: device source %s is not embedded in this build", spec->entry,
                   spec->source);
 #ifndef SLUICE_HAVE_CUDA
+  (void)build_options;
   (void)cache_key;
   (void)cache_read;
   (void)cache_write;
