@@ -217,10 +217,9 @@ sl_status_t sl_qknorm(sl_device_t *dev, const sl_qknorm_args_t *a, sl_stream_t *
   sl_kernel_t *k;
   SL_CHECK(sl_jit_get_kernel(dev, &spec, &k));
   long grid = (warps_needed(a, pt.items) + pt.warps - 1) / pt.warps;
-  if (grid > info->sm_count) { /* no larger than the device keeps resident: the loop strides */
-    int per_sm = 0;
-    SL_CHECK(sl_kernel_occupancy(k, pt.warps * 32, 0, &per_sm));
-    long resident = (long)(per_sm > 0 ? per_sm : 1) * info->sm_count;
+  { /* no larger than the device keeps resident: the loop strides */
+    long resident = 0;
+    SL_CHECK(sl_kernel_resident_blocks(k, pt.warps * 32, 0, &resident));
     if (grid > resident) grid = resident;
   }
   sl_launch_t l = {.grid = {(unsigned)grid}, .block = {(unsigned)(pt.warps * 32)}, .stream = stream};

@@ -199,10 +199,9 @@ sl_status_t sl_rmsnorm(sl_device_t *dev, const sl_rmsnorm_args_t *a, sl_stream_t
   SL_CHECK(sl_jit_get_kernel(dev, &spec, &k));
   const int threads = pt.warps * 32, rows_per_block = pt.warps / SL_RMSNORM_ROW_WARPS(a->hidden);
   long grid = ((long)a->rows + rows_per_block - 1) / rows_per_block;
-  if (!pt.full_grid && grid > info->sm_count) { /* no larger than the device keeps resident: the loop strides */
-    int per_sm = 0;
-    SL_CHECK(sl_kernel_occupancy(k, threads, 0, &per_sm));
-    long resident = (long)(per_sm > 0 ? per_sm : 1) * info->sm_count;
+  if (!pt.full_grid) { /* no larger than the device keeps resident: the loop strides */
+    long resident = 0;
+    SL_CHECK(sl_kernel_resident_blocks(k, threads, 0, &resident));
     if (grid > resident) grid = resident;
   }
   sl_launch_t l = {.grid = {(unsigned)grid}, .block = {(unsigned)threads}, .stream = stream};

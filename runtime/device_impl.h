@@ -13,6 +13,16 @@ struct sl_kernel {
   char name[128];
   void *module;         /* CUmodule */
   void *function;       /* CUfunction */
+  int sm_count;         /* of the device it was loaded on */
+  /* Occupancy answers per launch shape, asked of the driver once (launchers size grids on
+   * every call). */
+  pthread_mutex_t occ_lock;
+  int occ_used;
+  struct {
+    int threads;
+    size_t shared;
+    int per_sm;
+  } occ[8];
 };
 
 struct sl_device {

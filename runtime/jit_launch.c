@@ -26,6 +26,9 @@ sl_status_t sl_kernel_occupancy(sl_kernel_t *k, int block_threads, size_t shared
 sl_status_t sl_kernel_set_max_shared(sl_kernel_t *k, size_t bytes) {
   return SL_ERR(SL_ERR_UNSUPPORTED, "no CUDA backend in this build");
 }
+sl_status_t sl_kernel_resident_blocks(sl_kernel_t *k, int block_threads, size_t shared_bytes, long *blocks) {
+  return SL_ERR(SL_ERR_UNSUPPORTED, "no CUDA backend in this build");
+}
 
 #else
 
@@ -122,6 +125,8 @@ sl_status_t sl_jit_get_kernel(sl_device_t *dev, const sl_jit_spec_t *spec, sl_ke
   }
   k->module = mod;
   k->function = fn;
+  k->sm_count = dev->info.sm_count;
+  pthread_mutex_init(&k->occ_lock, NULL);
   pthread_mutex_lock(&dev->lock);
   k->next = dev->kernels;
   dev->kernels = k;
@@ -134,15 +139,38 @@ void sl_cuda_close(sl_device_t *dev) {
   for (sl_kernel_t *k = dev->kernels, *next; k; k = next) {
     next = k->next;
     if (drv.cuModuleUnload) drv.cuModuleUnload((CUmodule)k->module);
+    pthread_mutex_destroy(&k->occ_lock);
     free(k);
   }
   dev->kernels = NULL;
 }
 
 sl_status_t sl_kernel_occupancy(sl_kernel_t *k, int block_threads, size_t shared_bytes, int *blocks_per_sm) {
-  return cu_status(drv.cuOccupancyMaxActiveBlocksPerMultiprocessor(blocks_per_sm, (CUfunction)k->function,
-                                                                   block_threads, shared_bytes),
-                   "cuOccupancyMaxActiveBlocksPerMultiprocessor", k->name);
+  pthread_mutex_lock(&k->occ_lock);
+  for (int i = 0; i < k->occ_used; i++)
+    if (k->occ[i].threads == block_threads && k->occ[i].shared == shared_bytes) {
+      *blocks_per_sm = k->occ[i].per_sm;
+      pthread_mutex_unlock(&k->occ_lock);
+      return SL_OK;
+    }
+  pthread_mutex_unlock(&k->occ_lock);
+  SL_CHECK(cu_status(drv.cuOccupancyMaxActiveBlocksPerMultiprocessor(blocks_per_sm, (CUfunction)k->function,
+                                                                      block_threads, shared_bytes),
+                     "cuOccupancyMaxActiveBlocksPerMultiprocessor", k->name));
+  pthread_mutex_lock(&k->occ_lock);
+  int slot = k->occ_used < 8 ? k->occ_used++ : 7; /* launchers use one or two shapes per kernel */
+  k->occ[slot].threads = block_threads;
+  k->occ[slot].shared = shared_bytes;
+  k->occ[slot].per_sm = *blocks_per_sm;
+  pthread_mutex_unlock(&k->occ_lock);
+  return SL_OK;
+}
+
+sl_status_t sl_kernel_resident_blocks(sl_kernel_t *k, int block_threads, size_t shared_bytes, long *blocks) {
+  int per_sm = 0;
+  SL_CHECK(sl_kernel_occupancy(k, block_threads, shared_bytes, &per_sm));
+  *blocks = (long)per_sm * k->sm_count;
+  return SL_OK;
 }
 
 sl_status_t sl_kernel_set_max_shared(sl_kernel_t *k, size_t bytes) {
@@ -160,14 +188,12 @@ sl_status_t sl_kernel_launch(sl_kernel_t *k, const sl_launch_t *l, void **args) 
   unsigned nattrs = 0;
   if (l->cooperative) {
     /* A grid barrier deadlocks unless every block is resident: refuse such a grid. */
-    int per_sm = 0, dev = 0, sms = 0;
-    SL_CHECK(sl_kernel_occupancy(k, (int)threads, l->shared_bytes, &per_sm));
-    cudaGetDevice(&dev);
-    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-    if ((long)blocks > (long)per_sm * sms)
+    long resident = 0;
+    SL_CHECK(sl_kernel_resident_blocks(k, (int)threads, l->shared_bytes, &resident));
+    if ((long)blocks > resident)
       return SL_ERR(SL_ERR_INVALID,
-                    "kernel %s: cooperative grid of %u blocks exceeds the %d x %d blocks that can be co-resident",
-                    k->name, blocks, per_sm, sms);
+                    "kernel %s: cooperative grid of %u blocks exceeds the %ld blocks that can be co-resident (%d SMs)",
+                    k->name, blocks, resident, k->sm_count);
     attrs[nattrs].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
     attrs[nattrs].value.cooperative = 1;
     nattrs++;

@@ -88,8 +88,12 @@ typedef struct {
 /* Launch with cuLaunchKernelEx; args as for cuLaunchKernel (array of pointers to each
  * argument). The launch status is checked. */
 sl_status_t sl_kernel_launch(sl_kernel_t *k, const sl_launch_t *launch, void **args);
-/* Co-resident blocks of this kernel per SM at `block_threads` and `shared_bytes`. */
+/* Co-resident blocks of this kernel per SM at `block_threads` and `shared_bytes` (asked of the
+ * driver once per shape, then remembered with the kernel). */
 sl_status_t sl_kernel_occupancy(sl_kernel_t *k, int block_threads, size_t shared_bytes, int *blocks_per_sm);
+/* Blocks of this kernel the whole device keeps resident at this shape (blocks per SM x SMs):
+ * the largest grid for a grid-stride loop or a cooperative launch. */
+sl_status_t sl_kernel_resident_blocks(sl_kernel_t *k, int block_threads, size_t shared_bytes, long *blocks);
 /* Allow up to `bytes` of dynamic shared memory (above the 48 KiB default). */
 sl_status_t sl_kernel_set_max_shared(sl_kernel_t *k, size_t bytes);
 const char *sl_kernel_name(const sl_kernel_t *k);
