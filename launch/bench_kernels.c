@@ -123,6 +123,7 @@ static sl_status_t rms_run(void *p, int iter, sl_stream_t *stream) {
 }
 
 static sl_status_t bench_rmsnorm_shape(sl_bench_t *b, int tokens, int hidden, bool residual, bool tune) {
+  if (!sl_bench_tokens_selected(b, tokens) || !sl_bench_hidden_selected(b, hidden)) return SL_OK;
   const char *op = residual ? "rmsnorm+residual" : "rmsnorm";
   if (!sl_bench_selected(b, op)) return SL_OK;
   const sl_device_info_t *info = sl_device_info(b->rt->dev);
@@ -231,6 +232,7 @@ static sl_status_t qk_rope(void *p, int iter, sl_stream_t *stream) {
 }
 
 static sl_status_t bench_qknorm_shape(sl_bench_t *b, int tokens, int q_heads, int kv_heads, bool tune) {
+  if (!sl_bench_tokens_selected(b, tokens)) return SL_OK;
   const int D = 128, max_pos = 40960;
   const sl_device_info_t *info = sl_device_info(b->rt->dev);
   sl_device_t *dev = b->rt->dev;
@@ -368,6 +370,7 @@ static sl_status_t emb_run(void *p, int iter, sl_stream_t *stream) {
 }
 
 static sl_status_t bench_embedding_shape(sl_bench_t *b, int tokens, int hidden, bool tune) {
+  if (!sl_bench_tokens_selected(b, tokens) || !sl_bench_hidden_selected(b, hidden)) return SL_OK;
   if (!sl_bench_selected(b, "embedding")) return SL_OK;
   const sl_device_info_t *info = sl_device_info(b->rt->dev);
   sl_device_t *dev = b->rt->dev;
@@ -465,7 +468,7 @@ int sl_cmd_bench_kernels(sl_runtime_t *rt, int argc, char **argv) {
     } else {
       if (rt->boot.rank == 0)
         fprintf(stderr,
-                "usage: sluice bench kernels [--tune] [--iters N] [--json FILE] [--quick|--full] [--only OP]\n"
+                "usage: sluice bench kernels [--tune] [--iters N] [--json FILE] [--quick|--full] [--only OP] [--tokens N,...] [--hidden N,...]\n"
                 "unknown option '%s'\n",
                 argv[i]);
       sl_bench_finish(&b);

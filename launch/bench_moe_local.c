@@ -341,7 +341,7 @@ int sl_cmd_bench_moe_local(sl_runtime_t *rt, int argc, char **argv) {
     return 1;
   }
   if (argc > 1) {
-    fprintf(stderr, "usage: sluice bench moe-local [--iters N] [--quick|--full] [--only OP] [--json FILE]\n");
+    fprintf(stderr, "usage: sluice bench moe-local [--iters N] [--quick|--full] [--only OP] [--tokens N,...] [--hidden N,...] [--json FILE]\n");
     sl_bench_finish(&b);
     return 2;
   }
@@ -353,6 +353,10 @@ int sl_cmd_bench_moe_local(sl_runtime_t *rt, int argc, char **argv) {
     Ts = gpu ? quick_gpu : quick_cpu;
     nT = gpu ? 3 : 2;
   }
+  int picked[16], np = 0; /* --tokens */
+  for (int i = 0; i < nT && np < 16; i++)
+    if (sl_bench_tokens_selected(&b, Ts[i])) picked[np++] = Ts[i];
+  Ts = picked, nT = np;
   sl_status_t s = SL_OK;
   if (sl_bench_selected(&b, "grid_barrier")) {
     sl_bench_header(&b, "grid barrier");
@@ -363,6 +367,7 @@ int sl_cmd_bench_moe_local(sl_runtime_t *rt, int argc, char **argv) {
     char title[96];
     snprintf(title, sizeof title, "dispatch / combine, %s routing (E=%d, K=%d, H=%d)", models[m].name, models[m].E,
              models[m].K, models[m].H);
+    if (!sl_bench_hidden_selected(&b, models[m].H)) continue;
     sl_bench_header(&b, title);
     s = bench_dispatch_combine(&b, &models[m], Ts, nT);
   }

@@ -257,7 +257,7 @@ sl_status_t sl_bench_kernels_quant(sl_bench_t *b) {
     for (int h = 0; h < nh; h++) {
       if (is_router((op_t)op) && h > 0) continue; /* the router's shape is T x experts */
       for (int t = 0; t < nt; t++)
-        SL_CHECK(bench_one(b, (op_t)op, ts[t], hs[h]));
+        if (sl_bench_tokens_selected(b, ts[t]) && sl_bench_hidden_selected(b, hs[h])) SL_CHECK(bench_one(b, (op_t)op, ts[t], hs[h]));
     }
   return SL_OK;
 }

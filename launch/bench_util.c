@@ -13,6 +13,31 @@ static int cmp_double(const void *a, const void *b) {
 
 bool sl_bench_selected(const sl_bench_t *b, const char *op) { return !b->filter || strstr(op, b->filter); }
 
+static bool in_list(const int *list, int n, int v) {
+  if (n == 0) return true;
+  for (int i = 0; i < n; i++)
+    if (list[i] == v) return true;
+  return false;
+}
+
+bool sl_bench_tokens_selected(const sl_bench_t *b, int tokens) { return in_list(b->tokens, b->tokens_n, tokens); }
+bool sl_bench_hidden_selected(const sl_bench_t *b, int hidden) { return in_list(b->hidden, b->hidden_n, hidden); }
+
+/* "N[,N...]" -> up to 16 integers in [0, 2^30]. */
+static sl_status_t parse_list(const char *opt, const char *text, int *list, int *n) {
+  const char *p = text;
+  *n = 0;
+  while (*p) {
+    char *end;
+    long v = strtol(p, &end, 10);
+    if (end == p || v < 0 || v > (1L << 30) || *n == 16 || (*end && *end != ','))
+      return SL_ERR(SL_ERR_INVALID, "%s wants up to 16 comma-separated integers >= 0, got '%s'", opt, text);
+    list[(*n)++] = (int)v;
+    p = *end == ',' ? end + 1 : end;
+  }
+  return SL_OK;
+}
+
 /* Time `fn` over b->iters repetitions; all are enqueued before one sync so the host runs
  * ahead and the events see device time, not launch gaps. */
 static sl_status_t time_plain(sl_bench_t *b, sl_bench_fn fn, void *ctx, double *median_us) {
@@ -111,6 +136,46 @@ static sl_status_t copy_once(void *p, int iter, sl_stream_t *stream) {
   return sl_memcpy(c->dev, c->dst, c->src, c->bytes, stream);
 }
 
+/* Rotated copies: `sets` (src, dst) pairs of `half` bytes each, one pair per repetition. */
+typedef struct {
+  sl_device_t *dev;
+  char *src, *dst;
+  size_t half;
+  int sets;
+} copy_rot_t;
+
+static sl_status_t copy_rotated(void *p, int iter, sl_stream_t *stream) {
+  copy_rot_t *c = p;
+  size_t off = (size_t)(iter % c->sets) * c->half;
+  return sl_memcpy(c->dev, c->dst + off, c->src + off, c->half, stream);
+}
+
+sl_status_t sl_bench_copy_us(sl_bench_t *b, double bytes, double *us) {
+  sl_device_t *dev = b->rt->dev;
+  if (sl_device_backend(dev) != SL_BACKEND_CUDA) return SL_ERR_UNSUPPORTED;
+  for (int i = 0; i < b->copy_at_n; i++)
+    if (b->copy_at[i].bytes == bytes) {
+      *us = b->copy_at[i].us;
+      return SL_OK;
+    }
+  copy_rot_t c = {.dev = dev, .half = ((size_t)(bytes / 2) + 15) / 16 * 16};
+  /* enough pairs that one round of them (>= 256 MB) is 4x the H200's 60 MB L2 */
+  c.sets = (int)(((size_t)256 << 20) / (2 * c.half + 1)) + 1;
+  if (c.sets > 16) c.sets = 16;
+  SL_CHECK(sl_device_malloc(dev, c.half * (size_t)c.sets, (void **)&c.src));
+  sl_status_t s = sl_device_malloc(dev, c.half * (size_t)c.sets, (void **)&c.dst);
+  if (s == SL_OK) s = sl_memset(dev, c.src, 1, c.half * (size_t)c.sets, b->stream);
+  if (s == SL_OK) s = sl_bench_time(b, copy_rotated, &c, false, us);
+  sl_device_free(dev, c.src);
+  if (c.dst) sl_device_free(dev, c.dst);
+  SL_CHECK(s);
+  if (b->copy_at_n < (int)(sizeof b->copy_at / sizeof b->copy_at[0])) {
+    b->copy_at[b->copy_at_n].bytes = bytes;
+    b->copy_at[b->copy_at_n++].us = *us;
+  }
+  return SL_OK;
+}
+
 typedef struct {
   sl_kernel_t *k;
   int launches;
@@ -188,6 +253,10 @@ sl_status_t sl_bench_init(sl_runtime_t *rt, int *argc, char **argv, sl_bench_t *
       b->quick = false;
     } else if (strcmp(argv[i], "--only") == 0 && i + 1 < *argc) {
       b->filter = argv[++i];
+    } else if (strcmp(argv[i], "--tokens") == 0 && i + 1 < *argc) {
+      SL_CHECK(parse_list("--tokens", argv[++i], b->tokens, &b->tokens_n));
+    } else if (strcmp(argv[i], "--hidden") == 0 && i + 1 < *argc) {
+      SL_CHECK(parse_list("--hidden", argv[++i], b->hidden, &b->hidden_n));
     } else {
       argv[out++] = argv[i];
     }
@@ -223,8 +292,8 @@ void sl_bench_finish(sl_bench_t *b) {
 
 void sl_bench_header(sl_bench_t *b, const char *title) {
   if (b->rt->boot.rank != 0) return;
-  printf("\n## %s\n%-22s %-24s %-10s %10s %10s %9s %10s  %s\n", title, "op", "shape", "path", "us", "GB/s",
-         "%copy", "graph_us", "");
+  printf("\n## %s\n%-22s %-24s %-10s %10s %10s %9s %8s %10s  %s\n", title, "op", "shape", "path", "us", "GB/s",
+         "%copy", "%cp@sz", "graph_us", "");
 }
 
 void sl_bench_row(sl_bench_t *b, const char *op, const char *shape, const char *path, double us, double bytes,
@@ -232,9 +301,14 @@ void sl_bench_row(sl_bench_t *b, const char *op, const char *shape, const char *
   if (b->rt->boot.rank != 0) return;
   double gbps = us > 0 ? bytes / (us * 1e-6) / 1e9 : 0;
   double pct = b->copy_gbps > 0 ? 100.0 * gbps / b->copy_gbps : 0;
-  char g[32] = "-";
+  char g[32] = "-", at[32] = "-";
   if (graph_us >= 0) snprintf(g, sizeof g, "%.2f", graph_us);
-  printf("%-22s %-24s %-10s %10.2f %10.1f %8.1f%% %10s  %s\n", op, shape, path ? path : "-", us, gbps, pct, g,
+  double copy_us = 0, pct_at = -1;
+  if (bytes >= 16e6 && us > 0 && sl_bench_copy_us(b, bytes, &copy_us) == SL_OK) {
+    pct_at = 100.0 * copy_us / us;
+    snprintf(at, sizeof at, "%.1f%%", pct_at);
+  }
+  printf("%-22s %-24s %-10s %10.2f %10.1f %8.1f%% %8s %10s  %s\n", op, shape, path ? path : "-", us, gbps, pct, at, g,
          extra ? extra : "");
   fflush(stdout);
   if (b->json) {
@@ -247,6 +321,10 @@ void sl_bench_row(sl_bench_t *b, const char *op, const char *shape, const char *
     cJSON_AddNumberToObject(o, "gbps", gbps);
     cJSON_AddNumberToObject(o, "pct_copy", pct);
     if (graph_us >= 0) cJSON_AddNumberToObject(o, "graph_us", graph_us);
+    if (pct_at >= 0) {
+      cJSON_AddNumberToObject(o, "copy_same_us", copy_us);
+      cJSON_AddNumberToObject(o, "pct_copy_same_size", pct_at);
+    }
     if (extra) cJSON_AddStringToObject(o, "extra", extra);
     write_json(b, o);
   }

@@ -20,6 +20,14 @@ typedef struct {
   double graph_launch_us; /* per kernel inside a CUDA graph (0 on CPU) */
   FILE *json;           /* --json FILE: one JSON object per line; NULL when not asked */
   const char *filter;   /* --only SUBSTR: run only rows whose op contains it */
+  int tokens[16];       /* --tokens N[,N...]: run only these token counts (none: all) */
+  int tokens_n;
+  int hidden[16];       /* --hidden N[,N...]: run only these hidden sizes (none: all) */
+  int hidden_n;
+  struct {              /* same-size copy ceilings measured so far (bytes -> us) */
+    double bytes, us;
+  } copy_at[64];
+  int copy_at_n;
 } sl_bench_t;
 
 /* Parse the common options (--iters, --json, --quick, --only), create a stream and measure
@@ -39,8 +47,19 @@ sl_status_t sl_bench_time(sl_bench_t *b, sl_bench_fn fn, void *ctx, bool in_grap
 /* Should a row named `op` run under --only? */
 bool sl_bench_selected(const sl_bench_t *b, const char *op);
 
+/* Should a shape with `tokens` tokens run under --tokens? With hidden size `hidden` under --hidden? */
+bool sl_bench_tokens_selected(const sl_bench_t *b, int tokens);
+bool sl_bench_hidden_selected(const sl_bench_t *b, int hidden);
+
+/* Device time of a device-to-device copy that reads bytes/2 and writes bytes/2, timed the way
+ * the rows are (same repetitions, buffers rotated so L2 does not serve them): the ceiling for
+ * a kernel moving `bytes` at that size, fixed costs included. Memoized per size; GPU only
+ * (SL_ERR_UNSUPPORTED on the CPU backend). */
+sl_status_t sl_bench_copy_us(sl_bench_t *b, double bytes, double *us);
+
 /* Print one row (and a JSON line): op, shape, path taken, µs, GB/s for `bytes` moved,
- * % of copy bandwidth; graph_us < 0 when not measured. `extra` may be NULL. */
+ * % of copy bandwidth; graph_us < 0 when not measured. `extra` may be NULL. From 16 MB moved on
+ * the GPU the row also shows "%cp@sz": a same-size copy's time (sl_bench_copy_us) / us. */
 void sl_bench_row(sl_bench_t *b, const char *op, const char *shape, const char *path, double us, double bytes,
                   double graph_us, const char *extra);
 /* Print the header of the row table. */
