@@ -131,6 +131,19 @@ static int copy_blocks(const sl_moe_dispatch_args_t *a, int unroll) {
   return sl_moe_cdiv(items, SL_MOE_COPY_THREADS / 32);
 }
 
+/* Prefill copy: chunks per warp item. Whole rows (the token's K rows computed and
+ * broadcast once, the next chunk's loads in flight during the K stores) as long as the
+ * items still give every SM SPLIT_WARPS_PER_SM warps; fewer tokens split their rows. */
+enum { SPLIT_WARPS_PER_SM = 32 };
+static int split_span(const sl_moe_dispatch_args_t *a, int num_sms) {
+  const int chunks = sl_moe_chunks_per_row(a->hidden, PREFILL_UNROLL);
+  long want_items = (long)SPLIT_WARPS_PER_SM * (num_sms > 0 ? num_sms : 1);
+  long span = (long)a->num_tokens * chunks / want_items;
+  if (span < 1) span = 1;
+  if (span > chunks) span = chunks;
+  return (int)span;
+}
+
 sl_moe_path_t sl_moe_dispatch_choose_path(const sl_moe_dispatch_args_t *a, int num_sms) {
   if (a->num_tokens == 0) return SL_MOE_PATH_NONE;
   if ((long)a->num_tokens * a->top_k <= SL_MOE_REPL_MAX_PAIRS) return SL_MOE_PATH_REPLICATED;
@@ -342,8 +355,12 @@ static sl_status_t dispatch_cuda(sl_device_t *dev, const sl_moe_dispatch_args_t 
   SL_CHECK(sl_kernel_launch(k, &rl, rargs));
   SL_CHECK(sl_moe_dispatch_spec(a->hidden, a->top_k, local, a->payload, a->quant_rule, ENTRY_COPY, &spec));
   SL_CHECK(sl_jit_get_kernel(dev, &spec, &k));
-  void *cargs[] = {&x, &ids, &T, &E, &begin, &end, &cap, &ex, &es, &gscale, &slots, &offsets, &pair_rank, &state};
-  sl_launch_t cl = {.grid = {(unsigned)copy_blocks(a, PREFILL_UNROLL)}, .block = {SL_MOE_COPY_THREADS}, .stream = stream};
+  int span = split_span(a, sms);
+  const long spans = sl_moe_cdiv(sl_moe_chunks_per_row(a->hidden, PREFILL_UNROLL), span);
+  void *cargs[] = {&x,      &ids,   &T,     &E,      &begin,     &end,   &cap,  &ex,
+                   &es,     &gscale, &slots, &offsets, &pair_rank, &state, &span};
+  sl_launch_t cl = {.grid = {(unsigned)sl_moe_cdiv((long)T * spans, SL_MOE_COPY_THREADS / 32)},
+                    .block = {SL_MOE_COPY_THREADS}, .stream = stream};
   return sl_kernel_launch(k, &cl, cargs);
 }
 
