@@ -95,6 +95,7 @@ static sl_status_t validate(const sl_moe_dispatch_args_t *a) {
                   "experts",
                   a->expert_begin, a->expert_end, a->num_experts, SL_MOE_MAX_LOCAL_EXPERTS);
   if (a->capacity < 1) return SL_ERR(SL_ERR_INVALID, "moe dispatch: capacity %d < 1", a->capacity);
+  if (a->force_span < 0) return SL_ERR(SL_ERR_INVALID, "moe dispatch: force_span %d < 0", a->force_span);
   if ((int)a->payload < SL_MOE_PAYLOAD_BF16 || a->payload > SL_MOE_PAYLOAD_NVFP4)
     return SL_ERR(SL_ERR_UNSUPPORTED, "moe dispatch: payload %d unknown (bf16, fp8-g128, mxfp8, mxfp4, nvfp4)",
                   (int)a->payload);
@@ -355,7 +356,8 @@ static sl_status_t dispatch_cuda(sl_device_t *dev, const sl_moe_dispatch_args_t 
   SL_CHECK(sl_kernel_launch(k, &rl, rargs));
   SL_CHECK(sl_moe_dispatch_spec(a->hidden, a->top_k, local, a->payload, a->quant_rule, ENTRY_COPY, &spec));
   SL_CHECK(sl_jit_get_kernel(dev, &spec, &k));
-  int span = split_span(a, sms);
+  int span = a->force_span > 0 ? a->force_span : split_span(a, sms);
+  if (span > sl_moe_chunks_per_row(a->hidden, PREFILL_UNROLL)) span = sl_moe_chunks_per_row(a->hidden, PREFILL_UNROLL);
   const long spans = sl_moe_cdiv(sl_moe_chunks_per_row(a->hidden, PREFILL_UNROLL), span);
   void *cargs[] = {&x,      &ids,   &T,     &E,      &begin,     &end,   &cap,  &ex,
                    &es,     &gscale, &slots, &offsets, &pair_rank, &state, &span};

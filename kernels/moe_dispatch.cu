@@ -485,11 +485,23 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_FUSED_THREADS)
   if (counts_block)
     for (int e = threadIdx.x; e < MOE_LOCAL; e += NT) hist[e] = 0;
   // Stage the local expert ids, padded with -1 to a multiple of 4 (the 16-byte groups).
+  // All loads first (one L2 latency, not one per round).
+  constexpr int ROUNDS = SL_MOE_REPL_MAX_PAIRS / NT;
+  static_assert(SL_MOE_REPL_MAX_PAIRS % NT == 0, "staging rounds");
   const int padded = (num_pairs + 3) & ~3;
-  for (int p = threadIdx.x; p < padded; p += NT) {
+  int idv[ROUNDS];
+#pragma unroll
+  for (int r = 0; r < ROUNDS; r++) {
+    const int p = r * NT + threadIdx.x;
+    idv[r] = p < num_pairs ? __ldg(&topk_ids[p]) : -1;
+  }
+#pragma unroll
+  for (int r = 0; r < ROUNDS; r++) {
+    const int p = r * NT + threadIdx.x;
+    if (p >= padded) continue;
     int e = -1;
     if (p < num_pairs) {
-      const int id = __ldg(&topk_ids[p]);
+      const int id = idv[r];
       if (id < 0 || id >= num_experts)
         sl_dev_error_record(&state->error, SL_DEV_ERR_RANGE, p / MOE_TOPK, id, num_experts);
       else
@@ -513,6 +525,7 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_FUSED_THREADS)
     if (e >= 0) {
       const int4 *g4 = reinterpret_cast<const int4 *>(ids_s);
       const int groups = (q + 3) / 4; // groups holding pairs below q
+#pragma unroll 4
       for (int g = s; g < groups; g += S) {
         const int4 v = g4[g];
         const int p = 4 * g;
