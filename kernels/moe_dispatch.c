@@ -6,11 +6,17 @@
  *    once. Decode uses unroll 1 (more, smaller items spread over more SMs); prefill uses
  *    unroll 2 (two loads in flight per lane before the K stores).
  *  - Decode, T*K <= SL_MOE_REPL_MAX_PAIRS (1024: T <= 128 at K=8): the replicated path, one
- *    plain launch of copy_blocks blocks where every block ranks all pairs itself in shared
- *    memory (one routing block of <= 4 rounds of 256 pairs, the same ranks as the other
- *    paths) and then copies its items. H200 run 3: the fused path cost 3.8 us in a graph at
- *    T=1, of which the grid barrier is 1.26 us and the global rank/count round trips after it another
- *    L2 latency or two; redundant routing of <= 1024 ids per block is cheaper than both.
+ *    plain launch of copy_blocks blocks (one item per warp) where every block stages all
+ *    T*K ids in shared memory and ranks only the pairs of its own <= 8 tokens (rank = earlier
+ *    pairs with the same expert: the same ranks as the other paths), then copies its items.
+ *    H200 run 3: the fused path cost 3.8 us in a graph at T=1, of which the grid barrier is
+ *    1.26 us and the global rank/count round trips after it another L2 latency or two.
+ *    Issue #4: ranking all 1024 pairs in every block (4 warp-match rounds, 12 block
+ *    barriers) was most of DSv3 T=128's 9.3 us; the per-block ranking is <= 16 LDS.128
+ *    per thread and two barriers (kernels/NOTES.md).
+ *  - The split path's copy takes whole rows per warp item (split_span) when the tokens
+ *    alone give every SM 32 warps: ranks, offsets and the K-row broadcast once per token
+ *    instead of once per 2 chunks (ncu: 52.9 cycles/instr MIO throttle in the old loop).
  *  - Otherwise DESIGN.md's rule, "does the copy fit in one resident wave": copy_blocks =
  *    items / 8 warps (unroll 1). If copy_blocks <= SL_MOE_FUSED_MAX_WAVES x SMs (and the
  *    routing fits in one 256-pair round per block), one cooperative launch (route, grid barrier, copy)

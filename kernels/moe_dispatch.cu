@@ -1,5 +1,6 @@
-// MoE dispatch kernels: deterministic slot ranking (warp match + per-warp shared counts),
+// MoE dispatch kernels: deterministic slot ranking (pair order t*K+k within an expert),
 // then 16-byte copies of each token into the rows of its K experts.
+//   sl_moe_dispatch_replicated  decode: each block ranks its own pairs from all ids in shared memory
 //   sl_moe_dispatch_fused  decode: route, grid barrier, copy in one cooperative launch
 //   sl_moe_dispatch_route  prefill: rank pairs per block; the last block scans the counts
 //   sl_moe_dispatch_copy   prefill: copy over many blocks
