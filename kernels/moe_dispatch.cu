@@ -525,12 +525,15 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_FUSED_THREADS)
     int cnt = 0;
     if (e >= 0) {
       const int4 *g4 = reinterpret_cast<const int4 *>(ids_s);
-      const int groups = (q + 3) / 4; // groups holding pairs below q
+      const int full = q / 4; // groups entirely below q
 #pragma unroll 4
-      for (int g = s; g < groups; g += S) {
+      for (int g = s; g < full; g += S) {
         const int4 v = g4[g];
-        const int p = 4 * g;
-        cnt += (v.x == e) + (p + 1 < q && v.y == e) + (p + 2 < q && v.z == e) + (p + 3 < q && v.w == e);
+        cnt += (v.x == e) + (v.y == e) + (v.z == e) + (v.w == e);
+      }
+      if (s == full % S && (q & 3)) { // the group holding q: its pairs below q
+        const int4 v = g4[full];
+        cnt += (v.x == e) + ((q & 3) > 1 && v.y == e) + ((q & 3) > 2 && v.z == e);
       }
     }
     // Butterfly over the S lanes of this pair (aligned groups of a warp; every lane joins).
