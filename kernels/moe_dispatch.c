@@ -148,7 +148,9 @@ static int split_span(const sl_moe_dispatch_args_t *a, int num_sms) {
   long span = (long)a->num_tokens * chunks / want_items;
   if (span < 1) span = 1;
   if (span > chunks) span = chunks;
-  return (int)span;
+  /* Even spans: 14 chunks at span 13 would make items of 13 and 1; take 7 and 7. */
+  const long nspans = sl_moe_cdiv(chunks, span);
+  return sl_moe_cdiv(chunks, nspans);
 }
 
 sl_moe_path_t sl_moe_dispatch_choose_path(const sl_moe_dispatch_args_t *a, int num_sms) {
