@@ -65,20 +65,18 @@ __device__ __forceinline__ QuantVec quantize_vec(const uint4 &v, float global_sc
   float f[SL_MOE_VEC_ELEMS];
   const unsigned w[4] = {v.x, v.y, v.z, v.w};
   sl_unpack_u32<SL_DTYPE_BF16>(w, 4, f);
+  // A non-finite element enters the absmax as +Inf (finite bf16 magnitudes are < Inf), so
+  // one reduction carries both the absmax and the "block is finite" flag: one shuffle per
+  // step instead of two (the shuffles were the copy loop's MIO pressure). A finite block's
+  // absmax is unchanged.
   float amax = 0.0f;
-  int finite = 1;
 #pragma unroll
-  for (int i = 0; i < SL_MOE_VEC_ELEMS; i++) {
-    finite &= sl_qf_finite(f[i]);
-    amax = sl_qf_max(amax, sl_qf_abs(f[i]));
-  }
+  for (int i = 0; i < SL_MOE_VEC_ELEMS; i++)
+    amax = sl_qf_max(amax, sl_qf_finite(f[i]) ? sl_qf_abs(f[i]) : __int_as_float(0x7f800000));
 #pragma unroll
-  for (int o = 1; o < MOE_QLANES; o <<= 1) {
-    amax = sl_qf_max(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-    finite &= __shfl_xor_sync(0xffffffffu, finite, o);
-  }
+  for (int o = 1; o < MOE_QLANES; o <<= 1) amax = sl_qf_max(amax, __shfl_xor_sync(0xffffffffu, amax, o));
   QuantVec q;
-  q.finite = finite != 0;
+  q.finite = sl_qf_finite(amax) != 0;
   unsigned char c[SL_MOE_VEC_ELEMS];
   if (q.finite) {
     const sl_qf_scale_t sc = sl_qf_block_scale(MOE_PAYLOAD, MOE_QRULE, amax, global_scale);
