@@ -46,6 +46,7 @@ typedef struct {
   sl_dtype_t in, out, w, res;
   float bias;
   int residual, warps;
+  int elts, grid; /* 0: the table's; else elements per thread and SL_RMSNORM_GRID_* */
 } rms_case_t;
 
 /* GPU vs CPU: y within 2 ulp (fp32: 1e-5 relative), the updated residual bit-exact (both
@@ -73,7 +74,9 @@ static void rms_check(const rms_case_t *c, sl_stream_t *graph_stream) {
                          .res_dtype = c->res,
                          .eps = 1e-6f,
                          .weight_bias = c->bias,
-                         .warps = c->warps};
+                         .warps = c->warps,
+                         .elts = c->elts,
+                         .grid_policy = c->grid};
   if (graph_stream) {
     /* Warm (compile + load outside the capture), poison again, capture, replay once. */
     SL_ASSERT_OK(sl_rmsnorm(dev, &a, graph_stream));
@@ -107,9 +110,11 @@ static void rms_check(const rms_case_t *c, sl_stream_t *graph_stream) {
     bad++;
   }
   if (bad)
-    fail_msg("rmsnorm rows %d hidden %d in %s out %s w %s res %s bias %g residual %d warps %d%s: %zu mismatches",
+    fail_msg("rmsnorm rows %d hidden %d in %s out %s w %s res %s bias %g residual %d warps %d elts %d grid %d%s: "
+             "%zu mismatches",
              c->rows, c->hidden, sl_dtype_name(c->in), sl_dtype_name(c->out), sl_dtype_name(c->w),
-             sl_dtype_name(c->res), (double)c->bias, c->residual, c->warps, graph_stream ? " (graph)" : "", bad);
+             sl_dtype_name(c->res), (double)c->bias, c->residual, c->warps, c->elts, c->grid,
+             graph_stream ? " (graph)" : "", bad);
   sl_device_free(dev, dx);
   sl_device_free(dev, dw);
   sl_device_free(dev, dres);
@@ -228,12 +233,79 @@ static void test_rmsnorm_every_warps_candidate(void **state) {
   }
 }
 
+/* Every point --tune can launch: elements per thread (8, 16, 32) x warps per block (the row's
+ * warps x 1, 2, 4, 8 while <= 32) x grid policy (resident, full) x plain/fused. Hidden sizes
+ * not a multiple of a row's threads x 8 (520, 3000: the last chunk partly outside the row);
+ * odd row counts, so the last block (or grid-stride round) is partly empty; at 3001 rows and
+ * <= 3000 elements the resident grid strides (more row groups than resident blocks at one row
+ * per block). bf16, and f32 in -> bf16 out at 2048 (4-byte elements: twice the chunks). */
+static void test_rmsnorm_every_tune_point(void **state) {
+  static const struct { int hidden, rows; sl_dtype_t in; } shapes[] = {
+      {520, 3001, SL_DTYPE_BF16},  {2048, 3001, SL_DTYPE_BF16}, {3000, 3001, SL_DTYPE_BF16},
+      {4096, 1001, SL_DTYPE_BF16}, {7168, 999, SL_DTYPE_BF16},  {2048, 777, SL_DTYPE_F32}};
+  static const int elts[] = {8, 16, 32};
+  for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+    for (int e = 0; e < 3; e++) {
+      int cand[8], n = sl_rmsnorm_warp_candidates_e(shapes[s].hidden, elts[e], cand);
+      for (int i = 0; i < n; i++)
+        for (int grid = SL_RMSNORM_GRID_RESIDENT; grid <= SL_RMSNORM_GRID_FULL; grid++)
+          for (int residual = 0; residual < 2; residual++) {
+            rms_case_t c = {.rows = shapes[s].rows,
+                            .hidden = shapes[s].hidden,
+                            .in = shapes[s].in,
+                            .out = SL_DTYPE_BF16,
+                            .w = SL_DTYPE_BF16,
+                            .res = shapes[s].in,
+                            .bias = (float)(i & 1),
+                            .residual = residual,
+                            .warps = cand[i],
+                            .elts = elts[e],
+                            .grid = grid};
+            rms_check(&c, NULL);
+          }
+    }
+}
+
+/* The table's own choices at the benchmark's prefill sizes (AUTO grid, no explicit knobs), at
+ * a row count that takes the large-prefill entries (>= 4096) and one below. */
+static void test_rmsnorm_table_points(void **state) {
+  static const int hiddens[] = {2048, 4096, 7168};
+  static const int rows[] = {1031, 4097};
+  for (int h = 0; h < 3; h++)
+    for (int r = 0; r < 2; r++)
+      for (int residual = 0; residual < 2; residual++) {
+        rms_case_t c = {.rows = rows[r],
+                        .hidden = hiddens[h],
+                        .in = SL_DTYPE_BF16,
+                        .out = SL_DTYPE_BF16,
+                        .w = SL_DTYPE_BF16,
+                        .res = SL_DTYPE_BF16,
+                        .residual = residual};
+        rms_check(&c, NULL);
+      }
+}
+
 static void test_rmsnorm_in_cuda_graph(void **state) {
   sl_stream_t *st;
   SL_ASSERT_OK(sl_stream_create(dev, &st));
   rms_case_t c = {
       .rows = 16, .hidden = 4096, .in = SL_DTYPE_BF16, .out = SL_DTYPE_BF16, .w = SL_DTYPE_BF16, .res = SL_DTYPE_BF16};
   rms_check(&c, st);
+  /* The decode candidates --tune times in a graph: one row per block at 8, 16, 32 elements. */
+  static const int elts[] = {8, 16, 32};
+  for (int e = 0; e < 3; e++)
+    for (int residual = 0; residual < 2; residual++) {
+      rms_case_t d = {.rows = 16,
+                      .hidden = 2048,
+                      .in = SL_DTYPE_BF16,
+                      .out = SL_DTYPE_BF16,
+                      .w = SL_DTYPE_BF16,
+                      .res = SL_DTYPE_BF16,
+                      .residual = residual,
+                      .warps = SL_RMSNORM_ROW_WARPS_E(2048, elts[e]),
+                      .elts = elts[e]};
+      rms_check(&d, st);
+    }
   sl_stream_destroy(dev, st);
 }
 
@@ -487,6 +559,8 @@ int main(void) {
       cmocka_unit_test(test_rmsnorm_every_dtype_pair),
       cmocka_unit_test(test_rmsnorm_sizes_and_variants),
       cmocka_unit_test(test_rmsnorm_every_warps_candidate),
+      cmocka_unit_test(test_rmsnorm_every_tune_point),
+      cmocka_unit_test(test_rmsnorm_table_points),
       cmocka_unit_test(test_rmsnorm_in_cuda_graph),
       cmocka_unit_test(test_qknorm_every_dtype_dim_layout_rope),
       cmocka_unit_test(test_qknorm_qwen3_shapes_and_warps),
