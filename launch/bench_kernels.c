@@ -122,6 +122,105 @@ static sl_status_t rms_run(void *p, int iter, sl_stream_t *stream) {
   return sl_rmsnorm(c->dev, &c->a, stream);
 }
 
+/* --tune for RMSNorm: every knob per shape -- elements per thread (8, 16, 32) x warps per block
+ * (the row's warps x 1, 2, 4, 8, <= 32) x grid policy (resident, full) at prefill (T >= SMs);
+ * elements per thread at one row per block, timed in a CUDA graph, at decode (T <= 16). Each
+ * (hidden, variant) compiles <= 12 kernels (grid is a launch choice); the bench's 3 hidden sizes x 2
+ * variants stay under 60 JIT variants. The best of each shape is kept and printed at the end of
+ * the RMSNorm section as lines of kernels/rmsnorm.c's table. */
+typedef struct {
+  int hidden, fused, tokens, elts, rows_per_block, grid;
+  double us;
+} rms_tune_t;
+enum { RMS_TUNE_MAX = 128 };
+static rms_tune_t rms_tuned[RMS_TUNE_MAX];
+static int rms_tuned_n;
+
+static sl_status_t tune_rmsnorm_shape(sl_bench_t *b, rms_ctx_t *c, const char *op, const char *shape, double moved,
+                                      const sl_rmsnorm_point_t *chosen) {
+  const sl_device_info_t *info = sl_device_info(b->rt->dev);
+  const int tokens = c->a.rows, hidden = c->a.hidden;
+  const bool decode = tokens < info->sm_count;
+  if (decode && tokens > 16) return SL_OK; /* T = 128: neither decode (graph) nor a full prefill */
+  static const int elts[] = {8, 16, 32};
+  rms_tune_t best = {0};
+  char path[48];
+  double us;
+  for (int e = 0; e < 3; e++) {
+    int cand[8], nc = sl_rmsnorm_warp_candidates_e(hidden, elts[e], cand);
+    if (decode && nc > 1) nc = 1; /* one row per block */
+    for (int i = 0; i < nc; i++)
+      for (int grid = SL_RMSNORM_GRID_RESIDENT; grid <= SL_RMSNORM_GRID_FULL; grid++) {
+        if (decode && grid == SL_RMSNORM_GRID_FULL) continue; /* the same launch at T < SMs */
+        c->a.elts = elts[e];
+        c->a.warps = cand[i];
+        c->a.grid_policy = grid;
+        SL_CHECK(sl_bench_time(b, rms_run, c, decode, &us));
+        snprintf(path, sizeof path, "tune e=%d w=%d%s%s", elts[e], cand[i], grid == SL_RMSNORM_GRID_FULL ? " full" : "",
+                 decode ? " graph" : "");
+        sl_bench_row(b, op, shape, path, decode ? 0 : us, moved, decode ? us : -1, NULL);
+        if (best.us == 0 || us < best.us)
+          best = (rms_tune_t){hidden, c->a.residual != NULL, tokens, elts[e],
+                              cand[i] / SL_RMSNORM_ROW_WARPS_E(hidden, elts[e]), grid, us};
+      }
+  }
+  c->a.elts = c->a.warps = 0;
+  c->a.grid_policy = SL_RMSNORM_GRID_AUTO;
+  if (b->rt->boot.rank == 0)
+    printf("tune %s %s: best e=%d w=%d %s (%.2f us%s); table chose e=%d w=%d %s\n", op, shape, best.elts,
+           best.rows_per_block * SL_RMSNORM_ROW_WARPS_E(hidden, best.elts),
+           best.grid == SL_RMSNORM_GRID_FULL ? "full" : "resident", best.us, decode ? " in a graph" : "",
+           chosen->elts, chosen->warps, chosen->full_grid ? "full" : "resident");
+  if (rms_tuned_n < RMS_TUNE_MAX) rms_tuned[rms_tuned_n++] = best;
+  return SL_OK;
+}
+
+static int rms_tune_order(const void *pa, const void *pb) {
+  const rms_tune_t *x = pa, *y = pb;
+  const bool dx = x->tokens <= 16, dy = y->tokens <= 16;
+  if (dx != dy) return dx ? -1 : 1;                  /* decode entries first */
+  if (x->hidden != y->hidden) return x->hidden - y->hidden;
+  if (x->fused != y->fused) return x->fused - y->fused;
+  return y->tokens - x->tokens; /* larger row counts first (first match wins) */
+}
+
+/* The tuned best per shape as lines of hopper_table/blackwell_table (kernels/rmsnorm.c). Decode:
+ * one entry per (hidden, variant), the elements that won at the most decode shapes (ties: the
+ * smaller total time); prefill: one per measured T with min_rows = T, the smallest T's with
+ * min_rows 1 so it also covers SMs <= rows < that T. Hidden classes apply to hidden <=
+ * max_hidden in order; the table's SL_RMSNORM_MAX_HIDDEN catch-alls stay last. */
+static void print_rmsnorm_table(const sl_bench_t *b) {
+  if (rms_tuned_n == 0 || b->rt->boot.rank != 0) return;
+  qsort(rms_tuned, (size_t)rms_tuned_n, sizeof *rms_tuned, rms_tune_order);
+  const sl_device_info_t *info = sl_device_info(b->rt->dev);
+  printf("# --tune: RMSNorm table lines for sm_%d (paste into kernels/rmsnorm.c, above the catch-alls):\n", info->arch);
+  printf("#   {max_hidden, fused, min_rows, elts, rows_per_block, grid}\n");
+  for (int i = 0; i < rms_tuned_n; i++) {
+    const rms_tune_t *t = &rms_tuned[i];
+    if (t->tokens <= 16) {
+      if (i > 0 && rms_tuned[i - 1].tokens <= 16 && rms_tuned[i - 1].hidden == t->hidden &&
+          rms_tuned[i - 1].fused == t->fused)
+        continue; /* one entry per (hidden, variant), from its group's vote below */
+      int votes[33] = {0};
+      double total[33] = {0};
+      for (int j = i; j < rms_tuned_n && rms_tuned[j].tokens <= 16 && rms_tuned[j].hidden == t->hidden &&
+                      rms_tuned[j].fused == t->fused;
+           j++)
+        votes[rms_tuned[j].elts]++, total[rms_tuned[j].elts] += rms_tuned[j].us;
+      int e = 32;
+      for (int k = 8; k <= 32; k *= 2)
+        if (votes[k] > votes[e] || (votes[k] == votes[e] && votes[k] > 0 && total[k] < total[e])) e = k;
+      printf("    {%d, %d, 0, %d, 1, SL_RMSNORM_GRID_RESIDENT}, /* decode */\n", t->hidden, t->fused, e);
+      continue;
+    }
+    const bool smallest = i + 1 == rms_tuned_n || rms_tuned[i + 1].tokens <= 16 ||
+                          rms_tuned[i + 1].hidden != t->hidden || rms_tuned[i + 1].fused != t->fused;
+    printf("    {%d, %d, %d, %d, %d, %s}, /* T=%d: %.2f us */\n", t->hidden, t->fused, smallest ? 1 : t->tokens,
+           t->elts, t->rows_per_block, t->grid == SL_RMSNORM_GRID_FULL ? "SL_RMSNORM_GRID_FULL" : "SL_RMSNORM_GRID_RESIDENT",
+           t->tokens, t->us);
+  }
+}
+
 static sl_status_t bench_rmsnorm_shape(sl_bench_t *b, int tokens, int hidden, bool residual, bool tune) {
   if (!sl_bench_tokens_selected(b, tokens) || !sl_bench_hidden_selected(b, hidden)) return SL_OK;
   const char *op = residual ? "rmsnorm+residual" : "rmsnorm";
@@ -154,7 +253,8 @@ static sl_status_t bench_rmsnorm_shape(sl_bench_t *b, int tokens, int hidden, bo
   sl_rmsnorm_point_t pt;
   SL_CHECK_GOTO(sl_rmsnorm_choose(&c.a, info->arch, info->sm_count, &pt), s, out);
   path_name(b, pt.warps, path, sizeof path);
-  if (pt.full_grid) strncat(path, " full", sizeof path - strlen(path) - 1);
+  if (sl_device_backend(b->rt->dev) == SL_BACKEND_CUDA)
+    snprintf(path, sizeof path, "e=%d w=%d%s", pt.elts, pt.warps, pt.full_grid ? " full" : "");
   double us, gus;
   SL_CHECK_GOTO(time_both(b, rms_run, &c, tokens, &us, &gus), s, out);
   sl_bench_row(b, op, shape, path, us, moved, gus, NULL);
@@ -162,26 +262,15 @@ static sl_status_t bench_rmsnorm_shape(sl_bench_t *b, int tokens, int hidden, bo
     /* The other grid policy at the same warps, so the AUTO rule stays checked by measurement. */
     c.a.grid_policy = pt.full_grid ? SL_RMSNORM_GRID_RESIDENT : SL_RMSNORM_GRID_FULL;
     c.a.warps = pt.warps;
+    c.a.elts = pt.elts;
     SL_CHECK_GOTO(sl_bench_time(b, rms_run, &c, false, &us), s, out);
-    snprintf(path, sizeof path, "%s w=%d", pt.full_grid ? "resident" : "full", pt.warps);
+    snprintf(path, sizeof path, "%s e=%d w=%d", pt.full_grid ? "resident" : "full", pt.elts, pt.warps);
     sl_bench_row(b, op, shape, path, us, moved, -1, "other grid policy (comparison)");
     c.a.grid_policy = SL_RMSNORM_GRID_AUTO;
     c.a.warps = 0;
+    c.a.elts = 0;
   }
-  if (tune && tokens >= info->sm_count) {
-    int cand[8], nc = sl_rmsnorm_warp_candidates(hidden, cand), best = 0;
-    double best_us = 0;
-    for (int i = 0; i < nc; i++) {
-      c.a.warps = cand[i];
-      SL_CHECK_GOTO(sl_bench_time(b, rms_run, &c, false, &us), s, out);
-      snprintf(path, sizeof path, "tune w=%d", cand[i]);
-      sl_bench_row(b, op, shape, path, us, moved, -1, NULL);
-      if (i == 0 || us < best_us) best_us = us, best = cand[i];
-    }
-    c.a.warps = 0;
-    if (b->rt->boot.rank == 0)
-      printf("tune %s %s: best warps %d (%.2f us); table chose %d\n", op, shape, best, best_us, pt.warps);
-  }
+  if (tune) SL_CHECK_GOTO(tune_rmsnorm_shape(b, &c, op, shape, moved, &pt), s, out);
 out:
   sl_device_free(b->rt->dev, w);
   pool_free(b, &c.x);
@@ -442,6 +531,7 @@ static sl_status_t run_all(sl_bench_t *b, bool tune) {
     for (int h = 0; h < sh.hidden_n; h++)
       for (int t = 0; t < sh.tokens_n; t++)
         SL_CHECK(bench_rmsnorm_shape(b, sh.tokens[t], sh.hidden[h], r == 1, tune));
+  print_rmsnorm_table(b);
   sl_bench_header(b, "QK-norm (in place, head_dim 128; baseline: rmsnorm over [T*heads, 128] for Q then K)");
   static const int qh[] = {32, 64};
   /* + T = 4096, the shape of the issue's PyTorch reference figure */
