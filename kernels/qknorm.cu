@@ -68,9 +68,7 @@ __device__ __forceinline__ void sl_qk_locate(unsigned t0, unsigned h0, unsigned 
 // fp32 (which would spill), no minimum.
 // (An explicit minimum of 1 changes ptxas's register heuristic -- 70 instead of 60 registers at
 // 4 items without RoPE -- so the one-argument form is kept where no minimum is wanted.)
-#if defined(QK_MINB)
-#define SL_QK_BOUNDS __launch_bounds__(WARPS * SL_WARP_SIZE, QK_MINB)
-#elif ROT_DIM > 0 && WARPS >= 2 && WARPS <= 8
+#if ROT_DIM > 0 && WARPS >= 2 && WARPS <= 8
 constexpr int MIN_BLOCKS = ESZ == 2 ? 24 / WARPS : 1;
 #define SL_QK_BOUNDS __launch_bounds__(WARPS * SL_WARP_SIZE, MIN_BLOCKS)
 #else

@@ -69,9 +69,10 @@ constexpr int RCHUNKS = RESIDUAL ? CHUNKS : 1; // residual registers (unused by 
 // pipelining (two rows in flight), each only where it fits without spilling.
 constexpr int ROW_WORDS = CHUNKS * raw_x::words + (RESIDUAL ? CHUNKS * raw_r::words : 0);
 constexpr int W_WORDS = CHUNKS * raw_w::words;
-#ifndef REG_OVERHEAD
-#define REG_OVERHEAD 32
-#endif
+// Registers besides the row (addresses, indices, the loop, fp32 temporaries of one packet):
+// ptxas -v over elts 8/16/32 x rows per block x plain/fused at h=2048..16384 (bf16 and fp32):
+// at 32 the bounds below leave no spill but a 4-8-byte slot where v2 had one too.
+constexpr int REG_OVERHEAD = 32;
 constexpr int THREADS = WARPS * SL_WARP_SIZE;
 // Per-thread register cap ptxas applies for `b` resident blocks: each of the SM's 4 schedulers
 // has 16384 registers for its share of the warps (ceil(warps/4)), allocated per warp in units of

@@ -313,6 +313,7 @@ static void test_rmsnorm_in_cuda_graph(void **state) {
 typedef struct {
   int tokens, q_heads, kv_heads, head_dim, rot_dim, packed, warps;
   sl_dtype_t dt;
+  int items, grid; /* 0: the choice; else head groups per warp and SL_QKNORM_GRID_* */
 } qk_case_t;
 
 enum { QK_MAX_POS = 300 };
@@ -366,7 +367,9 @@ static void qk_check(const qk_case_t *c) {
                         .cos_cache = dcos,
                         .sin_cache = dsin,
                         .max_pos = QK_MAX_POS,
-                        .warps = c->warps};
+                        .warps = c->warps,
+                        .items = c->items,
+                        .grid_policy = c->grid};
   SL_ASSERT_OK(sl_qknorm(dev, &a, NULL));
   finish_kernel("qknorm");
   download(gq, dq, qb);
@@ -401,8 +404,9 @@ static void qk_check(const qk_case_t *c) {
     bad += sl_test_compare_dtype("k", c->dt, gk, hk, kn, 2, atol, 1e-5f);
   }
   if (bad)
-    fail_msg("qknorm tokens %d heads %d+%d dim %d rot %d %s packed %d warps %d: %zu mismatches", c->tokens, c->q_heads,
-             c->kv_heads, D, c->rot_dim, sl_dtype_name(c->dt), c->packed, c->warps, bad);
+    fail_msg("qknorm tokens %d heads %d+%d dim %d rot %d %s packed %d warps %d items %d grid %d: %zu mismatches",
+             c->tokens, c->q_heads, c->kv_heads, D, c->rot_dim, sl_dtype_name(c->dt), c->packed, c->warps, c->items,
+             c->grid, bad);
   sl_device_free(dev, dq);
   sl_device_free(dev, dk);
   sl_device_free(dev, dqw);
@@ -474,6 +478,51 @@ static void test_qknorm_qwen3_shapes_and_warps(void **state) {
                     .warps = w,
                     .dt = SL_DTYPE_BF16};
     qk_check(&cw);
+  }
+}
+
+/* Every point --tune can launch: warps (1..32) x items (1, 2, 4; 1, 2 with RoPE) x grid policy
+ * (resident: grid-stride rounds at 2001 tokens x 36 heads; full: every warp one iteration, the
+ * last block partly empty), Qwen3 32+4 separate Q/K and 64+4 packed with RoPE; then the few-
+ * heads layout (an iteration's items span tokens) at the largest span on a full grid. */
+static void test_qknorm_every_tune_point(void **state) {
+  for (int rope = 0; rope < 2; rope++)
+    for (int w = 1; w <= 32; w *= 2)
+      for (int items = 1; items <= (rope ? 2 : 4); items *= 2)
+        for (int grid = SL_QKNORM_GRID_RESIDENT; grid <= SL_QKNORM_GRID_FULL; grid++) {
+          qk_case_t c = {.tokens = rope ? 1001 : 2001,
+                         .q_heads = rope ? 64 : 32,
+                         .kv_heads = 4,
+                         .head_dim = 128,
+                         .rot_dim = rope ? 128 : 0,
+                         .packed = rope,
+                         .warps = w,
+                         .dt = SL_DTYPE_BF16,
+                         .items = items,
+                         .grid = grid};
+          qk_check(&c);
+        }
+  for (int grid = SL_QKNORM_GRID_RESIDENT; grid <= SL_QKNORM_GRID_FULL; grid++) {
+    qk_case_t few = {.tokens = 3001,
+                     .q_heads = 2,
+                     .kv_heads = 1,
+                     .head_dim = 64,
+                     .rot_dim = 0,
+                     .packed = 0,
+                     .warps = 32,
+                     .dt = SL_DTYPE_BF16,
+                     .items = 4,
+                     .grid = grid};
+    qk_check(&few);
+  }
+  /* The table's own choice (AUTO) at the benchmark's large shape, fp16 and fp32 too. */
+  for (int d = 0; d < 3; d++) {
+    qk_case_t t = {.tokens = 4097,
+                   .q_heads = 32,
+                   .kv_heads = 4,
+                   .head_dim = 128,
+                   .dt = sl_test_float_dtypes[d]};
+    qk_check(&t);
   }
 }
 
@@ -564,6 +613,7 @@ int main(void) {
       cmocka_unit_test(test_rmsnorm_in_cuda_graph),
       cmocka_unit_test(test_qknorm_every_dtype_dim_layout_rope),
       cmocka_unit_test(test_qknorm_qwen3_shapes_and_warps),
+      cmocka_unit_test(test_qknorm_every_tune_point),
       cmocka_unit_test(test_embedding_matches_cpu),
       cmocka_unit_test(test_embedding_out_of_range_reported),
   };
