@@ -320,6 +320,94 @@ static sl_status_t qk_rope(void *p, int iter, sl_stream_t *stream) {
   return sl_qknorm(c->dev, &a, stream);
 }
 
+/* --tune for QK-norm: warps per block (1..32) x head groups per warp (1, 2, 4; RoPE 1, 2: 4
+ * spills) x grid policy (resident, full) per prefill shape: 18 kernels without RoPE and 12 with
+ * (grid is a launch choice). The table has one entry per (head_dim, RoPE) for every prefill
+ * beyond one wave, so besides each shape's best the bench prints, at the end of the QK-norm
+ * section, the configuration with the smallest mean slowdown against each shape's best. */
+enum { QK_TUNE_SHAPES = 16, QK_TUNE_CONFIGS = 36 };
+typedef struct {
+  int n_shapes;
+  double us[QK_TUNE_SHAPES][QK_TUNE_CONFIGS]; /* 0: not measured */
+} qk_tune_t;
+static qk_tune_t qk_tuned[2]; /* [rope] */
+
+/* Shapes where kernels/qknorm.c uses its table: more than one wave of 32 warps per SM at 2 head
+ * groups of 2 heads (head_dim 128) per warp (T > ~470 for 36 heads on 132 SMs); smaller
+ * prefill and decode are sized by rule. */
+static bool qk_tuned_shape(const sl_device_info_t *info, int tokens, int heads) {
+  return (long)tokens * heads > 4L * 32 * info->sm_count;
+}
+
+static void qk_config(int i, int *warps, int *items, int *grid) {
+  *warps = 1 << (i / 6);          /* 1..32 */
+  *items = 1 << ((i / 2) % 3);    /* 1, 2, 4 */
+  *grid = 1 + i % 2;              /* RESIDENT, FULL */
+}
+
+static sl_status_t tune_qknorm_shape(sl_bench_t *b, qk_ctx_t *c, sl_bench_fn fn, const char *op, const char *shape,
+                                     double moved, const sl_qknorm_point_t *chosen) {
+  const bool rope = c->a.rope;
+  qk_tune_t *t = &qk_tuned[rope];
+  const int si = t->n_shapes < QK_TUNE_SHAPES ? t->n_shapes++ : QK_TUNE_SHAPES - 1;
+  int best = -1;
+  char path[48];
+  for (int i = 0; i < QK_TUNE_CONFIGS; i++) {
+    int w, it, g;
+    qk_config(i, &w, &it, &g);
+    t->us[si][i] = 0;
+    if (rope && it > 2) continue;
+    c->a.warps = w;
+    c->a.items = it;
+    c->a.grid_policy = g;
+    double us;
+    SL_CHECK(sl_bench_time(b, fn, c, false, &us));
+    t->us[si][i] = us;
+    snprintf(path, sizeof path, "tune w=%d i=%d%s", w, it, g == SL_QKNORM_GRID_FULL ? " full" : "");
+    sl_bench_row(b, op, shape, path, us, moved, -1, NULL);
+    if (best < 0 || us < t->us[si][best]) best = i;
+  }
+  c->a.warps = c->a.items = 0;
+  c->a.grid_policy = SL_QKNORM_GRID_AUTO;
+  int w, it, g;
+  qk_config(best, &w, &it, &g);
+  if (b->rt->boot.rank == 0)
+    printf("tune %s %s: best w=%d i=%d %s (%.2f us); table chose w=%d i=%d %s\n", op, shape, w, it,
+           g == SL_QKNORM_GRID_FULL ? "full" : "resident", t->us[si][best], chosen->warps, chosen->items,
+           chosen->full_grid ? "full" : "resident");
+  return SL_OK;
+}
+
+static void print_qknorm_table(const sl_bench_t *b) {
+  if (b->rt->boot.rank != 0) return;
+  for (int rope = 0; rope < 2; rope++) {
+    const qk_tune_t *t = &qk_tuned[rope];
+    if (t->n_shapes == 0) continue;
+    int best = -1;
+    double best_score = 0;
+    for (int i = 0; i < QK_TUNE_CONFIGS; i++) {
+      double score = 0;
+      int n = 0;
+      for (int s = 0; s < t->n_shapes; s++) {
+        double lo = 0;
+        for (int j = 0; j < QK_TUNE_CONFIGS; j++)
+          if (t->us[s][j] > 0 && (lo == 0 || t->us[s][j] < lo)) lo = t->us[s][j];
+        if (t->us[s][i] > 0 && lo > 0) score += t->us[s][i] / lo, n++;
+      }
+      if (n != t->n_shapes) continue; /* not measured at every shape (RoPE x 4 items) */
+      score /= n;
+      if (best < 0 || score < best_score) best = i, best_score = score;
+    }
+    if (best < 0) continue;
+    int w, it, g;
+    qk_config(best, &w, &it, &g);
+    printf("# --tune: QK-norm table line for sm_%d (head_dim 128, %s; mean slowdown vs each shape's best "
+           "%.3f over %d shapes):\n    {128, %d, %d, %d, %s},\n",
+           sl_device_info(b->rt->dev)->arch, rope ? "RoPE" : "no RoPE", best_score, t->n_shapes, rope, w, it,
+           g == SL_QKNORM_GRID_FULL ? "SL_QKNORM_GRID_FULL" : "SL_QKNORM_GRID_RESIDENT");
+  }
+}
+
 static sl_status_t bench_qknorm_shape(sl_bench_t *b, int tokens, int q_heads, int kv_heads, bool tune) {
   if (!sl_bench_tokens_selected(b, tokens)) return SL_OK;
   const int D = 128, max_pos = 40960;
@@ -385,7 +473,8 @@ static sl_status_t bench_qknorm_shape(sl_bench_t *b, int tokens, int q_heads, in
   sl_qknorm_point_t pt;
   SL_CHECK_GOTO(sl_qknorm_choose(&c.a, info->arch, info->sm_count, &pt), s, out);
   path_name(b, pt.warps, path, sizeof path);
-  if (sl_device_backend(dev) == SL_BACKEND_CUDA) snprintf(path, sizeof path, "w=%d i=%d", pt.warps, pt.items);
+  if (sl_device_backend(dev) == SL_BACKEND_CUDA)
+    snprintf(path, sizeof path, "w=%d i=%d%s", pt.warps, pt.items, pt.full_grid ? " full" : "");
   double us = 0, gus = -1, gen_us = 0, gen_gus = -1;
   if (sl_bench_selected(b, "qknorm")) {
     /* At the reference shape also in a graph: device time without the per-launch overhead that
@@ -402,20 +491,8 @@ static sl_status_t bench_qknorm_shape(sl_bench_t *b, int tokens, int q_heads, in
                gen_us / us, PYTORCH_QKNORM_US / us, gus > 0 ? PYTORCH_QKNORM_US / gus : 0.0, PYTORCH_QKNORM_US);
     sl_bench_row(b, "qknorm", shape, path, us, moved, gus, extra);
     sl_bench_row(b, "qknorm/2x-rmsnorm", shape, "generic", gen_us, moved, gen_gus, NULL);
-    if (tune && (long)tokens * (q_heads + kv_heads) / 2 >= info->sm_count) {
-      int best = 1;
-      double best_us = 0;
-      for (int wp = 1; wp <= 32; wp *= 2) {
-        c.a.warps = wp;
-        SL_CHECK_GOTO(sl_bench_time(b, qk_fused, &c, false, &us), s, out);
-        snprintf(path, sizeof path, "tune w=%d", wp);
-        sl_bench_row(b, "qknorm", shape, path, us, moved, -1, NULL);
-        if (wp == 1 || us < best_us) best_us = us, best = wp;
-      }
-      c.a.warps = 0;
-      if (b->rt->boot.rank == 0)
-        printf("tune qknorm %s: best warps %d (%.2f us); table chose %d\n", shape, best, best_us, pt.warps);
-    }
+    if (tune && qk_tuned_shape(info, tokens, q_heads + kv_heads))
+      SL_CHECK_GOTO(tune_qknorm_shape(b, &c, qk_fused, "qknorm", shape, moved, &pt), s, out);
   }
   if (sl_bench_selected(b, "qknorm+rope")) {
     /* Packed QKV rows, Q and K strided in place, neox RoPE over the whole head. */
@@ -429,7 +506,13 @@ static sl_status_t bench_qknorm_shape(sl_bench_t *b, int tokens, int q_heads, in
     c.a.max_pos = max_pos;
     SL_CHECK_GOTO(time_both(b, qk_rope, &c, tokens, &us, &gus), s, out);
     /* + positions and the cos/sin rows each token reads */
-    sl_bench_row(b, "qknorm+rope", shape, "qkv-packed", us, moved + (double)tokens * (4 + 2 * (D / 2) * 4), gus, NULL);
+    const double rope_moved = moved + (double)tokens * (4 + 2 * (D / 2) * 4);
+    sl_qknorm_point_t rpt;
+    SL_CHECK_GOTO(sl_qknorm_choose(&c.a, info->arch, info->sm_count, &rpt), s, out);
+    snprintf(path, sizeof path, "qkv w=%d i=%d%s", rpt.warps, rpt.items, rpt.full_grid ? " full" : "");
+    sl_bench_row(b, "qknorm+rope", shape, path, us, rope_moved, gus, NULL);
+    if (tune && qk_tuned_shape(info, tokens, q_heads + kv_heads))
+      SL_CHECK_GOTO(tune_qknorm_shape(b, &c, qk_rope, "qknorm+rope", shape, rope_moved, &rpt), s, out);
   }
 out:
   sl_device_free(dev, w);
@@ -541,6 +624,7 @@ static sl_status_t run_all(sl_bench_t *b, bool tune) {
   for (int q = 0; q < (b->quick ? 1 : 2); q++)
     for (int t = 0; t < qk_tn; t++)
       SL_CHECK(bench_qknorm_shape(b, qk_t[t], qh[q], 4, tune));
+  print_qknorm_table(b);
   sl_bench_header(b, "Embedding lookup (bf16 table, int32 ids)");
   for (int h = 0; h < sh.hidden_n; h++)
     for (int t = 0; t < sh.tokens_n; t++)
