@@ -509,7 +509,10 @@ static sl_status_t bench_qknorm_shape(sl_bench_t *b, int tokens, int q_heads, in
     const double rope_moved = moved + (double)tokens * (4 + 2 * (D / 2) * 4);
     sl_qknorm_point_t rpt;
     SL_CHECK_GOTO(sl_qknorm_choose(&c.a, info->arch, info->sm_count, &rpt), s, out);
-    snprintf(path, sizeof path, "qkv w=%d i=%d%s", rpt.warps, rpt.items, rpt.full_grid ? " full" : "");
+    if (sl_device_backend(dev) == SL_BACKEND_CUDA)
+      snprintf(path, sizeof path, "qkv w=%d i=%d%s", rpt.warps, rpt.items, rpt.full_grid ? " full" : "");
+    else
+      snprintf(path, sizeof path, "qkv-packed");
     sl_bench_row(b, "qknorm+rope", shape, path, us, rope_moved, gus, NULL);
     if (tune && qk_tuned_shape(info, tokens, q_heads + kv_heads))
       SL_CHECK_GOTO(tune_qknorm_shape(b, &c, qk_rope, "qknorm+rope", shape, rope_moved, &rpt), s, out);
