@@ -323,19 +323,20 @@ sl_status_t sl_qknorm_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t
         SL_CHECK(sl_qknorm_spec(&spec, &pt));
         SL_CHECK(fn(&spec, user));
       }
-  /* The largest warps-per-block candidate --tune launches (1024 threads: a 64-register budget),
-   * with and without RoPE; the others compile on demand. */
-  for (int rot = 0; rot <= 128; rot += 128) {
-    const int w = 32;
-    pt = (sl_qknorm_point_t){.head_dim = 128,
-                             .rot_dim = rot,
-                             .dtype = SL_DTYPE_BF16,
-                             .w_dtype = SL_DTYPE_BF16,
-                             .eps = 1e-6f,
-                             .warps = w,
-                             .items = sl_qknorm_items(false, rot > 0, w)};
-    SL_CHECK(sl_qknorm_spec(&spec, &pt));
-    SL_CHECK(fn(&spec, user));
-  }
+  /* The corners of the --tune sweep, with and without RoPE: the largest block (1024 threads: a
+   * 64-register budget) at the most items, and the fewest items at the table's warps; the
+   * others compile on demand. */
+  for (int rot = 0; rot <= 128; rot += 128)
+    for (int corner = 0; corner < 2; corner++) {
+      pt = (sl_qknorm_point_t){.head_dim = 128,
+                               .rot_dim = rot,
+                               .dtype = SL_DTYPE_BF16,
+                               .w_dtype = SL_DTYPE_BF16,
+                               .eps = 1e-6f,
+                               .warps = corner ? 32 : table_warps(arch, 128),
+                               .items = corner ? (rot ? 2 : 4) : 1};
+      SL_CHECK(sl_qknorm_spec(&spec, &pt));
+      SL_CHECK(fn(&spec, user));
+    }
   return SL_OK;
 }
