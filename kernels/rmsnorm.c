@@ -50,46 +50,47 @@ typedef struct {
   int elts;       /* elements per thread: 8, 16 or 32 */
   int rows_per_block;
   int grid; /* SL_RMSNORM_GRID_FULL or _RESIDENT */
+  int wreg; /* 1: weight in registers; 0: re-read per row */
 } rms_entry_t;
 
 #define FULL SL_RMSNORM_GRID_FULL
 #define RESIDENT SL_RMSNORM_GRID_RESIDENT
 static const rms_entry_t hopper_table[] = {
     /* decode: one row per block, 32 elements per thread (v2, measured) */
-    {SL_RMSNORM_MAX_HIDDEN, 0, 0, 32, 1, RESIDENT},
-    {SL_RMSNORM_MAX_HIDDEN, 1, 0, 32, 1, RESIDENT},
+    {SL_RMSNORM_MAX_HIDDEN, 0, 0, 32, 1, RESIDENT, 1},
+    {SL_RMSNORM_MAX_HIDDEN, 1, 0, 32, 1, RESIDENT, 1},
     /* prefill */
-    {2048, 0, 1, 16, 1, FULL},
-    {2048, 1, 1, 16, 1, FULL},
-    {4096, 0, 1, 16, 1, FULL},
-    {4096, 1, 4096, 16, 1, FULL},
-    {4096, 1, 1, 32, 2, RESIDENT},
-    {7168, 0, 4096, 16, 1, FULL},
-    {7168, 1, 4096, 16, 1, FULL},
-    {7168, 0, 1, 32, 2, RESIDENT},
-    {7168, 1, 1, 32, 2, RESIDENT},
-    {SL_RMSNORM_MAX_HIDDEN, 0, 4096, 32, 1, FULL},
-    {SL_RMSNORM_MAX_HIDDEN, 1, 4096, 32, 1, FULL},
-    {SL_RMSNORM_MAX_HIDDEN, 0, 1, 32, 1, RESIDENT},
-    {SL_RMSNORM_MAX_HIDDEN, 1, 1, 32, 1, RESIDENT},
+    {2048, 0, 1, 16, 1, FULL, 1},
+    {2048, 1, 1, 16, 1, FULL, 1},
+    {4096, 0, 1, 16, 1, FULL, 1},
+    {4096, 1, 4096, 16, 1, FULL, 1},
+    {4096, 1, 1, 32, 2, RESIDENT, 1},
+    {7168, 0, 4096, 16, 1, FULL, 1},
+    {7168, 1, 4096, 16, 1, FULL, 1},
+    {7168, 0, 1, 32, 2, RESIDENT, 1},
+    {7168, 1, 1, 32, 2, RESIDENT, 1},
+    {SL_RMSNORM_MAX_HIDDEN, 0, 4096, 32, 1, FULL, 1},
+    {SL_RMSNORM_MAX_HIDDEN, 1, 4096, 32, 1, FULL, 1},
+    {SL_RMSNORM_MAX_HIDDEN, 0, 1, 32, 1, RESIDENT, 1},
+    {SL_RMSNORM_MAX_HIDDEN, 1, 1, 32, 1, RESIDENT, 1},
 };
 /* Blackwell: a copy of Hopper (same 16-byte vector path) until measured. */
 static const rms_entry_t blackwell_table[] = {
-    {SL_RMSNORM_MAX_HIDDEN, 0, 0, 32, 1, RESIDENT},
-    {SL_RMSNORM_MAX_HIDDEN, 1, 0, 32, 1, RESIDENT},
-    {2048, 0, 1, 16, 1, FULL},
-    {2048, 1, 1, 16, 1, FULL},
-    {4096, 0, 1, 16, 1, FULL},
-    {4096, 1, 4096, 16, 1, FULL},
-    {4096, 1, 1, 32, 2, RESIDENT},
-    {7168, 0, 4096, 16, 1, FULL},
-    {7168, 1, 4096, 16, 1, FULL},
-    {7168, 0, 1, 32, 2, RESIDENT},
-    {7168, 1, 1, 32, 2, RESIDENT},
-    {SL_RMSNORM_MAX_HIDDEN, 0, 4096, 32, 1, FULL},
-    {SL_RMSNORM_MAX_HIDDEN, 1, 4096, 32, 1, FULL},
-    {SL_RMSNORM_MAX_HIDDEN, 0, 1, 32, 1, RESIDENT},
-    {SL_RMSNORM_MAX_HIDDEN, 1, 1, 32, 1, RESIDENT},
+    {SL_RMSNORM_MAX_HIDDEN, 0, 0, 32, 1, RESIDENT, 1},
+    {SL_RMSNORM_MAX_HIDDEN, 1, 0, 32, 1, RESIDENT, 1},
+    {2048, 0, 1, 16, 1, FULL, 1},
+    {2048, 1, 1, 16, 1, FULL, 1},
+    {4096, 0, 1, 16, 1, FULL, 1},
+    {4096, 1, 4096, 16, 1, FULL, 1},
+    {4096, 1, 1, 32, 2, RESIDENT, 1},
+    {7168, 0, 4096, 16, 1, FULL, 1},
+    {7168, 1, 4096, 16, 1, FULL, 1},
+    {7168, 0, 1, 32, 2, RESIDENT, 1},
+    {7168, 1, 1, 32, 2, RESIDENT, 1},
+    {SL_RMSNORM_MAX_HIDDEN, 0, 4096, 32, 1, FULL, 1},
+    {SL_RMSNORM_MAX_HIDDEN, 1, 4096, 32, 1, FULL, 1},
+    {SL_RMSNORM_MAX_HIDDEN, 0, 1, 32, 1, RESIDENT, 1},
+    {SL_RMSNORM_MAX_HIDDEN, 1, 1, 32, 1, RESIDENT, 1},
 };
 #undef FULL
 #undef RESIDENT
@@ -109,7 +110,7 @@ static rms_entry_t table_entry(int arch, int hidden, bool fused, int rows, bool 
       return e;
     }
   }
-  return (rms_entry_t){SL_RMSNORM_MAX_HIDDEN, fused, 0, 32, 1, SL_RMSNORM_GRID_RESIDENT};
+  return (rms_entry_t){SL_RMSNORM_MAX_HIDDEN, fused, 0, 32, 1, SL_RMSNORM_GRID_RESIDENT, 1};
 }
 
 int sl_rmsnorm_warp_candidates_e(int hidden, int elts, int out[8]) {
@@ -145,6 +146,8 @@ static sl_status_t validate_shape(const sl_rmsnorm_args_t *a) {
   if (!(a->eps > 0.0f) || !isfinite(a->eps) || !isfinite(a->weight_bias))
     return SL_ERR(SL_ERR_INVALID, "rmsnorm: eps %g must be > 0 and finite, weight_bias %g finite", (double)a->eps,
                   (double)a->weight_bias);
+  if (a->weight_regs < SL_RMSNORM_WEIGHT_AUTO || a->weight_regs > SL_RMSNORM_WEIGHT_RELOAD)
+    return SL_ERR(SL_ERR_INVALID, "rmsnorm: weight_regs %d is not AUTO (0), REGS (1) or RELOAD (2)", a->weight_regs);
   if (a->elts != 0 && a->elts != 8 && a->elts != 16 && a->elts != 32)
     return SL_ERR(SL_ERR_INVALID, "rmsnorm: elts %d must be 0 (the table's), 8, 16 or 32 elements per thread",
                   a->elts);
@@ -195,6 +198,7 @@ sl_status_t sl_rmsnorm_choose(const sl_rmsnorm_args_t *a, int arch, int sm_count
   pt->eps = a->eps;
   pt->weight_bias = a->weight_bias;
   pt->elts = elts;
+  pt->wreg = a->weight_regs == SL_RMSNORM_WEIGHT_REGS || (a->weight_regs == SL_RMSNORM_WEIGHT_AUTO && e.wreg);
   pt->warps = warps;
   pt->full_grid = full;
   return SL_OK;
@@ -212,6 +216,7 @@ sl_status_t sl_rmsnorm_spec(sl_jit_spec_t *spec, const sl_rmsnorm_point_t *pt) {
   SL_CHECK(sl_jit_spec_define(spec, "WARPS", "%d", pt->warps));
   SL_CHECK(sl_jit_spec_define(spec, "RESIDUAL", "%d", pt->residual ? 1 : 0));
   SL_CHECK(sl_jit_spec_define(spec, "ELTS", "%d", pt->elts));
+  SL_CHECK(sl_jit_spec_define(spec, "WREG", "%d", pt->wreg ? 1 : 0));
   return SL_OK;
 }
 
@@ -333,6 +338,7 @@ sl_status_t sl_rmsnorm_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_
                             .weight_bias = 1.0f,
                             .residual = true,
                             .elts = 32,
+                            .wreg = true,
                             .warps = 2};
   SL_CHECK(rms_point(pt, fn, user));
   pt.weight_bias = 0.0f;
@@ -340,11 +346,12 @@ sl_status_t sl_rmsnorm_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_
   pt.w_dtype = SL_DTYPE_F32;
   SL_CHECK(rms_point(pt, fn, user));
   /* Each elements-per-thread value at its largest --tune block at hidden 4096 and 2048 (the
-   * tightest register budgets: up to 1024 threads), both variants; the others compile on demand. */
+   * tightest register budgets: up to 1024 threads), both variants, both weight placements; the
+   * others compile on demand. */
   static const int elts[] = {8, 16, 32};
   for (int hi = 0; hi < 2; hi++)
     for (int e = 0; e < 3; e++)
-      for (int res = 0; res < 2; res++) {
+      for (int res = 0; res < 4; res++) { /* plain/fused x weight re-read/in registers */
         int h = hi ? 4096 : 2048, cand[8], n = sl_rmsnorm_warp_candidates_e(h, elts[e], cand);
         if (n == 0) continue;
         pt = (sl_rmsnorm_point_t){.hidden = h,
@@ -353,8 +360,9 @@ sl_status_t sl_rmsnorm_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_
                                   .w_dtype = SL_DTYPE_BF16,
                                   .res_dtype = SL_DTYPE_BF16,
                                   .eps = 1e-6f,
-                                  .residual = res,
+                                  .residual = res & 1,
                                   .elts = elts[e],
+                                  .wreg = res >> 1,
                                   .warps = cand[n - 1]};
         SL_CHECK(rms_point(pt, fn, user));
       }

@@ -32,6 +32,9 @@
 #ifndef ELTS
 #error "ELTS (most elements of a row per thread: 8, 16 or 32; sets the warps per row) must be defined by the JIT"
 #endif
+#ifndef WREG
+#error "WREG (1: the weight slice kept in registers, loaded once per block; 0: re-read per row) must be defined by the JIT"
+#endif
 
 static_assert(HIDDEN % 8 == 0 && HIDDEN >= SL_RMSNORM_MIN_HIDDEN && HIDDEN <= SL_RMSNORM_MAX_HIDDEN,
               "HIDDEN must be a multiple of 8 in [64, 16384]");
@@ -61,17 +64,22 @@ constexpr int RCHUNKS = RESIDUAL ? CHUNKS : 1; // residual registers (unused by 
 // Occupancy (ncu, H200, v2 at T=8192 h=2048, one row of 2 warps per block with the weight in
 // registers: 95 registers -> 20 resident warps per SM, 0.5 issued warps per scheduler, stalled on
 // L1TEX): registers, not bandwidth per warp, were the limit. So __launch_bounds__ always asks for
-// MIN_BLOCKS blocks per SM: as many as fit 64 warps while one row per thread (its packed words +
-// REG_OVERHEAD of addresses, indices and fp32 temporaries) stays under the register cap, i.e.
-// 64 resident warps at <= 32 registers, 48 at <= 40, 32 at <= 64; never fewer than 32 warps
-// unless a single row cannot fit 64 registers (fp32 rows at 32 elements per thread).
-// Then, in that budget only: the weight kept in registers (one row per block), and software
-// pipelining (two rows in flight), each only where it fits without spilling.
+// MIN_BLOCKS blocks per SM: as many as fit 64 warps while what a thread must hold -- its row's
+// packed words, the weight's if WREG, and REG_OVERHEAD -- stays under the register cap, i.e.
+// 64 resident warps at <= 32 registers, 48 at <= 40, 40 at <= 48, 32 at <= 64.
+// WREG (a JIT knob, swept by --tune): the weight is the same for every row, so a thread may keep
+// its slice in registers, packed, loaded before x: its latency overlaps the loads of x instead
+// of following the reduction, and a block that strides over rows (or holds several) loads it
+// once. The price is W_WORDS registers (8 at 16 bf16 elements per thread), i.e. fewer resident
+// warps (h=2048 at 16 elements, 4 warps: 40 instead of 48). WREG 0 re-reads it per row after the
+// reduction (an L1 hit: every block of the SM reads the same few KB).
 constexpr int ROW_WORDS = CHUNKS * raw_x::words + (RESIDUAL ? CHUNKS * raw_r::words : 0);
 constexpr int W_WORDS = CHUNKS * raw_w::words;
 // Registers besides the row (addresses, indices, the loop, fp32 temporaries of one packet):
 // ptxas -v over elts 8/16/32 x rows per block x plain/fused at h=2048..16384 (bf16 and fp32):
-// at 32 the bounds below leave no spill but a 4-8-byte slot where v2 had one too.
+// at 32 the bounds below leave no spill but a 4-8-byte slot where v2 had one too. A weight of
+// more than 2 packets needs 16 more (ptxas spilled 32-44 bytes at h=7168/16384, 32 elements,
+// with 8).
 constexpr int REG_OVERHEAD = 32;
 constexpr int THREADS = WARPS * SL_WARP_SIZE;
 // Per-thread register cap ptxas applies for `b` resident blocks: each of the SM's 4 schedulers
@@ -88,21 +96,20 @@ constexpr int pick_blocks(int need) {
     if (reg_cap(b) >= need) best = b;
   return best;
 }
-constexpr int MIN_BLOCKS = pick_blocks(ROW_WORDS + REG_OVERHEAD);
+// WREG is honoured where the row and the weight fit even one block's cap (not at 1024 threads
+// with 32 elements per thread: 64 registers).
+constexpr int W_NEED = W_WORDS + (W_WORDS > 8 ? 16 : 0);
+constexpr bool PRELOAD_W = WREG != 0 && ROW_WORDS + W_NEED + REG_OVERHEAD <= reg_cap(1);
+constexpr int W_REGS = PRELOAD_W ? W_NEED : 0;
+constexpr int MIN_BLOCKS = pick_blocks(ROW_WORDS + W_REGS + REG_OVERHEAD);
 constexpr int REG_LIMIT = reg_cap(MIN_BLOCKS);
-// The weight is the same for every row. With one row per block each thread may keep its weight
-// slice in registers, packed, loaded before x: its latency overlaps the loads of x instead of
-// following the reduction. With several rows per block, or where it would cost occupancy, it is
-// re-read per row after the reduction (an L1/L2 hit). (ptxas: above 2 packets the weight needs
-// 8 more registers of slack -- h=16384 at 32 elements spilled 44 bytes at exactly the cap.)
-constexpr bool PRELOAD_W =
-    ROWS_PER_BLOCK == 1 && ROW_WORDS + W_WORDS + REG_OVERHEAD + (W_WORDS > 8 ? 8 : 0) <= REG_LIMIT;
 // Software pipelining: a block strides over row groups (resident grid) and issues the loads of
 // its next row before the reduction and stores of the current one, so a warp always has a row
 // of loads in flight -- also while it waits at the row's barrier and while it stores. That
-// costs one more row of packed words per thread: on only where two rows fit REG_LIMIT. (On a
-// full grid a block has one row group and the next row's loads are predicated off.)
-constexpr bool PIPELINE = 2 * ROW_WORDS + (PRELOAD_W ? W_WORDS : 0) + REG_OVERHEAD + 8 <= REG_LIMIT;
+// costs one more row of packed words per thread: on only where two rows fit REG_LIMIT (+8 of
+// slack: ptxas spilled at exactly the cap). (On a full grid a block has one row group and the
+// next row's loads are predicated off.)
+constexpr bool PIPELINE = 2 * ROW_WORDS + W_REGS + REG_OVERHEAD + 8 <= REG_LIMIT;
 // Rows of a block synchronise separately (a hardware barrier per row, 1..15) when the block holds
 // several rows, so one slow row does not hold up the others; one row: __syncthreads.
 constexpr bool NAMED_BARRIER = ROWS_PER_BLOCK > 1 && ROW_WARPS > 1 && ROWS_PER_BLOCK <= 15;

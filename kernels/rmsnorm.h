@@ -42,6 +42,8 @@ typedef struct {
                         per-architecture table (tune with `sluice bench kernels --tune`) */
   int elts;          /* most elements of a row per thread: 8, 16 or 32 (sets the row's warps,
                         SL_RMSNORM_ROW_WARPS_E); 0 = the table's, or 32 when warps is given */
+  int weight_regs;   /* SL_RMSNORM_WEIGHT_AUTO (0: the table's), _REGS (kept in registers,
+                        loaded once per block) or _RELOAD (re-read per row: more resident warps) */
   int grid_policy;   /* SL_RMSNORM_GRID_AUTO (0), _RESIDENT (a grid capped at the resident
                         blocks that strides over rows) or _FULL (one block per group of rows) */
 } sl_rmsnorm_args_t;
@@ -52,6 +54,8 @@ typedef struct {
  * (e.g. h=2048 T=32768: 91.4% vs 84.3%), while at T = 1024 the two are within noise or the
  * resident grid wins. */
 enum { SL_RMSNORM_GRID_AUTO = 0, SL_RMSNORM_GRID_RESIDENT = 1, SL_RMSNORM_GRID_FULL = 2 };
+/* Where the weight lives (JIT constant WREG; see kernels/rmsnorm.cu "Occupancy"). */
+enum { SL_RMSNORM_WEIGHT_AUTO = 0, SL_RMSNORM_WEIGHT_REGS = 1, SL_RMSNORM_WEIGHT_RELOAD = 2 };
 
 /* The compile-time point of one kernel. */
 typedef struct {
@@ -60,6 +64,7 @@ typedef struct {
   float eps, weight_bias;
   bool residual;
   int elts;  /* elements per thread (JIT constant ELTS): 8, 16 or 32 */
+  bool wreg; /* weight kept in registers (JIT constant WREG) */
   int warps; /* a multiple of SL_RMSNORM_ROW_WARPS_E(hidden, elts), <= 32 */
   bool full_grid; /* launch shape, not a JIT constant: one block per group of rows */
 } sl_rmsnorm_point_t;

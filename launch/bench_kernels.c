@@ -123,13 +123,13 @@ static sl_status_t rms_run(void *p, int iter, sl_stream_t *stream) {
 }
 
 /* --tune for RMSNorm: every knob per shape -- elements per thread (8, 16, 32) x warps per block
- * (the row's warps x 1, 2, 4, 8, <= 32) x grid policy (resident, full) at prefill (T >= SMs);
- * elements per thread at one row per block, timed in a CUDA graph, at decode (T <= 16). Each
- * (hidden, variant) compiles <= 12 kernels (grid is a launch choice); the bench's 3 hidden sizes x 2
- * variants stay under 60 JIT variants. The best of each shape is kept and printed at the end of
+ * (the row's warps x 1, 2, 4, 8, <= 32) x weight in registers or re-read x grid policy
+ * (resident, full) at prefill (T >= SMs); elements x weight placement at one row per block,
+ * timed in a CUDA graph, at decode (T <= 16). Each (hidden, variant) compiles <= 24 kernels
+ * (grid is a launch choice): the bench's 3 hidden sizes x 2 variants, <= 104 JIT variants. The best of each shape is kept and printed at the end of
  * the RMSNorm section as lines of kernels/rmsnorm.c's table. */
 typedef struct {
-  int hidden, fused, tokens, elts, rows_per_block, grid;
+  int hidden, fused, tokens, elts, rows_per_block, grid, wreg;
   double us;
 } rms_tune_t;
 enum { RMS_TUNE_MAX = 128 };
@@ -150,27 +150,30 @@ static sl_status_t tune_rmsnorm_shape(sl_bench_t *b, rms_ctx_t *c, const char *o
     int cand[8], nc = sl_rmsnorm_warp_candidates_e(hidden, elts[e], cand);
     if (decode && nc > 1) nc = 1; /* one row per block */
     for (int i = 0; i < nc; i++)
-      for (int grid = SL_RMSNORM_GRID_RESIDENT; grid <= SL_RMSNORM_GRID_FULL; grid++) {
-        if (decode && grid == SL_RMSNORM_GRID_FULL) continue; /* the same launch at T < SMs */
-        c->a.elts = elts[e];
-        c->a.warps = cand[i];
-        c->a.grid_policy = grid;
-        SL_CHECK(sl_bench_time(b, rms_run, c, decode, &us));
-        snprintf(path, sizeof path, "tune e=%d w=%d%s%s", elts[e], cand[i], grid == SL_RMSNORM_GRID_FULL ? " full" : "",
-                 decode ? " graph" : "");
-        sl_bench_row(b, op, shape, path, decode ? 0 : us, moved, decode ? us : -1, NULL);
-        if (best.us == 0 || us < best.us)
-          best = (rms_tune_t){hidden, c->a.residual != NULL, tokens, elts[e],
-                              cand[i] / SL_RMSNORM_ROW_WARPS_E(hidden, elts[e]), grid, us};
-      }
+      for (int wreg = 0; wreg < 2; wreg++)
+        for (int grid = SL_RMSNORM_GRID_RESIDENT; grid <= SL_RMSNORM_GRID_FULL; grid++) {
+          if (decode && grid == SL_RMSNORM_GRID_FULL) continue; /* the same launch at T < SMs */
+          c->a.elts = elts[e];
+          c->a.warps = cand[i];
+          c->a.grid_policy = grid;
+          c->a.weight_regs = wreg ? SL_RMSNORM_WEIGHT_REGS : SL_RMSNORM_WEIGHT_RELOAD;
+          SL_CHECK(sl_bench_time(b, rms_run, c, decode, &us));
+          snprintf(path, sizeof path, "tune e=%d w=%d%s%s%s", elts[e], cand[i], wreg ? " wr" : "",
+                   grid == SL_RMSNORM_GRID_FULL ? " full" : "", decode ? " graph" : "");
+          sl_bench_row(b, op, shape, path, decode ? 0 : us, moved, decode ? us : -1, NULL);
+          if (best.us == 0 || us < best.us)
+            best = (rms_tune_t){hidden, c->a.residual != NULL, tokens, elts[e],
+                                cand[i] / SL_RMSNORM_ROW_WARPS_E(hidden, elts[e]), grid, wreg, us};
+        }
   }
   c->a.elts = c->a.warps = 0;
   c->a.grid_policy = SL_RMSNORM_GRID_AUTO;
+  c->a.weight_regs = SL_RMSNORM_WEIGHT_AUTO;
   if (b->rt->boot.rank == 0)
-    printf("tune %s %s: best e=%d w=%d %s (%.2f us%s); table chose e=%d w=%d %s\n", op, shape, best.elts,
-           best.rows_per_block * SL_RMSNORM_ROW_WARPS_E(hidden, best.elts),
+    printf("tune %s %s: best e=%d w=%d%s %s (%.2f us%s); table chose e=%d w=%d%s %s\n", op, shape, best.elts,
+           best.rows_per_block * SL_RMSNORM_ROW_WARPS_E(hidden, best.elts), best.wreg ? " wr" : "",
            best.grid == SL_RMSNORM_GRID_FULL ? "full" : "resident", best.us, decode ? " in a graph" : "",
-           chosen->elts, chosen->warps, chosen->full_grid ? "full" : "resident");
+           chosen->elts, chosen->warps, chosen->wreg ? " wr" : "", chosen->full_grid ? "full" : "resident");
   if (rms_tuned_n < RMS_TUNE_MAX) rms_tuned[rms_tuned_n++] = best;
   return SL_OK;
 }
@@ -194,30 +197,33 @@ static void print_rmsnorm_table(const sl_bench_t *b) {
   qsort(rms_tuned, (size_t)rms_tuned_n, sizeof *rms_tuned, rms_tune_order);
   const sl_device_info_t *info = sl_device_info(b->rt->dev);
   printf("# --tune: RMSNorm table lines for sm_%d (paste into kernels/rmsnorm.c, above the catch-alls):\n", info->arch);
-  printf("#   {max_hidden, fused, min_rows, elts, rows_per_block, grid}\n");
+  printf("#   {max_hidden, fused, min_rows, elts, rows_per_block, grid, wreg}\n");
   for (int i = 0; i < rms_tuned_n; i++) {
     const rms_tune_t *t = &rms_tuned[i];
     if (t->tokens <= 16) {
       if (i > 0 && rms_tuned[i - 1].tokens <= 16 && rms_tuned[i - 1].hidden == t->hidden &&
           rms_tuned[i - 1].fused == t->fused)
         continue; /* one entry per (hidden, variant), from its group's vote below */
-      int votes[33] = {0};
-      double total[33] = {0};
+      /* votes per (elts, wreg): index elts + wreg */
+      int votes[34] = {0};
+      double total[34] = {0};
       for (int j = i; j < rms_tuned_n && rms_tuned[j].tokens <= 16 && rms_tuned[j].hidden == t->hidden &&
                       rms_tuned[j].fused == t->fused;
            j++)
-        votes[rms_tuned[j].elts]++, total[rms_tuned[j].elts] += rms_tuned[j].us;
-      int e = 32;
-      for (int k = 8; k <= 32; k *= 2)
-        if (votes[k] > votes[e] || (votes[k] == votes[e] && votes[k] > 0 && total[k] < total[e])) e = k;
-      printf("    {%d, %d, 0, %d, 1, SL_RMSNORM_GRID_RESIDENT}, /* decode */\n", t->hidden, t->fused, e);
+        votes[rms_tuned[j].elts + rms_tuned[j].wreg]++, total[rms_tuned[j].elts + rms_tuned[j].wreg] += rms_tuned[j].us;
+      int k_best = 33; /* 32 elements, weight in registers: v2's decode */
+      for (int k = 8; k <= 33; k++)
+        if (votes[k] > votes[k_best] || (votes[k] == votes[k_best] && votes[k] > 0 && total[k] < total[k_best]))
+          k_best = k;
+      printf("    {%d, %d, 0, %d, 1, SL_RMSNORM_GRID_RESIDENT, %d}, /* decode */\n", t->hidden, t->fused,
+             k_best & ~1, k_best & 1);
       continue;
     }
     const bool smallest = i + 1 == rms_tuned_n || rms_tuned[i + 1].tokens <= 16 ||
                           rms_tuned[i + 1].hidden != t->hidden || rms_tuned[i + 1].fused != t->fused;
-    printf("    {%d, %d, %d, %d, %d, %s}, /* T=%d: %.2f us */\n", t->hidden, t->fused, smallest ? 1 : t->tokens,
+    printf("    {%d, %d, %d, %d, %d, %s, %d}, /* T=%d: %.2f us */\n", t->hidden, t->fused, smallest ? 1 : t->tokens,
            t->elts, t->rows_per_block, t->grid == SL_RMSNORM_GRID_FULL ? "SL_RMSNORM_GRID_FULL" : "SL_RMSNORM_GRID_RESIDENT",
-           t->tokens, t->us);
+           t->wreg, t->tokens, t->us);
   }
 }
 

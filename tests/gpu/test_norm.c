@@ -47,6 +47,7 @@ typedef struct {
   float bias;
   int residual, warps;
   int elts, grid; /* 0: the table's; else elements per thread and SL_RMSNORM_GRID_* */
+  int wreg;       /* SL_RMSNORM_WEIGHT_* */
 } rms_case_t;
 
 /* GPU vs CPU: y within 2 ulp (fp32: 1e-5 relative), the updated residual bit-exact (both
@@ -76,7 +77,8 @@ static void rms_check(const rms_case_t *c, sl_stream_t *graph_stream) {
                          .weight_bias = c->bias,
                          .warps = c->warps,
                          .elts = c->elts,
-                         .grid_policy = c->grid};
+                         .grid_policy = c->grid,
+                         .weight_regs = c->wreg};
   if (graph_stream) {
     /* Warm (compile + load outside the capture), poison again, capture, replay once. */
     SL_ASSERT_OK(sl_rmsnorm(dev, &a, graph_stream));
@@ -110,10 +112,10 @@ static void rms_check(const rms_case_t *c, sl_stream_t *graph_stream) {
     bad++;
   }
   if (bad)
-    fail_msg("rmsnorm rows %d hidden %d in %s out %s w %s res %s bias %g residual %d warps %d elts %d grid %d%s: "
-             "%zu mismatches",
+    fail_msg("rmsnorm rows %d hidden %d in %s out %s w %s res %s bias %g residual %d warps %d elts %d grid %d "
+             "weight %d%s: %zu mismatches",
              c->rows, c->hidden, sl_dtype_name(c->in), sl_dtype_name(c->out), sl_dtype_name(c->w),
-             sl_dtype_name(c->res), (double)c->bias, c->residual, c->warps, c->elts, c->grid,
+             sl_dtype_name(c->res), (double)c->bias, c->residual, c->warps, c->elts, c->grid, c->wreg,
              graph_stream ? " (graph)" : "", bad);
   sl_device_free(dev, dx);
   sl_device_free(dev, dw);
@@ -234,22 +236,27 @@ static void test_rmsnorm_every_warps_candidate(void **state) {
 }
 
 /* Every point --tune can launch: elements per thread (8, 16, 32) x warps per block (the row's
- * warps x 1, 2, 4, 8 while <= 32) x grid policy (resident, full) x plain/fused. Hidden sizes
- * not a multiple of a row's threads x 8 (520, 3000: the last chunk partly outside the row);
+ * warps x 1, 2, 4, 8 while <= 32) x weight in registers / re-read x grid policy (resident,
+ * full) x plain/fused. Hidden sizes not a multiple of a row's threads x 8 (520, 3000: the last
+ * chunk partly outside the row);
  * odd row counts, so the last block (or grid-stride round) is partly empty; at 3001 rows and
  * <= 3000 elements the resident grid strides (more row groups than resident blocks at one row
  * per block). bf16, and f32 in -> bf16 out at 2048 (4-byte elements: twice the chunks). */
 static void test_rmsnorm_every_tune_point(void **state) {
   static const struct { int hidden, rows; sl_dtype_t in; } shapes[] = {
-      {520, 3001, SL_DTYPE_BF16},  {2048, 3001, SL_DTYPE_BF16}, {3000, 3001, SL_DTYPE_BF16},
-      {4096, 1001, SL_DTYPE_BF16}, {7168, 999, SL_DTYPE_BF16},  {2048, 777, SL_DTYPE_F32}};
+      {520, 3001, SL_DTYPE_BF16}, {2048, 3001, SL_DTYPE_BF16}, {3000, 3001, SL_DTYPE_BF16},
+      {4096, 1001, SL_DTYPE_BF16}, {7168, 999, SL_DTYPE_BF16}, {16384, 333, SL_DTYPE_BF16},
+      {2048, 777, SL_DTYPE_F32}};
   static const int elts[] = {8, 16, 32};
   for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
     for (int e = 0; e < 3; e++) {
       int cand[8], n = sl_rmsnorm_warp_candidates_e(shapes[s].hidden, elts[e], cand);
       for (int i = 0; i < n; i++)
         for (int grid = SL_RMSNORM_GRID_RESIDENT; grid <= SL_RMSNORM_GRID_FULL; grid++)
-          for (int residual = 0; residual < 2; residual++) {
+          /* plain/fused x weight re-read/in registers; in registers only at bf16 from 2048 on (520
+           * and fp32 rows: re-read only, to keep the compile count of this test down) */
+          for (int v = 0; v < (shapes[s].hidden >= 2048 && shapes[s].in == SL_DTYPE_BF16 ? 4 : 2); v++) {
+            const int residual = v & 1;
             rms_case_t c = {.rows = shapes[s].rows,
                             .hidden = shapes[s].hidden,
                             .in = shapes[s].in,
@@ -260,7 +267,8 @@ static void test_rmsnorm_every_tune_point(void **state) {
                             .residual = residual,
                             .warps = cand[i],
                             .elts = elts[e],
-                            .grid = grid};
+                            .grid = grid,
+                            .wreg = v >> 1 ? SL_RMSNORM_WEIGHT_REGS : SL_RMSNORM_WEIGHT_RELOAD};
             rms_check(&c, NULL);
           }
     }
@@ -294,7 +302,8 @@ static void test_rmsnorm_in_cuda_graph(void **state) {
   /* The decode candidates --tune times in a graph: one row per block at 8, 16, 32 elements. */
   static const int elts[] = {8, 16, 32};
   for (int e = 0; e < 3; e++)
-    for (int residual = 0; residual < 2; residual++) {
+    for (int v = 0; v < 4; v++) {
+      const int residual = v & 1;
       rms_case_t d = {.rows = 16,
                       .hidden = 2048,
                       .in = SL_DTYPE_BF16,
@@ -303,7 +312,8 @@ static void test_rmsnorm_in_cuda_graph(void **state) {
                       .res = SL_DTYPE_BF16,
                       .residual = residual,
                       .warps = SL_RMSNORM_ROW_WARPS_E(2048, elts[e]),
-                      .elts = elts[e]};
+                      .elts = elts[e],
+                      .wreg = v >> 1 ? SL_RMSNORM_WEIGHT_REGS : SL_RMSNORM_WEIGHT_RELOAD};
       rms_check(&d, st);
     }
   sl_stream_destroy(dev, st);

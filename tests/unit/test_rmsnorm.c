@@ -224,6 +224,15 @@ static void test_configuration_choice(void **state) {
   assert_true(pt.full_grid);
   /* Bad knobs: elts not 8/16/32, warps not a multiple of the row's at that elts, a row wider
    * than 32 warps. */
+  a.weight_regs = SL_RMSNORM_WEIGHT_RELOAD;
+  SL_ASSERT_OK(sl_rmsnorm_choose(&a, SL_ARCH_HOPPER, 132, &pt));
+  assert_false(pt.wreg);
+  a.weight_regs = SL_RMSNORM_WEIGHT_REGS;
+  SL_ASSERT_OK(sl_rmsnorm_choose(&a, SL_ARCH_HOPPER, 132, &pt));
+  assert_true(pt.wreg);
+  a.weight_regs = 3;
+  assert_int_equal(sl_rmsnorm_choose(&a, SL_ARCH_HOPPER, 132, &pt), SL_ERR_INVALID);
+  a.weight_regs = SL_RMSNORM_WEIGHT_AUTO;
   a.elts = 12;
   assert_int_equal(sl_rmsnorm_choose(&a, SL_ARCH_HOPPER, 132, &pt), SL_ERR_INVALID);
   a.elts = 16;
