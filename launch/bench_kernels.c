@@ -3,8 +3,10 @@
  * shapes, then the quantization benches (launch/bench_quant.c). Device time by events, median;
  * inputs rotated over copies so L2 does not serve them; small T also inside a CUDA graph.
  * GB/s counts each input read once and each output written once. --tune times every
- * warps-per-block candidate per prefill shape and prints the best (copy it into the table
- * in kernels/<op>.c). */
+ * configuration per shape and prints the best (copy it into the table in kernels/<op>.c):
+ * RMSNorm elements per thread x rows per block x weight placement x grid policy (decode:
+ * elements x weight placement, in a graph), then table lines; QK-norm warps x items x grid
+ * (with and without RoPE), then a table line per RoPE setting; embedding warps per block. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
