@@ -34,8 +34,9 @@
  * store phases with no loads in flight during the last two. A full grid (every warp one
  * iteration, blocks retire and new ones start: what won for RMSNorm at T >= 8192) removes the
  * tail and overlaps phases across blocks; fewer items per warp raise occupancy (ptxas, bf16,
- * 8 warps, no RoPE: 1 item 40 registers -> 48 warps per SM; 2 items 54 -> 36; 4 items 60 ->
- * 32). Best guess, NOT MEASURED YET: full grid from the large-prefill rule on, 8 warps, items
+ * 8 warps, no RoPE, weights now kept packed: 1 item 40 registers -> 48 warps per SM; 2 items
+ * 48 -> 40; 4 items 58 -> 32; v2 39/54/60). The kernel no longer waits for the weights before
+ * its first Q/K load (kernels/qknorm.cu), which a full grid would pay per warp. Best guess, NOT MEASURED YET: full grid from the large-prefill rule on, 8 warps, items
  * as before (4; 2 with RoPE). `sluice bench kernels --tune` sweeps warps (1..32) x items (1, 2,
  * 4; 1, 2 with RoPE) x grid per shape and prints table lines. */
 typedef struct {
