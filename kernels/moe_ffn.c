@@ -89,11 +89,19 @@ sl_status_t sl_moe_ffn_gemv_spec(int which, sl_jit_spec_t *spec) {
   return SL_OK;
 }
 
+/* The rule (documented in kernels/moe_ffn.h and NOTES.md): the streaming kernels while an
+ * expert can hold at most SL_MOE_FFN_GEMV_MAX_ROWS rows (min(capacity, T)), or while the
+ * average over the local experts, T*K / E_local, is at most that: then the weights are
+ * read once per call at (near) full bandwidth and the tensor-core work per weight byte
+ * (<= 16 tokens: 16 FLOP/B) stays far below the mma rate. Experts holding more rows than
+ * that (skew) are still exact, with one more weight pass per 32 rows. */
 bool sl_moe_ffn_uses_gemv(const sl_moe_ffn_args_t *a) {
   if (a->exact_rows || a->small_rows < 0) return false;
   if (a->small_rows > 0) return true;
   const int m = a->capacity < a->num_tokens ? a->capacity : a->num_tokens;
-  return m <= SL_MOE_FFN_GEMV_MAX_ROWS;
+  if (m <= SL_MOE_FFN_GEMV_MAX_ROWS) return true;
+  return a->num_local_experts > 0 &&
+         (long)a->num_tokens * a->top_k <= (long)SL_MOE_FFN_GEMV_MAX_ROWS * a->num_local_experts;
 }
 
 sl_status_t sl_moe_ffn_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t *spec, void *user), void *user) {
@@ -192,22 +200,30 @@ static sl_status_t ffn_cuda(sl_device_t *dev, const sl_moe_ffn_args_t *a, sl_str
 #include <cuda_runtime.h>
 #include <pthread.h>
 
-/* The GEMV kernels (kernels/moe_ffn_gemv.cu): gate_up + act into the workspace's act
- * buffer ([slot, capacity, I]), then down into y. Grid: one resident wave (occupancy),
- * fewer blocks when the items (slots x I, slots x H/2 warps) need fewer. */
-static sl_status_t gemv_launch(sl_device_t *dev, int which, long items, void **args, sl_stream_t *stream) {
+/* The weight-streaming kernels (kernels/moe_ffn_gemv.cu): gate_up + act into the workspace's
+ * act buffer ([slot, capacity, I]), then down into y. `tiles` is the kernel's work in warps
+ * (gate_up: a warp per 8 intermediate indices of a slot, I/8 per slot; down: a warp per 16
+ * output columns, ceil(H/16) per slot); the kernels map tile = block + grid x warp, so the
+ * grid is min(one resident wave, tiles) blocks: a small tile count (T=1: 8 slots x 96 =
+ * 768 gate_up tiles) still spreads over every SM (~6 streaming warps per SM) instead of
+ * filling 96 SMs with 8 warps each. pdl: programmatic dependent launch (sm_90+): gate_up
+ * waits (griddepcontrol.wait) before its first read and then lets down launch; down reads
+ * the counts and issues its first weight loads and L2 prefetches while gate_up drains, and
+ * waits before it reads the activations. */
+static sl_status_t gemv_launch(sl_device_t *dev, int which, long tiles, bool pdl, void **args, sl_stream_t *stream) {
   sl_jit_spec_t spec;
   sl_kernel_t *k;
   SL_CHECK(sl_moe_ffn_gemv_spec(which, &spec));
   SL_CHECK(sl_jit_get_kernel(dev, &spec, &k));
-  int per_sm = 1;
-  SL_CHECK(sl_kernel_occupancy(k, SL_MOE_FFN_GEMV_THREADS, 0, &per_sm));
-  if (per_sm < 1) per_sm = 1;
-  long grid = (long)sl_device_info(dev)->sm_count * per_sm;
-  const long need = (items + SL_MOE_FFN_GEMV_THREADS / 32 - 1) / (SL_MOE_FFN_GEMV_THREADS / 32);
-  if (need < grid) grid = need;
+  long grid = 1;
+  SL_CHECK(sl_kernel_resident_blocks(k, SL_MOE_FFN_GEMV_THREADS, 0, &grid));
+  if (which == 2) tiles = (tiles + SL_MOE_FFN_GEMV_THREADS / 32 - 1) / (SL_MOE_FFN_GEMV_THREADS / 32); /* warp-major */
+  if (tiles < grid) grid = tiles;
   if (grid < 1) grid = 1;
-  sl_launch_t l = {.grid = {(unsigned)grid}, .block = {SL_MOE_FFN_GEMV_THREADS}, .stream = stream};
+  sl_launch_t l = {.grid = {(unsigned)grid},
+                   .block = {SL_MOE_FFN_GEMV_THREADS},
+                   .stream = stream,
+                   .pdl = pdl && sl_device_info(dev)->arch >= SL_ARCH_HOPPER};
   return sl_kernel_launch(k, &l, args);
 }
 
@@ -215,6 +231,8 @@ static sl_status_t ffn_gemv(sl_device_t *dev, const sl_moe_ffn_args_t *a, sl_str
   if (a->num_local_experts > SL_MOE_FFN_GEMV_MAX_LOCAL)
     return SL_ERR(SL_ERR_INVALID, "moe ffn gemv: %d local experts > %d", a->num_local_experts,
                   SL_MOE_FFN_GEMV_MAX_LOCAL);
+  if (((uintptr_t)a->x | (uintptr_t)a->w_gate_up | (uintptr_t)a->w_down | (uintptr_t)a->workspace) % 16)
+    return SL_ERR(SL_ERR_INVALID, "moe ffn gemv: x, weights and workspace must be 16-byte aligned");
   ffn_layout_t l = ffn_layout(a->num_local_experts, a->capacity, a->num_tokens, a->top_k, a->hidden, a->inter);
   int local = a->num_local_experts, slots = (int)padded_slots(local, a->num_tokens, a->top_k), cap = a->capacity,
       H = a->hidden, In = a->inter;
@@ -222,9 +240,9 @@ static sl_status_t ffn_gemv(sl_device_t *dev, const sl_moe_ffn_args_t *a, sl_str
   void *act = (char *)a->workspace + l.act, *y = a->y;
   const void *cact = act;
   void *gu_args[] = {&counts, &local, &slots, &cap, &H, &In, &x, &wgu, &act};
-  SL_CHECK(gemv_launch(dev, 0, (long)slots * In, gu_args, stream));
+  SL_CHECK(gemv_launch(dev, 0, (long)slots * (In / 8), true, gu_args, stream));
   void *dn_args[] = {&counts, &local, &slots, &cap, &H, &In, &cact, &wd, &y};
-  return gemv_launch(dev, 1, (long)slots * (H / 2), dn_args, stream);
+  return gemv_launch(dev, 1, (long)slots * ((H + 15) / 16), true, dn_args, stream);
 }
 
 /* One cuBLAS handle per GPU for the process, created on first use; calls are serialised
@@ -388,7 +406,7 @@ static sl_status_t gate_cuda(sl_device_t *dev, int T, int E, int H, const void *
    * warp per two experts streams them instead of a cuBLAS GEMM with n = T. */
   if (T <= SL_MOE_FFN_GEMV_MAX_ROWS && H % 8 == 0 && (uintptr_t)x % 16 == 0 && (uintptr_t)w % 16 == 0) {
     void *args[] = {&x, &w, &logits, &T, &E, &H};
-    return gemv_launch(dev, 2, (E + 1) / 2, args, stream);
+    return gemv_launch(dev, 2, (E + 1) / 2, false, args, stream);
   }
   const float one = 1.0f, zero = 0.0f;
   pthread_mutex_lock(&blas_lock);
