@@ -203,10 +203,10 @@ static sl_status_t ffn_cuda(sl_device_t *dev, const sl_moe_ffn_args_t *a, sl_str
 /* The weight-streaming kernels (kernels/moe_ffn_gemv.cu): gate_up + act into the workspace's
  * act buffer ([slot, capacity, I]), then down into y. `tiles` is the kernel's work in warps
  * (gate_up: a warp per 8 intermediate indices of a slot, I/8 per slot; down: a warp per 16
- * output columns, ceil(H/16) per slot); the kernels map tile = block + grid x warp, so the
- * grid is min(one resident wave, tiles) blocks: a small tile count (T=1: 8 slots x 96 =
- * 768 gate_up tiles) still spreads over every SM (~6 streaming warps per SM) instead of
- * filling 96 SMs with 8 warps each. pdl: programmatic dependent launch (sm_90+): gate_up
+ * output columns, ceil(H/16) per slot); the kernels give each block a contiguous range of
+ * tiles, so the grid is min(one resident wave, tiles) blocks: a small tile count (T=1: 8
+ * slots x 96 = 768 gate_up tiles) still spreads over every SM (~6 streaming warps per SM)
+ * instead of filling 96 SMs with 8 warps each. pdl: programmatic dependent launch (sm_90+): gate_up
  * waits (griddepcontrol.wait) before its first read and then lets down launch; down reads
  * the counts and issues its first weight loads and L2 prefetches while gate_up drains, and
  * waits before it reads the activations. */

@@ -91,7 +91,7 @@ __device__ __forceinline__ int gemv_active_experts(const int *__restrict__ count
     int na = 0;
     for (int e0 = 0; e0 < num_local; e0 += 32) {
       const int e = e0 + (int)lane;
-      const int c = e < num_local ? counts[e] : 0;
+      const int c = e < num_local ? __ldcg(counts + e) : 0; // L2: the down kernel reads them early (PDL)
       const unsigned on = __ballot_sync(0xffffffffu, c > 0);
       if (c > 0) {
         active[na + __popc(on & lower)] = e;
@@ -120,8 +120,11 @@ __device__ __forceinline__ int gemv_active_experts(const int *__restrict__ count
 // registers (the next chunk's loads are issued before the current one is used), and an
 // L2 bulk prefetch PF_AHEAD chunks ahead on each of the 16 rows (lanes 0-15), continued
 // into the warp's next tile: the HBM sees ~(PF_AHEAD + 2) x 4 KB in flight per warp.
-// Tiles are warp-strided over the grid, block index fastest (tile = block + grid x warp),
-// so a small tile count still spreads over every SM.
+// Tiles (slot-major) are split into one contiguous, balanced range per block, strided over
+// the block's 8 warps: a small tile count still spreads over every SM (T=1: 768 gate_up
+// tiles, 5-6 streaming warps on each of 132 SMs), and at larger counts a block works on one
+// or two experts, so their token rows (the B operand, up to 16 x 4 KB) stay in its L1
+// instead of being re-read from L2 for every tile.
 #define MMA_U 4    // k-steps of 32 elements per chunk: 2 rows x 4 x 16 B per lane
 #define PF_AHEAD 4 // L2 prefetch distance in chunks (256 B of each row per chunk)
 #define CHUNK_BYTES (MMA_U * 32 * 2)
@@ -339,13 +342,14 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_FFN_GEMV_THREADS, 1)
   int na = gemv_active_experts(counts, num_local, capacity, active, rows);
   if (na > slots) na = slots;
   const int per_slot = inter / 8, lane = threadIdx.x & 31;
-  const long tiles = (long)na * per_slot, stride = (long)gridDim.x * GEMV_WARPS;
-  for (long t = blockIdx.x + (long)gridDim.x * (threadIdx.x / 32); t < tiles; t += stride) {
+  const long tiles = (long)na * per_slot, begin = tiles * blockIdx.x / gridDim.x,
+             end = tiles * (blockIdx.x + 1) / gridDim.x;
+  for (long t = begin + threadIdx.x / 32; t < end; t += GEMV_WARPS) {
     const int slot = (int)(t / per_slot), j0 = 8 * (int)(t % per_slot), e = active[slot], n = rows[slot];
     const ffn_rows_t r = ffn_gu_rows(w_gate_up, e, j0, inter, hidden);
     const char *next_pf = NULL;
-    if (t + stride < tiles && lane < 16) {
-      const long tn = t + stride;
+    if (t + GEMV_WARPS < end && lane < 16) {
+      const long tn = t + GEMV_WARPS;
       next_pf = ffn_gu_rows(w_gate_up, active[tn / per_slot], 8 * (int)(tn % per_slot), inter, hidden).pf;
     }
     const __nv_bfloat16 *xe = x + (long)e * capacity * hidden;
@@ -366,14 +370,15 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_FFN_GEMV_THREADS, 1)
   int na = gemv_active_experts(counts, num_local, capacity, active, rows);
   if (na > slots) na = slots;
   const int per_slot = (hidden + 15) / 16, lane = threadIdx.x & 31;
-  const long tiles = (long)na * per_slot, stride = (long)gridDim.x * GEMV_WARPS;
+  const long tiles = (long)na * per_slot, begin = tiles * blockIdx.x / gridDim.x,
+             end = tiles * (blockIdx.x + 1) / gridDim.x;
   bool need_wait = true;
-  for (long t = blockIdx.x + (long)gridDim.x * (threadIdx.x / 32); t < tiles; t += stride) {
+  for (long t = begin + threadIdx.x / 32; t < end; t += GEMV_WARPS) {
     const int slot = (int)(t / per_slot), h0 = 16 * (int)(t % per_slot), e = active[slot], n = rows[slot];
     const ffn_rows_t r = ffn_dn_rows(w_down, e, h0, inter, hidden);
     const char *next_pf = NULL;
-    if (t + stride < tiles && lane < 16) {
-      const long tn = t + stride;
+    if (t + GEMV_WARPS < end && lane < 16) {
+      const long tn = t + GEMV_WARPS;
       next_pf = ffn_dn_rows(w_down, active[tn / per_slot], 16 * (int)(tn % per_slot), inter, hidden).pf;
     }
     FFN_PASS_DISPATCH(n, (ffn_dn_tile<NT>(r, next_pf, n, slot, e, capacity, hidden, inter, h0, act, y, &need_wait)));
