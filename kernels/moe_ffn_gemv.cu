@@ -82,16 +82,22 @@ __device__ __forceinline__ void gemv_two_rows(const uint4 *__restrict__ w0, cons
 }
 
 // The block's table of non-empty experts (expert order) and their row counts; returns
-// how many there are. Called by all threads.
+// how many there are. Called by all threads. The counts are first read by the whole block
+// at once (one L2 round trip; a warp looping over 128 experts would pay four in a row),
+// then one warp compacts them in place (slot i <= expert e, and each lane reads its count
+// before the ballot, where the warp converges, and writes after).
 __device__ __forceinline__ int gemv_active_experts(const int *__restrict__ counts, int num_local, int capacity,
                                                    int *active, int *rows) {
   __shared__ int n_active;
+  for (int e = threadIdx.x; e < num_local; e += blockDim.x)
+    rows[e] = __ldcg(counts + e); // L2: the down kernel reads them before griddepcontrol.wait
+  __syncthreads();
   if (threadIdx.x < 32) {
     const unsigned lane = threadIdx.x, lower = (1u << lane) - 1u;
     int na = 0;
     for (int e0 = 0; e0 < num_local; e0 += 32) {
       const int e = e0 + (int)lane;
-      const int c = e < num_local ? __ldcg(counts + e) : 0; // L2: the down kernel reads them early (PDL)
+      const int c = e < num_local ? rows[e] : 0;
       const unsigned on = __ballot_sync(0xffffffffu, c > 0);
       if (c > 0) {
         active[na + __popc(on & lower)] = e;
