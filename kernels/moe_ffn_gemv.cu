@@ -124,8 +124,9 @@ __device__ __forceinline__ int gemv_active_experts(const int *__restrict__ count
 // same permutation for weights and tokens, so every output is a plain dot product.
 // Streaming: 16-byte loads of each lane's two rows, MMA_U k-steps per chunk, two chunks in
 // registers (the next chunk's loads are issued before the current one is used), and an
-// L2 bulk prefetch PF_AHEAD chunks ahead on each of the 16 rows (lanes 0-15), continued
-// into the warp's next tile: the HBM sees ~(PF_AHEAD + 2) x 4 KB in flight per warp.
+// L2 prefetch PF_AHEAD chunks ahead (one instruction per chunk: lane l fetches the 128-byte
+// line l % 2 of row l / 2's 256 bytes), continued into the warp's next tile: the HBM sees
+// ~(PF_AHEAD + 2) x 4 KB in flight per warp however few warps have work.
 // Tiles (slot-major) are split into one contiguous, balanced range per block, strided over
 // the block's 8 warps: a small tile count still spreads over every SM (T=1: 768 gate_up
 // tiles, 5-6 streaming warps on each of 132 SMs), and at larger counts a block works on one
@@ -145,11 +146,11 @@ __device__ __forceinline__ void ffn_pdl_trigger() {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
-// Hint only: ask L2 to fetch [p, p + bytes) (16-byte aligned, a multiple of 16).
-__device__ __forceinline__ void ffn_l2_prefetch(const char *p, long bytes) {
-#if __CUDA_ARCH__ >= 900
-  if (bytes > 0) asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"((unsigned)bytes) : "memory");
-#endif
+// Hint only: ask L2 to fetch the 128-byte line holding p. Per lane (CCTL, any address per
+// lane); the bulk form (cp.async.bulk.prefetch.L2) takes a warp-uniform address, so 16
+// rows would need a 16-step waterfall loop per chunk.
+__device__ __forceinline__ void ffn_l2_prefetch(const char *p) {
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(p) : "memory");
 }
 
 __device__ __forceinline__ void ffn_mma(float c[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0,
@@ -163,7 +164,7 @@ __device__ __forceinline__ void ffn_mma(float c[4], unsigned a0, unsigned a1, un
 // One tile's rows as the streaming loop sees them.
 typedef struct {
   const uint4 *w0, *w1; // this lane's rows: g and g + 8 of the tile (g = lane / 4)
-  const char *pf;       // lanes 0-15: row (lane) of the tile, for the L2 prefetch; else NULL
+  const char *pf;       // L2 prefetch: row lane / 2 of the tile, + 128 bytes for odd lanes
 } ffn_rows_t;
 
 template <int NT>
@@ -211,10 +212,10 @@ __device__ __forceinline__ void ffn_tile_pass(const ffn_rows_t &r, const char *n
   const int nch = (V + 4 * MMA_U - 1) / (4 * MMA_U);
 #pragma unroll
   for (int t = 0; t < NT; t++) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
-  if (r.pf) {
-    const long n = (long)PF_AHEAD * CHUNK_BYTES < row_bytes ? (long)PF_AHEAD * CHUNK_BYTES : row_bytes;
-    ffn_l2_prefetch(r.pf, n);
-  }
+  const long half = (long)(lane & 1) * 128; // this lane's half of each row's 256-byte chunk
+#pragma unroll
+  for (int d = 0; d < PF_AHEAD; d++)
+    if ((long)d * CHUNK_BYTES + half < row_bytes) ffn_l2_prefetch(r.pf + (long)d * CHUNK_BYTES);
   uint4 a0[MMA_U], b0[MMA_U], a1[MMA_U], b1[MMA_U];
   ffn_load_chunk<NT>(r, 0, V, c, a0, b0);
   if (nch > 1) ffn_load_chunk<NT>(r, 1, V, c, a1, b1);
@@ -227,12 +228,11 @@ __device__ __forceinline__ void ffn_tile_pass(const ffn_rows_t &r, const char *n
 #pragma unroll
     for (int d = 0; d < 2; d++) {
       const long off = (long)(ch + d + PF_AHEAD) * CHUNK_BYTES;
-      if (r.pf && off < row_bytes) {
-        ffn_l2_prefetch(r.pf + off, row_bytes - off < CHUNK_BYTES ? row_bytes - off : CHUNK_BYTES);
-      } else if (next_pf) {
-        const long noff = off - (long)nch * CHUNK_BYTES; // chunks past this tile's end
-        if (noff >= 0 && noff < row_bytes)
-          ffn_l2_prefetch(next_pf + noff, row_bytes - noff < CHUNK_BYTES ? row_bytes - noff : CHUNK_BYTES);
+      const long noff = off - (long)nch * CHUNK_BYTES; // chunks past this tile's end
+      if (noff < 0) {
+        if (off + half < row_bytes) ffn_l2_prefetch(r.pf + off);
+      } else if (next_pf && noff + half < row_bytes) {
+        ffn_l2_prefetch(next_pf + noff);
       }
     }
     ffn_mma_chunk<NT>(in, in_stride, nrows, ch, V, g, c, a0, b0, acc);
@@ -247,26 +247,26 @@ __device__ __forceinline__ void ffn_tile_pass(const ffn_rows_t &r, const char *n
 // Tiles of the gate_up kernel: slot-major, I / 8 per slot.
 __device__ __forceinline__ ffn_rows_t ffn_gu_rows(const __nv_bfloat16 *w_gate_up, int e, int j0, int inter,
                                                  int hidden) {
-  const int lane = threadIdx.x & 31, g = lane >> 2, r = lane & 15;
+  const int lane = threadIdx.x & 31, g = lane >> 2, r = lane >> 1;
   const __nv_bfloat16 *base = w_gate_up + (long)e * 2 * inter * hidden;
   ffn_rows_t t;
   t.w0 = (const uint4 *)(base + (long)(j0 + g) * hidden);
   t.w1 = (const uint4 *)(base + (long)(inter + j0 + g) * hidden);
-  t.pf = lane < 16 ? (const char *)(base + (long)(r < 8 ? j0 + r : inter + j0 + r - 8) * hidden) : NULL;
+  t.pf = (const char *)(base + (long)(r < 8 ? j0 + r : inter + j0 + r - 8) * hidden) + (lane & 1) * 128;
   return t;
 }
 
 // Tiles of the down kernel: slot-major, ceil(H / 16) per slot; rows past H read row H - 1
 // (results dropped).
 __device__ __forceinline__ ffn_rows_t ffn_dn_rows(const __nv_bfloat16 *w_down, int e, int h0, int inter, int hidden) {
-  const int lane = threadIdx.x & 31, g = lane >> 2, r = lane & 15;
+  const int lane = threadIdx.x & 31, g = lane >> 2, r = lane >> 1;
   const __nv_bfloat16 *base = w_down + (long)e * hidden * inter;
   const int h_a = h0 + g < hidden ? h0 + g : hidden - 1, h_b = h0 + g + 8 < hidden ? h0 + g + 8 : hidden - 1;
   const int h_p = h0 + r < hidden ? h0 + r : hidden - 1;
   ffn_rows_t t;
   t.w0 = (const uint4 *)(base + (long)h_a * inter);
   t.w1 = (const uint4 *)(base + (long)h_b * inter);
-  t.pf = lane < 16 ? (const char *)(base + (long)h_p * inter) : NULL;
+  t.pf = (const char *)(base + (long)h_p * inter) + (lane & 1) * 128;
   return t;
 }
 
@@ -347,14 +347,14 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_FFN_GEMV_THREADS, 1)
   ffn_pdl_trigger();
   int na = gemv_active_experts(counts, num_local, capacity, active, rows);
   if (na > slots) na = slots;
-  const int per_slot = inter / 8, lane = threadIdx.x & 31;
+  const int per_slot = inter / 8;
   const long tiles = (long)na * per_slot, begin = tiles * blockIdx.x / gridDim.x,
              end = tiles * (blockIdx.x + 1) / gridDim.x;
   for (long t = begin + threadIdx.x / 32; t < end; t += GEMV_WARPS) {
     const int slot = (int)(t / per_slot), j0 = 8 * (int)(t % per_slot), e = active[slot], n = rows[slot];
     const ffn_rows_t r = ffn_gu_rows(w_gate_up, e, j0, inter, hidden);
     const char *next_pf = NULL;
-    if (t + GEMV_WARPS < end && lane < 16) {
+    if (t + GEMV_WARPS < end) {
       const long tn = t + GEMV_WARPS;
       next_pf = ffn_gu_rows(w_gate_up, active[tn / per_slot], 8 * (int)(tn % per_slot), inter, hidden).pf;
     }
@@ -375,7 +375,7 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_FFN_GEMV_THREADS, 1)
   __shared__ int active[SL_MOE_FFN_GEMV_MAX_LOCAL], rows[SL_MOE_FFN_GEMV_MAX_LOCAL];
   int na = gemv_active_experts(counts, num_local, capacity, active, rows);
   if (na > slots) na = slots;
-  const int per_slot = (hidden + 15) / 16, lane = threadIdx.x & 31;
+  const int per_slot = (hidden + 15) / 16;
   const long tiles = (long)na * per_slot, begin = tiles * blockIdx.x / gridDim.x,
              end = tiles * (blockIdx.x + 1) / gridDim.x;
   bool need_wait = true;
@@ -383,7 +383,7 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_FFN_GEMV_THREADS, 1)
     const int slot = (int)(t / per_slot), h0 = 16 * (int)(t % per_slot), e = active[slot], n = rows[slot];
     const ffn_rows_t r = ffn_dn_rows(w_down, e, h0, inter, hidden);
     const char *next_pf = NULL;
-    if (t + GEMV_WARPS < end && lane < 16) {
+    if (t + GEMV_WARPS < end) {
       const long tn = t + GEMV_WARPS;
       next_pf = ffn_dn_rows(w_down, active[tn / per_slot], 16 * (int)(tn % per_slot), inter, hidden).pf;
     }
