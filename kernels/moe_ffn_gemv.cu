@@ -167,7 +167,7 @@ typedef struct {
   const char *pf;       // L2 prefetch: row lane / 2 of the tile, + 128 bytes for odd lanes
 } ffn_rows_t;
 
-template <int NT>
+// Chunk ch of this lane's two rows (zeros past the row end).
 __device__ __forceinline__ void ffn_load_chunk(const ffn_rows_t &r, int ch, int V, int c, uint4 a[MMA_U],
                                                uint4 b[MMA_U]) {
 #pragma unroll
@@ -202,8 +202,8 @@ __device__ __forceinline__ void ffn_mma_chunk(const uint4 *in, long in_stride, i
 }
 
 // One pass of a tile: acc = W_tile . X[rows 0 .. min(nrows, 8 NT))^T over K = 8 V elements.
-// next_pf: lanes 0-15: this lane's row of the warp's next tile (NULL: none), prefetched
-// into L2 during the last chunks. *need_wait: griddepcontrol.wait still owed before the
+// next_pf: this lane's prefetch pointer (ffn_rows_t.pf) in the warp's next tile (NULL:
+// none), whose first chunks are prefetched into L2 during this tile's last ones. *need_wait: griddepcontrol.wait still owed before the
 // first read of `in` (the down kernel: the activations come from the gate_up kernel).
 template <int NT>
 __device__ __forceinline__ void ffn_tile_pass(const ffn_rows_t &r, const char *next_pf, long row_bytes, const uint4 *in,
@@ -217,8 +217,8 @@ __device__ __forceinline__ void ffn_tile_pass(const ffn_rows_t &r, const char *n
   for (int d = 0; d < PF_AHEAD; d++)
     if ((long)d * CHUNK_BYTES + half < row_bytes) ffn_l2_prefetch(r.pf + (long)d * CHUNK_BYTES);
   uint4 a0[MMA_U], b0[MMA_U], a1[MMA_U], b1[MMA_U];
-  ffn_load_chunk<NT>(r, 0, V, c, a0, b0);
-  if (nch > 1) ffn_load_chunk<NT>(r, 1, V, c, a1, b1);
+  ffn_load_chunk(r, 0, V, c, a0, b0);
+  if (nch > 1) ffn_load_chunk(r, 1, V, c, a1, b1);
   if (*need_wait) {
     ffn_pdl_wait();
     *need_wait = false;
@@ -236,10 +236,10 @@ __device__ __forceinline__ void ffn_tile_pass(const ffn_rows_t &r, const char *n
       }
     }
     ffn_mma_chunk<NT>(in, in_stride, nrows, ch, V, g, c, a0, b0, acc);
-    if (ch + 2 < nch) ffn_load_chunk<NT>(r, ch + 2, V, c, a0, b0);
+    if (ch + 2 < nch) ffn_load_chunk(r, ch + 2, V, c, a0, b0);
     if (ch + 1 < nch) {
       ffn_mma_chunk<NT>(in, in_stride, nrows, ch + 1, V, g, c, a1, b1, acc);
-      if (ch + 3 < nch) ffn_load_chunk<NT>(r, ch + 3, V, c, a1, b1);
+      if (ch + 3 < nch) ffn_load_chunk(r, ch + 3, V, c, a1, b1);
     }
   }
 }
