@@ -204,7 +204,7 @@ static sl_status_t ffn_cuda(sl_device_t *dev, const sl_moe_ffn_args_t *a, sl_str
 
 /* The weight-streaming kernels (kernels/moe_ffn_gemv.cu): gate_up + act into the workspace's
  * act buffer ([slot, capacity, I]), then down into y. `tiles` is the kernel's work in warps
- * (gate_up: a warp per 8 intermediate indices of a slot, I/8 per slot; down: a warp per 16
+ * (router logits: in blocks of 16 experts; gate_up: a warp per 8 intermediate indices of a slot, I/8 per slot; down: a warp per 16
  * output columns, ceil(H/16) per slot); the kernels give each block a contiguous range of
  * tiles, so the grid is min(one resident wave, tiles) blocks: a small tile count (T=1: 8
  * slots x 96 = 768 gate_up tiles) still spreads over every SM (~6 streaming warps per SM)
@@ -219,7 +219,6 @@ static sl_status_t gemv_launch(sl_device_t *dev, int which, long tiles, bool pdl
   SL_CHECK(sl_jit_get_kernel(dev, &spec, &k));
   long grid = 1;
   SL_CHECK(sl_kernel_resident_blocks(k, SL_MOE_FFN_GEMV_THREADS, 0, &grid));
-  if (which == 2) tiles = (tiles + SL_MOE_FFN_GEMV_THREADS / 32 - 1) / (SL_MOE_FFN_GEMV_THREADS / 32); /* warp-major */
   if (tiles < grid) grid = tiles;
   if (grid < 1) grid = 1;
   sl_launch_t l = {.grid = {(unsigned)grid},
@@ -404,11 +403,12 @@ out:
 
 static sl_status_t gate_cuda(sl_device_t *dev, int T, int E, int H, const void *x, const void *w, float *logits,
                              sl_stream_t *stream) {
-  /* Few tokens: the router GEMM is a GEMV over E x H weights (0.5 MB at Qwen3 size); one
-   * warp per two experts streams them instead of a cuBLAS GEMM with n = T. */
+  /* Few tokens: the router GEMM is a GEMV over E x H weights (0.5 MB at Qwen3 size): a block
+   * per 16 experts, its warps splitting H, on tensor cores (kernels/moe_ffn_gemv.cu),
+   * instead of a cuBLAS GEMM with n = T. */
   if (T <= SL_MOE_FFN_GEMV_MAX_ROWS && H % 8 == 0 && (uintptr_t)x % 16 == 0 && (uintptr_t)w % 16 == 0) {
     void *args[] = {&x, &w, &logits, &T, &E, &H};
-    return gemv_launch(dev, 2, (E + 1) / 2, false, args, stream);
+    return gemv_launch(dev, 2, (E + 15) / 16, false, args, stream); /* a block per 16 experts */
   }
   const float one = 1.0f, zero = 0.0f;
   pthread_mutex_lock(&blas_lock);

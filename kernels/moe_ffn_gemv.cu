@@ -10,76 +10,7 @@
 #include "kernels/moe_ffn_gemv.h"
 
 #define GEMV_WARPS (SL_MOE_FFN_GEMV_THREADS / 32)
-#define GEMV_U 4 // 16-byte vectors per lane per weight row in flight
-
-__device__ __forceinline__ uint4 gemv_ld_stream(const uint4 *p) { return __ldcs(p); }
-
-// The 8 bf16 of a 16-byte vector as fp32 (bf16 -> fp32 is a 16-bit shift).
-__device__ __forceinline__ void gemv_unpack8(uint4 a, float f[8]) {
-  const unsigned w[4] = {a.x, a.y, a.z, a.w};
-#pragma unroll
-  for (int i = 0; i < 4; i++) {
-    f[2 * i] = __uint_as_float(w[i] << 16);
-    f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-  }
-}
-
-__device__ __forceinline__ unsigned short gemv_bf16_bits(float f) {
-  return __bfloat16_as_ushort(__float2bfloat16_rn(f));
-}
 __device__ __forceinline__ float gemv_bf16_round(float f) { return __bfloat162float(__float2bfloat16_rn(f)); }
-
-// Sums over k < V vectors of w0 . in_r and w1 . in_r for r < R (rows of `in`, stride
-// in_stride vectors); rows r >= nrows are skipped (their sums stay 0). Result in every lane.
-template <int R>
-__device__ __forceinline__ void gemv_two_rows(const uint4 *__restrict__ w0, const uint4 *__restrict__ w1,
-                                              const uint4 *__restrict__ in, long in_stride, int nrows, int V,
-                                              int lane, float s0[R], float s1[R]) {
-#pragma unroll
-  for (int r = 0; r < R; r++) s0[r] = s1[r] = 0.0f;
-  for (int v0 = lane; v0 < V; v0 += 32 * GEMV_U) {
-    uint4 a[GEMV_U], b[GEMV_U];
-#pragma unroll
-    for (int u = 0; u < GEMV_U; u++) {
-      const int v = v0 + 32 * u;
-      if (v < V) {
-        a[u] = gemv_ld_stream(w0 + v);
-        b[u] = gemv_ld_stream(w1 + v);
-      } else {
-        a[u] = b[u] = make_uint4(0u, 0u, 0u, 0u);
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < GEMV_U; u++) {
-      const int v = v0 + 32 * u;
-      if (v >= V) break;
-      // Each weight vector unpacked once, each input vector once; sums in element order.
-      float fa[8], fb[8];
-      gemv_unpack8(a[u], fa);
-      gemv_unpack8(b[u], fb);
-#pragma unroll
-      for (int r = 0; r < R; r++) {
-        if (r < nrows) {
-          float fx[8];
-          gemv_unpack8(__ldg(in + r * in_stride + v), fx);
-#pragma unroll
-          for (int i = 0; i < 8; i++) {
-            s0[r] = __fmaf_rn(fa[i], fx[i], s0[r]);
-            s1[r] = __fmaf_rn(fb[i], fx[i], s1[r]);
-          }
-        }
-      }
-    }
-  }
-#pragma unroll
-  for (int r = 0; r < R; r++) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-      s0[r] += __shfl_xor_sync(0xffffffffu, s0[r], o);
-      s1[r] += __shfl_xor_sync(0xffffffffu, s1[r], o);
-    }
-  }
-}
 
 // The block's table of non-empty experts (expert order) and their row counts; returns
 // how many there are. Called by all threads. The counts are first read by the whole block
@@ -392,33 +323,65 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_FFN_GEMV_THREADS, 1)
   if (need_wait) ffn_pdl_wait();
 }
 
-// Router logits for few tokens: logits[t, e] = x[t] . w_router[e] in fp32 (no rounding), a
-// warp per pair of experts (e, e + 1; the last one alone when E is odd), tokens 4 per pass.
-extern "C" __global__ void __launch_bounds__(SL_MOE_FFN_GEMV_THREADS)
+// Router logits for few tokens (T <= 16): logits[t, e] = x[t] . w_router[e] in fp32 (no
+// rounding). A block per 16 experts (E=128: 8 blocks, 64 KB of weights each), its 8 warps
+// splitting the reduction: warp w takes chunks w, w + 8, ... (128 elements each) of the 16
+// rows, two chunks' loads in flight at once (all of it at H = 2048: one round trip) after an
+// L2 prefetch of all its chunks, then the 8 partial tiles are summed in warp order through
+// shared memory (deterministic). The CUDA-core version (a warp per two experts, 4 KB per
+// pass, two dependent round trips and shuffle reductions) needed ~2-3 us at Qwen3 size.
+template <int NT>
+__device__ __forceinline__ void gate_tile(const __nv_bfloat16 *__restrict__ x, const __nv_bfloat16 *__restrict__ w_router,
+                                          float *__restrict__ logits, int num_tokens, int num_experts, int hidden,
+                                          int e0, float (*part)[32][4]) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
+  const int V = hidden / 8, nch = (V + 4 * MMA_U - 1) / (4 * MMA_U), last = num_experts - 1;
+  const long row_bytes = (long)hidden * 2, half = (long)(lane & 1) * 128;
+  ffn_rows_t r;
+  r.w0 = (const uint4 *)(w_router + (long)(e0 + g < last ? e0 + g : last) * hidden);
+  r.w1 = (const uint4 *)(w_router + (long)(e0 + g + 8 < last ? e0 + g + 8 : last) * hidden);
+  r.pf = (const char *)(w_router + (long)(e0 + (lane >> 1) < last ? e0 + (lane >> 1) : last) * hidden) + half;
+  for (int ch = warp; ch < nch; ch += GEMV_WARPS)
+    if ((long)ch * CHUNK_BYTES + half < row_bytes) ffn_l2_prefetch(r.pf + (long)ch * CHUNK_BYTES);
+  float acc[NT][4];
+#pragma unroll
+  for (int t = 0; t < NT; t++) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
+  const uint4 *in = (const uint4 *)x;
+  for (int ch = warp; ch < nch; ch += 2 * GEMV_WARPS) {
+    uint4 a0[MMA_U], b0[MMA_U], a1[MMA_U], b1[MMA_U];
+    const bool two = ch + GEMV_WARPS < nch;
+    ffn_load_chunk(r, ch, V, c, a0, b0);
+    if (two) ffn_load_chunk(r, ch + GEMV_WARPS, V, c, a1, b1);
+    ffn_mma_chunk<NT>(in, V, num_tokens, ch, V, g, c, a0, b0, acc);
+    if (two) ffn_mma_chunk<NT>(in, V, num_tokens, ch + GEMV_WARPS, V, g, c, a1, b1, acc);
+  }
+#pragma unroll
+  for (int t = 0; t < NT; t++)
+#pragma unroll
+    for (int i = 0; i < 4; i++) part[warp * 2 + t][lane][i] = acc[t][i];
+  __syncthreads();
+  if (warp == 0) {
+#pragma unroll
+    for (int t = 0; t < NT; t++)
+#pragma unroll
+      for (int i = 0; i < 4; i++) {
+        float sum = part[t][lane][i];
+        for (int w = 1; w < GEMV_WARPS; w++) sum += part[w * 2 + t][lane][i];
+        const int tok = t * 8 + 2 * c + (i & 1), e = e0 + g + (i >= 2 ? 8 : 0);
+        if (tok < num_tokens && e < num_experts) logits[(long)tok * num_experts + e] = sum;
+      }
+  }
+  __syncthreads(); // part is reused by the block's next tile
+}
+
+extern "C" __global__ void __launch_bounds__(SL_MOE_FFN_GEMV_THREADS, 1)
     sl_moe_gate_gemv(const __nv_bfloat16 *__restrict__ x, const __nv_bfloat16 *__restrict__ w_router,
                      float *__restrict__ logits, int num_tokens, int num_experts, int hidden) {
-  const int lane = threadIdx.x & 31, V = hidden / 8, pairs = (num_experts + 1) / 2;
-  for (int item = blockIdx.x * GEMV_WARPS + threadIdx.x / 32; item < pairs; item += gridDim.x * GEMV_WARPS) {
-    const int e0 = 2 * item, e1 = e0 + 1 < num_experts ? e0 + 1 : e0;
-    const uint4 *w0 = (const uint4 *)(w_router + (long)e0 * hidden);
-    const uint4 *w1 = (const uint4 *)(w_router + (long)e1 * hidden);
-    for (int r0 = 0; r0 < num_tokens; r0 += 4) {
-      const int nr = num_tokens - r0 < 4 ? num_tokens - r0 : 4;
-      const uint4 *in = (const uint4 *)(x + (long)r0 * hidden);
-      float s0[4], s1[4];
-      if (nr == 1)
-        gemv_two_rows<1>(w0, w1, in, V, nr, V, lane, s0, s1);
-      else if (nr == 2)
-        gemv_two_rows<2>(w0, w1, in, V, nr, V, lane, s0, s1);
-      else
-        gemv_two_rows<4>(w0, w1, in, V, nr, V, lane, s0, s1);
-#pragma unroll
-      for (int r = 0; r < 4; r++) {
-        if (lane == r && r < nr) {
-          logits[(long)(r0 + r) * num_experts + e0] = s0[r];
-          if (e1 != e0) logits[(long)(r0 + r) * num_experts + e1] = s1[r];
-        }
-      }
-    }
+  __shared__ float part[GEMV_WARPS * 2][32][4];
+  for (int e0 = 16 * blockIdx.x; e0 < num_experts; e0 += 16 * gridDim.x) {
+    if (num_tokens <= 8)
+      gate_tile<1>(x, w_router, logits, num_tokens, num_experts, hidden, e0, part);
+    else
+      gate_tile<2>(x, w_router, logits, num_tokens, num_experts, hidden, e0, part);
   }
 }
