@@ -203,24 +203,29 @@ static sl_status_t ffn_cuda(sl_device_t *dev, const sl_moe_ffn_args_t *a, sl_str
 #include <pthread.h>
 
 /* The weight-streaming kernels (kernels/moe_ffn_gemv.cu): gate_up + act into the workspace's
- * act buffer ([slot, capacity, I]), then down into y. `tiles` is the kernel's work in warps
- * (router logits: in blocks of 16 experts; gate_up: a warp per 8 intermediate indices of a slot, I/8 per slot; down: a warp per 16
- * output columns, ceil(H/16) per slot); the kernels give each block a contiguous range of
- * tiles, so the grid is min(one resident wave, tiles) blocks: a small tile count (T=1: 8
- * slots x 96 = 768 gate_up tiles) still spreads over every SM (~6 streaming warps per SM)
- * instead of filling 96 SMs with 8 warps each. pdl: programmatic dependent launch (sm_90+): gate_up
- * waits (griddepcontrol.wait) before its first read and then lets down launch; down reads
- * the counts and issues its first weight loads and L2 prefetches while gate_up drains, and
- * waits before it reads the activations. */
-static sl_status_t gemv_launch(sl_device_t *dev, int which, long tiles, bool pdl, void **args, sl_stream_t *stream) {
+ * act buffer ([slot, capacity, I]), then down into y. `tiles` is a kernel's work: gate_up a
+ * warp per 8 intermediate indices of a slot (I/8 per slot), down a warp per 16 output
+ * columns (ceil(H/16) per slot), router logits a block per 16 experts. The kernels give each
+ * block a contiguous range of tiles, so the grid is min(one resident wave, tiles) blocks: a
+ * small tile count (T=1: 8 slots x 96 = 768 gate_up tiles) still spreads over every SM (~6
+ * streaming warps per SM) instead of filling 96 SMs with 8 warps each. Tiles are counted
+ * over `slots` (the most experts that can be non-empty); the kernels split the real ones.
+ * pdl: programmatic dependent launch (sm_90+): gate_up waits (griddepcontrol.wait) before
+ * its first read and then lets down launch; down reads the counts and issues its first
+ * weight loads while gate_up drains, and waits before it reads the activations; gate_up's
+ * warps prefetch the start of their down tiles into L2 (it is given down's grid). */
+static sl_status_t gemv_grid(sl_device_t *dev, int which, long tiles, sl_kernel_t **k, long *grid) {
   sl_jit_spec_t spec;
-  sl_kernel_t *k;
   SL_CHECK(sl_moe_ffn_gemv_spec(which, &spec));
-  SL_CHECK(sl_jit_get_kernel(dev, &spec, &k));
-  long grid = 1;
-  SL_CHECK(sl_kernel_resident_blocks(k, SL_MOE_FFN_GEMV_THREADS, 0, &grid));
-  if (tiles < grid) grid = tiles;
-  if (grid < 1) grid = 1;
+  SL_CHECK(sl_jit_get_kernel(dev, &spec, k));
+  SL_CHECK(sl_kernel_resident_blocks(*k, SL_MOE_FFN_GEMV_THREADS, 0, grid));
+  if (tiles < *grid) *grid = tiles;
+  if (*grid < 1) *grid = 1;
+  return SL_OK;
+}
+
+static sl_status_t gemv_launch(sl_device_t *dev, sl_kernel_t *k, long grid, bool pdl, void **args,
+                               sl_stream_t *stream) {
   sl_launch_t l = {.grid = {(unsigned)grid},
                    .block = {SL_MOE_FFN_GEMV_THREADS},
                    .stream = stream,
@@ -240,10 +245,15 @@ static sl_status_t ffn_gemv(sl_device_t *dev, const sl_moe_ffn_args_t *a, sl_str
   const void *counts = a->expert_counts, *x = a->x, *wgu = a->w_gate_up, *wd = a->w_down;
   void *act = (char *)a->workspace + l.act, *y = a->y;
   const void *cact = act;
-  void *gu_args[] = {&counts, &local, &slots, &cap, &H, &In, &x, &wgu, &act};
-  SL_CHECK(gemv_launch(dev, 0, (long)slots * (In / 8), true, gu_args, stream));
+  sl_kernel_t *k_gu, *k_dn;
+  long g_gu, g_dn;
+  SL_CHECK(gemv_grid(dev, 0, (long)slots * (In / 8), &k_gu, &g_gu));
+  SL_CHECK(gemv_grid(dev, 1, (long)slots * ((H + 15) / 16), &k_dn, &g_dn));
+  int down_grid = (int)g_dn; /* gate_up prefetches the first down tiles of this split */
+  void *gu_args[] = {&counts, &local, &slots, &cap, &H, &In, &x, &wgu, &act, &wd, &down_grid};
+  SL_CHECK(gemv_launch(dev, k_gu, g_gu, true, gu_args, stream));
   void *dn_args[] = {&counts, &local, &slots, &cap, &H, &In, &cact, &wd, &y};
-  return gemv_launch(dev, 1, (long)slots * ((H + 15) / 16), true, dn_args, stream);
+  return gemv_launch(dev, k_dn, g_dn, true, dn_args, stream);
 }
 
 /* One cuBLAS handle per GPU for the process, created on first use; calls are serialised
@@ -408,7 +418,10 @@ static sl_status_t gate_cuda(sl_device_t *dev, int T, int E, int H, const void *
    * instead of a cuBLAS GEMM with n = T. */
   if (T <= SL_MOE_FFN_GEMV_MAX_ROWS && H % 8 == 0 && (uintptr_t)x % 16 == 0 && (uintptr_t)w % 16 == 0) {
     void *args[] = {&x, &w, &logits, &T, &E, &H};
-    return gemv_launch(dev, 2, (E + 15) / 16, false, args, stream); /* a block per 16 experts */
+    sl_kernel_t *k;
+    long grid;
+    SL_CHECK(gemv_grid(dev, 2, (E + 15) / 16, &k, &grid)); /* a block per 16 experts */
+    return gemv_launch(dev, k, grid, false, args, stream);
   }
   const float one = 1.0f, zero = 0.0f;
   pthread_mutex_lock(&blas_lock);

@@ -134,10 +134,12 @@ __device__ __forceinline__ void ffn_mma_chunk(const uint4 *in, long in_stride, i
 
 // One pass of a tile: acc = W_tile . X[rows 0 .. min(nrows, 8 NT))^T over K = 8 V elements.
 // next_pf: this lane's prefetch pointer (ffn_rows_t.pf) in the warp's next tile (NULL:
-// none), whose first chunks are prefetched into L2 during this tile's last ones. *need_wait: griddepcontrol.wait still owed before the
+// none; rows of next_row_bytes), whose first chunks are prefetched into L2 during this
+// tile's last ones. *need_wait: griddepcontrol.wait still owed before the
 // first read of `in` (the down kernel: the activations come from the gate_up kernel).
 template <int NT>
-__device__ __forceinline__ void ffn_tile_pass(const ffn_rows_t &r, const char *next_pf, long row_bytes, const uint4 *in,
+__device__ __forceinline__ void ffn_tile_pass(const ffn_rows_t &r, const char *next_pf, long next_row_bytes,
+                                              long row_bytes, const uint4 *in,
                                               long in_stride, int nrows, int V, bool *need_wait, float acc[NT][4]) {
   const int lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
   const int nch = (V + 4 * MMA_U - 1) / (4 * MMA_U);
@@ -162,7 +164,7 @@ __device__ __forceinline__ void ffn_tile_pass(const ffn_rows_t &r, const char *n
       const long noff = off - (long)nch * CHUNK_BYTES; // chunks past this tile's end
       if (noff < 0) {
         if (off + half < row_bytes) ffn_l2_prefetch(r.pf + off);
-      } else if (next_pf && noff + half < row_bytes) {
+      } else if (next_pf && noff + half < next_row_bytes) {
         ffn_l2_prefetch(next_pf + noff);
       }
     }
@@ -217,14 +219,15 @@ __device__ __forceinline__ ffn_rows_t ffn_dn_rows(const __nv_bfloat16 *w_down, i
   } while (0)
 
 template <int NT>
-__device__ __forceinline__ void ffn_gu_tile(const ffn_rows_t &r, const char *next_pf, int n, int slot, int capacity,
+__device__ __forceinline__ void ffn_gu_tile(const ffn_rows_t &r, const char *next_pf, long next_row_bytes, int n,
+                                            int slot, int capacity,
                                             int hidden, int inter, int j0, const __nv_bfloat16 *xe,
                                             __nv_bfloat16 *act) {
   const int lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
   bool no_wait = false;
   for (int r0 = 0; r0 < n; r0 += 8 * NT) {
     float acc[NT][4];
-    ffn_tile_pass<NT>(r, r0 + 8 * NT >= n ? next_pf : NULL, (long)hidden * 2,
+    ffn_tile_pass<NT>(r, r0 + 8 * NT >= n ? next_pf : NULL, next_row_bytes, (long)hidden * 2,
                       (const uint4 *)(xe + (long)r0 * hidden), hidden / 8, n - r0, hidden / 8, &no_wait, acc);
     // acc[t]: [0], [1] gate j0 + g for tokens t*8 + 2c, +1; [2], [3] up, same tokens.
 #pragma unroll
@@ -247,7 +250,7 @@ __device__ __forceinline__ void ffn_dn_tile(const ffn_rows_t &r, const char *nex
   const int lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
   for (int r0 = 0; r0 < n; r0 += 8 * NT) {
     float acc[NT][4];
-    ffn_tile_pass<NT>(r, r0 + 8 * NT >= n ? next_pf : NULL, (long)inter * 2,
+    ffn_tile_pass<NT>(r, r0 + 8 * NT >= n ? next_pf : NULL, (long)inter * 2, (long)inter * 2,
                       (const uint4 *)(act + ((long)slot * capacity + r0) * inter), inter / 8, n - r0, inter / 8,
                       need_wait, acc);
     // acc[t]: [0], [1] column h0 + g for tokens t*8 + 2c, +1; [2], [3] column h0 + g + 8.
@@ -268,11 +271,14 @@ __device__ __forceinline__ void ffn_dn_tile(const ffn_rows_t &r, const char *nex
 // act[slot, r, j] = bf16(silu(bf16(x_e[r] . Wgu_e[j])) * bf16(x_e[r] . Wgu_e[I + j])) for the
 // slot-th non-empty expert e and its rows r < min(count, capacity). Launched after dispatch
 // (programmatic dependent launch where the device has it: waits before reading the counts)
-// and lets the down kernel launch early.
+// and lets the down kernel launch early. A warp's last tile prefetches into L2 the start of
+// the down tile that warp (block, warp) will take in the down kernel of down_grid blocks
+// (the same split, computed here), so HBM keeps streaming across the kernel boundary
+// while down's blocks launch and read the counts.
 extern "C" __global__ void __launch_bounds__(SL_MOE_FFN_GEMV_THREADS, 1)
     sl_moe_ffn_gemv_gate_up(const int *__restrict__ counts, int num_local, int slots, int capacity, int hidden,
                             int inter, const __nv_bfloat16 *__restrict__ x, const __nv_bfloat16 *__restrict__ w_gate_up,
-                            __nv_bfloat16 *__restrict__ act) {
+                            __nv_bfloat16 *__restrict__ act, const __nv_bfloat16 *__restrict__ w_down, int down_grid) {
   __shared__ int active[SL_MOE_FFN_GEMV_MAX_LOCAL], rows[SL_MOE_FFN_GEMV_MAX_LOCAL];
   ffn_pdl_wait();
   ffn_pdl_trigger();
@@ -285,12 +291,20 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_FFN_GEMV_THREADS, 1)
     const int slot = (int)(t / per_slot), j0 = 8 * (int)(t % per_slot), e = active[slot], n = rows[slot];
     const ffn_rows_t r = ffn_gu_rows(w_gate_up, e, j0, inter, hidden);
     const char *next_pf = NULL;
+    long next_row_bytes = (long)hidden * 2;
     if (t + GEMV_WARPS < end) {
       const long tn = t + GEMV_WARPS;
       next_pf = ffn_gu_rows(w_gate_up, active[tn / per_slot], 8 * (int)(tn % per_slot), inter, hidden).pf;
+    } else if ((int)blockIdx.x < down_grid) { // the first down tile of this (block, warp)
+      const int dn_per_slot = (hidden + 15) / 16;
+      const long dn_tiles = (long)na * dn_per_slot, tn = dn_tiles * blockIdx.x / down_grid + threadIdx.x / 32;
+      if (tn < dn_tiles * (blockIdx.x + 1) / down_grid) {
+        next_pf = ffn_dn_rows(w_down, active[tn / dn_per_slot], 16 * (int)(tn % dn_per_slot), inter, hidden).pf;
+        next_row_bytes = (long)inter * 2;
+      }
     }
     const __nv_bfloat16 *xe = x + (long)e * capacity * hidden;
-    FFN_PASS_DISPATCH(n, (ffn_gu_tile<NT>(r, next_pf, n, slot, capacity, hidden, inter, j0, xe, act)));
+    FFN_PASS_DISPATCH(n, (ffn_gu_tile<NT>(r, next_pf, next_row_bytes, n, slot, capacity, hidden, inter, j0, xe, act)));
   }
 }
 
