@@ -237,8 +237,6 @@ static sl_status_t ffn_gemv(sl_device_t *dev, const sl_moe_ffn_args_t *a, sl_str
   if (a->num_local_experts > SL_MOE_FFN_GEMV_MAX_LOCAL)
     return SL_ERR(SL_ERR_INVALID, "moe ffn gemv: %d local experts > %d", a->num_local_experts,
                   SL_MOE_FFN_GEMV_MAX_LOCAL);
-  if (((uintptr_t)a->x | (uintptr_t)a->w_gate_up | (uintptr_t)a->w_down | (uintptr_t)a->workspace) % 16)
-    return SL_ERR(SL_ERR_INVALID, "moe ffn gemv: x, weights and workspace must be 16-byte aligned");
   ffn_layout_t l = ffn_layout(a->num_local_experts, a->capacity, a->num_tokens, a->top_k, a->hidden, a->inter);
   int local = a->num_local_experts, slots = (int)padded_slots(local, a->num_tokens, a->top_k), cap = a->capacity,
       H = a->hidden, In = a->inter;
@@ -438,7 +436,15 @@ static sl_status_t gate_cuda(sl_device_t *dev, int T, int E, int H, const void *
 
 static sl_status_t ffn_cuda(sl_device_t *dev, const sl_moe_ffn_args_t *a, sl_stream_t *stream) {
   if (a->num_tokens == 0) return SL_OK;
-  if (sl_moe_ffn_uses_gemv(a)) return ffn_gemv(dev, a, stream);
+  if (sl_moe_ffn_uses_gemv(a)) {
+    /* The streaming kernels read 16-byte vectors; cuBLAS takes any bf16 alignment. */
+    const bool aligned = (((uintptr_t)a->x | (uintptr_t)a->w_gate_up | (uintptr_t)a->w_down |
+                           (uintptr_t)a->workspace) % 16) == 0;
+    if (aligned) return ffn_gemv(dev, a, stream);
+    if (a->small_rows > 0)
+      return SL_ERR(SL_ERR_INVALID, "moe ffn: streaming kernels forced (small_rows 1) but x, the weights or the "
+                                    "workspace are not 16-byte aligned");
+  }
   ffn_layout_t l = ffn_layout(a->num_local_experts, a->capacity, a->num_tokens, a->top_k, a->hidden, a->inter);
   pthread_mutex_lock(&blas_lock);
   cublasHandle_t h = NULL;

@@ -44,7 +44,7 @@ typedef struct {
    * <= SL_MOE_FFN_GEMV_MAX_ROWS or T*K <= SL_MOE_FFN_GEMV_MAX_ROWS x E_local, else the
    * batched GEMMs); 1 = always the streaming kernels (exact for any row count); -1 = always
    * the batched GEMMs (tests, benchmarks). Streaming needs x, the weights and the workspace
-   * 16-byte aligned. */
+   * 16-byte aligned (automatic: else the batched GEMMs; forced: SL_ERR_INVALID). */
   int small_rows;
 } sl_moe_ffn_args_t;
 
