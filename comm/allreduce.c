@@ -32,11 +32,11 @@
  * (each block costs one flag exchange) and large ones spread over the SMs. */
 #define SL_AR_THREADS 512
 #define SL_AR_BYTES_PER_BLOCK (32u << 10)
-/* LL one-shot (GPU, up to sl_ar_ll_bytes(), 64 KiB): no staging copy and no flag round; each
- * thread pushes one 16-byte chunk (two LL lines) to every peer and waits for theirs, so the
- * time is about one NVLink one-way trip plus the launch. 256 threads per block, one chunk
- * per thread (4 KiB of message per block, 16 blocks at 64 KiB): more SMs issue the stores
- * and poll. Blocks never wait for each other, so the grid is free. */
+/* LL one-shot (GPU, up to ll_auto_max(), at most 256 KiB): no staging copy and no flag round;
+ * each thread pushes one 16-byte chunk (two LL lines) to every peer and waits for theirs, so
+ * the time is about one NVLink one-way trip plus the launch. 256 threads per block, one chunk
+ * per thread (4 KiB of message per block: 16 blocks at 64 KiB, 64 at 256 KiB): many SMs
+ * issue the stores and poll. Blocks never wait for each other, so the grid is free. */
 #define SL_AR_LL_THREADS 256
 
 struct sl_comm {
@@ -93,10 +93,20 @@ const char *sl_allreduce_algo_name(int algo) {
   return "?";
 }
 
+/* LL sends 2 bytes per message byte to each of the n-1 peers (pull one-shot reads 1), but
+ * saves the staging copy and the flag round: it wins while the message is small next to the
+ * NVLink bandwidth x latency product. Guess: up to 256 KiB with 2 ranks, 128 KiB with 3-4,
+ * 64 KiB with more; `sluice bench allreduce --full` prints oneshot-ll next to the others. */
+static size_t ll_auto_max(const sl_comm_t *c) {
+  size_t cap = c->size <= 2 ? SL_AR_LL_MAX_BYTES : c->size <= 4 ? SL_AR_LL_MAX_BYTES / 2 : SL_AR_LL_MAX_BYTES / 4;
+  size_t have = (size_t)sl_ar_ll_bytes(c->max_bytes);
+  return cap < have ? cap : have;
+}
+
 int sl_comm_choose_algo(const sl_comm_t *c, size_t bytes) {
   if (c->algo != SL_AR_AUTO) return c->algo;
   if (c->has_nccl && bytes >= SL_AR_NCCL_MIN_BYTES) return SL_AR_NCCL;
-  if (c->backend == SL_BACKEND_CUDA && bytes <= sl_ar_ll_bytes(c->max_bytes)) return SL_AR_ONESHOT_LL;
+  if (c->backend == SL_BACKEND_CUDA && bytes <= ll_auto_max(c)) return SL_AR_ONESHOT_LL;
   size_t oneshot_max = c->size > 4 ? SL_AR_ONESHOT_MAX_BYTES / 2 : SL_AR_ONESHOT_MAX_BYTES;
   if (bytes <= oneshot_max) return SL_AR_ONESHOT;
   /* NVLS pays off from 4 ranks (DESIGN.md); only when SL_NVLS=1 created its buffers. */
@@ -441,6 +451,8 @@ sl_status_t sl_allreduce_residual_rmsnorm(sl_comm_t *c, const sl_ar_rmsnorm_args
   k.weight = a->weight;
   k.rows = a->rows;
   k.count = (unsigned long long)a->rows * (unsigned long long)a->hidden;
+  /* Small (decode) messages: LL push, as the plain all-reduce would (ll_auto_max). */
+  k.ll = bytes <= ll_auto_max(c) ? 1 : 0;
   /* Decode: one block per row while rows < SMs (spreads the rows' loads over SMs). */
   int blocks = a->rows < c->sm_count ? a->rows : c->sm_count;
   if (blocks > SL_AR_MAX_BLOCKS) blocks = SL_AR_MAX_BLOCKS;

@@ -246,14 +246,40 @@ __device__ __forceinline__ float block_sum(float v, float *warp_sums) {
   return total;
 }
 
+#if AR_VEC * AR_ELEM_BYTES != 16
+#error "the fused kernel moves whole 16-byte vectors (AR_VEC = 16 / element size)"
+#endif
+
+// With a.ll the block's rows travel as LL lines (vector i = LL chunk i / LL_ELEMS): every
+// thread first pushes all its chunks to every peer, then sums each chunk in rank order as it
+// arrives; no staging copy, no flag round. A waiter that gives up marks the block bad, keeps
+// going through the barriers with zeros, and the block leaves the epoch alone.
 extern "C" __global__ void __launch_bounds__(AR_THREADS) sl_ar_residual_rmsnorm(sl_ar_args_t a) {
   __shared__ ar_block_t s;
   __shared__ float warp_sums[ARN_WARPS];
   if (!ar_begin(a, s)) return;
   unsigned long long rb, re;
   sl_ar_part((unsigned long long)a.rows, 1, gridDim.x, blockIdx.x, &rb, &re);
-  copy_range(ar_data(s, a, a.rank), (const char *)a.in, rb * ARN_HIDDEN, re * ARN_HIDDEN);
-  if (!ar_exchange(a, s, 0)) return;
+  const bool ll = a.ll != 0;
+  bool bad = false;
+  if (ll) {
+    const unsigned int flag = (unsigned int)s.epoch;
+    const unsigned long long my_lines = sl_ar_ll_offset(s.epoch, a.rank, a.max_bytes);
+    for (unsigned long long row = rb; row < re; row++)
+      for (int j = threadIdx.x * AR_VEC; j < ARN_HIDDEN; j += AR_THREADS * AR_VEC) {
+        const unsigned long long i = row * ARN_HIDDEN + j;
+        ll_chunk_t mine;
+        mine.raw = *(const uint4 *)((const char *)a.in + i * ES);
+        for (int q = 1; q < a.nranks; q++) {
+          char *dst = s.seg[(a.rank + q) % a.nranks] + my_lines + (i / LL_ELEMS) * 32ull;
+          ll_store_line(dst, mine.w[0], mine.w[1], flag);
+          ll_store_line(dst + 16, mine.w[2], mine.w[3], flag);
+        }
+      }
+  } else {
+    copy_range(ar_data(s, a, a.rank), (const char *)a.in, rb * ARN_HIDDEN, re * ARN_HIDDEN);
+    if (!ar_exchange(a, s, 0)) return;
+  }
   char *residual = (char *)a.residual;
   const char *weight = (const char *)a.weight;
   for (unsigned long long row = rb; row < re; row++) {
@@ -261,15 +287,33 @@ extern "C" __global__ void __launch_bounds__(AR_THREADS) sl_ar_residual_rmsnorm(
     for (int j = threadIdx.x * AR_VEC; j < ARN_HIDDEN; j += AR_THREADS * AR_VEC) {
       const unsigned long long i = row * ARN_HIDDEN + j;
       float acc[AR_VEC];
-      pack_t x = ld_vec_cg(ar_data(s, a, 0) + i * ES);
+      if (ll) {
+        for (int r = 0; r < a.nranks; r++) {
+          ll_chunk_t x;
+          if (r == a.rank) {
+            x.raw = *(const uint4 *)((const char *)a.in + i * ES);
+          } else if (bad || !ll_wait_chunk(a, s, s.seg[a.rank] + sl_ar_ll_offset(s.epoch, r, a.max_bytes) +
+                                                      (i / LL_ELEMS) * 32ull, r, x)) {
+            bad = true;
+            x.raw = make_uint4(0u, 0u, 0u, 0u);
+          }
 #pragma unroll
-      for (int k = 0; k < AR_VEC; k++)
-        acc[k] = elem_to_f32(x.e[k]);
-      for (int r = 1; r < a.nranks; r++) {
-        x = ld_vec_cg(ar_data(s, a, r) + i * ES);
+          for (int k = 0; k < AR_VEC; k++) {
+            const float v = elem_to_f32(x.e[k]);
+            acc[k] = r == 0 ? v : acc[k] + v;
+          }
+        }
+      } else {
+        pack_t x = ld_vec_cg(ar_data(s, a, 0) + i * ES);
 #pragma unroll
         for (int k = 0; k < AR_VEC; k++)
-          acc[k] += elem_to_f32(x.e[k]);
+          acc[k] = elem_to_f32(x.e[k]);
+        for (int r = 1; r < a.nranks; r++) {
+          x = ld_vec_cg(ar_data(s, a, r) + i * ES);
+#pragma unroll
+          for (int k = 0; k < AR_VEC; k++)
+            acc[k] += elem_to_f32(x.e[k]);
+        }
       }
       pack_t res = ld_vec_cg(residual + i * ES);
 #pragma unroll
@@ -293,6 +337,7 @@ extern "C" __global__ void __launch_bounds__(AR_THREADS) sl_ar_residual_rmsnorm(
       st_vec((char *)a.out + i * ES, o);
     }
   }
+  if (__syncthreads_or(bad)) return;
   ar_end(a, s);
 }
 #endif

@@ -86,7 +86,7 @@ static inline SL_AR_HD unsigned long long sl_ar_data_offset(unsigned long long e
  * bytes per line: the LL area per (parity, src) is twice the data it carries. The same
  * two-parity argument as above protects the lines: a sender reaches call e+2 only after
  * the receiver finished call e. Epoch e's flag half differs from e-2's (2^32 calls apart). */
-#define SL_AR_LL_MAX_BYTES (64u << 10) /* largest message the LL one-shot carries */
+#define SL_AR_LL_MAX_BYTES (256u << 10) /* largest message the LL one-shot can carry */
 static inline SL_AR_HD unsigned long long sl_ar_ll_bytes(unsigned long long max_bytes) {
   unsigned long long r = sl_ar_region_bytes(max_bytes);
   return r < SL_AR_LL_MAX_BYTES ? r : SL_AR_LL_MAX_BYTES;
@@ -130,7 +130,7 @@ typedef struct {
   unsigned long long timeout_ns;
   int rank, nranks;
   int rows; /* fused: rows (count = rows * hidden) */
-  int pad;
+  int ll;   /* fused: 1 = exchange x through the LL lines (message <= sl_ar_ll_bytes()) */
 } sl_ar_args_t;
 
 #endif

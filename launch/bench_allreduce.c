@@ -207,7 +207,7 @@ int sl_cmd_bench_allreduce(sl_runtime_t *rt, int argc, char **argv) {
     int chosen = force != SL_AR_AUTO ? force : sl_comm_choose_algo(c.comm, bytes);
     int len = snprintf(extra, sizeof extra, "algbw %.2f busbw %.2f GB/s", algbw, algbw * bus_factor);
     /* The full sweep also times the other symmetric-memory algorithms up to 16 MiB (the LL
-     * one-shot up to its 64 KiB limit), to place the crossovers (SL_AR_LL_MAX_BYTES,
+     * one-shot up to its SL_AR_LL_MAX_BYTES capacity), to place the crossovers (SL_AR_LL_MAX_BYTES,
      * SL_AR_ONESHOT_MAX_BYTES) from measurements. */
     if (!b.quick && force == SL_AR_AUTO && n > 1 && bytes <= ((size_t)16 << 20) &&
         (chosen == SL_AR_ONESHOT || chosen == SL_AR_TWOSHOT || chosen == SL_AR_ONESHOT_LL)) {

@@ -92,7 +92,8 @@ static void test_sizes_dtypes_algos(void **state) {
   /* tiny, odd, one-shot range, two-shot range, above max_bytes (pieces) with a tail */
   const size_t counts[] = {1, 13, 4099, 200003, 1100003};
   const sl_dtype_t dtypes[] = {SL_DTYPE_BF16, SL_DTYPE_F16, SL_DTYPE_F32};
-  /* ONESHOT_LL: the LL push kernel up to 64 KiB (1, 13, 4099), the pull one-shot above */
+  /* ONESHOT_LL: the LL push kernel up to SL_AR_LL_MAX_BYTES (1, 13, 4099), the pull one-shot
+   * above (200003) */
   const int algos[] = {SL_AR_AUTO, SL_AR_ONESHOT, SL_AR_TWOSHOT, SL_AR_ONESHOT_LL};
   uint64_t tag = 1;
   for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++)
@@ -103,7 +104,9 @@ static void test_sizes_dtypes_algos(void **state) {
       }
   run_case(4099, SL_DTYPE_BF16, SL_AR_ONESHOT, false, 1, tag++); /* scalar (unaligned) kernels */
   run_case(4099, SL_DTYPE_BF16, SL_AR_ONESHOT_LL, false, 1, tag++);
-  run_case(32768, SL_DTYPE_BF16, SL_AR_ONESHOT_LL, true, 0, tag++); /* exactly 64 KiB: the LL limit */
+  run_case(SL_AR_LL_MAX_BYTES / 2, SL_DTYPE_BF16, SL_AR_ONESHOT_LL, true, 0, tag++); /* exactly the LL limit */
+  run_case(SL_AR_LL_MAX_BYTES / 4 + 1, SL_DTYPE_F32, SL_AR_ONESHOT_LL, false, 0, tag++); /* one past: pull */
+  run_case(20000, SL_DTYPE_BF16, SL_AR_AUTO, false, 0, tag++); /* AUTO's LL range (40 KB) */
   for (int rep = 0; rep < 5; rep++) /* back to back: both parities of the LL lines, reused */
     run_case(3000 + (size_t)rep, SL_DTYPE_F32, SL_AR_ONESHOT_LL, rep % 2 == 0, 0, tag++);
   run_case(40001, SL_DTYPE_F32, SL_AR_TWOSHOT, true, 3, tag++);
@@ -112,12 +115,14 @@ static void test_sizes_dtypes_algos(void **state) {
 
 static void test_fused_residual_rmsnorm(void **state) {
   const sl_dtype_t dtypes[] = {SL_DTYPE_BF16, SL_DTYPE_F32};
-  const int row_counts[] = {1, 7};
+  /* 1 and 7 rows: LL exchange; 300 rows (f32: 300 KiB, above every LL limit): the staged
+   * copy + flag exchange */
+  const int row_counts[] = {1, 7, 300};
   const int hidden = 256;
   int n = sl_comm_size(comm);
   uint64_t tag = 1000;
   for (int d = 0; d < 2; d++)
-    for (int rc = 0; rc < 2; rc++) {
+    for (int rc = 0; rc < 3; rc++) {
       sl_dtype_t t = dtypes[d];
       int rows = row_counts[rc];
       size_t count = (size_t)rows * hidden, bytes = sl_dtype_bytes(t, count), wbytes = sl_dtype_bytes(t, hidden);
