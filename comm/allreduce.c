@@ -108,6 +108,10 @@ int sl_comm_choose_algo(const sl_comm_t *c, size_t bytes) {
   if (c->has_nccl && bytes >= SL_AR_NCCL_MIN_BYTES) return SL_AR_NCCL;
   if (c->backend == SL_BACKEND_CUDA && bytes <= ll_auto_max(c)) return SL_AR_ONESHOT_LL;
   size_t oneshot_max = c->size > 4 ? SL_AR_ONESHOT_MAX_BYTES / 2 : SL_AR_ONESHOT_MAX_BYTES;
+  /* Two GPUs: one-shot and two-shot move the same bytes over NVLink (S each way) and
+   * one-shot has one flag round less; the first H200x2 run had one-shot ahead wherever both
+   * used the same grid (8 MiB: 176 vs 181 us). */
+  if (c->backend == SL_BACKEND_CUDA && c->size == 2) return SL_AR_ONESHOT;
   if (bytes <= oneshot_max) return SL_AR_ONESHOT;
   /* NVLS pays off from 4 ranks (DESIGN.md); only when SL_NVLS=1 created its buffers. */
   return c->nvls && c->size >= 4 ? SL_AR_NVLS : SL_AR_TWOSHOT;

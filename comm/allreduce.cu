@@ -115,30 +115,39 @@ __device__ __forceinline__ bool ll_wait_chunk(const sl_ar_args_t &a, const ar_bl
   return true;
 }
 
+// This rank's chunk c of the input (zero past count).
+__device__ __forceinline__ ll_chunk_t ll_load_input(const sl_ar_args_t &a, unsigned long long c) {
+  const char *in = (const char *)a.in;
+  const unsigned long long i0 = c * LL_ELEMS;
+  ll_chunk_t x;
+#if AR_VEC != 1
+  if (i0 + LL_ELEMS <= a.count) {
+    x.raw = *(const uint4 *)(in + i0 * ES);
+    return x;
+  }
+#endif
+#pragma unroll
+  for (int k = 0; k < LL_ELEMS; k++)
+    x.e[k] = i0 + k < a.count ? *(const elem_bits_t *)(in + (i0 + k) * ES) : (elem_bits_t)0;
+  return x;
+}
+
 extern "C" __global__ void __launch_bounds__(AR_THREADS) sl_ar_oneshot_ll(sl_ar_args_t a) {
   __shared__ ar_block_t s;
+  const unsigned long long chunks = (a.count + LL_ELEMS - 1) / LL_ELEMS;
+  const unsigned long long c0 = (unsigned long long)blockIdx.x * AR_THREADS + threadIdx.x;
+  // The first chunk's load overlaps ar_begin's epoch read (the input is this rank's own).
+  ll_chunk_t first;
+  first.raw = make_uint4(0u, 0u, 0u, 0u);
+  if (c0 < chunks) first = ll_load_input(a, c0);
   if (!ar_begin(a, s)) return;
   const unsigned int flag = (unsigned int)s.epoch;
-  const unsigned long long chunks = (a.count + LL_ELEMS - 1) / LL_ELEMS;
   const unsigned long long my_lines = sl_ar_ll_offset(s.epoch, a.rank, a.max_bytes);
-  const char *in = (const char *)a.in;
   char *out = (char *)a.out;
   bool bad = false;
-  for (unsigned long long c = (unsigned long long)blockIdx.x * AR_THREADS + threadIdx.x; c < chunks && !bad;
-       c += (unsigned long long)gridDim.x * AR_THREADS) {
+  for (unsigned long long c = c0; c < chunks && !bad; c += (unsigned long long)gridDim.x * AR_THREADS) {
     const unsigned long long i0 = c * LL_ELEMS;
-    const bool full = i0 + LL_ELEMS <= a.count;
-    ll_chunk_t mine;
-#if AR_VEC != 1
-    if (full) {
-      mine.raw = *(const uint4 *)(in + i0 * ES);
-    } else
-#endif
-    {
-#pragma unroll
-      for (int k = 0; k < LL_ELEMS; k++)
-        mine.e[k] = i0 + k < a.count ? *(const elem_bits_t *)(in + (i0 + k) * ES) : (elem_bits_t)0;
-    }
+    const ll_chunk_t mine = c == c0 ? first : ll_load_input(a, c);
     // Push: next rank first, so the ranks do not all write to rank 0 at once.
     for (int j = 1; j < a.nranks; j++) {
       const int p = (a.rank + j) % a.nranks;
@@ -167,7 +176,7 @@ extern "C" __global__ void __launch_bounds__(AR_THREADS) sl_ar_oneshot_ll(sl_ar_
     for (int k = 0; k < LL_ELEMS; k++)
       o.e[k] = f32_to_elem(acc[k]);
 #if AR_VEC != 1
-    if (full) {
+    if (i0 + LL_ELEMS <= a.count) {
       *(uint4 *)(out + i0 * ES) = o.raw;
       continue;
     }
