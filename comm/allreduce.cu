@@ -97,13 +97,14 @@ __device__ __forceinline__ bool ll_wait_chunk(const sl_ar_args_t &a, const ar_bl
       const unsigned long long now = sl_globaltimer_ns();
       if (now - start >= a.timeout_ns) {
         // No flag slot: the record names phase 0 and this block; `observed` is the flag half
-        // of the first word that did not match.
+        // (low 32 bits of an epoch) of the first word that did not match.
         const unsigned long long seen = (unsigned int)(w0 >> 32) != flag   ? (w0 >> 32)
                                         : (unsigned int)(w1 >> 32) != flag ? (w1 >> 32)
                                         : (unsigned int)(w2 >> 32) != flag ? (w2 >> 32)
                                                                             : (w3 >> 32);
-        sl_flag_timeout_record_dev(a.timeout, claim, a.rank, peer, sl_ar_flag_index(s.epoch, 0, blockIdx.x, peer),
-                                   s.epoch & 0xffffffffull, seen, now - start);
+        sl_flag_timeout_record_dev(a.timeout, claim, a.rank, peer,
+                                   sl_ar_flag_index(s.epoch, 0, (int)(blockIdx.x % SL_AR_MAX_BLOCKS), peer), s.epoch,
+                                   seen, now - start);
         return false;
       }
     }
