@@ -1,8 +1,9 @@
 /* GPU, 2 and 4 ranks (sharing one GPU is fine: CUDA IPC works between processes on one
  * device; contexts time-slice, so calls are kept few and timeouts long):
- *  - one-shot / two-shot / auto, f32 / bf16 / f16, every size class, in place and out of
- *    place, aligned and unaligned buffers: bit-exact against the CPU reference (same fixed
- *    rank order in fp32) and bit-identical on every rank;
+ *  - one-shot / one-shot LL / two-shot / auto, f32 / bf16 / f16, every size class, in place
+ *    and out of place, aligned and unaligned buffers: bit-exact against the CPU reference
+ *    (same fixed rank order in fp32) and bit-identical on every rank; LL calls back to back
+ *    without host waits (both parities of the LL lines reused while a rank runs ahead);
  *  - fused all-reduce + residual + RMSNorm: residual bit-exact, output within 1-2 ulp;
  *  - the calls captured in a CUDA graph and replayed with new inputs (epochs live on the
  *    device, so replays stay in step);
@@ -111,6 +112,52 @@ static void test_sizes_dtypes_algos(void **state) {
     run_case(3000 + (size_t)rep, SL_DTYPE_F32, SL_AR_ONESHOT_LL, rep % 2 == 0, 0, tag++);
   run_case(40001, SL_DTYPE_F32, SL_AR_TWOSHOT, true, 3, tag++);
   sl_comm_set_algo(comm, SL_AR_AUTO);
+}
+
+/* LL calls issued back to back with no host wait in between (a fast rank may run ahead by a
+ * call; the two parities of the LL lines must keep its writes away from lines still being
+ * read), alternating with pull one-shot calls, each on its own input and output. */
+static void test_back_to_back(void **state) {
+  enum { CALLS = 8 };
+  const size_t count = 3001;
+  const sl_dtype_t t = SL_DTYPE_F32;
+  int n = sl_comm_size(comm), me = sl_comm_rank(comm);
+  size_t bytes = sl_dtype_bytes(t, count);
+  void *d_in[CALLS], *d_out[CALLS], *want[CALLS], *got = malloc(bytes);
+  for (int k = 0; k < CALLS; k++) {
+    void *inputs[SL_AR_MAX_RANKS];
+    for (int r = 0; r < n; r++) {
+      inputs[r] = malloc(bytes);
+      make_input(inputs[r], count, t, node_world[r], 7000 + (uint64_t)k);
+    }
+    want[k] = malloc(bytes);
+    sl_allreduce_ref((const void *const *)inputs, n, want[k], count, t);
+    SL_ASSERT_OK(sl_device_malloc(rt.dev, bytes, &d_in[k]));
+    SL_ASSERT_OK(sl_device_malloc(rt.dev, bytes, &d_out[k]));
+    sl_test_poison(rt.dev, d_out[k], bytes);
+    SL_ASSERT_OK(sl_memcpy(rt.dev, d_in[k], inputs[me], bytes, stream));
+    for (int r = 0; r < n; r++)
+      free(inputs[r]);
+  }
+  SL_ASSERT_OK(sl_stream_sync(rt.dev, stream));
+  MPI_Barrier(rt.boot.node_comm);
+  for (int k = 0; k < CALLS; k++) {
+    sl_comm_set_algo(comm, k % 4 == 3 ? SL_AR_ONESHOT : SL_AR_ONESHOT_LL);
+    SL_ASSERT_OK(sl_allreduce(comm, d_in[k], d_out[k], count, t, stream));
+  }
+  sl_comm_set_algo(comm, SL_AR_AUTO);
+  sync_and_check();
+  for (int k = 0; k < CALLS; k++) {
+    SL_ASSERT_OK(sl_memcpy(rt.dev, got, d_out[k], bytes, stream));
+    SL_ASSERT_OK(sl_stream_sync(rt.dev, stream));
+    char what[64];
+    snprintf(what, sizeof what, "back-to-back call %d (%s)", k, k % 4 == 3 ? "oneshot" : "oneshot-ll");
+    expect_bytes(what, got, want[k], bytes);
+    sl_device_free(rt.dev, d_in[k]);
+    sl_device_free(rt.dev, d_out[k]);
+    free(want[k]);
+  }
+  free(got);
 }
 
 static void test_fused_residual_rmsnorm(void **state) {
@@ -305,6 +352,7 @@ int main(int argc, char **argv) {
   }
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_sizes_dtypes_algos),
+      cmocka_unit_test(test_back_to_back),
       cmocka_unit_test(test_fused_residual_rmsnorm),
       cmocka_unit_test(test_graph_capture),
       cmocka_unit_test(test_skipped_call_times_out),
