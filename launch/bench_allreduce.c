@@ -3,7 +3,7 @@
  * algorithm AUTO chose, the same call inside a CUDA graph, and NCCL side by side in the same
  * run when the ranks are on distinct GPUs. Then the fused decode step (all-reduce +
  * residual + RMSNorm) against the plain all-reduce of the same bytes.
- *   sluice bench allreduce [--dtype bf16|f16|f32] [--max-bytes N] [--algo auto|oneshot|twoshot]
+ *   sluice bench allreduce [--dtype bf16|f16|f32] [--max-bytes N] [--algo auto|oneshot|oneshot-ll|twoshot]
  *                          [--iters N] [--quick|--full] [--json FILE] [--only SUBSTR]
  * The CPU backend runs quick (8 B .. 1 MiB) so CI can smoke-test it. Ranks sharing one GPU
  * (a correctness set-up: contexts time-slice, ~2.3 ms per flag round) also default to the
@@ -159,7 +159,10 @@ int sl_cmd_bench_allreduce(sl_runtime_t *rt, int argc, char **argv) {
       if (max_bytes < 8) max_bytes = 8;
     } else if (strcmp(argv[i], "--algo") == 0 && i + 1 < argc) {
       const char *a = argv[++i];
-      force = strcmp(a, "oneshot") == 0 ? SL_AR_ONESHOT : strcmp(a, "twoshot") == 0 ? SL_AR_TWOSHOT : SL_AR_AUTO;
+      force = strcmp(a, "oneshot") == 0      ? SL_AR_ONESHOT
+              : strcmp(a, "oneshot-ll") == 0 ? SL_AR_ONESHOT_LL
+              : strcmp(a, "twoshot") == 0    ? SL_AR_TWOSHOT
+                                             : SL_AR_AUTO;
     } else {
       fprintf(stderr, "bench allreduce: unknown option %s\n", argv[i]);
       return 2;
@@ -203,15 +206,21 @@ int sl_cmd_bench_allreduce(sl_runtime_t *rt, int argc, char **argv) {
     snprintf(shape, sizeof shape, "%s %s", size, sl_dtype_name(dtype));
     int chosen = force != SL_AR_AUTO ? force : sl_comm_choose_algo(c.comm, bytes);
     int len = snprintf(extra, sizeof extra, "algbw %.2f busbw %.2f GB/s", algbw, algbw * bus_factor);
-    /* The full sweep also times the other symmetric-memory algorithm up to 16 MiB, to place
-     * the one-shot / two-shot crossover (SL_AR_ONESHOT_MAX_BYTES) from measurements. */
+    /* The full sweep also times the other symmetric-memory algorithms up to 16 MiB (the LL
+     * one-shot up to its SL_AR_LL_MAX_BYTES capacity), to place the crossovers (SL_AR_LL_MAX_BYTES,
+     * SL_AR_ONESHOT_MAX_BYTES) from measurements. */
     if (!b.quick && force == SL_AR_AUTO && n > 1 && bytes <= ((size_t)16 << 20) &&
-        (chosen == SL_AR_ONESHOT || chosen == SL_AR_TWOSHOT)) {
-      ar_ctx_t ca = c;
-      ca.algo = chosen == SL_AR_ONESHOT ? SL_AR_TWOSHOT : SL_AR_ONESHOT;
-      double aus, agraph;
-      if (time_both(&b, allreduce_once, &ca, false, &aus, &agraph) != SL_OK) goto out;
-      len += snprintf(extra + len, sizeof extra - (size_t)len, " | %s %.2f us", sl_allreduce_algo_name(ca.algo), aus);
+        (chosen == SL_AR_ONESHOT || chosen == SL_AR_TWOSHOT || chosen == SL_AR_ONESHOT_LL)) {
+      static const int alts[] = {SL_AR_ONESHOT_LL, SL_AR_ONESHOT, SL_AR_TWOSHOT};
+      for (int k = 0; k < 3; k++) {
+        if (alts[k] == chosen) continue;
+        if (alts[k] == SL_AR_ONESHOT_LL && (!gpu || bytes > SL_AR_LL_MAX_BYTES || bytes > comm_max)) continue;
+        ar_ctx_t ca = c;
+        ca.algo = alts[k];
+        double aus, agraph;
+        if (time_both(&b, allreduce_once, &ca, false, &aus, &agraph) != SL_OK) goto out;
+        len += snprintf(extra + len, sizeof extra - (size_t)len, " | %s %.2f us", sl_allreduce_algo_name(ca.algo), aus);
+      }
     }
     if (nccl) {
       ar_ctx_t cn = c;
