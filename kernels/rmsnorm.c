@@ -56,19 +56,38 @@ typedef struct {
 #define FULL SL_RMSNORM_GRID_FULL
 #define RESIDENT SL_RMSNORM_GRID_RESIDENT
 static const rms_entry_t hopper_table[] = {
-    /* decode: one row per block, 32 elements per thread (v2, measured) */
+    /* MEASURED on the H200 (2026-11-29, `sluice bench kernels --tune --only norm --tokens
+     * 1,16,1024,4096,8192,32768`, bench/results/2026-11-29-s2-h200-tune/): each line is the best
+     * candidate of the sweep for that hidden size, variant and row count (decode: graph time at
+     * T <= 16; prefill min_rows 1 = the T=1024 pick, used up to 8191 rows). Differences between
+     * the top candidates are often within 1-3 %. */
+    {2048, 0, 0, 16, 1, RESIDENT, 0}, /* decode 1.55 us */
+    {2048, 1, 0, 8, 1, RESIDENT, 0},  /* decode 1.57 us */
+    {4096, 0, 0, 16, 1, RESIDENT, 0}, /* decode 1.67 us */
+    {4096, 1, 0, 8, 1, RESIDENT, 0},  /* decode 1.78 us */
+    {7168, 0, 0, 16, 1, RESIDENT, 1}, /* decode 1.88 us */
+    {7168, 1, 0, 32, 1, RESIDENT, 0}, /* decode 2.10 us */
+    {2048, 0, 32768, 16, 1, FULL, 0}, /* T=32768: 68.67 us */
+    {2048, 0, 8192, 16, 1, FULL, 1},  /* T=8192: 20.86 us */
+    {2048, 0, 1, 32, 8, FULL, 0},     /* T=1024: 6.40 us */
+    {2048, 1, 32768, 8, 1, FULL, 0},  /* T=32768: 131.58 us */
+    {2048, 1, 8192, 8, 1, FULL, 0},   /* T=8192: 36.61 us */
+    {2048, 1, 1, 16, 4, RESIDENT, 0}, /* T=1024: 8.13 us */
+    {4096, 0, 32768, 32, 1, FULL, 1}, /* T=32768: 131.04 us */
+    {4096, 0, 8192, 32, 1, FULL, 1},  /* T=8192: 36.61 us */
+    {4096, 0, 1, 32, 2, FULL, 0},     /* T=1024: 8.77 us */
+    {4096, 1, 32768, 16, 4, FULL, 0}, /* T=32768: 260.90 us */
+    {4096, 1, 8192, 32, 2, FULL, 0},  /* T=8192: 69.98 us */
+    {4096, 1, 1, 32, 2, RESIDENT, 0}, /* T=1024: 12.54 us */
+    {7168, 0, 32768, 32, 1, FULL, 0}, /* T=32768: 231.78 us */
+    {7168, 0, 8192, 32, 1, FULL, 0},  /* T=8192: 62.69 us */
+    {7168, 0, 1, 32, 2, RESIDENT, 0}, /* T=1024: 11.68 us */
+    {7168, 1, 32768, 16, 1, FULL, 1}, /* T=32768: 456.74 us */
+    {7168, 1, 8192, 32, 1, FULL, 0},  /* T=8192: 118.27 us */
+    {7168, 1, 1, 16, 2, RESIDENT, 0}, /* T=1024: 19.04 us */
+    /* not measured: hidden above 7168 (v2's layout) */
     {SL_RMSNORM_MAX_HIDDEN, 0, 0, 32, 1, RESIDENT, 1},
     {SL_RMSNORM_MAX_HIDDEN, 1, 0, 32, 1, RESIDENT, 1},
-    /* prefill */
-    {2048, 0, 1, 16, 1, FULL, 1},
-    {2048, 1, 1, 16, 1, FULL, 1},
-    {4096, 0, 1, 16, 1, FULL, 1},
-    {4096, 1, 4096, 16, 1, FULL, 1},
-    {4096, 1, 1, 32, 2, RESIDENT, 1},
-    {7168, 0, 4096, 16, 1, FULL, 1},
-    {7168, 1, 4096, 16, 1, FULL, 1},
-    {7168, 0, 1, 32, 2, RESIDENT, 1},
-    {7168, 1, 1, 32, 2, RESIDENT, 1},
     {SL_RMSNORM_MAX_HIDDEN, 0, 4096, 32, 1, FULL, 1},
     {SL_RMSNORM_MAX_HIDDEN, 1, 4096, 32, 1, FULL, 1},
     {SL_RMSNORM_MAX_HIDDEN, 0, 1, 32, 1, RESIDENT, 1},

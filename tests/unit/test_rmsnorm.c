@@ -178,10 +178,11 @@ static void test_configuration_choice(void **state) {
                          .res_dtype = SL_DTYPE_BF16,
                          .eps = 1e-6f};
   sl_rmsnorm_point_t pt;
-  /* Decode: one row per block (the row's 4 warps). */
+  /* Decode: one row per block (the row's warps at the measured 16 elements per thread: 8). */
   SL_ASSERT_OK(sl_rmsnorm_choose(&a, SL_ARCH_HOPPER, 132, &pt));
-  assert_int_equal(pt.warps, SL_RMSNORM_ROW_WARPS(4096));
-  assert_int_equal(pt.warps, 4);
+  assert_int_equal(pt.elts, 16);
+  assert_int_equal(pt.warps, SL_RMSNORM_ROW_WARPS_E(4096, 16));
+  assert_int_equal(pt.warps, 8);
   /* Prefill: the table, a multiple of the row's warps. */
   a.rows = 8192;
   for (int h = 64; h <= 16384; h += 8) {
