@@ -135,16 +135,30 @@ __device__ __forceinline__ void cmp_swap(unsigned long long &a, unsigned long lo
   float u = sw ? qb : qa;
   qb = sw ? qa : qb, qa = u;
 }
-__device__ __forceinline__ void sort_desc(unsigned long long (&c)[NE], float (&q)[NE]) {
-#pragma unroll
-  for (int p = 1; p < NE; p <<= 1)
-#pragma unroll
+// Comparator `idx` of the network for n entries (second = its larger index); idx = -1 gives
+// the number of comparators. Evaluated at compile time; the comparators are then emitted by
+// template recursion, so every index is a constant and the list stays in registers.
+constexpr int batcher(int n, int idx, bool second) {
+  int cnt = 0;
+  for (int p = 1; p < n; p <<= 1)
     for (int k = p; k >= 1; k >>= 1)
-#pragma unroll
-      for (int j = k % p; j + k < NE; j += 2 * k)
-#pragma unroll
+      for (int j = k % p; j + k < n; j += 2 * k)
         for (int i = 0; i < k; i++)
-          if (i + j + k < NE && (i + j) / (2 * p) == (i + j + k) / (2 * p)) cmp_swap(c[i + j], c[i + j + k], q[i + j], q[i + j + k]);
+          if (i + j + k < n && (i + j) / (2 * p) == (i + j + k) / (2 * p)) {
+            if (cnt == idx) return second ? i + j + k : i + j;
+            cnt++;
+          }
+  return cnt;
+}
+template <int I> __device__ __forceinline__ void sort_from(unsigned long long (&c)[NE], float (&q)[NE]) {
+  if constexpr (I < batcher(NE, -1, false)) {
+    constexpr int A = batcher(NE, I, false), B = batcher(NE, I, true);
+    cmp_swap(c[A], c[B], q[A], q[B]);
+    sort_from<I + 1>(c, q);
+  }
+}
+__device__ __forceinline__ void sort_desc(unsigned long long (&c)[NE], float (&q)[NE]) {
+  sort_from<0>(c, q);
 }
 
 __device__ __forceinline__ unsigned hi(unsigned long long c) {
@@ -225,19 +239,22 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32)
     }
     if (above >= TOPK_GROUPS || valid == 0) c[0] = (unsigned long long)SL_ROUTER_KEY_NONE << 32;
 #endif
-    // top-k rounds; lane r keeps rank r
-    int my_id = 0;
-    unsigned my_key = SL_ROUTER_KEY_NONE;
-    float my_q = 0.0f;
+    // top-k rounds. Only redux -> vote -> ffs -> the winner's shift is on the chain; the
+    // winner's slot and payload are shuffled into per-round registers that nothing reads
+    // before the last round (each warp intrinsic ends a basic block, so a use inside the
+    // round would stall the next round on the shuffle's latency).
+    unsigned rm[TOPK], rs[TOPK];
+    int rw[TOPK];
+    float rq[TOPK];
 #pragma unroll
     for (int r = 0; r < TOPK; r++) {
       const unsigned head = hi(c[0]);
       const unsigned m = __reduce_max_sync(FULL, head);
       const unsigned ties = __ballot_sync(FULL, head == m);
       const int w = __ffs(ties) - 1; // lowest lane: lowest ids
-      const unsigned slot = 31u - __shfl_sync(FULL, (unsigned)c[0], w);
-      const float wq = __shfl_sync(FULL, q[0], w);
-      if (lane == r) my_id = w * NE + (int)slot, my_key = m, my_q = wq;
+      rm[r] = m, rw[r] = w;
+      rs[r] = __shfl_sync(FULL, (unsigned)c[0], w);
+      rq[r] = __shfl_sync(FULL, q[0], w);
       if (lane == w) {
 #pragma unroll
         for (int p = 0; p + 1 < DEPTH; p++)
@@ -245,6 +262,13 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32)
         c[DEPTH - 1] = (unsigned long long)SL_ROUTER_KEY_NONE << 32;
       }
     }
+    // lane r keeps rank r
+    int my_id = 0;
+    unsigned my_key = SL_ROUTER_KEY_NONE;
+    float my_q = 0.0f;
+#pragma unroll
+    for (int r = 0; r < TOPK; r++)
+      if (lane == r) my_id = rw[r] * NE + (int)(31u - rs[r]), my_key = rm[r], my_q = rq[r];
     // weights, one rank per lane
 #if KIND == 0
     float wt = SL_QF_DIV(sl_qf_expf(sl_router_key_value(my_key) - mx), sum);
