@@ -161,6 +161,19 @@ __device__ __forceinline__ void sort_desc(unsigned long long (&c)[NE], float (&q
   sort_from<0>(c, q);
 }
 
+// RN(1 / d) for d in [1, 2^64): the fast path of nvcc's IEEE division (__fdiv_rn: MUFU.RCP,
+// one Newton step, q = r, remainder, correction), which __fdiv_rn returns whenever its FCHK
+// finds no exponent hazard, as for every such d; written out without the FCHK branch so the
+// lane's NE divisions share one basic block. Callers fall back to SL_QF_DIV outside the range.
+__device__ __forceinline__ float recip_fast(float d) {
+  float r0;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r0) : "f"(d));
+  const float e = fmaf(-d, r0, 1.0f);
+  const float r = fmaf(r0, e, r0);
+  const float rem = fmaf(-d, r, 1.0f);
+  return fmaf(r, rem, r);
+}
+
 __device__ __forceinline__ unsigned hi(unsigned long long c) {
   return (unsigned)(c >> 32);
 }
@@ -201,18 +214,40 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32)
     // denominator: max by key (the reference's definition), exp per slot, lane sum in slot
     // order, xor butterfly; independent of the selection below
     const float mx = sl_router_key_value(__reduce_max_sync(FULL, lmax));
-    float sum = 0.0f;
+    float ex[NE], sum = 0.0f;
+#pragma unroll
+    for (int j = 0; j < NE; j++) // all exps first: one branch-free block, interleaved
+      ex[j] = sl_router_expf(x[j] - mx);
 #pragma unroll
     for (int j = 0; j < NE; j++)
-      sum = SL_QF_ADD(sum, j < valid ? sl_qf_expf(x[j] - mx) : 0.0f);
+      sum = SL_QF_ADD(sum, j < valid ? ex[j] : 0.0f);
 #pragma unroll
     for (int m = 16; m >= 1; m >>= 1)
       sum = SL_QF_ADD(sum, __shfl_xor_sync(FULL, sum, m));
     sort_desc(c, q);
 #else
+    // sigmoid = 1 / (1 + exp(-x)) as sl_qf_sigmoidf: all exps first (one branch-free block,
+    // interleaved), then the divisions (each IEEE division has its own slow-path branch)
+    float ex[NE];
+#pragma unroll
+    for (int j = 0; j < NE; j++)
+      ex[j] = sl_router_expf(-x[j]);
+    float sg[NE];
+    bool fast = true;
 #pragma unroll
     for (int j = 0; j < NE; j++) {
-      float s = sl_qf_sigmoidf(x[j]);
+      const float d = SL_QF_ADD(1.0f, ex[j]);
+      sg[j] = recip_fast(d);
+      fast = fast && d < 0x1p64f; // false for NaN
+    }
+    if (!fast) { // rare (logit < -44 or NaN): the IEEE division, as the reference
+#pragma unroll
+      for (int j = 0; j < NE; j++)
+        sg[j] = SL_QF_DIV(1.0f, SL_QF_ADD(1.0f, ex[j]));
+    }
+#pragma unroll
+    for (int j = 0; j < NE; j++) {
+      float s = sg[j];
       float b = has_bias ? SL_QF_ADD(s, bv[j]) : s;
       unsigned k = j < valid ? sl_router_key(b) : SL_ROUTER_KEY_NONE;
       c[j] = (unsigned long long)k << 32 | (unsigned)(31 - j);
@@ -271,7 +306,7 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32)
       if (lane == r) my_id = rw[r] * NE + (int)(31u - rs[r]), my_key = rm[r], my_q = rq[r];
     // weights, one rank per lane
 #if KIND == 0
-    float wt = SL_QF_DIV(sl_qf_expf(sl_router_key_value(my_key) - mx), sum);
+    float wt = SL_QF_DIV(sl_router_expf(sl_router_key_value(my_key) - mx), sum);
 #else
     float wt = my_q;
     (void)my_key;

@@ -2,6 +2,7 @@
  * and off, softmax against the double-precision definition, DeepSeek-V3 grouped routing against
  * a direct sort-based implementation, a hand-worked grouped example, reproducible expf. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -295,12 +296,32 @@ static void test_router_special_values(void **state) {
     assert_true(isfinite(w[0][r]));
 }
 
+/* The branch-free expf of the kernel equals sl_qf_expf bit for bit: every 97th fp32 pattern
+ * (all exponents and signs, NaN and infinities included) and a dense sweep of [-88, 89]. */
+static void test_router_expf_same_bits(void **state) {
+  size_t bad = 0;
+  for (uint64_t u = 0; u <= 0xffffffffull; u += 97) {
+    float x = sl_qf_float((uint32_t)u), a = sl_qf_expf(x), b = sl_router_expf(x);
+    if (sl_qf_bits(a) != sl_qf_bits(b) && !(isnan(a) && isnan(b)) && bad++ < 5)
+      fprintf(stderr, "expf(%a): %a vs %a\n", x, a, b);
+  }
+  for (float x = -88.0f; x < 89.0f; x = nextafterf(x, 100.0f) + 1e-5f) {
+    float a = sl_qf_expf(x), b = sl_router_expf(x);
+    if (sl_qf_bits(a) != sl_qf_bits(b) && bad++ < 5) fprintf(stderr, "expf(%a): %a vs %a\n", x, a, b);
+  }
+  const float special[] = {-87.0f, 88.72f, nextafterf(-87.0f, -100.0f), nextafterf(88.72f, 100.0f), 0.0f, -0.0f};
+  for (size_t i = 0; i < sizeof special / sizeof special[0]; i++)
+    if (sl_qf_bits(sl_qf_expf(special[i])) != sl_qf_bits(sl_router_expf(special[i]))) bad++;
+  assert_int_equal(bad, 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_expf_accuracy),        cmocka_unit_test(test_ties_by_lower_id),
       cmocka_unit_test(test_softmax_definition),   cmocka_unit_test(test_deepseek_grouped),
       cmocka_unit_test(test_grouped_hand_example), cmocka_unit_test(test_router_bad_arguments),
       cmocka_unit_test(test_router_keys),          cmocka_unit_test(test_router_special_values),
+      cmocka_unit_test(test_router_expf_same_bits),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
