@@ -172,6 +172,20 @@ static sl_status_t bench_dispatch_combine(sl_bench_t *b, const model_t *m, const
         }
         sl_bench_row(b, "moe_dispatch", shape, sl_moe_path_name(fpath), fus, dbytes, fgus, "forced (comparison)");
       }
+      if (path == SL_MOE_PATH_SPLIT && gpu_of(b)) { /* copy items of one chunk, for comparison */
+        ctx_t f = c;
+        f.da.force_span = 1;
+        double fus = 0, fgus = -1;
+        r = time_both(b, run_dispatch, &f, true, &fus, &fgus);
+        if (r == SL_OK) r = sl_moe_dispatch_check(dev, ws, b->stream);
+        if (r != SL_OK) {
+          sl_device_free(dev, ex);
+          s = r;
+          goto out;
+        }
+        sl_bench_row(b, "moe_dispatch", shape, "route+copy span=1", fus, dbytes, fgus,
+                     "forced (comparison: one chunk per warp item)");
+      }
       /* Fused payload quantization: x read once, K quantized rows + scales written. */
       void *scales = NULL;
       r = sl_device_malloc(dev, (size_t)E * T * (H / 16) + 256, &scales);
@@ -209,13 +223,26 @@ static sl_status_t bench_dispatch_combine(sl_bench_t *b, const model_t *m, const
         s = r;
         goto out;
       }
-      sl_jit_spec_t spec;
-      int unroll = 1;
-      sl_moe_combine_spec(H, K, T, sl_device_info(dev)->sm_count, &spec, &unroll); /* only reads the choice */
+      /* Row names as before: "decode" below 8 items (warps) per SM, else "prefill" (both
+       * run the unroll-1 kernel now; the unroll-2 one is the comparison row). */
+      const bool decode = (long)T * sl_moe_chunks_per_row(H, 1) < 8L * sl_device_info(dev)->sm_count;
       char ref[64];
       torch_extra(m, T, false, gpu_of(b) ? us : 0, gus, ref, sizeof ref);
-      sl_bench_row(b, "moe_combine", shape, !gpu_of(b) ? "cpu" : unroll == 1 ? "decode" : "prefill", us, cbytes,
-                   gus, ref[0] ? ref : NULL);
+      sl_bench_row(b, "moe_combine", shape, !gpu_of(b) ? "cpu" : decode ? "decode" : "prefill", us, cbytes, gus,
+                   ref[0] ? ref : NULL);
+      if (!decode && gpu_of(b)) {
+        ctx_t f = c;
+        f.ca.force_unroll = 2;
+        double fus = 0, fgus = -1;
+        r = time_both(b, run_combine, &f, true, &fus, &fgus);
+        if (r != SL_OK) {
+          sl_device_free(dev, ex);
+          s = r;
+          goto out;
+        }
+        sl_bench_row(b, "moe_combine", shape, "prefill-u2", fus, cbytes, fgus,
+                     "forced (comparison: the old unroll-2 kernel)");
+      }
     }
     sl_device_free(dev, ex);
   }
@@ -317,18 +344,23 @@ static sl_status_t bench_barrier(sl_bench_t *b) {
   SL_CHECK(sl_device_malloc(dev, sizeof *state, (void **)&state));
   sl_status_t s = sl_memset(dev, state, 0, sizeof *state, b->stream);
   const int sms = sl_device_info(dev)->sm_count;
-  double us = 0, best = 1e30;
-  /* Median of a few kernels of 10000 barriers each. */
-  for (int rep = 0; rep < 5 && s == SL_OK; rep++) {
-    s = sl_grid_barrier_bench(dev, state, sms, 10000, -1, 0, b->stream, &us);
-    if (s == SL_OK && us < best) best = us;
-  }
-  if (s == SL_OK) {
-    char shape[32];
-    snprintf(shape, sizeof shape, "%d blocks", sms);
-    sl_bench_row(b, "grid_barrier", shape, "coop", best, 0, -1,
-                 "per barrier, barrier-only loop (best of 5 x 10000, each after a checked run); "
-                 "cooperative_groups grid.sync 1.00 us");
+  /* Variant 0 (the one kernels use) under its old row name; variant 1 (acquire polls, no
+   * exit fence) as the comparison row. */
+  for (int variant = 0; variant < 2 && s == SL_OK; variant++) {
+    double us = 0, best = 1e30;
+    /* Best of a few kernels of 10000 barriers each. */
+    for (int rep = 0; rep < 5 && s == SL_OK; rep++) {
+      s = sl_grid_barrier_bench_variant(dev, state, variant, sms, 10000, -1, 0, b->stream, &us);
+      if (s == SL_OK && us < best) best = us;
+    }
+    if (s == SL_OK) {
+      char shape[32];
+      snprintf(shape, sizeof shape, "%d blocks", sms);
+      sl_bench_row(b, "grid_barrier", shape, variant ? "coop-acqpoll" : "coop", best, 0, -1,
+                   variant ? "comparison: acquire polls, no exit fence (same protocol)"
+                           : "per barrier, barrier-only loop (best of 5 x 10000, each after a checked run); "
+                             "cooperative_groups grid.sync 1.00 us");
+    }
   }
   sl_device_free(dev, state);
   return s;
