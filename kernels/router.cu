@@ -226,8 +226,8 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32)
       sum = SL_QF_ADD(sum, __shfl_xor_sync(FULL, sum, m));
     sort_desc(c, q);
 #else
-    // sigmoid = 1 / (1 + exp(-x)) as sl_qf_sigmoidf: all exps first (one branch-free block,
-    // interleaved), then the divisions (each IEEE division has its own slow-path branch)
+    // sigmoid = 1 / (1 + exp(-x)) as sl_qf_sigmoidf: all exps first, then all reciprocals
+    // (recip_fast), both branch-free, so the NE chains interleave in one basic block
     float ex[NE];
 #pragma unroll
     for (int j = 0; j < NE; j++)
