@@ -165,7 +165,13 @@ __device__ __forceinline__ void sort_desc(unsigned long long (&c)[NE], float (&q
 // one Newton step, q = r, remainder, correction), which __fdiv_rn returns whenever its FCHK
 // finds no exponent hazard, as for every such d; written out without the FCHK branch so the
 // lane's NE divisions share one basic block. Callers fall back to SL_QF_DIV outside the range.
+// Source switch (not a JIT point): 0 = plain SL_QF_DIV (one branch per division), the
+// fallback should a GPU ever disagree with the CPU reference in the last bit.
+#ifndef SL_ROUTER_RECIP_FAST
+#define SL_ROUTER_RECIP_FAST 1
+#endif
 __device__ __forceinline__ float recip_fast(float d) {
+  if constexpr (!SL_ROUTER_RECIP_FAST) return SL_QF_DIV(1.0f, d);
   float r0;
   asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r0) : "f"(d));
   const float e = fmaf(-d, r0, 1.0f);
