@@ -40,11 +40,12 @@ sl_status_t sl_grid_barrier_bench_variant_spec(int variant, sl_jit_spec_t *spec)
   return SL_OK;
 }
 
-sl_status_t sl_grid_barrier_bench_spec(sl_jit_spec_t *spec) { return sl_grid_barrier_bench_variant_spec(0, spec); }
+/* Variant 1 (acquire polls) is the one kernels compile (SL_GRID_BARRIER_ACQUIRE_POLL's default). */
+sl_status_t sl_grid_barrier_bench_spec(sl_jit_spec_t *spec) { return sl_grid_barrier_bench_variant_spec(1, spec); }
 
 sl_status_t sl_grid_barrier_bench(sl_device_t *dev, sl_grid_barrier_state_t *state, int blocks, int rounds,
                                   int absent_block, long timeout_ms, sl_stream_t *stream, double *us_per_barrier) {
-  return sl_grid_barrier_bench_variant(dev, state, 0, blocks, rounds, absent_block, timeout_ms, stream,
+  return sl_grid_barrier_bench_variant(dev, state, 1, blocks, rounds, absent_block, timeout_ms, stream,
                                        us_per_barrier);
 }
 

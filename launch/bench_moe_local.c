@@ -187,9 +187,9 @@ static sl_status_t bench_dispatch_combine(sl_bench_t *b, const model_t *m, const
         }
         sl_bench_row(b, "moe_dispatch", shape, sl_moe_path_name(fpath), fus, dbytes, fgus, "forced (comparison)");
       }
-      if (path == SL_MOE_PATH_SPLIT && gpu_of(b)) { /* copy items of one chunk, for comparison */
+      if (path == SL_MOE_PATH_SPLIT && gpu_of(b)) { /* copy items of whole rows, for comparison */
         ctx_t f = c;
-        f.da.force_span = 1;
+        f.da.force_span = 1 << 20; /* clipped to the row's chunks */
         double fus = 0, fgus = -1;
         r = time_both(b, run_dispatch, &f, true, &fus, &fgus);
         if (r == SL_OK) r = sl_moe_dispatch_check(dev, ws, b->stream);
@@ -198,8 +198,8 @@ static sl_status_t bench_dispatch_combine(sl_bench_t *b, const model_t *m, const
           s = r;
           goto out;
         }
-        sl_bench_row(b, "moe_dispatch", shape, "route+copy span=1", fus, dbytes, fgus,
-                     "forced (comparison: one chunk per warp item)");
+        sl_bench_row(b, "moe_dispatch", shape, "route+copy rows", fus, dbytes, fgus,
+                     "forced (comparison: whole rows per warp item)");
       }
       /* Fused payload quantization: x read once, K quantized rows + scales written. */
       void *scales = NULL;
@@ -364,9 +364,10 @@ static sl_status_t bench_barrier(sl_bench_t *b) {
   SL_CHECK(sl_device_malloc(dev, sizeof *state, (void **)&state));
   sl_status_t s = sl_memset(dev, state, 0, sizeof *state, b->stream);
   const int sms = sl_device_info(dev)->sm_count;
-  /* Variant 0 (the one kernels use) under its old row name; variant 1 (acquire polls, no
-   * exit fence) as the comparison row. */
-  for (int variant = 0; variant < 2 && s == SL_OK; variant++) {
+  /* Variant 1 (acquire polls, no exit fence: the one kernels use since the H200 measured it
+   * faster) under the row name "coop"; variant 0 (relaxed polls + one fence, what
+   * cooperative_groups does) as the comparison row. */
+  for (int variant = 1; variant >= 0 && s == SL_OK; variant--) {
     double us = 0, best = 1e30;
     /* Best of a few kernels of 10000 barriers each. */
     for (int rep = 0; rep < 5 && s == SL_OK; rep++) {
@@ -376,10 +377,10 @@ static sl_status_t bench_barrier(sl_bench_t *b) {
     if (s == SL_OK) {
       char shape[32];
       snprintf(shape, sizeof shape, "%d blocks", sms);
-      sl_bench_row(b, "grid_barrier", shape, variant ? "coop-acqpoll" : "coop", best, 0, -1,
-                   variant ? "comparison: acquire polls, no exit fence (same protocol)"
-                           : "per barrier, barrier-only loop (best of 5 x 10000, each after a checked run); "
-                             "cooperative_groups grid.sync 1.00 us");
+      sl_bench_row(b, "grid_barrier", shape, variant ? "coop" : "coop-relaxed", best, 0, -1,
+                   variant ? "per barrier, acquire polls, barrier-only loop (best of 5 x 10000, each after a checked "
+                             "run); cooperative_groups grid.sync 1.00 us"
+                           : "comparison: relaxed polls + one acq_rel fence (the cooperative_groups pattern)");
     }
   }
   sl_device_free(dev, state);

@@ -43,7 +43,9 @@ static void test_acquire_poll_variant(void **s) {
   SL_ASSERT_OK(sl_grid_barrier_bench_variant(dev, state, 1, 2 * sms, 500, -1, 0, NULL, &us));
   assert_int_equal(sl_grid_barrier_bench_variant(dev, state, 1, sms, 10, 5, 100, NULL, &us), SL_ERR_TIMEOUT);
   SL_ASSERT_OK(sl_grid_barrier_bench_variant(dev, state, 1, sms, 100, -1, 0, NULL, &us));
-  /* Back to the default variant on the same state word (same protocol, same epochs). */
+  /* The relaxed-poll variant (0) on the same state word (same protocol, same epochs), with the
+   * neighbour check, then the default again. */
+  SL_ASSERT_OK(sl_grid_barrier_bench_variant(dev, state, 0, sms, 100, -1, 0, NULL, &us));
   SL_ASSERT_OK(sl_grid_barrier_bench(dev, state, sms, 100, -1, 0, NULL, &us));
   assert_int_equal(sl_grid_barrier_bench_variant(dev, state, 2, sms, 10, -1, 0, NULL, &us), SL_ERR_INVALID);
 }
