@@ -279,12 +279,13 @@ static sl_status_t bench_layer(sl_bench_t *b, const model_t *m, const int *Ts, i
   int Tmax = 0;
   for (int i = 0; i < nT; i++) Tmax = Ts[i] > Tmax ? Ts[i] : Tmax;
   const size_t nr = (size_t)E * H, ngu = (size_t)E * 2 * I * H, nd = (size_t)E * H * I;
-  /* Input batches rotated per iteration (layer_ctx_t): up to 8, within 64 MB. */
-  const size_t set_bytes = (size_t)Tmax * H * 2;
-  int sets = (int)(((size_t)64 << 20) / set_bytes);
-  sets = sets < 1 ? 1 : sets > 8 ? 8 : sets;
+  /* Input batches rotated per iteration (layer_ctx_t): per T, up to 8 batches of T tokens in
+   * an x of max(Tmax tokens, 8 x 128 tokens) -- so every decode T (<= 128) rotates 8 batches
+   * (different experts each call: L2 cannot serve the previous call's weights), whatever
+   * larger T the run also covers. */
+  const size_t xcap = (size_t)(Tmax > 8 * 128 ? Tmax : 8 * 128) * H * 2;
   sl_status_t s = SL_OK;
-  uint16_t *hw = malloc(ngu * 2), *hx = malloc(set_bytes * sets);
+  uint16_t *hw = malloc(ngu * 2), *hx = malloc(xcap);
   int32_t *counts = malloc((size_t)E * 4);
   void *wr = NULL, *wgu = NULL, *wd = NULL, *x = NULL, *out = NULL;
   sl_moe_layer_t *layer = NULL;
@@ -295,7 +296,7 @@ static sl_status_t bench_layer(sl_bench_t *b, const model_t *m, const int *Ts, i
   SL_CHECK_GOTO(sl_device_malloc(dev, nr * 2, &wr), s, out);
   SL_CHECK_GOTO(sl_device_malloc(dev, ngu * 2, &wgu), s, out);
   SL_CHECK_GOTO(sl_device_malloc(dev, nd * 2, &wd), s, out);
-  SL_CHECK_GOTO(sl_device_malloc(dev, set_bytes * sets, &x), s, out);
+  SL_CHECK_GOTO(sl_device_malloc(dev, xcap, &x), s, out);
   SL_CHECK_GOTO(sl_device_malloc(dev, (size_t)Tmax * H * 2, &out), s, out);
   fill_bf16(hw, nr, 0.08f, 3);
   SL_CHECK_GOTO(sl_memcpy(dev, wr, hw, nr * 2, NULL), s, out);
@@ -303,8 +304,8 @@ static sl_status_t bench_layer(sl_bench_t *b, const model_t *m, const int *Ts, i
   SL_CHECK_GOTO(sl_memcpy(dev, wgu, hw, ngu * 2, NULL), s, out);
   fill_bf16(hw, nd, 0.06f, 5);
   SL_CHECK_GOTO(sl_memcpy(dev, wd, hw, nd * 2, NULL), s, out);
-  fill_bf16(hx, (size_t)Tmax * H * sets, 1.0f, 6);
-  SL_CHECK_GOTO(sl_memcpy(dev, x, hx, set_bytes * sets, NULL), s, out);
+  fill_bf16(hx, xcap / 2, 1.0f, 6);
+  SL_CHECK_GOTO(sl_memcpy(dev, x, hx, xcap, NULL), s, out);
   sl_moe_layer_config_t cfg = {.num_experts = E, .top_k = K, .hidden = H, .inter = I, .expert_begin = 0,
                                .expert_end = E, .router_kind = SL_ROUTER_SOFTMAX_TOPK, .renormalize = true,
                                .w_router = wr, .w_gate_up = wgu, .w_down = wd};
@@ -312,6 +313,9 @@ static sl_status_t bench_layer(sl_bench_t *b, const model_t *m, const int *Ts, i
   const double expert_bytes = (double)(2 * I * H + H * I) * 2;
   for (int i = 0; i < nT; i++) {
     const int T = Ts[i];
+    const size_t set_bytes = (size_t)T * H * 2;
+    int sets = T > 0 ? (int)(xcap / set_bytes) : 1;
+    sets = sets < 1 ? 1 : sets > 8 ? 8 : sets;
     /* Variants: 0 padded mode, automatic FFN ("gemv": the weight-streaming kernels while
      * rows per expert <= 16, or T*K / E <= 16 on average, sl_moe_ffn_uses_gemv; else the
      * batched GEMMs, "padded"); 1 padded mode with the batched GEMMs, only where 0 took the
