@@ -116,7 +116,7 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
       unsigned char scale_u8;
       float scale_f32;
       const unsigned long long w =
-          sl_kq_quantize_fast<QFMT, QRULE, VEC>(v, absmax, bad, global_scale, scale_f32, scale_u8);
+          sl_kq_quantize_fast<QFMT, QRULE, VEC, DTYPE, true>(v, absmax, bad, global_scale, scale_f32, scale_u8, raw[u]);
       const long flat = (long)row * HIDDEN + col;
       sl_kq_store_packed<VEC, IS_FP4>(codes + (IS_FP4 ? flat / 2 : flat), w);
       if (lane % LANES == 0) {

@@ -229,17 +229,51 @@ __device__ __forceinline__ void sl_kq_e4m3x2_to_f32(unsigned short pair, float &
   hi = sl_kq_f16_to_f32((unsigned short)(h2 >> 16));
 }
 
+// Four E4M3 codes (element j in byte j) by two hardware pair conversions and one byte merge
+// (PRMT): 3 instructions per 4 codes (the 64-bit shift-or assembly it replaces cost ~3 more).
+__device__ __forceinline__ unsigned sl_kq_e4m3x4(float y0, float y1, float y2, float y3) {
+  unsigned d;
+  asm("{\n\t.reg .b16 lo, hi;\n\t"
+      "cvt.rn.satfinite.e4m3x2.f32 lo, %2, %1;\n\t"
+      "cvt.rn.satfinite.e4m3x2.f32 hi, %4, %3;\n\t"
+      "mov.b32 %0, {lo, hi};\n\t}"
+      : "=r"(d)
+      : "f"(y0), "f"(y1), "f"(y2), "f"(y3));
+  return d;
+}
+// Sign bits of the 4 16-bit elements in words a, b (elements 0, 1 in a: bits 15, 31) moved to
+// bit 7 of bytes 0..3 (one PRMT: bytes 1 and 3 of each word); other bits are not masked.
+__device__ __forceinline__ unsigned sl_kq_signs16x4(unsigned a, unsigned b) {
+  return sl_qf_prmt(a, b, 0x7531u);
+}
+
+// E2M1 codes of one packet (VEC = 8 for bf16/f16, 4 for f32) under the element multiplier mul:
+// nibble j = sl_f32_to_e2m1(x_j * mul); the packing is quant_formats.h's (unit-tested on the CPU
+// against the reference encoder).
+template <int DT, int VEC>
+__device__ __forceinline__ unsigned sl_kq_e2m1_packet(const float *v, uint4 w, float mul) {
+  const unsigned u[4] = {w.x, w.y, w.z, w.w};
+  if constexpr (VEC == 8)
+    return sl_qf_e2m1_pack16x8(v, u, mul);
+  else
+    return sl_qf_e2m1_pack32x4(v, u, mul);
+}
+
 // The same quantization as sl_kq_quantize with the bit-identical fast rules of quant_formats.h
-// (sl_qf_block_exp_fast, sl_qf_div_fast, sl_f32_to_e2m1_fast; tests/unit/test_quant_fast.c),
+// (sl_qf_block_exp_fast, sl_qf_div_fast, sl_qf_e2m1_mag_raw; tests/unit/test_quant_fast.c),
 // returning the thread's codes packed as sl_kq_store_codes lays them out (element j in byte j,
-// or in nibble j for FP4). Per element: FP8 IEEE 3 instructions + 1/2 cvt (instead of an IEEE
-// division); MX one multiply; the block exponent without a division.
-template <int FMT, int RULE, int VEC>
+// or in nibble j for FP4). RAW: w is the packet the values were unpacked from (DT's words), so
+// sign bits can be gathered from it by PRMT; false (act: computed fp32 values) uses v only.
+// Per element: FP8 IEEE 3 FP instructions (+ the sign, below) + 1/2 cvt; MX one multiply;
+// FP4 ~8.75 (sl_kq_e2m1_packet); the block exponent without a division.
+template <int FMT, int RULE, int VEC, int DT = SL_DTYPE_F32, bool RAW = false>
 __device__ __forceinline__ unsigned long long sl_kq_quantize_fast(const float *v, float absmax, int bad,
                                                                   float global_scale, float &scale_f32,
-                                                                  unsigned char &scale_u8) {
+                                                                  unsigned char &scale_u8, uint4 w = uint4()) {
   static_assert(VEC == 4 || VEC == 8, "4 or 8 elements per thread");
+  static_assert(!RAW || DT == SL_DTYPE_F32 || DT == SL_DTYPE_BF16 || DT == SL_DTYPE_F16, "raw packets of f32/bf16/f16");
   constexpr bool fp4 = FMT == SL_QFMT_MXFP4 || FMT == SL_QFMT_NVFP4;
+  constexpr bool raw16 = RAW && DT != SL_DTYPE_F32; // 16-bit elements: signs by PRMT from w
   if (bad) {
     sl_qf_nan_scale(FMT, &scale_f32, &scale_u8);
     return fp4 ? 0ull : (VEC == 8 ? 0x7f7f7f7f7f7f7f7full : 0x7f7f7f7full); // E4M3 NaN, E2M1 0
@@ -252,9 +286,31 @@ __device__ __forceinline__ unsigned long long sl_kq_quantize_fast(const float *v
     if (!(s > 0.0f)) return 0ull;
     if (s >= SL_QF_DIV_FAST_MIN) { // block-uniform
       const float r = __frcp_rn(s);
+      if constexpr (raw16 && VEC == 8) {
+        // sl_qf_div_fast on signed x: every operation commutes with negation (RN is
+        // symmetric), so q1(x) = -q1(|x|) wherever it is nonzero and a zero either way where
+        // q1(|x|) is 0; the E4M3 code of q1(x) with x's sign bit OR'ed in is therefore
+        // e4m3(sl_qf_div_fast(x, s, r)) (its sign put back from x) bit for bit, with the sign
+        // bits gathered 4 at a time from the packet (PRMT) instead of one LOP3 per element.
 #pragma unroll
-      for (int j = 0; j < VEC; j++)
-        y[j] = sl_qf_div_fast(v[j], s, r);
+        for (int j = 0; j < VEC; j++)
+          y[j] = sl_qf_div_fast_signed(v[j], s, r);
+        if constexpr (SL_KQ_HW_E4M3) {
+          const unsigned c0 = sl_kq_e4m3x4(y[0], y[1], y[2], y[3]) | (sl_kq_signs16x4(w.x, w.y) & 0x80808080u);
+          const unsigned c1 = sl_kq_e4m3x4(y[4], y[5], y[6], y[7]) | (sl_kq_signs16x4(w.z, w.w) & 0x80808080u);
+          return ((unsigned long long)c1 << 32) | c0;
+        } else {
+          unsigned long long c = 0;
+#pragma unroll
+          for (int j = 0; j < VEC; j++)
+            c |= (unsigned long long)(sl_f32_to_e4m3(y[j]) | ((__float_as_uint(v[j]) >> 24) & 0x80u)) << (8 * j);
+          return c;
+        }
+      } else {
+#pragma unroll
+        for (int j = 0; j < VEC; j++)
+          y[j] = sl_qf_div_fast(v[j], s, r);
+      }
     } else {
 #pragma unroll
       for (int j = 0; j < VEC; j++)
@@ -263,7 +319,7 @@ __device__ __forceinline__ unsigned long long sl_kq_quantize_fast(const float *v
   } else if constexpr (FMT == SL_QFMT_NVFP4) {
     // sl_qf_block_scale's NVFP4 rule with the E4M3 scale converted and decoded by the hardware
     // (exact both ways for this finite, non-negative value: +Inf saturates to 448 like
-    // sl_f32_to_e4m3), then the codes straight from x (sl_qf_e2m1_scaled).
+    // sl_f32_to_e4m3), then the codes straight from x.
     const float sf_f = __fmul_rn(global_scale, __fdiv_rn(absmax, SL_E2M1_MAX));
     const unsigned short sfc = sl_kq_e4m3x2(sf_f, 0.0f) & 0xffu;
     scale_f32 = 0.0f;
@@ -272,22 +328,30 @@ __device__ __forceinline__ unsigned long long sl_kq_quantize_fast(const float *v
     float sf, unused;
     sl_kq_e4m3x2_to_f32(sfc, sf, unused);
     const float mul = __fdiv_rn(global_scale, sf);
-    unsigned h = 0;
+    if constexpr (RAW) {
+      return sl_kq_e2m1_packet<DT, VEC>(v, w, mul);
+    } else {
+      unsigned h = 0;
 #pragma unroll
-    for (int j = 0; j < VEC; j++)
-      h += sl_qf_e2m1_scaled(v[j], mul) << (4 * j); // disjoint nibbles: + is |
-    return h;
+      for (int j = 0; j < VEC; j++)
+        h += sl_qf_e2m1_scaled(v[j], mul) << (4 * j); // disjoint nibbles: + is |
+      return h;
+    }
   } else if constexpr (FMT == SL_QFMT_MXFP4) { // x * 2^-e exact; codes straight from x
     const int e = sl_qf_block_exp_fast(absmax, RULE, SL_E2M1_MAX, SL_E2M1_EMAX);
     scale_u8 = (unsigned char)(e + 127);
     scale_f32 = sl_qf_pow2(e);
     if (!(absmax > 0.0f)) return 0ull;
     const float mul = sl_qf_pow2(-e);
-    unsigned h = 0;
+    if constexpr (RAW) {
+      return sl_kq_e2m1_packet<DT, VEC>(v, w, mul);
+    } else {
+      unsigned h = 0;
 #pragma unroll
-    for (int j = 0; j < VEC; j++)
-      h += sl_qf_e2m1_scaled(v[j], mul) << (4 * j);
-    return h;
+      for (int j = 0; j < VEC; j++)
+        h += sl_qf_e2m1_scaled(v[j], mul) << (4 * j);
+      return h;
+    }
   } else { // power-of-two scales: FP8_GROUP CEIL, MXFP8 (x * 2^-e is exact)
     const int e = sl_qf_block_exp_fast(absmax, RULE, SL_E4M3_MAX, SL_E4M3_EMAX);
     scale_u8 = (unsigned char)(e + 127);
@@ -298,17 +362,19 @@ __device__ __forceinline__ unsigned long long sl_kq_quantize_fast(const float *v
     for (int j = 0; j < VEC; j++)
       y[j] = __fmul_rn(v[j], mul);
   }
-  unsigned long long w = 0;
+  unsigned long long c = 0;
   if constexpr (!fp4 && SL_KQ_HW_E4M3) {
-#pragma unroll
-    for (int j = 0; j < VEC; j += 2)
-      w |= (unsigned long long)sl_kq_e4m3x2(y[j], y[j + 1]) << (8 * j);
+    const unsigned c0 = sl_kq_e4m3x4(y[0], y[1], y[2], y[3]);
+    if constexpr (VEC == 8)
+      c = ((unsigned long long)sl_kq_e4m3x4(y[4], y[5], y[6], y[7]) << 32) | c0;
+    else
+      c = c0;
   } else if constexpr (!fp4) {
 #pragma unroll
     for (int j = 0; j < VEC; j++)
-      w |= (unsigned long long)sl_f32_to_e4m3(y[j]) << (8 * j);
+      c |= (unsigned long long)sl_f32_to_e4m3(y[j]) << (8 * j);
   } // FP4 formats returned their nibbles above
-  return w;
+  return c;
 }
 
 // Store packed codes (sl_kq_quantize_fast) as one 2/4/8-byte store.
