@@ -46,6 +46,18 @@ static_assert(QFMT != SL_QFMT_FP8_GROUP || QLAYOUT == SL_QLAYOUT_LINEAR, "fp32 s
 #endif
 static constexpr bool RAGGED = HIDDEN % CHUNK != 0; // the last chunk of a row has idle lanes
 
+// Byte-scale offset of (row, block column g): sl_qf_scale_offset with unsigned shifts (row and
+// g are never negative here) and the tile-row product the only 64-bit term.
+__device__ __forceinline__ size_t scale_offset(unsigned row, unsigned g) {
+  if constexpr (QLAYOUT == SL_QLAYOUT_SWIZZLED) {
+    constexpr unsigned col_tiles = (COLS + 3) / 4;
+    return (size_t)(row >> 7) * (col_tiles * 512u) +
+           (((g >> 2) << 9) | ((row & 31u) << 4) | (((row >> 5) & 3u) << 2) | (g & 3u));
+  } else {
+    return (size_t)row * COLS + g;
+  }
+}
+
 // Swizzled layout: zero the padding (rows up to a multiple of 128, blocks up to 4), which the
 // GEMM reads. Only the last 128-row tile row has padding rows: each 16-byte line of it holds
 // rows i, i+32, i+64, i+96 (4 scale bytes each) of one 4-column tile, so a line whose first
@@ -96,35 +108,38 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
     for (int u = 0; u < UNROLL; u++) {
       const unsigned it = base + u * nwarps;
       const unsigned row = it / CHUNKS;
-      const int col = (int)(it - row * CHUNKS) * CHUNK + lane * VEC;
+      const unsigned col = (it - row * CHUNKS) * CHUNK + lane * VEC; // unsigned: shifts, no sign fix-ups
       raw[u] = make_uint4(0u, 0u, 0u, 0u);
       if (it < items && (!RAGGED || col < HIDDEN))
-        raw[u] = sl_kq_load_raw((const char *)in + ((long)row * in_stride + col) * ebytes);
+        raw[u] = sl_kq_load_raw((const char *)in + ((size_t)row * (size_t)in_stride + col) * ebytes);
     }
 #pragma unroll
     for (int u = 0; u < UNROLL; u++) {
       const unsigned it = base + u * nwarps;
       if (it >= items) break; // warp-uniform
       const unsigned row = it / CHUNKS;
-      const int col = (int)(it - row * CHUNKS) * CHUNK + lane * VEC;
+      const unsigned col = (it - row * CHUNKS) * CHUNK + lane * VEC; // unsigned: shifts, no sign fix-ups
       float v[VEC];
       sl_kq_unpack<DTYPE>(raw[u], v);
       float absmax;
       int bad;
-      sl_kq_block_absmax<VEC, LANES>(v, absmax, bad); // all lanes: tail lanes hold zeros
+      if constexpr (DTYPE == SL_DTYPE_F32)
+        sl_kq_block_absmax<VEC, LANES>(v, absmax, bad); // all lanes: tail lanes hold zeros
+      else
+        sl_kq_block_absmax16<DTYPE, LANES>(raw[u], absmax, bad);
       if (RAGGED && col >= HIDDEN) continue;
       unsigned char scale_u8;
       float scale_f32;
       const unsigned long long w =
           sl_kq_quantize_fast<QFMT, QRULE, VEC, DTYPE, true>(v, absmax, bad, global_scale, scale_f32, scale_u8, raw[u]);
-      const long flat = (long)row * HIDDEN + col;
+      const size_t flat = (size_t)row * HIDDEN + col;
       sl_kq_store_packed<VEC, IS_FP4>(codes + (IS_FP4 ? flat / 2 : flat), w);
       if (lane % LANES == 0) {
-        const int g = col / BLOCK_ELEMS;
+        const unsigned g = col / BLOCK_ELEMS;
         if constexpr (QFMT == SL_QFMT_FP8_GROUP)
-          reinterpret_cast<float *>(scales)[(long)row * COLS + g] = scale_f32;
+          reinterpret_cast<float *>(scales)[(size_t)row * COLS + g] = scale_f32;
         else
-          reinterpret_cast<unsigned char *>(scales)[sl_qf_scale_offset(QLAYOUT, (int)row, g, COLS)] = scale_u8;
+          reinterpret_cast<unsigned char *>(scales)[scale_offset(row, g)] = scale_u8;
       }
     }
   }
@@ -181,18 +196,18 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
     for (int u = 0; u < UNROLL; u++) {
       const unsigned it = base + u * nwarps;
       const unsigned row = it / CHUNKS;
-      const int col = (int)(it - row * CHUNKS) * CHUNK + lane * VEC;
+      const unsigned col = (it - row * CHUNKS) * CHUNK + lane * VEC; // unsigned: shifts, no sign fix-ups
       sf[u] = 0.0f;
       su[u] = 0;
       if (it < items && (!RAGGED || col < HIDDEN)) {
-        const long flat = (long)row * HIDDEN + col;
+        const size_t flat = (size_t)row * HIDDEN + col;
         sl_kq_load_codes<VEC, IS_FP4>(codes + (IS_FP4 ? flat / 2 : flat), c[u]);
-        const int g = col / BLOCK_ELEMS;
+        const unsigned g = col / BLOCK_ELEMS;
         if constexpr (QFMT == SL_QFMT_FP8_GROUP)
-          sf[u] = __ldg(reinterpret_cast<const float *>(scales) + (long)row * COLS + g);
+          sf[u] = __ldg(reinterpret_cast<const float *>(scales) + (size_t)row * COLS + g);
         else
           su[u] =
-              __ldg(reinterpret_cast<const unsigned char *>(scales) + sl_qf_scale_offset(QLAYOUT, (int)row, g, COLS));
+              __ldg(reinterpret_cast<const unsigned char *>(scales) + scale_offset(row, g));
       } else {
 #pragma unroll
         for (int j = 0; j < VEC; j++)
@@ -203,11 +218,11 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
     for (int u = 0; u < UNROLL; u++) {
       const unsigned it = base + u * nwarps;
       const unsigned row = it / CHUNKS;
-      const int col = (int)(it - row * CHUNKS) * CHUNK + lane * VEC;
+      const unsigned col = (it - row * CHUNKS) * CHUNK + lane * VEC; // unsigned: shifts, no sign fix-ups
       if (it >= items || (RAGGED && col >= HIDDEN)) continue;
       float y[VEC];
       decode_codes(c[u], sf[u], su[u], global_scale, y);
-      sl_kq_store<DTYPE, VEC>((char *)out + ((long)row * out_stride + col) * ebytes, y);
+      sl_kq_store<DTYPE, VEC>((char *)out + ((size_t)row * (size_t)out_stride + col) * ebytes, y);
     }
   }
 }

@@ -157,6 +157,34 @@ __device__ __forceinline__ void sl_kq_block_absmax(const float *v, float &absmax
   absmax = bad ? 0.0f : __uint_as_float(m);
 }
 
+// The same for a packet of 16-bit elements (bf16/f16) straight from its words: magnitudes
+// are the low 15 bits of each half, ordered like the values (NaN/Inf above every finite), so
+// sign mask (4 LOP3) + 3 packed max.u16x2 (sm_90+) give the thread's two per-half maxima, the
+// butterfly reduces the packed word (both halves at once), and one final max picks the larger
+// half: ~9 instructions instead of ~16 (8 sign masks + 4 3-way max + unpacking for them).
+template <int DT, int LANES>
+__device__ __forceinline__ void sl_kq_block_absmax16(uint4 w, float &absmax, int &bad) {
+  static_assert(DT == SL_DTYPE_BF16 || DT == SL_DTYPE_F16, "16-bit elements only");
+  static_assert(LANES >= 1 && LANES <= 32 && (LANES & (LANES - 1)) == 0, "power-of-two lanes per block");
+  unsigned a = w.x & 0x7fff7fffu, b = w.y & 0x7fff7fffu, c = w.z & 0x7fff7fffu, d = w.w & 0x7fff7fffu, m;
+  asm("{\n\t.reg .b32 t0, t1;\n\tmax.u16x2 t0, %1, %2;\n\tmax.u16x2 t1, %3, %4;\n\tmax.u16x2 %0, t0, t1;\n\t}"
+      : "=r"(m)
+      : "r"(a), "r"(b), "r"(c), "r"(d));
+#pragma unroll
+  for (int k = 1; k < LANES; k <<= 1) {
+    const unsigned o = __shfl_xor_sync(0xffffffffu, m, k);
+    asm("max.u16x2 %0, %0, %1;" : "+r"(m) : "r"(o));
+  }
+  const unsigned h = max(m & 0xffffu, m >> 16);
+  if constexpr (DT == SL_DTYPE_BF16) {
+    bad = h >= 0x7f80u;
+    absmax = bad ? 0.0f : __uint_as_float(h << 16);
+  } else {
+    bad = h >= 0x7c00u;
+    absmax = bad ? 0.0f : sl_kq_f16_to_f32((unsigned short)h);
+  }
+}
+
 // 1: E4M3 codes by the hardware cvt (below); 0: by sl_f32_to_e4m3, the CPU reference's own
 // conversion (~15 integer instructions per element). The GPU tests compare codes bit for bit
 // with the CPU: if the hardware ever disagreed, build with 0 (one line here).
@@ -280,18 +308,14 @@ __device__ __forceinline__ unsigned long long sl_kq_quantize_fast(const float *v
   }
   float y[VEC];
   if constexpr (FMT == SL_QFMT_FP8_GROUP && RULE == SL_QRULE_IEEE) {
-    const float s = __fdiv_rn(absmax, SL_E4M3_MAX);
-    scale_f32 = s;
     scale_u8 = 0;
-    if (!(s > 0.0f)) return 0ull;
-    if (s >= SL_QF_DIV_FAST_MIN) { // block-uniform
-      const float r = __frcp_rn(s);
+    if (absmax >= SL_QF_DIV448_MIN) { // block-uniform: the scale and the elements both fast
+      const float s = sl_qf_div448_fast(absmax), r = __frcp_rn(s);
+      scale_f32 = s;
       if constexpr (raw16 && VEC == 8) {
-        // sl_qf_div_fast on signed x: every operation commutes with negation (RN is
-        // symmetric), so q1(x) = -q1(|x|) wherever it is nonzero and a zero either way where
-        // q1(|x|) is 0; the E4M3 code of q1(x) with x's sign bit OR'ed in is therefore
-        // e4m3(sl_qf_div_fast(x, s, r)) (its sign put back from x) bit for bit, with the sign
-        // bits gathered 4 at a time from the packet (PRMT) instead of one LOP3 per element.
+        // sl_qf_div_fast_signed: the E4M3 code of the signed quotient with x's sign bit OR'ed
+        // in is the code of sl_qf_div_fast (quant_formats.h; tested), and the sign bits come
+        // 4 at a time from the packet (PRMT) instead of one LOP3 per element.
 #pragma unroll
         for (int j = 0; j < VEC; j++)
           y[j] = sl_qf_div_fast_signed(v[j], s, r);
@@ -311,10 +335,20 @@ __device__ __forceinline__ unsigned long long sl_kq_quantize_fast(const float *v
         for (int j = 0; j < VEC; j++)
           y[j] = sl_qf_div_fast(v[j], s, r);
       }
-    } else {
+    } else { // tiny or zero absmax: the reference's divisions (rare; never in the hot loop)
+      const float s = __fdiv_rn(absmax, SL_E4M3_MAX);
+      scale_f32 = s;
+      if (!(s > 0.0f)) return 0ull;
+      if (s >= SL_QF_DIV_FAST_MIN) {
+        const float r = __frcp_rn(s);
 #pragma unroll
-      for (int j = 0; j < VEC; j++)
-        y[j] = __fdiv_rn(v[j], s);
+        for (int j = 0; j < VEC; j++)
+          y[j] = sl_qf_div_fast(v[j], s, r);
+      } else {
+#pragma unroll
+        for (int j = 0; j < VEC; j++)
+          y[j] = __fdiv_rn(v[j], s);
+      }
     }
   } else if constexpr (FMT == SL_QFMT_NVFP4) {
     // sl_qf_block_scale's NVFP4 rule with the E4M3 scale converted and decoded by the hardware

@@ -307,6 +307,18 @@ SL_QF_FN float sl_qf_div_fast_signed(float x, float s, float r) {
   float q = SL_QF_MUL(x, r);
   return fmaf(fmaf(-q, s, x), r, q);
 }
+/* The FP8 IEEE block scale absmax / 448 without a division: with r = RN(1/448) (0x3b124925),
+ * q = RN(a r), the remainder a - 448 q exact in one FMA and RN(q + rem * r), for every a in
+ * [SL_QF_DIV448_MIN, FLT_MAX] (the result only depends on a's mantissa there: scaling a by 2^k
+ * scales every step exactly; the unit test runs every mantissa at the range ends and in the
+ * middle). The lower bound also keeps the scale >= SL_QF_DIV_FAST_MIN (2^-55 / 448 > 2^-64), so
+ * one block-uniform test selects both fast paths. 3 instructions instead of ~10 and a check. */
+#define SL_QF_DIV448_MIN 0x1p-55f
+#define SL_QF_R448 0x1.24924ap-9f /* RN(1 / 448) = 0x3b124925 */
+SL_QF_FN float sl_qf_div448_fast(float a) {
+  float q = SL_QF_MUL(a, SL_QF_R448);
+  return fmaf(fmaf(-q, SL_E4M3_MAX, a), SL_QF_R448, q);
+}
 /* sl_f32_to_e2m1 with the subnormal step as one FMA: 2|x| is exact, so
  * fma(|x|, 2, 1.5*2^23) = RN(RN(2|x|) + 1.5*2^23), the reference's two operations. */
 SL_QF_FN uint8_t sl_f32_to_e2m1_fast(float f) {

@@ -300,11 +300,35 @@ static void test_e2m1_pack(void **state) {
   if (bad) fail_msg("the E2M1 packet encoders differ from sl_f32_to_e2m1 on %zu of %zu packets", bad, n);
 }
 
+/* absmax / 448 by sl_qf_div448_fast: the constant is RN(1/448); every mantissa at the lowest
+ * exponent of the fast range, the next, 0, and the two highest; random fp32 in the range. */
+static void test_div448_fast(void **state) {
+  (void)state;
+  assert_true(bits_of(SL_QF_R448) == bits_of(1.0f / 448.0f));
+  assert_true(bits_of(SL_QF_DIV448_MIN) == 0x24000000u);
+  size_t bad = 0, n = 0;
+  static const int exps[] = {-55, -54, 0, 126, 127};
+  for (size_t e = 0; e < sizeof exps / sizeof exps[0]; e++)
+    for (uint32_t m = 0; m < (1u << 23); m++, n++) {
+      float a = f32_of(((uint32_t)(exps[e] + 127) << 23) | m), want = a / SL_E4M3_MAX, got = sl_qf_div448_fast(a);
+      if (bits_of(got) != bits_of(want) && bad++ < 5)
+        print_error("%a / 448: fast %a, division %a\n", (double)a, (double)got, (double)want);
+    }
+  uint64_t rng = sl_test_seed();
+  for (int i = 0; i < 2000000; i++, n++) {
+    float a = f32_of(0x24000000u + (uint32_t)(sl_test_rand_u64(&rng) % (0x7f800000u - 0x24000000u)));
+    if (bits_of(sl_qf_div448_fast(a)) != bits_of(a / SL_E4M3_MAX) && bad++ < 5)
+      print_error("%a / 448: fast %a, division %a\n", (double)a, (double)sl_qf_div448_fast(a), (double)(a / 448.0f));
+  }
+  if (bad) fail_msg("sl_qf_div448_fast differs from the division on %zu of %zu inputs", bad, n);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_block_exp_fast), cmocka_unit_test(test_div_fast),     cmocka_unit_test(test_e2m1_fast),
       cmocka_unit_test(test_e2m1_scaled),    cmocka_unit_test(test_deq_div_fast),
       cmocka_unit_test(test_e2m1_mag_raw),   cmocka_unit_test(test_e2m1_pack),
+      cmocka_unit_test(test_div448_fast),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
