@@ -180,6 +180,69 @@ __device__ __forceinline__ void decode_codes(const unsigned char *c, float sf, u
   }
 }
 
+// Two fp32 values rounded once (RNE) to a packed pair of DT (bf16/f16), lo in the low half.
+__device__ __forceinline__ unsigned pack2(float lo, float hi) {
+  unsigned d;
+  if constexpr (DTYPE == SL_DTYPE_BF16)
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
+  else
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
+  return d;
+}
+
+// 16-bit outputs (bf16/f16, 8 per lane): the thread's codes stay one packed word (8 bytes of
+// E4M3, 4 of E2M1) and decode without unpacking them into bytes:
+//  - FP8 formats: E4M3 pairs by cvt.rn.f16x2.e4m3x2 straight from the word's halves (exact),
+//    times the block scale in fp32 (the reference's one rounding), packed by one cvt per pair.
+//  - FP4 formats: magnitudes by byte permutes (sl_qf_e2m1_mag8_bf16), times the scale (MX: one
+//    exact-or-reference-rounded multiply; NVFP4: (e2m1 * sf) exact, then the FMA-corrected
+//    quotient by global_scale as decode_codes), and the signs OR'ed into the packed output
+//    pairs (sl_qf_e2m1_sign8): RN is symmetric, so sign | RN(|x|) is RN(x), -0 included.
+// Returns false where the generic per-element path must run (NVFP4 outside the fast range).
+__device__ __forceinline__ bool decode16(unsigned long long w, float sf, unsigned char su, float global_scale,
+                                         uint4 &o) {
+  unsigned r[4];
+  if constexpr (QFMT == SL_QFMT_FP8_GROUP || QFMT == SL_QFMT_MXFP8) {
+    const float scale = QFMT == SL_QFMT_FP8_GROUP ? sf : sl_e8m0_to_f32(su);
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      float lo, hi;
+      sl_kq_e4m3x2_to_f32((unsigned short)(w >> (16 * i)), lo, hi);
+      r[i] = pack2(__fmul_rn(lo, scale), __fmul_rn(hi, scale));
+    }
+  } else {
+    const unsigned c = (unsigned)w;
+    unsigned p[4], sg[4];
+    sl_qf_e2m1_mag8_bf16(c, p);
+    sl_qf_e2m1_sign8(c, sg);
+    float a[8];
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      a[2 * i] = __uint_as_float(p[i] << 16);
+      a[2 * i + 1] = __uint_as_float(p[i] & 0xffff0000u);
+    }
+    if constexpr (QFMT == SL_QFMT_MXFP4) {
+      const float scale = sl_e8m0_to_f32(su);
+#pragma unroll
+      for (int j = 0; j < 8; j++)
+        a[j] = __fmul_rn(a[j], scale);
+    } else {
+      if (!sl_qf_deq_fast_ok(global_scale)) return false; // a kernel argument: uniform
+      float sfv, unused;
+      sl_kq_e4m3x2_to_f32(su, sfv, unused); // exact (NaN for code 0x7f: NaN outputs either way)
+      const float rcp = __frcp_rn(global_scale);
+#pragma unroll
+      for (int j = 0; j < 8; j++)
+        a[j] = sl_qf_div_fast_signed(__fmul_rn(a[j], sfv), global_scale, rcp); // magnitudes: >= +0
+    }
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+      r[i] = pack2(a[2 * i], a[2 * i + 1]) | (sg[i] & 0x80008000u);
+  }
+  o = make_uint4(r[0], r[1], r[2], r[3]);
+  return true;
+}
+
 // Dequantize: one warp item = CHUNK output elements (16 bytes of output per lane).
 extern "C" __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
     sl_dequant_kernel(const unsigned char *__restrict__ codes, const void *__restrict__ scales, float global_scale,
@@ -188,8 +251,9 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
   const unsigned items = (unsigned)num_tokens * CHUNKS;
   const unsigned warp = blockIdx.x * WARPS + threadIdx.x / 32, nwarps = gridDim.x * WARPS;
   constexpr int ebytes = sl_kq_elem<DTYPE>::bytes;
+  constexpr bool packed16 = DTYPE != SL_DTYPE_F32; // 8 outputs per lane, codes kept as one word
   for (unsigned base = warp; base < items; base += nwarps * UNROLL) {
-    unsigned char c[UNROLL][VEC];
+    unsigned long long cw[UNROLL];
     float sf[UNROLL];
     unsigned char su[UNROLL];
 #pragma unroll
@@ -199,19 +263,22 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
       const unsigned col = (it - row * CHUNKS) * CHUNK + lane * VEC; // unsigned: shifts, no sign fix-ups
       sf[u] = 0.0f;
       su[u] = 0;
+      cw[u] = 0;
       if (it < items && (!RAGGED || col < HIDDEN)) {
         const size_t flat = (size_t)row * HIDDEN + col;
-        sl_kq_load_codes<VEC, IS_FP4>(codes + (IS_FP4 ? flat / 2 : flat), c[u]);
+        const unsigned char *cp = codes + (IS_FP4 ? flat / 2 : flat);
+        constexpr int cbytes = IS_FP4 ? VEC / 2 : VEC; // 2, 4 or 8 bytes, aligned to their size
+        if constexpr (cbytes == 8)
+          cw[u] = __ldg(reinterpret_cast<const unsigned long long *>(cp));
+        else if constexpr (cbytes == 4)
+          cw[u] = __ldg(reinterpret_cast<const unsigned *>(cp));
+        else
+          cw[u] = __ldg(reinterpret_cast<const unsigned short *>(cp));
         const unsigned g = col / BLOCK_ELEMS;
         if constexpr (QFMT == SL_QFMT_FP8_GROUP)
           sf[u] = __ldg(reinterpret_cast<const float *>(scales) + (size_t)row * COLS + g);
         else
-          su[u] =
-              __ldg(reinterpret_cast<const unsigned char *>(scales) + scale_offset(row, g));
-      } else {
-#pragma unroll
-        for (int j = 0; j < VEC; j++)
-          c[u][j] = 0;
+          su[u] = __ldg(reinterpret_cast<const unsigned char *>(scales) + scale_offset(row, g));
       }
     }
 #pragma unroll
@@ -220,9 +287,21 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
       const unsigned row = it / CHUNKS;
       const unsigned col = (it - row * CHUNKS) * CHUNK + lane * VEC; // unsigned: shifts, no sign fix-ups
       if (it >= items || (RAGGED && col >= HIDDEN)) continue;
+      char *dst = (char *)out + ((size_t)row * (size_t)out_stride + col) * ebytes;
+      if constexpr (packed16) {
+        uint4 o;
+        if (decode16(cw[u], sf[u], su[u], global_scale, o)) {
+          *reinterpret_cast<uint4 *>(dst) = o;
+          continue;
+        }
+      }
+      unsigned char c[VEC];
+#pragma unroll
+      for (int j = 0; j < VEC; j++)
+        c[j] = (unsigned char)((cw[u] >> (IS_FP4 ? 4 * j : 8 * j)) & (IS_FP4 ? 0xfu : 0xffu));
       float y[VEC];
-      decode_codes(c[u], sf[u], su[u], global_scale, y);
-      sl_kq_store<DTYPE, VEC>((char *)out + ((size_t)row * (size_t)out_stride + col) * ebytes, y);
+      decode_codes(c, sf[u], su[u], global_scale, y);
+      sl_kq_store<DTYPE, VEC>(dst, y);
     }
   }
 }

@@ -323,12 +323,38 @@ static void test_div448_fast(void **state) {
   if (bad) fail_msg("sl_qf_div448_fast differs from the division on %zu of %zu inputs", bad, n);
 }
 
+/* The byte-permute E2M1 decoder against sl_e2m1_to_f32: every code in every position (all
+ * 2^32 words would be slow; each nibble position sees all 16 codes with random neighbours). */
+static void test_e2m1_decode8(void **state) {
+  (void)state;
+  uint64_t rng = sl_test_seed();
+  size_t bad = 0;
+  for (int i = 0; i < 200000; i++) {
+    uint32_t c = (uint32_t)sl_test_rand_u64(&rng);
+    if (i < 16) c = 0x11111111u * (uint32_t)i;
+    uint32_t p[4], sg[4];
+    sl_qf_e2m1_mag8_bf16(c, p);
+    sl_qf_e2m1_sign8(c, sg);
+    for (int j = 0; j < 8; j++) {
+      uint8_t code = (uint8_t)((c >> (4 * j)) & 0xfu);
+      float want = sl_e2m1_to_f32(code);
+      uint32_t half = (p[j / 2] >> (16 * (j & 1))) & 0xffffu;
+      float got = f32_of(half << 16);
+      uint32_t sbit = (sg[j / 2] >> (16 * (j & 1) + 15)) & 1u;
+      if ((got != fabsf(want) || sbit != (bits_of(want) >> 31)) && bad++ < 5)
+        print_error("e2m1 decode word 0x%08x element %d: |%g| sign %u, reference %g\n", c, j, (double)got, sbit,
+                    (double)want);
+    }
+  }
+  if (bad) fail_msg("the byte-permute E2M1 decoder differs from sl_e2m1_to_f32 on %zu elements", bad);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_block_exp_fast), cmocka_unit_test(test_div_fast),     cmocka_unit_test(test_e2m1_fast),
       cmocka_unit_test(test_e2m1_scaled),    cmocka_unit_test(test_deq_div_fast),
       cmocka_unit_test(test_e2m1_mag_raw),   cmocka_unit_test(test_e2m1_pack),
-      cmocka_unit_test(test_div448_fast),
+      cmocka_unit_test(test_div448_fast),    cmocka_unit_test(test_e2m1_decode8),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
