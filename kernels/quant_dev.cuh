@@ -354,7 +354,8 @@ __device__ __forceinline__ unsigned long long sl_kq_quantize_fast(const float *v
     // sl_qf_block_scale's NVFP4 rule with the E4M3 scale converted and decoded by the hardware
     // (exact both ways for this finite, non-negative value: +Inf saturates to 448 like
     // sl_f32_to_e4m3), then the codes straight from x.
-    const float sf_f = __fmul_rn(global_scale, __fdiv_rn(absmax, SL_E2M1_MAX));
+    const float q6 = absmax >= SL_QF_DIV448_MIN ? sl_qf_div6_fast(absmax) : __fdiv_rn(absmax, SL_E2M1_MAX);
+    const float sf_f = __fmul_rn(global_scale, q6);
     const unsigned short sfc = sl_kq_e4m3x2(sf_f, 0.0f) & 0xffu;
     scale_f32 = 0.0f;
     scale_u8 = (unsigned char)sfc;

@@ -319,6 +319,12 @@ SL_QF_FN float sl_qf_div448_fast(float a) {
   float q = SL_QF_MUL(a, SL_QF_R448);
   return fmaf(fmaf(-q, SL_E4M3_MAX, a), SL_QF_R448, q);
 }
+/* The same for the NVFP4 block scale's absmax / 6 (r = RN(1/6) = 0x3e2aaaab), same range. */
+#define SL_QF_R6 0x1.555556p-3f
+SL_QF_FN float sl_qf_div6_fast(float a) {
+  float q = SL_QF_MUL(a, SL_QF_R6);
+  return fmaf(fmaf(-q, SL_E2M1_MAX, a), SL_QF_R6, q);
+}
 /* sl_f32_to_e2m1 with the subnormal step as one FMA: 2|x| is exact, so
  * fma(|x|, 2, 1.5*2^23) = RN(RN(2|x|) + 1.5*2^23), the reference's two operations. */
 SL_QF_FN uint8_t sl_f32_to_e2m1_fast(float f) {
