@@ -32,6 +32,12 @@
  * (each block costs one flag exchange) and large ones spread over the SMs. */
 #define SL_AR_THREADS 512
 #define SL_AR_BYTES_PER_BLOCK (32u << 10)
+/* LL one-shot (GPU, up to ll_auto_max(), at most 256 KiB): no staging copy and no flag round;
+ * each thread pushes one 16-byte chunk (two LL lines) to every peer and waits for theirs, so
+ * the time is about one NVLink one-way trip plus the launch. 256 threads per block, one chunk
+ * per thread (4 KiB of message per block: 16 blocks at 64 KiB, 64 at 256 KiB): many SMs
+ * issue the stores and poll. Blocks never wait for each other, so the grid is free. */
+#define SL_AR_LL_THREADS 256
 
 struct sl_comm {
   sl_device_t *dev;
@@ -82,14 +88,30 @@ const char *sl_allreduce_algo_name(int algo) {
   case SL_AR_TWOSHOT: return "twoshot";
   case SL_AR_NCCL: return "nccl";
   case SL_AR_NVLS: return "nvls";
+  case SL_AR_ONESHOT_LL: return "oneshot-ll";
   }
   return "?";
+}
+
+/* LL sends 2 bytes per message byte to each of the n-1 peers (pull one-shot reads 1), but
+ * saves the staging copy and the flag round: it wins while the message is small next to the
+ * NVLink bandwidth x latency product. Guess: up to 256 KiB with 2 ranks, 128 KiB with 3-4,
+ * 64 KiB with more; `sluice bench allreduce --full` prints oneshot-ll next to the others. */
+static size_t ll_auto_max(const sl_comm_t *c) {
+  size_t cap = c->size <= 2 ? SL_AR_LL_MAX_BYTES : c->size <= 4 ? SL_AR_LL_MAX_BYTES / 2 : SL_AR_LL_MAX_BYTES / 4;
+  size_t have = (size_t)sl_ar_ll_bytes(c->max_bytes);
+  return cap < have ? cap : have;
 }
 
 int sl_comm_choose_algo(const sl_comm_t *c, size_t bytes) {
   if (c->algo != SL_AR_AUTO) return c->algo;
   if (c->has_nccl && bytes >= SL_AR_NCCL_MIN_BYTES) return SL_AR_NCCL;
+  if (c->backend == SL_BACKEND_CUDA && bytes <= ll_auto_max(c)) return SL_AR_ONESHOT_LL;
   size_t oneshot_max = c->size > 4 ? SL_AR_ONESHOT_MAX_BYTES / 2 : SL_AR_ONESHOT_MAX_BYTES;
+  /* Two GPUs: one-shot and two-shot move the same bytes over NVLink (S each way) and
+   * one-shot has one flag round less; the first H200x2 run had one-shot ahead wherever both
+   * used the same grid (8 MiB: 176 vs 181 us). */
+  if (c->backend == SL_BACKEND_CUDA && c->size == 2) return SL_AR_ONESHOT;
   if (bytes <= oneshot_max) return SL_AR_ONESHOT;
   /* NVLS pays off from 4 ranks (DESIGN.md); only when SL_NVLS=1 created its buffers. */
   return c->nvls && c->size >= 4 ? SL_AR_NVLS : SL_AR_TWOSHOT;
@@ -251,16 +273,15 @@ static sl_status_t cpu_residual_rmsnorm(sl_comm_t *c, const sl_ar_rmsnorm_args_t
 
 /* ---- GPU launches ---------------------------------------------------------------------------- */
 
-static const char *const kernel_entry[] = {NULL, "sl_ar_oneshot", "sl_ar_twoshot"};
-
 sl_status_t sl_allreduce_spec(sl_jit_spec_t *spec, int kind, sl_dtype_t dtype, int vec_bytes) {
-  if (kind != SL_AR_ONESHOT && kind != SL_AR_TWOSHOT)
-    return SL_ERR(SL_ERR_INVALID, "all-reduce kernel kind %d (oneshot=1, twoshot=2)", kind);
+  if (kind != SL_AR_ONESHOT && kind != SL_AR_TWOSHOT && kind != SL_AR_ONESHOT_LL)
+    return SL_ERR(SL_ERR_INVALID, "all-reduce kernel kind %d (oneshot=1, twoshot=2, oneshot-ll=5)", kind);
   if (!is_float_dtype(dtype))
     return SL_ERR(SL_ERR_INVALID, "all-reduce of %s: only f32, bf16, f16", sl_dtype_name(dtype));
-  sl_jit_spec_init(spec, "comm/allreduce.cu", kernel_entry[kind]);
+  const char *entry = kind == SL_AR_ONESHOT ? "sl_ar_oneshot" : kind == SL_AR_TWOSHOT ? "sl_ar_twoshot" : "sl_ar_oneshot_ll";
+  sl_jit_spec_init(spec, "comm/allreduce.cu", entry);
   SL_CHECK(sl_jit_spec_define(spec, "AR_DTYPE", "%d", (int)dtype));
-  SL_CHECK(sl_jit_spec_define(spec, "AR_THREADS", "%d", SL_AR_THREADS));
+  SL_CHECK(sl_jit_spec_define(spec, "AR_THREADS", "%d", kind == SL_AR_ONESHOT_LL ? SL_AR_LL_THREADS : SL_AR_THREADS));
   SL_CHECK(sl_jit_spec_define(spec, "AR_VEC", "%d", vec_bytes / (int)sl_dtype_bytes(dtype, 1)));
   return SL_OK;
 }
@@ -294,7 +315,9 @@ sl_status_t sl_allreduce_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spe
   (void)arch;
   static const sl_dtype_t dtypes[] = {SL_DTYPE_BF16, SL_DTYPE_F16, SL_DTYPE_F32};
   for (int d = 0; d < 3; d++) {
-    for (int kind = SL_AR_ONESHOT; kind <= SL_AR_TWOSHOT; kind++) {
+    static const int kinds[] = {SL_AR_ONESHOT, SL_AR_TWOSHOT, SL_AR_ONESHOT_LL};
+    for (int ki = 0; ki < 3; ki++) {
+      int kind = kinds[ki];
       int vecs[2] = {16, (int)sl_dtype_bytes(dtypes[d], 1)};
       for (int v = 0; v < 2; v++) {
         sl_jit_spec_t spec;
@@ -342,6 +365,8 @@ static sl_status_t gpu_allreduce_piece(sl_comm_t *c, const void *in, void *out, 
   sl_jit_spec_t spec;
   /* NVLS moves whole 16-byte vectors only; other shapes take the two-shot path. */
   if (algo == SL_AR_NVLS && (!c->nvls || vec_bytes != 16 || (count * esz) % 16 != 0)) algo = SL_AR_TWOSHOT;
+  /* LL lines hold sl_ar_ll_bytes() of message per sender; larger pieces pull instead. */
+  if (algo == SL_AR_ONESHOT_LL && count * esz > sl_ar_ll_bytes(c->max_bytes)) algo = SL_AR_ONESHOT;
   if (algo == SL_AR_NVLS)
     SL_CHECK(sl_nvls_spec(&spec, t, SL_AR_THREADS));
   else
@@ -351,6 +376,12 @@ static sl_status_t gpu_allreduce_piece(sl_comm_t *c, const void *in, void *out, 
   a.out = out;
   a.count = count;
   size_t bytes = count * esz;
+  if (algo == SL_AR_ONESHOT_LL) {
+    size_t chunks = (bytes + 15) / 16;
+    size_t blocks = (chunks + SL_AR_LL_THREADS - 1) / SL_AR_LL_THREADS;
+    if (blocks > (size_t)c->sm_count) blocks = (size_t)c->sm_count; /* grid-stride beyond */
+    return gpu_launch(c, &spec, &a, (int)blocks, SL_AR_LL_THREADS, stream);
+  }
   int blocks = blocks_for(c, algo == SL_AR_ONESHOT ? bytes : bytes / (size_t)c->size);
   return gpu_launch(c, &spec, &a, blocks, SL_AR_THREADS, stream);
 }
@@ -386,7 +417,8 @@ sl_status_t sl_allreduce(sl_comm_t *c, const void *in, void *out, size_t count, 
     const void *pin = (const char *)in + off * esz;
     void *pout = (char *)out + off * esz;
     if (c->backend == SL_BACKEND_CPU)
-      SL_CHECK(cpu_allreduce_piece(c, pin, pout, n, dtype, algo == SL_AR_ONESHOT ? SL_AR_ONESHOT : SL_AR_TWOSHOT));
+      SL_CHECK(cpu_allreduce_piece(c, pin, pout, n, dtype,
+                                   algo == SL_AR_ONESHOT || algo == SL_AR_ONESHOT_LL ? SL_AR_ONESHOT : SL_AR_TWOSHOT));
     else
       SL_CHECK(gpu_allreduce_piece(c, pin, pout, n, dtype, algo, stream));
   }
@@ -423,6 +455,8 @@ sl_status_t sl_allreduce_residual_rmsnorm(sl_comm_t *c, const sl_ar_rmsnorm_args
   k.weight = a->weight;
   k.rows = a->rows;
   k.count = (unsigned long long)a->rows * (unsigned long long)a->hidden;
+  /* Small (decode) messages: LL push, as the plain all-reduce would (ll_auto_max). */
+  k.ll = bytes <= ll_auto_max(c) ? 1 : 0;
   /* Decode: one block per row while rows < SMs (spreads the rows' loads over SMs). */
   int blocks = a->rows < c->sm_count ? a->rows : c->sm_count;
   if (blocks > SL_AR_MAX_BLOCKS) blocks = SL_AR_MAX_BLOCKS;

@@ -51,8 +51,9 @@ bool sl_comm_has_nccl(const sl_comm_t *comm);
  * host-mapped record without synchronising: call it after syncing the stream to see the
  * outcome of the work issued so far. */
 sl_status_t sl_comm_check(sl_comm_t *comm);
-/* Force an algorithm (SL_AR_AUTO, SL_AR_ONESHOT, SL_AR_TWOSHOT, SL_AR_NCCL, SL_AR_NVLS) for the
- * benchmark and tests. NCCL without an NCCL communicator fails at the next call. */
+/* Force an algorithm (SL_AR_AUTO, SL_AR_ONESHOT, SL_AR_ONESHOT_LL, SL_AR_TWOSHOT, SL_AR_NCCL,
+ * SL_AR_NVLS) for the benchmark and tests. NCCL without an NCCL communicator fails at the next
+ * call. */
 void sl_comm_set_algo(sl_comm_t *comm, int algo);
 /* Fault injection for tests (CPU backend): in the call whose epoch is `epoch` (1 = the first
  * call), sleep `ms` right after signalling `phase` (0 or 1) — a rank that stalls in the
@@ -92,7 +93,8 @@ void sl_allreduce_ref(const void *const *inputs, int nranks, void *out, size_t c
 void sl_allreduce_residual_rmsnorm_ref(const void *const *inputs, int nranks, const sl_ar_rmsnorm_args_t *args);
 
 /* ---- JIT configuration points ----------------------------------------------------------- */
-/* kind: SL_AR_ONESHOT or SL_AR_TWOSHOT; vec_bytes: 16 (aligned) or the element size. */
+/* kind: SL_AR_ONESHOT, SL_AR_TWOSHOT or SL_AR_ONESHOT_LL; vec_bytes: 16 (aligned) or the
+ * element size. */
 sl_status_t sl_allreduce_spec(sl_jit_spec_t *spec, int kind, sl_dtype_t dtype, int vec_bytes);
 sl_status_t sl_allreduce_rmsnorm_spec(sl_jit_spec_t *spec, sl_dtype_t dtype, int hidden, float eps, float weight_bias);
 /* Every point the all-reduce module compiles, NVLS included (engine/jit_points.c). */

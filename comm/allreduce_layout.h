@@ -43,7 +43,9 @@
 #define SL_AR_CTL_BYTES 256
 
 /* Algorithms (sl_comm_set_algo forces one; AUTO chooses by size, ranks and NCCL). */
-enum { SL_AR_AUTO = 0, SL_AR_ONESHOT = 1, SL_AR_TWOSHOT = 2, SL_AR_NCCL = 3, SL_AR_NVLS = 4 };
+/* ONESHOT_LL: the GPU's one-shot "push" with LL lines for messages up to sl_ar_ll_bytes(); on
+ * the CPU backend, and above that size, it runs as ONESHOT (same result bits). */
+enum { SL_AR_AUTO = 0, SL_AR_ONESHOT = 1, SL_AR_TWOSHOT = 2, SL_AR_NCCL = 3, SL_AR_NVLS = 4, SL_AR_ONESHOT_LL = 5 };
 
 /* Control block at offset 0 of each rank's segment; private to that rank. */
 typedef struct {
@@ -75,8 +77,28 @@ static inline SL_AR_HD unsigned long long sl_ar_region_bytes(unsigned long long 
 static inline SL_AR_HD unsigned long long sl_ar_data_offset(unsigned long long epoch, unsigned long long max_bytes) {
   return SL_AR_DATA_OFFSET + (epoch & 1ull) * sl_ar_region_bytes(max_bytes);
 }
+
+/* LL area (GPU one-shot for small messages, "push"): sender `src` writes its input straight
+ * into the receiver's LL lines for (parity(e), src). A line is 16 bytes = two 8-byte words,
+ * each {4 data bytes, low 32 bits of the epoch}, written and read as single 64-bit
+ * .relaxed.sys accesses (single-copy atomic): a word whose flag half equals the expected
+ * epoch carries that call's data, so no separate flag, fence or acquire is needed. 8 data
+ * bytes per line: the LL area per (parity, src) is twice the data it carries. The same
+ * two-parity argument as above protects the lines: a sender reaches call e+2 only after
+ * the receiver finished call e. Epoch e's flag half differs from e-2's (2^32 calls apart). */
+#define SL_AR_LL_MAX_BYTES (256u << 10) /* largest message the LL one-shot can carry */
+static inline SL_AR_HD unsigned long long sl_ar_ll_bytes(unsigned long long max_bytes) {
+  unsigned long long r = sl_ar_region_bytes(max_bytes);
+  return r < SL_AR_LL_MAX_BYTES ? r : SL_AR_LL_MAX_BYTES;
+}
+static inline SL_AR_HD unsigned long long sl_ar_ll_offset(unsigned long long epoch, int src,
+                                                          unsigned long long max_bytes) {
+  return SL_AR_DATA_OFFSET + 2ull * sl_ar_region_bytes(max_bytes) +
+         ((epoch & 1ull) * SL_AR_MAX_RANKS + (unsigned long long)src) * 2ull * sl_ar_ll_bytes(max_bytes);
+}
 static inline SL_AR_HD unsigned long long sl_ar_segment_bytes(unsigned long long max_bytes) {
-  return SL_AR_DATA_OFFSET + 2ull * sl_ar_region_bytes(max_bytes);
+  return SL_AR_DATA_OFFSET + 2ull * sl_ar_region_bytes(max_bytes) +
+         2ull * SL_AR_MAX_RANKS * 2ull * sl_ar_ll_bytes(max_bytes);
 }
 
 /* Split [0, n) into `parts` contiguous ranges whose starts are multiples of `vec`
@@ -108,7 +130,7 @@ typedef struct {
   unsigned long long timeout_ns;
   int rank, nranks;
   int rows; /* fused: rows (count = rows * hidden) */
-  int pad;
+  int ll;   /* fused: 1 = exchange x through the LL lines (message <= sl_ar_ll_bytes()) */
 } sl_ar_args_t;
 
 #endif

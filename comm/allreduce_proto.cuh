@@ -101,7 +101,9 @@ __device__ __forceinline__ bool ar_begin(const sl_ar_args_t &a, ar_block_t &s) {
   if (threadIdx.x == 0) {
     const sl_ar_ctl_t *ctl = (const sl_ar_ctl_t *)a.seg[a.rank];
     s.epoch = *(volatile const unsigned long long *)&ctl->epoch + 1ull;
-    s.fail = *(volatile const unsigned int *)&a.timeout->timed_out != 0u;
+    // The claim word (this rank's device memory), not the host-mapped record: one PCIe read
+    // per block cost about a microsecond each, served one after another across blocks.
+    s.fail = sl_flag_timeout_claimed(&ctl->timeout_claim);
   }
   __syncthreads();
   return !s.fail;
@@ -112,15 +114,16 @@ __device__ __forceinline__ char *ar_data(const ar_block_t &s, const sl_ar_args_t
 }
 
 // Signal (phase, this block) to every peer, then wait for every peer's signal. Data stores
-// of the whole block precede the barrier, the barrier precedes thread t's fence + release
-// store to peer t; thread t's acquire of peer t's flag precedes the barrier that precedes
-// every thread's data loads. Returns false on timeout (recorded by the waiter).
+// of the whole block precede the barrier, the barrier precedes thread t's release store
+// (st.release.sys: a release pattern by itself, so the block's stores are in causality order
+// before it; a separate fence.acq_rel.sys before it would only add a second MEMBAR.SYS) to
+// peer t; thread t's acquire of peer t's flag precedes the barrier that precedes every
+// thread's data loads. Returns false on timeout (recorded by the waiter).
 __device__ __forceinline__ bool ar_exchange(const sl_ar_args_t &a, ar_block_t &s, int phase) {
   __syncthreads();
   const int t = threadIdx.x;
   if (t < a.nranks && t != a.rank) {
     sl_flag_t *peer_flags = (sl_flag_t *)(s.seg[t] + SL_AR_FLAGS_OFFSET);
-    sl_fence_acq_rel_sys();
     sl_st_release_sys(peer_flags + sl_ar_flag_index(s.epoch, phase, blockIdx.x, a.rank), s.epoch);
     const unsigned idx = sl_ar_flag_index(s.epoch, phase, blockIdx.x, t);
     const sl_flag_t *mine = (const sl_flag_t *)(s.seg[a.rank] + SL_AR_FLAGS_OFFSET) + idx;
@@ -137,6 +140,12 @@ __device__ __forceinline__ void ar_end(const sl_ar_args_t &a, const ar_block_t &
   __syncthreads();
   if (threadIdx.x == 0) {
     sl_ar_ctl_t *ctl = (sl_ar_ctl_t *)s.seg[a.rank];
+    // One block (small messages): nobody else reads the epoch during this kernel, and the
+    // kernel's end orders the store before the next launch on the stream: no fence, no atomic.
+    if (gridDim.x == 1u) {
+      ctl->epoch = s.epoch;
+      return;
+    }
     __threadfence();
     if (atomicAdd(&ctl->blocks_done, 1u) == gridDim.x - 1u) {
       ctl->blocks_done = 0u;
@@ -146,11 +155,28 @@ __device__ __forceinline__ void ar_end(const sl_ar_args_t &a, const ar_block_t &
   }
 }
 
-// dst[i] = src[i] for i in [b, e): vectors while whole, then single elements.
+// Independent 16-byte loads each thread keeps in flight per source before it uses them: a
+// peer load over NVLink takes ~1-2 us, so one load per thread per round trip (the first
+// version) left the link mostly idle; AR_UNROLL x 512 threads x 16 B = 32 KiB per block.
+#ifndef AR_UNROLL
+#define AR_UNROLL 4
+#endif
+
+// dst[i] = src[i] for i in [b, e): AR_UNROLL vectors loaded, then stored (the loads cannot
+// move past the stores on their own: dst and src may alias as far as the compiler knows),
+// then single elements for the tail.
 __device__ __forceinline__ void copy_range(char *dst, const char *src, unsigned long long b, unsigned long long e) {
   const unsigned long long ve = b + (e - b) / AR_VEC * AR_VEC;
-  for (unsigned long long i = b + threadIdx.x * (unsigned long long)AR_VEC; i < ve; i += AR_THREADS * AR_VEC)
-    st_vec(dst + i * ES, ld_vec_cg(src + i * ES));
+  const unsigned long long stride = (unsigned long long)AR_THREADS * AR_VEC;
+  for (unsigned long long i0 = b + threadIdx.x * (unsigned long long)AR_VEC; i0 < ve; i0 += stride * AR_UNROLL) {
+    pack_t x[AR_UNROLL];
+#pragma unroll
+    for (int u = 0; u < AR_UNROLL; u++)
+      if (i0 + u * stride < ve) x[u] = ld_vec_cg(src + (i0 + u * stride) * ES);
+#pragma unroll
+    for (int u = 0; u < AR_UNROLL; u++)
+      if (i0 + u * stride < ve) st_vec(dst + (i0 + u * stride) * ES, x[u]);
+  }
   for (unsigned long long i = ve + threadIdx.x; i < e; i += AR_THREADS)
     st_elem(dst + i * ES, ld_elem_cg(src + i * ES));
 }

@@ -62,13 +62,37 @@ __device__ __forceinline__ unsigned long long sl_globaltimer_ns() {
   return t;
 }
 
+// ---- timeout record -----------------------------------------------------------------------
+// Fill the record unless another waiter already claimed it (first waiter wins: claimed with a
+// CAS on `claim`, a word in DEVICE memory initialised to 0 -- atomics on host-mapped memory
+// are not portable over PCIe -- and published by writing timed_out last, after a .sys fence).
+__device__ __forceinline__ void sl_flag_timeout_record_dev(sl_flag_timeout_t *rec, unsigned int *claim,
+                                                           int waiter_rank, int peer, unsigned flag_index,
+                                                           unsigned long long expected, unsigned long long observed,
+                                                           unsigned long long waited_ns) {
+  if (atomicCAS(claim, 0u, 1u) != 0u) return;
+  rec->waiter_rank = waiter_rank;
+  rec->peer = peer;
+  rec->flag_index = flag_index;
+  rec->expected = expected;
+  rec->observed = observed;
+  rec->waited_ns = waited_ns;
+  sl_fence_acq_rel_sys();
+  *(volatile unsigned int *)&rec->timed_out = 1u;
+}
+
+// Has a waiter of this rank already given up? Reads the claim word (device memory, cheap),
+// never the host-mapped record: a read over PCIe costs about a microsecond and reads of one
+// host address from many SMs are served one after another.
+__device__ __forceinline__ bool sl_flag_timeout_claimed(const unsigned int *claim) {
+  return *(volatile const unsigned int *)claim != 0u;
+}
+
 // ---- bounded wait --------------------------------------------------------------------------
 // Spin (one thread) until *flag == expected, at most timeout_ns. On timeout fill the record
-// (first waiter wins: claimed with a CAS on `claim`, a word in DEVICE memory initialised to
-// 0 -- atomics on host-mapped memory are not portable over PCIe -- and published by writing
-// timed_out last, after a .sys fence) and return false. Also gives up early, without writing, when
-// another waiter already recorded a timeout, so a dead peer costs one timeout, not one
-// per block.
+// (sl_flag_timeout_record_dev) and return false. Also gives up early, without writing, when
+// another waiter already claimed the record, so a dead peer costs one timeout, not one per
+// block. No __nanosleep: the waits on the fast path are a few microseconds.
 __device__ __forceinline__ bool sl_flag_wait_eq_dev(const sl_flag_t *flag, unsigned long long expected,
                                                     unsigned long long timeout_ns, sl_flag_timeout_t *rec,
                                                     unsigned int *claim, int waiter_rank, int peer,
@@ -81,18 +105,9 @@ __device__ __forceinline__ bool sl_flag_wait_eq_dev(const sl_flag_t *flag, unsig
     if (v == expected) return true;
     if ((spins & 255u) == 255u) {
       const unsigned long long now = sl_globaltimer_ns();
-      if (*(volatile unsigned int *)&rec->timed_out) return false;
+      if (sl_flag_timeout_claimed(claim)) return false;
       if (now - start >= timeout_ns) {
-        if (atomicCAS(claim, 0u, 1u) == 0u) {
-          rec->waiter_rank = waiter_rank;
-          rec->peer = peer;
-          rec->flag_index = flag_index;
-          rec->expected = expected;
-          rec->observed = v;
-          rec->waited_ns = now - start;
-          sl_fence_acq_rel_sys();
-          *(volatile unsigned int *)&rec->timed_out = 1u;
-        }
+        sl_flag_timeout_record_dev(rec, claim, waiter_rank, peer, flag_index, expected, v, now - start);
         return false;
       }
     }

@@ -32,20 +32,31 @@ sl_status_t sl_dev_error_status(const sl_dev_error_t *e, const char *what) {
   }
 }
 
-sl_status_t sl_grid_barrier_bench_spec(sl_jit_spec_t *spec) {
+sl_status_t sl_grid_barrier_bench_variant_spec(int variant, sl_jit_spec_t *spec) {
+  if (variant < 0 || variant > 1) return SL_ERR(SL_ERR_INVALID, "grid barrier bench: variant %d (0 or 1)", variant);
   sl_jit_spec_init(spec, "kernels/grid_barrier.cu", "sl_grid_barrier_bench");
   SL_CHECK(sl_jit_spec_define(spec, "GB_THREADS", "%d", GB_THREADS));
+  SL_CHECK(sl_jit_spec_define(spec, "GB_VARIANT", "%d", variant));
   return SL_OK;
 }
 
+sl_status_t sl_grid_barrier_bench_spec(sl_jit_spec_t *spec) { return sl_grid_barrier_bench_variant_spec(0, spec); }
+
 sl_status_t sl_grid_barrier_bench(sl_device_t *dev, sl_grid_barrier_state_t *state, int blocks, int rounds,
                                   int absent_block, long timeout_ms, sl_stream_t *stream, double *us_per_barrier) {
+  return sl_grid_barrier_bench_variant(dev, state, 0, blocks, rounds, absent_block, timeout_ms, stream,
+                                       us_per_barrier);
+}
+
+sl_status_t sl_grid_barrier_bench_variant(sl_device_t *dev, sl_grid_barrier_state_t *state, int variant, int blocks,
+                                          int rounds, int absent_block, long timeout_ms, sl_stream_t *stream,
+                                          double *us_per_barrier) {
   *us_per_barrier = 0;
   if (sl_device_backend(dev) != SL_BACKEND_CUDA)
     return SL_ERR(SL_ERR_UNSUPPORTED, "grid barrier benchmark: needs the CUDA backend");
   if (blocks <= 0 || rounds <= 0) return SL_ERR(SL_ERR_INVALID, "grid barrier bench: blocks %d rounds %d", blocks, rounds);
   sl_jit_spec_t spec;
-  SL_CHECK(sl_grid_barrier_bench_spec(&spec));
+  SL_CHECK(sl_grid_barrier_bench_variant_spec(variant, &spec));
   sl_kernel_t *k;
   SL_CHECK(sl_jit_get_kernel(dev, &spec, &k));
   sl_status_t s = SL_OK;
@@ -105,6 +116,9 @@ out:
 sl_status_t sl_grid_barrier_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t *spec, void *user), void *user) {
   (void)arch;
   sl_jit_spec_t spec;
-  SL_CHECK(sl_grid_barrier_bench_spec(&spec));
-  return fn(&spec, user);
+  for (int variant = 0; variant < 2; variant++) {
+    SL_CHECK(sl_grid_barrier_bench_variant_spec(variant, &spec));
+    SL_CHECK(fn(&spec, user));
+  }
+  return SL_OK;
 }

@@ -2,11 +2,14 @@
 // between two barriers each block publishes the round it reached and checks its
 // neighbour's; without, the loop is barriers only (the timed run: a store before each
 // barrier would add its write-back wait to the release, which is the caller's cost).
-#include "kernels/grid_barrier.cuh"
-
 #ifndef GB_THREADS
 #error "GB_THREADS (threads per block) must be defined by the JIT"
 #endif
+#ifndef GB_VARIANT
+#error "GB_VARIANT (0: relaxed polls + fence, 1: acquire polls) must be defined by the JIT"
+#endif
+#define SL_GRID_BARRIER_ACQUIRE_POLL GB_VARIANT
+#include "kernels/grid_barrier.cuh"
 
 extern "C" __global__ void __launch_bounds__(GB_THREADS)
     sl_grid_barrier_bench(sl_grid_barrier_state_t *state, int *round_of_block, int rounds, int absent_block,

@@ -15,8 +15,18 @@
 //  - The wait is bounded: after timeout_ns (globaltimer, first read after 1024 polls) thread 0 records
 //    SL_DEV_ERR_TIMEOUT in the error record and the whole block returns false. The state is
 //    then inconsistent and must be zeroed by the host before the next launch.
+//  - Polling variant (compile-time, SL_GRID_BARRIER_ACQUIRE_POLL, default 0): 1 polls with
+//    ld.acquire.gpu and needs no fence after the flip (the acquire load that sees the new
+//    epoch completes the pattern). 0 (relaxed polls + one fence.acq_rel) is what
+//    cooperative_groups does; 1 trades the exit fence (a MEMBAR.GPU on the critical path
+//    of every block) for an L1 invalidation per poll. The barrier benchmark compiles both
+//    (sl_grid_barrier_bench_variant) so one GPU run shows which is faster.
 #ifndef SL_GRID_BARRIER_CUH
 #define SL_GRID_BARRIER_CUH
+
+#ifndef SL_GRID_BARRIER_ACQUIRE_POLL
+#define SL_GRID_BARRIER_ACQUIRE_POLL 0
+#endif
 
 #include "kernels/grid_barrier.h"
 
@@ -82,11 +92,16 @@ __device__ __forceinline__ bool sl_grid_barrier_sync(sl_grid_barrier_t *b, unsig
     // poll); one acquire fence once the epoch has flipped completes the acquire pattern
     // (strong read, then fence.acq_rel). The timer is only started after 1024 polls, so
     // a barrier that completes in time never reads %globaltimer.
-    unsigned v = sl_grid_ld_relaxed_u32(word);
+#if SL_GRID_BARRIER_ACQUIRE_POLL
+#define SL_GRID_BARRIER_POLL sl_grid_ld_acquire_u32
+#else
+#define SL_GRID_BARRIER_POLL sl_grid_ld_relaxed_u32
+#endif
+    unsigned v = SL_GRID_BARRIER_POLL(word);
     unsigned spins = 0;
     unsigned long long start = 0;
     while (((v ^ b->epoch) & SL_GRID_BARRIER_EPOCH_BIT) == 0) {
-      v = sl_grid_ld_relaxed_u32(word);
+      v = SL_GRID_BARRIER_POLL(word);
       if ((++spins & 1023u) == 0) {
         const unsigned long long now = sl_grid_globaltimer_ns();
         if (start == 0) {
@@ -99,7 +114,10 @@ __device__ __forceinline__ bool sl_grid_barrier_sync(sl_grid_barrier_t *b, unsig
         }
       }
     }
+#undef SL_GRID_BARRIER_POLL
+#if !SL_GRID_BARRIER_ACQUIRE_POLL
     sl_grid_fence_acq_rel();
+#endif
     b->epoch ^= SL_GRID_BARRIER_EPOCH_BIT;
     sl_grid_barrier_failed = failed;
   }

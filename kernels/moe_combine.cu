@@ -26,34 +26,63 @@ __device__ __forceinline__ void bf16x8_to_f32(const uint4 &v, float *f) {
   sl_unpack_u32<SL_DTYPE_BF16>(w, 4, f);
 }
 
-extern "C" __global__ void __launch_bounds__(SL_MOE_COPY_THREADS)
+// 64 registers at most (4 blocks of 256 threads per SM: 32 warps): the K rows' vectors of
+// one item (K x UNROLL x 4 registers at unroll 1: 32 at K = 8) stay in flight together
+// with the residual's, and accumulate in k order into 8 x UNROLL fp32 registers. The old
+// build (unroll 2 for prefill, no bound) took 116 registers: 25% occupancy.
+#define MOE_COMBINE_MIN_BLOCKS (MOE_TOPK * MOE_UNROLL <= 8 ? 4 : 2)
+extern "C" __global__ void __launch_bounds__(SL_MOE_COPY_THREADS, MOE_COMBINE_MIN_BLOCKS)
     sl_moe_combine(const __nv_bfloat16 *__restrict__ expert_out, const int *__restrict__ slots,
                    const float *__restrict__ topk_weights, const __nv_bfloat16 *residual, __nv_bfloat16 *out,
                    int num_tokens) {
   const int lane = threadIdx.x % 32;
   const int warps_per_block = SL_MOE_COPY_THREADS / 32;
   const long num_items = (long)num_tokens * MOE_CHUNKS;
-  for (long item = (long)blockIdx.x * warps_per_block + threadIdx.x / 32; item < num_items;
-       item += (long)gridDim.x * warps_per_block) {
+  const long stride = (long)gridDim.x * warps_per_block;
+  long item = (long)blockIdx.x * warps_per_block + threadIdx.x / 32;
+  // Grid-stride (the host launches at most the resident blocks): the next item's slot and
+  // weight are loaded while this item's rows are in flight, so a warp's second and later
+  // items start with one memory latency (rows) instead of two (slots, then rows).
+  int next_row = -1;
+  float next_w = 0.0f;
+  if (item < num_items && lane < MOE_TOPK) {
+    const int t = (int)(item / MOE_CHUNKS);
+    next_row = __ldg(&slots[t * MOE_TOPK + lane]);
+    next_w = __ldg(&topk_weights[t * MOE_TOPK + lane]);
+  }
+  for (; item < num_items; item += stride) {
     const int t = (int)(item / MOE_CHUNKS), c = (int)(item % MOE_CHUNKS);
-    int my_row = -1;
-    float my_w = 0.0f;
-    if (lane < MOE_TOPK) {
-      my_row = slots[t * MOE_TOPK + lane];
-      my_w = topk_weights[t * MOE_TOPK + lane];
+    const int my_row = next_row;
+    const float my_w = next_w;
+    // The residual (independent of the slots) and all K rows' loads are issued before the
+    // first FMA. A row's pointer is formed right before its load (no 64-bit pointer per k
+    // kept live); the row index itself is one 32-bit register.
+    uint4 res[MOE_UNROLL];
+#pragma unroll
+    for (int j = 0; j < MOE_UNROLL; j++) {
+      const int col = c * MOE_CHUNK + (j * 32 + lane) * SL_MOE_VEC_ELEMS;
+      res[j] = make_uint4(0u, 0u, 0u, 0u);
+      if (residual && col < MOE_HIDDEN)
+        res[j] = reinterpret_cast<const uint4 *>(residual)[((long)t * MOE_HIDDEN + col) / SL_MOE_VEC_ELEMS];
     }
-    // All K rows' loads are issued before the first FMA (independent registers).
+    // Bit k: pair k has a row (one register instead of K row indices).
+    const unsigned valid = __ballot_sync(0xffffffffu, my_row >= 0);
     uint4 v[MOE_TOPK][MOE_UNROLL];
-    int rows[MOE_TOPK];
 #pragma unroll
     for (int k = 0; k < MOE_TOPK; k++) {
-      rows[k] = __shfl_sync(0xffffffffu, my_row, k);
-      const uint4 *src = reinterpret_cast<const uint4 *>(expert_out + (long)rows[k] * MOE_HIDDEN);
+      const int row = __shfl_sync(0xffffffffu, my_row, k);
+      const uint4 *src = reinterpret_cast<const uint4 *>(expert_out) + (long)row * (MOE_HIDDEN / SL_MOE_VEC_ELEMS);
 #pragma unroll
       for (int j = 0; j < MOE_UNROLL; j++) {
         const int col = c * MOE_CHUNK + (j * 32 + lane) * SL_MOE_VEC_ELEMS;
-        if (rows[k] >= 0 && col < MOE_HIDDEN) v[k][j] = __ldg(src + col / SL_MOE_VEC_ELEMS);
+        v[k][j] = make_uint4(0u, 0u, 0u, 0u);
+        if (row >= 0 && col < MOE_HIDDEN) v[k][j] = __ldg(src + col / SL_MOE_VEC_ELEMS);
       }
+    }
+    if (item + stride < num_items && lane < MOE_TOPK) {
+      const int tn = (int)((item + stride) / MOE_CHUNKS);
+      next_row = __ldg(&slots[tn * MOE_TOPK + lane]);
+      next_w = __ldg(&topk_weights[tn * MOE_TOPK + lane]);
     }
     float acc[MOE_UNROLL][SL_MOE_VEC_ELEMS];
 #pragma unroll
@@ -63,7 +92,7 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_COPY_THREADS)
 #pragma unroll
     for (int k = 0; k < MOE_TOPK; k++) {
       const float w = __shfl_sync(0xffffffffu, my_w, k);
-      if (rows[k] < 0) continue;
+      if (!(valid >> k & 1u)) continue;
 #pragma unroll
       for (int j = 0; j < MOE_UNROLL; j++) {
         float f[SL_MOE_VEC_ELEMS];
@@ -79,7 +108,7 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_COPY_THREADS)
       const long at = ((long)t * MOE_HIDDEN + col) / SL_MOE_VEC_ELEMS;
       if (residual) {
         float f[SL_MOE_VEC_ELEMS];
-        bf16x8_to_f32(reinterpret_cast<const uint4 *>(residual)[at], f);
+        bf16x8_to_f32(res[j], f);
 #pragma unroll
         for (int i = 0; i < SL_MOE_VEC_ELEMS; i++) acc[j][i] = __fadd_rn(acc[j][i], f[i]);
       }

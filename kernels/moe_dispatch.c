@@ -6,11 +6,17 @@
  *    once. Decode uses unroll 1 (more, smaller items spread over more SMs); prefill uses
  *    unroll 2 (two loads in flight per lane before the K stores).
  *  - Decode, T*K <= SL_MOE_REPL_MAX_PAIRS (1024: T <= 128 at K=8): the replicated path, one
- *    plain launch of copy_blocks blocks where every block ranks all pairs itself in shared
- *    memory (one routing block of <= 4 rounds of 256 pairs, the same ranks as the other
- *    paths) and then copies its items. H200 run 3: the fused path cost 3.8 us in a graph at
- *    T=1, of which the grid barrier is 1.26 us and the global rank/count round trips after it another
- *    L2 latency or two; redundant routing of <= 1024 ids per block is cheaper than both.
+ *    plain launch of copy_blocks blocks (one item per warp) where every block stages all
+ *    T*K ids in shared memory and ranks only the pairs of its own <= 8 tokens (rank = earlier
+ *    pairs with the same expert: the same ranks as the other paths), then copies its items.
+ *    H200 run 3: the fused path cost 3.8 us in a graph at T=1, of which the grid barrier is
+ *    1.26 us and the global rank/count round trips after it another L2 latency or two.
+ *    Issue #4: ranking all 1024 pairs in every block (4 warp-match rounds, 12 block
+ *    barriers) was most of DSv3 T=128's 9.3 us; the per-block ranking is <= 16 LDS.128
+ *    per thread and two barriers (kernels/NOTES.md).
+ *  - The split path's copy takes whole rows per warp item (split_span) when the tokens
+ *    alone give every SM 32 warps: ranks, offsets and the K-row broadcast once per token
+ *    instead of once per 2 chunks (ncu: 52.9 cycles/instr MIO throttle in the old loop).
  *  - Otherwise DESIGN.md's rule, "does the copy fit in one resident wave": copy_blocks =
  *    items / 8 warps (unroll 1). If copy_blocks <= SL_MOE_FUSED_MAX_WAVES x SMs (and the
  *    routing fits in one 256-pair round per block), one cooperative launch (route, grid barrier, copy)
@@ -95,6 +101,7 @@ static sl_status_t validate(const sl_moe_dispatch_args_t *a) {
                   "experts",
                   a->expert_begin, a->expert_end, a->num_experts, SL_MOE_MAX_LOCAL_EXPERTS);
   if (a->capacity < 1) return SL_ERR(SL_ERR_INVALID, "moe dispatch: capacity %d < 1", a->capacity);
+  if (a->force_span < 0) return SL_ERR(SL_ERR_INVALID, "moe dispatch: force_span %d < 0", a->force_span);
   if ((int)a->payload < SL_MOE_PAYLOAD_BF16 || a->payload > SL_MOE_PAYLOAD_NVFP4)
     return SL_ERR(SL_ERR_UNSUPPORTED, "moe dispatch: payload %d unknown (bf16, fp8-g128, mxfp8, mxfp4, nvfp4)",
                   (int)a->payload);
@@ -129,6 +136,21 @@ static sl_status_t validate(const sl_moe_dispatch_args_t *a) {
 static int copy_blocks(const sl_moe_dispatch_args_t *a, int unroll) {
   long items = (long)a->num_tokens * sl_moe_chunks_per_row(a->hidden, unroll);
   return sl_moe_cdiv(items, SL_MOE_COPY_THREADS / 32);
+}
+
+/* Prefill copy: chunks per warp item. Whole rows (the token's K rows computed and
+ * broadcast once, the next chunk's loads in flight during the K stores) as long as the
+ * items still give every SM SPLIT_WARPS_PER_SM warps; fewer tokens split their rows. */
+enum { SPLIT_WARPS_PER_SM = 32 };
+static int split_span(const sl_moe_dispatch_args_t *a, int num_sms) {
+  const int chunks = sl_moe_chunks_per_row(a->hidden, PREFILL_UNROLL);
+  long want_items = (long)SPLIT_WARPS_PER_SM * (num_sms > 0 ? num_sms : 1);
+  long span = (long)a->num_tokens * chunks / want_items;
+  if (span < 1) span = 1;
+  if (span > chunks) span = chunks;
+  /* Even spans: 14 chunks at span 13 would make items of 13 and 1; take 7 and 7. */
+  const long nspans = sl_moe_cdiv(chunks, span);
+  return sl_moe_cdiv(chunks, nspans);
 }
 
 sl_moe_path_t sl_moe_dispatch_choose_path(const sl_moe_dispatch_args_t *a, int num_sms) {
@@ -342,8 +364,13 @@ static sl_status_t dispatch_cuda(sl_device_t *dev, const sl_moe_dispatch_args_t 
   SL_CHECK(sl_kernel_launch(k, &rl, rargs));
   SL_CHECK(sl_moe_dispatch_spec(a->hidden, a->top_k, local, a->payload, a->quant_rule, ENTRY_COPY, &spec));
   SL_CHECK(sl_jit_get_kernel(dev, &spec, &k));
-  void *cargs[] = {&x, &ids, &T, &E, &begin, &end, &cap, &ex, &es, &gscale, &slots, &offsets, &pair_rank, &state};
-  sl_launch_t cl = {.grid = {(unsigned)copy_blocks(a, PREFILL_UNROLL)}, .block = {SL_MOE_COPY_THREADS}, .stream = stream};
+  int span = a->force_span > 0 ? a->force_span : split_span(a, sms);
+  if (span > sl_moe_chunks_per_row(a->hidden, PREFILL_UNROLL)) span = sl_moe_chunks_per_row(a->hidden, PREFILL_UNROLL);
+  const long spans = sl_moe_cdiv(sl_moe_chunks_per_row(a->hidden, PREFILL_UNROLL), span);
+  void *cargs[] = {&x,      &ids,   &T,     &E,      &begin,     &end,   &cap,  &ex,
+                   &es,     &gscale, &slots, &offsets, &pair_rank, &state, &span};
+  sl_launch_t cl = {.grid = {(unsigned)sl_moe_cdiv((long)T * spans, SL_MOE_COPY_THREADS / 32)},
+                    .block = {SL_MOE_COPY_THREADS}, .stream = stream};
   return sl_kernel_launch(k, &cl, cargs);
 }
 

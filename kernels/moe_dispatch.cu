@@ -1,5 +1,6 @@
-// MoE dispatch kernels: deterministic slot ranking (warp match + per-warp shared counts),
+// MoE dispatch kernels: deterministic slot ranking (pair order t*K+k within an expert),
 // then 16-byte copies of each token into the rows of its K experts.
+//   sl_moe_dispatch_replicated  decode: each block ranks its own pairs from all ids in shared memory
 //   sl_moe_dispatch_fused  decode: route, grid barrier, copy in one cooperative launch
 //   sl_moe_dispatch_route  prefill: rank pairs per block; the last block scans the counts
 //   sl_moe_dispatch_copy   prefill: copy over many blocks
@@ -64,20 +65,18 @@ __device__ __forceinline__ QuantVec quantize_vec(const uint4 &v, float global_sc
   float f[SL_MOE_VEC_ELEMS];
   const unsigned w[4] = {v.x, v.y, v.z, v.w};
   sl_unpack_u32<SL_DTYPE_BF16>(w, 4, f);
+  // A non-finite element enters the absmax as +Inf (finite bf16 magnitudes are < Inf), so
+  // one reduction carries both the absmax and the "block is finite" flag: one shuffle per
+  // step instead of two (the shuffles were the copy loop's MIO pressure). A finite block's
+  // absmax is unchanged.
   float amax = 0.0f;
-  int finite = 1;
 #pragma unroll
-  for (int i = 0; i < SL_MOE_VEC_ELEMS; i++) {
-    finite &= sl_qf_finite(f[i]);
-    amax = sl_qf_max(amax, sl_qf_abs(f[i]));
-  }
+  for (int i = 0; i < SL_MOE_VEC_ELEMS; i++)
+    amax = sl_qf_max(amax, sl_qf_finite(f[i]) ? sl_qf_abs(f[i]) : __int_as_float(0x7f800000));
 #pragma unroll
-  for (int o = 1; o < MOE_QLANES; o <<= 1) {
-    amax = sl_qf_max(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-    finite &= __shfl_xor_sync(0xffffffffu, finite, o);
-  }
+  for (int o = 1; o < MOE_QLANES; o <<= 1) amax = sl_qf_max(amax, __shfl_xor_sync(0xffffffffu, amax, o));
   QuantVec q;
-  q.finite = finite != 0;
+  q.finite = sl_qf_finite(amax) != 0;
   unsigned char c[SL_MOE_VEC_ELEMS];
   if (q.finite) {
     const sl_qf_scale_t sc = sl_qf_block_scale(MOE_PAYLOAD, MOE_QRULE, amax, global_scale);
@@ -168,57 +167,55 @@ __device__ __forceinline__ void route_pairs(int route_block, int num_pairs, cons
   for (int i = threadIdx.x; i < MOE_LOCAL; i += THREADS) counts[route_block * MOE_LOCAL + i] = base[i];
 }
 
-// Copy work items (token, chunk of MOE_CHUNK columns), one warp each. The item's 16-byte
-// vectors of x and (lanes k < K) the pair's expert id are loaded first (load_item: nothing
-// there depends on routing, so the fused kernel issues it before its grid barrier), then
-// copy_item computes the rows (offset_fn gives the pair's rank within its expert: its rank
-// in its routing block plus the earlier blocks' counts), publishes the slots from the chunk-0 warp of the token, and stores K times.
+// Copy work items: one warp copies (token, span of `span` chunks of MOE_CHUNK columns).
+// The rows of the token's K pairs are computed once per item by lanes k < K and broadcast
+// with K 32-bit shuffles into registers of every lane (no shared memory, no per-packet
+// shuffle); then each chunk's 16-byte vectors are loaded once and stored to all K rows.
+// Decode items are one chunk (span 1: many small items over many SMs); the prefill copy
+// takes whole rows (span = MOE_CHUNKS when there are enough tokens), with the next chunk's
+// loads issued before the current chunk's K stores. The item's first vectors and expert
+// id do not depend on routing (load_item: the fused kernel issues it before its barrier).
 struct ItemInput {
-  uint4 v[MOE_UNROLL];
-  int id; // topk id of pair (t, lane) for lane < K
+  uint4 v[MOE_UNROLL]; // vectors of the item's first chunk
+  int id;              // topk id of pair (t, lane) for lane < K
 };
 
-__device__ __forceinline__ void load_item(long item, const __nv_bfloat16 *__restrict__ x,
-                                          const int *__restrict__ topk_ids, ItemInput &in) {
+__device__ __forceinline__ void load_chunk(const __nv_bfloat16 *__restrict__ x, int t, int c, uint4 *v) {
   const int lane = threadIdx.x % 32;
-  const int t = (int)(item / MOE_CHUNKS), c = (int)(item % MOE_CHUNKS);
-  in.id = lane < MOE_TOPK ? topk_ids[t * MOE_TOPK + lane] : -1;
   const uint4 *src = reinterpret_cast<const uint4 *>(x + (long)t * MOE_HIDDEN);
 #pragma unroll
   for (int j = 0; j < MOE_UNROLL; j++) {
     const int col = c * MOE_CHUNK + (j * 32 + lane) * SL_MOE_VEC_ELEMS;
-    in.v[j] = col < MOE_HIDDEN ? __ldg(src + col / SL_MOE_VEC_ELEMS) : make_uint4(0u, 0u, 0u, 0u);
+    v[j] = col < MOE_HIDDEN ? __ldg(src + col / SL_MOE_VEC_ELEMS) : make_uint4(0u, 0u, 0u, 0u);
   }
 }
 
-template <typename OffsetFn>
-__device__ __forceinline__ void copy_item(long item, ItemInput &in, int num_experts, int expert_begin,
-                                          int expert_end, int capacity, const int *pair_rank,
-                                          void *__restrict__ expert_x, void *__restrict__ expert_scales,
-                                          float global_scale, sl_dev_error_t *err, int *__restrict__ slots,
-                                          OffsetFn offset_fn) {
+// Item `item` with `spans` items per token: token and first chunk.
+__device__ __forceinline__ void item_coords(long item, int span, int spans, int &t, int &c0) {
+  t = (int)(item / spans);
+  c0 = (int)(item % spans) * span;
+}
+
+__device__ __forceinline__ void load_item(long item, int span, int spans, const __nv_bfloat16 *__restrict__ x,
+                                          const int *__restrict__ topk_ids, ItemInput &in) {
   const int lane = threadIdx.x % 32;
-  const int t = (int)(item / MOE_CHUNKS), c = (int)(item % MOE_CHUNKS);
-  uint4 *v = in.v;
-  long row = -1;
-  if (lane < MOE_TOPK) {
-    const int p = t * MOE_TOPK + lane;
-    const int id = in.id;
-    const int e = (id >= 0 && id < num_experts) ? sl_moe_local_expert(id, expert_begin, expert_end) : -1;
-    if (e >= 0) {
-      const int rank = offset_fn(p, e);
-      if (rank < capacity) row = sl_moe_row(e, rank, capacity);
-    }
-    if (c == 0) slots[p] = (int)row;
-  }
-  // A token with no row here (other ranks' experts, dropped, invalid) is not quantized.
-  if (!__any_sync(0xffffffffu, row >= 0)) return;
+  int t, c0;
+  item_coords(item, span, spans, t, c0);
+  in.id = lane < MOE_TOPK ? __ldg(&topk_ids[t * MOE_TOPK + lane]) : -1;
+  load_chunk(x, t, c0, in.v);
+}
+
+// Store one chunk's vectors (bf16) or their quantized codes and scales to the K rows.
+__device__ __forceinline__ void store_chunk(int t, int c, const uint4 *v, const int *rows,
+                                           void *__restrict__ expert_x, void *__restrict__ expert_scales,
+                                           float global_scale, sl_dev_error_t *err) {
+  const int lane = threadIdx.x % 32;
 #if MOE_PAYLOAD < 0
 #pragma unroll
   for (int k = 0; k < MOE_TOPK; k++) {
-    const long r = __shfl_sync(0xffffffffu, row, k);
+    const int r = rows[k]; // warp-uniform
     if (r < 0) continue;
-    uint4 *dst = reinterpret_cast<uint4 *>(static_cast<__nv_bfloat16 *>(expert_x) + r * MOE_HIDDEN);
+    uint4 *dst = reinterpret_cast<uint4 *>(expert_x) + (long)r * (MOE_HIDDEN / SL_MOE_VEC_ELEMS);
 #pragma unroll
     for (int j = 0; j < MOE_UNROLL; j++) {
       const int col = c * MOE_CHUNK + (j * 32 + lane) * SL_MOE_VEC_ELEMS;
@@ -226,8 +223,8 @@ __device__ __forceinline__ void copy_item(long item, ItemInput &in, int num_expe
     }
   }
 #else
-  // Quantize once per token (all lanes take part in the block reductions; lanes past the
-  // row end quantize zeros that are never stored: H is a multiple of the block).
+  // Quantize once per token chunk (all lanes take part in the block reductions; lanes past
+  // the row end quantize zeros that are never stored: H is a multiple of the block).
   QuantVec q[MOE_UNROLL];
 #pragma unroll
   for (int j = 0; j < MOE_UNROLL; j++) {
@@ -238,9 +235,9 @@ __device__ __forceinline__ void copy_item(long item, ItemInput &in, int num_expe
   }
 #pragma unroll
   for (int k = 0; k < MOE_TOPK; k++) {
-    const long r = __shfl_sync(0xffffffffu, row, k);
+    const int r = rows[k];
     if (r < 0) continue;
-    unsigned char *dst = static_cast<unsigned char *>(expert_x) + r * MOE_ROW_BYTES;
+    unsigned char *dst = static_cast<unsigned char *>(expert_x) + (long)r * MOE_ROW_BYTES;
 #pragma unroll
     for (int j = 0; j < MOE_UNROLL; j++) {
       const int col = c * MOE_CHUNK + (j * 32 + lane) * SL_MOE_VEC_ELEMS;
@@ -251,7 +248,7 @@ __device__ __forceinline__ void copy_item(long item, ItemInput &in, int num_expe
       *reinterpret_cast<uint2 *>(dst + col) = q[j].codes;
 #endif
       if (lane % MOE_QLANES == 0) {
-        const long si = r * (MOE_HIDDEN / MOE_QBLOCK) + col / MOE_QBLOCK;
+        const long si = (long)r * (MOE_HIDDEN / MOE_QBLOCK) + col / MOE_QBLOCK;
         if (MOE_PAYLOAD == SL_QFMT_FP8_GROUP)
           static_cast<float *>(expert_scales)[si] = q[j].scale_f32;
         else
@@ -263,18 +260,67 @@ __device__ __forceinline__ void copy_item(long item, ItemInput &in, int num_expe
 }
 
 template <typename OffsetFn>
+__device__ __forceinline__ void copy_item(long item, int span, int spans, ItemInput &in,
+                                          const __nv_bfloat16 *__restrict__ x, int num_experts, int expert_begin,
+                                          int expert_end, int capacity, void *__restrict__ expert_x,
+                                          void *__restrict__ expert_scales, float global_scale, sl_dev_error_t *err,
+                                          int *__restrict__ slots, OffsetFn offset_fn) {
+  const int lane = threadIdx.x % 32;
+  int t, c0;
+  item_coords(item, span, spans, t, c0);
+  // Rows fit int32 (slots are int32): E_local x capacity rows.
+  int row = -1;
+  if (lane < MOE_TOPK) {
+    const int p = t * MOE_TOPK + lane;
+    const int id = in.id;
+    const int e = (id >= 0 && id < num_experts) ? sl_moe_local_expert(id, expert_begin, expert_end) : -1;
+    if (e >= 0) {
+      const int rank = offset_fn(p, e);
+      if (rank < capacity) row = (int)sl_moe_row(e, rank, capacity);
+    }
+    if (c0 == 0) slots[p] = row;
+  }
+  int rows[MOE_TOPK];
+  bool any = false;
+#pragma unroll
+  for (int k = 0; k < MOE_TOPK; k++) {
+    rows[k] = __shfl_sync(0xffffffffu, row, k);
+    any |= rows[k] >= 0;
+  }
+  // A token with no row here (other ranks' experts, dropped, invalid) is not quantized.
+  if (!any) return;
+  const int c1 = min(c0 + span, MOE_CHUNKS);
+  for (int c = c0; c < c1; c++) {
+#if MOE_PAYLOAD < 0
+    uint4 next[MOE_UNROLL];
+    if (c + 1 < c1) load_chunk(x, t, c + 1, next); // in flight during this chunk's K stores
+    store_chunk(t, c, in.v, rows, expert_x, expert_scales, global_scale, err);
+    if (c + 1 < c1) {
+#pragma unroll
+      for (int j = 0; j < MOE_UNROLL; j++) in.v[j] = next[j];
+    }
+#else
+    // Quantized: the quantizer's registers leave no room for a second chunk in flight.
+    if (c != c0) load_chunk(x, t, c, in.v);
+    store_chunk(t, c, in.v, rows, expert_x, expert_scales, global_scale, err);
+#endif
+  }
+}
+
+template <typename OffsetFn>
 __device__ __forceinline__ void copy_items(const __nv_bfloat16 *__restrict__ x, const int *__restrict__ topk_ids,
-                                           int num_tokens, int num_experts, int expert_begin, int expert_end,
-                                           int capacity, const int *pair_rank, void *__restrict__ expert_x,
+                                           int num_tokens, int span, int num_experts, int expert_begin,
+                                           int expert_end, int capacity, void *__restrict__ expert_x,
                                            void *__restrict__ expert_scales, float global_scale,
                                            sl_dev_error_t *err, int *__restrict__ slots, OffsetFn offset_fn) {
   const int warps_per_block = blockDim.x / 32;
-  const long num_items = (long)num_tokens * MOE_CHUNKS;
+  const int spans = (MOE_CHUNKS + span - 1) / span;
+  const long num_items = (long)num_tokens * spans;
   for (long item = (long)blockIdx.x * warps_per_block + threadIdx.x / 32; item < num_items;
        item += (long)gridDim.x * warps_per_block) {
     ItemInput in;
-    load_item(item, x, topk_ids, in);
-    copy_item(item, in, num_experts, expert_begin, expert_end, capacity, pair_rank, expert_x, expert_scales,
+    load_item(item, span, spans, x, topk_ids, in);
+    copy_item(item, span, spans, in, x, num_experts, expert_begin, expert_end, capacity, expert_x, expert_scales,
               global_scale, err, slots, offset_fn);
   }
 }
@@ -316,7 +362,7 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_FUSED_THREADS)
   const long num_items = (long)num_tokens * MOE_CHUNKS;
   const long first_item = (long)blockIdx.x * (SL_MOE_FUSED_THREADS / 32) + threadIdx.x / 32;
   ItemInput first;
-  if (first_item < num_items) load_item(first_item, x, topk_ids, first);
+  if (first_item < num_items) load_item(first_item, 1, MOE_CHUNKS, x, topk_ids, first);
   if (!sl_grid_barrier_sync(&bar, timeout_ns)) return;
   for (int e = blockIdx.x * SL_MOE_FUSED_THREADS + threadIdx.x; e < MOE_LOCAL;
        e += gridDim.x * SL_MOE_FUSED_THREADS) {
@@ -325,9 +371,9 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_FUSED_THREADS)
     finish_expert(e, total, capacity, expert_begin, expert_counts, &state->error);
   }
   for (long item = first_item; item < num_items; item += (long)gridDim.x * (SL_MOE_FUSED_THREADS / 32)) {
-    if (item != first_item) load_item(item, x, topk_ids, first);
-    copy_item(item, first, num_experts, expert_begin, expert_end, capacity, pair_rank, expert_x, expert_scales,
-              global_scale, &state->error, slots, FusedOffset{counts, pair_rank});
+    if (item != first_item) load_item(item, 1, MOE_CHUNKS, x, topk_ids, first);
+    copy_item(item, 1, MOE_CHUNKS, first, x, num_experts, expert_begin, expert_end, capacity, expert_x,
+              expert_scales, global_scale, &state->error, slots, FusedOffset{counts, pair_rank});
   }
 }
 
@@ -380,32 +426,42 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_ROUTE_THREADS)
 struct SplitOffset {
   const int *offsets, *pair_rank;
   __device__ int operator()(int p, int e) const {
-    return __ldcg(&pair_rank[p]) + offsets[(p / SL_MOE_ROUTE_PAIRS) * MOE_LOCAL + e];
+    return __ldcg(&pair_rank[p]) + __ldcg(&offsets[(p / SL_MOE_ROUTE_PAIRS) * MOE_LOCAL + e]);
   }
 };
 
+// span: chunks per warp item (host: whole rows when the tokens alone fill the GPU).
 extern "C" __global__ void __launch_bounds__(SL_MOE_COPY_THREADS)
     sl_moe_dispatch_copy(const __nv_bfloat16 *__restrict__ x, const int *__restrict__ topk_ids, int num_tokens,
                          int num_experts, int expert_begin, int expert_end, int capacity,
                          void *__restrict__ expert_x, void *__restrict__ expert_scales, float global_scale,
                          int *__restrict__ slots, const int *offsets, const int *pair_rank,
-                         sl_grid_barrier_state_t *state) {
-  copy_items(x, topk_ids, num_tokens, num_experts, expert_begin, expert_end, capacity, pair_rank, expert_x,
+                         sl_grid_barrier_state_t *state, int span) {
+  copy_items(x, topk_ids, num_tokens, span, num_experts, expert_begin, expert_end, capacity, expert_x,
              expert_scales, global_scale, &state->error, slots, SplitOffset{offsets, pair_rank});
 }
 #endif
 
 #if MOE_KERNEL == 3
-// Replicated routing (decode, T*K <= SL_MOE_REPL_MAX_PAIRS): every block ranks all pairs
-// itself in shared memory, as one routing block of up to 4 rounds (the running per-expert
-// base carries the rounds, so a rank is the pair's rank in its expert, in pair order: the
-// same as the other paths), so no block waits for another: no grid barrier, no
-// cooperative launch, no global rank/count round trip. Block 0 publishes the counts.
-#define MOE_REPL_ROUNDS (SL_MOE_REPL_MAX_PAIRS / SL_MOE_FUSED_THREADS)
-static_assert(MOE_REPL_ROUNDS == 4, "the replicated kernel instantiates 1, 2 and 4 routing rounds");
+// Replicated routing (decode, T*K <= SL_MOE_REPL_MAX_PAIRS), one plain launch, one warp
+// per (token, chunk) item (grid = items / 8: every warp has at most one item). No block
+// waits for another: no grid barrier, no cooperative launch, no global rank round trip.
+// A block needs the ranks of its own pairs only (those of the <= 8 tokens its 8 items
+// touch): the rank of pair q is the number of earlier pairs with the same local expert,
+//   rank(q) = #{p < q : e(p) == e(q)}   (pair order t*K + k, as on every path),
+// counted from all T*K local expert ids staged once in shared memory: S threads per needed
+// pair (S = 32 when a block needs 8 pairs, 16 for 16) each scan every S-th 16-byte group of
+// ids below q and add their counts with S-lane butterflies. At T*K = 1024 that is <= 16
+// LDS.128 per thread and two __syncthreads per block, instead of every block running the
+// 4-round warp-match ranking of all 1024 pairs (12 block barriers). The expert totals come
+// from a shared-memory histogram in the last block (integer atomics: order-free, exact).
+// Every block validates all ids before copying, so a range error is recorded before any
+// copy-time (numeric) error, as on the other paths.
+#define MOE_REPL_NEED (8 * MOE_TOPK) // needed pairs per block: <= 8 tokens (one per warp)
 struct ReplicatedRank {
-  const int *rank; // shared
-  __device__ int operator()(int p, int e) const { return rank[p]; }
+  const int *rank; // shared, the block's needed pairs from q0
+  int q0;
+  __device__ int operator()(int p, int e) const { return rank[p - q0]; }
 };
 
 extern "C" __global__ void __launch_bounds__(SL_MOE_FUSED_THREADS)
@@ -414,33 +470,84 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_FUSED_THREADS)
                                void *__restrict__ expert_x, void *__restrict__ expert_scales, float global_scale,
                                int *__restrict__ expert_counts, int *__restrict__ slots,
                                sl_grid_barrier_state_t *state) {
-  __shared__ int base[MOE_LOCAL];
-  __shared__ int tag[(SL_MOE_FUSED_THREADS / 32) * MOE_LOCAL];
-  __shared__ int cnt[MOE_LOCAL];
-  __shared__ int rank[SL_MOE_REPL_MAX_PAIRS];
+  constexpr int NT = SL_MOE_FUSED_THREADS, NW = NT / 32;
+  __shared__ __align__(16) int ids_s[SL_MOE_REPL_MAX_PAIRS]; // local expert of each pair, or -1
+  __shared__ int rank_s[MOE_REPL_NEED];
+  __shared__ int hist[MOE_LOCAL]; // last block only
   const int num_pairs = num_tokens * MOE_TOPK; // <= SL_MOE_REPL_MAX_PAIRS (host)
-  // This warp's first copy item does not depend on the routing: load it first.
   const long num_items = (long)num_tokens * MOE_CHUNKS;
-  const long first_item = (long)blockIdx.x * (SL_MOE_FUSED_THREADS / 32) + threadIdx.x / 32;
-  ItemInput first;
-  if (first_item < num_items) load_item(first_item, x, topk_ids, first);
-  if (num_pairs <= SL_MOE_FUSED_THREADS)
-    route_pairs<SL_MOE_FUSED_THREADS, 1>(0, num_pairs, topk_ids, num_experts, expert_begin, expert_end, cnt, rank,
-                                         &state->error, base, tag);
-  else if (num_pairs <= 2 * SL_MOE_FUSED_THREADS)
-    route_pairs<SL_MOE_FUSED_THREADS, 2>(0, num_pairs, topk_ids, num_experts, expert_begin, expert_end, cnt, rank,
-                                         &state->error, base, tag);
-  else
-    route_pairs<SL_MOE_FUSED_THREADS, MOE_REPL_ROUNDS>(0, num_pairs, topk_ids, num_experts, expert_begin,
-                                                       expert_end, cnt, rank, &state->error, base, tag);
-  __syncthreads();
-  if (blockIdx.x == 0)
-    for (int e = threadIdx.x; e < MOE_LOCAL; e += SL_MOE_FUSED_THREADS)
-      finish_expert(e, cnt[e], capacity, expert_begin, expert_counts, &state->error);
-  for (long item = first_item; item < num_items; item += (long)gridDim.x * (SL_MOE_FUSED_THREADS / 32)) {
-    if (item != first_item) load_item(item, x, topk_ids, first);
-    copy_item(item, first, num_experts, expert_begin, expert_end, capacity, rank, expert_x, expert_scales,
-              global_scale, &state->error, slots, ReplicatedRank{rank});
+  const long item = (long)blockIdx.x * NW + threadIdx.x / 32;
+  // This warp's item does not depend on the routing: its loads go first.
+  ItemInput in;
+  if (item < num_items) load_item(item, 1, MOE_CHUNKS, x, topk_ids, in);
+  const bool counts_block = blockIdx.x == gridDim.x - 1;
+  if (counts_block)
+    for (int e = threadIdx.x; e < MOE_LOCAL; e += NT) hist[e] = 0;
+  // Stage the local expert ids, padded with -1 to a multiple of 4 (the 16-byte groups).
+  // All loads first (one L2 latency, not one per round).
+  constexpr int ROUNDS = SL_MOE_REPL_MAX_PAIRS / NT;
+  static_assert(SL_MOE_REPL_MAX_PAIRS % NT == 0, "staging rounds");
+  const int padded = (num_pairs + 3) & ~3;
+  int idv[ROUNDS];
+#pragma unroll
+  for (int r = 0; r < ROUNDS; r++) {
+    const int p = r * NT + threadIdx.x;
+    idv[r] = p < num_pairs ? __ldg(&topk_ids[p]) : -1;
   }
+#pragma unroll
+  for (int r = 0; r < ROUNDS; r++) {
+    const int p = r * NT + threadIdx.x;
+    if (p >= padded) continue;
+    int e = -1;
+    if (p < num_pairs) {
+      const int id = idv[r];
+      if (id < 0 || id >= num_experts)
+        sl_dev_error_record(&state->error, SL_DEV_ERR_RANGE, p / MOE_TOPK, id, num_experts);
+      else
+        e = sl_moe_local_expert(id, expert_begin, expert_end);
+    }
+    ids_s[p] = e;
+  }
+  __syncthreads();
+  // The block's tokens [t0, t1] and needed pairs [q0, q0 + n).
+  const long first = (long)blockIdx.x * NW;
+  const long last = min(first + NW, num_items) - 1;
+  const int t0 = (int)(first / MOE_CHUNKS), t1 = (int)(last / MOE_CHUNKS);
+  const int q0 = t0 * MOE_TOPK, n = (t1 - t0 + 1) * MOE_TOPK; // n <= MOE_REPL_NEED <= NT
+  int S = 32;                                                 // threads per needed pair: S * n <= NT
+  while (S > 1 && S * n > NT) S >>= 1;
+  {
+    const int i = threadIdx.x / S, s = threadIdx.x % S;
+    const int q = q0 + i;
+    const int e = i < n ? ids_s[q] : -1;
+    int cnt = 0;
+    if (e >= 0) {
+      const int4 *g4 = reinterpret_cast<const int4 *>(ids_s);
+      const int full = q / 4; // groups entirely below q
+#pragma unroll 4
+      for (int g = s; g < full; g += S) {
+        const int4 v = g4[g];
+        cnt += (v.x == e) + (v.y == e) + (v.z == e) + (v.w == e);
+      }
+      if (s == full % S && (q & 3)) { // the group holding q: its pairs below q
+        const int4 v = g4[full];
+        cnt += (v.x == e) + ((q & 3) > 1 && v.y == e) + ((q & 3) > 2 && v.z == e);
+      }
+    }
+    // Butterfly over the S lanes of this pair (aligned groups of a warp; every lane joins).
+    for (int o = 1; o < 32; o <<= 1)
+      if (o < S) cnt += __shfl_xor_sync(0xffffffffu, cnt, o);
+    if (s == 0 && i < n) rank_s[i] = cnt;
+  }
+  if (counts_block)
+    for (int p = threadIdx.x; p < num_pairs; p += NT)
+      if (ids_s[p] >= 0) atomicAdd(&hist[ids_s[p]], 1);
+  __syncthreads();
+  if (counts_block)
+    for (int e = threadIdx.x; e < MOE_LOCAL; e += NT)
+      finish_expert(e, hist[e], capacity, expert_begin, expert_counts, &state->error);
+  if (item < num_items)
+    copy_item(item, 1, MOE_CHUNKS, in, x, num_experts, expert_begin, expert_end, capacity, expert_x,
+              expert_scales, global_scale, &state->error, slots, ReplicatedRank{rank_s, q0});
 }
 #endif

@@ -71,6 +71,8 @@ typedef struct {
   size_t workspace_bytes;
   int force_path;               /* 0: DESIGN.md rule; SL_MOE_PATH_FUSED/SPLIT/REPLICATED: that path */
   sl_moe_path_t *path_taken;    /* optional out: which path ran */
+  int force_span;               /* 0: host choice; > 0: chunks per warp item of the split path's copy
+                                 * (benchmark comparison; the result is the same) */
 } sl_moe_dispatch_args_t;
 
 /* Workspace bytes for calls of up to `max_tokens` tokens. A workspace holds the grid

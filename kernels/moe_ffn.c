@@ -1,5 +1,5 @@
-/* MoE expert FFN host side: cuBLAS batched/grouped GEMMs around sl_act on the GPU, OpenBLAS
- * on the CPU backend.
+/* MoE expert FFN host side: weight-streaming tensor-core kernels or cuBLAS batched/grouped
+ * GEMMs around sl_act on the GPU, OpenBLAS on the CPU backend.
  *
  * The trade-off (cuBLAS takes GEMM sizes from the host, the counts live on the device):
  *  - padded mode (decode; graph capturable): a tiny plan kernel writes the batched GEMMs'
@@ -10,15 +10,17 @@
  *  - exact mode (prefill): one stream synchronisation to read the counts, then grouped GEMMs
  *    (cublasGemmGroupedBatchedEx) over the non-empty experts on exactly their rows, with the
  *    intermediates packed (sum of counts rows), so the activation touches only real rows.
- *  - small rows (decode, padded mode while min(capacity, T) <= SL_MOE_FFN_GEMV_MAX_ROWS):
- *    two weight-streaming kernels instead of plan + GEMM + act + GEMM. At T=1 each touched
- *    expert holds one row and the layer is a GEMV over 8 experts' weights (76 MB at Qwen3
- *    size): H200 run 3 measured the cuBLAS batched path at 2.48x the weight-streaming time
- *    (a batch of 8 GEMMs with n=1 gives cuBLAS few CTAs along m and no split along k, and
- *    four launches). Here every warp streams two weight rows (gate j and up j; down h and
- *    h+1) with 16-byte loads, 4 per row in flight per lane, against the expert's rows (4
- *    per pass, read from L1/L2), fp32 accumulation, the activation fused into the
- *    gate_up kernel; the grid is one resident wave, items grid-strided.
+ *  - small rows (decode, padded mode; rule in sl_moe_ffn_uses_gemv): two weight-streaming
+ *    kernels (kernels/moe_ffn_gemv.cu) instead of plan + GEMM + act + GEMM. At T=1 each
+ *    touched expert holds one row and the layer is a GEMV over 8 experts' weights (76 MB at
+ *    Qwen3 size); at T=128 ~8 rows per expert over all 128 experts (1.2 GB). Each warp
+ *    streams a 16-row weight tile (gate_up: 8 gate + 8 up rows of the same intermediate
+ *    indices, so SiLU-and-mul is fused in the thread holding both; down: 16 output columns)
+ *    with 16-byte loads and an L2 prefetch ahead, and multiplies it with all of the expert's
+ *    rows on tensor cores (mma m16n8k16, fp32 accumulation; 8/16/32 rows per pass). H200
+ *    runs before this measured the previous CUDA-core GEMV at ~60% of copy bandwidth
+ *    (per-item latency bubbles, 4 KB in flight per warp) and cuBLAS's batched GEMMs at
+ *    2.3-2.5x the weight-streaming time at T=1 (few CTAs along m, no split along k).
  * The dispatch itself never synchronises; only exact mode here does, by the caller's choice. */
 #include <stdlib.h>
 #include <string.h>
@@ -89,11 +91,19 @@ sl_status_t sl_moe_ffn_gemv_spec(int which, sl_jit_spec_t *spec) {
   return SL_OK;
 }
 
+/* The rule (documented in kernels/moe_ffn.h and NOTES.md): the streaming kernels while an
+ * expert can hold at most SL_MOE_FFN_GEMV_MAX_ROWS rows (min(capacity, T)), or while the
+ * average over the local experts, T*K / E_local, is at most that: then the weights are
+ * read once per call at (near) full bandwidth and the tensor-core work per weight byte
+ * (<= 16 tokens: 16 FLOP/B) stays far below the mma rate. Experts holding more rows than
+ * that (skew) are still exact, with one more weight pass per 32 rows. */
 bool sl_moe_ffn_uses_gemv(const sl_moe_ffn_args_t *a) {
   if (a->exact_rows || a->small_rows < 0) return false;
   if (a->small_rows > 0) return true;
   const int m = a->capacity < a->num_tokens ? a->capacity : a->num_tokens;
-  return m <= SL_MOE_FFN_GEMV_MAX_ROWS;
+  if (m <= SL_MOE_FFN_GEMV_MAX_ROWS) return true;
+  return a->num_local_experts > 0 &&
+         (long)a->num_tokens * a->top_k <= (long)SL_MOE_FFN_GEMV_MAX_ROWS * a->num_local_experts;
 }
 
 sl_status_t sl_moe_ffn_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t *spec, void *user), void *user) {
@@ -192,22 +202,34 @@ static sl_status_t ffn_cuda(sl_device_t *dev, const sl_moe_ffn_args_t *a, sl_str
 #include <cuda_runtime.h>
 #include <pthread.h>
 
-/* The GEMV kernels (kernels/moe_ffn_gemv.cu): gate_up + act into the workspace's act
- * buffer ([slot, capacity, I]), then down into y. Grid: one resident wave (occupancy),
- * fewer blocks when the items (slots x I, slots x H/2 warps) need fewer. */
-static sl_status_t gemv_launch(sl_device_t *dev, int which, long items, void **args, sl_stream_t *stream) {
+/* The weight-streaming kernels (kernels/moe_ffn_gemv.cu): gate_up + act into the workspace's
+ * act buffer ([slot, capacity, I]), then down into y. `tiles` is a kernel's work: gate_up a
+ * warp per 8 intermediate indices of a slot (I/8 per slot), down a warp per 16 output
+ * columns (ceil(H/16) per slot), router logits a block per 16 experts. The kernels give each
+ * block a contiguous range of tiles, so the grid is min(one resident wave, tiles) blocks: a
+ * small tile count (T=1: 8 slots x 96 = 768 gate_up tiles) still spreads over every SM (~6
+ * streaming warps per SM) instead of filling 96 SMs with 8 warps each. Tiles are counted
+ * over `slots` (the most experts that can be non-empty); the kernels split the real ones.
+ * pdl: programmatic dependent launch (sm_90+): gate_up waits (griddepcontrol.wait) before
+ * its first read and then lets down launch; down reads the counts and issues its first
+ * weight loads while gate_up drains, and waits before it reads the activations; gate_up's
+ * warps prefetch the start of their down tiles into L2 (it is given down's grid). */
+static sl_status_t gemv_grid(sl_device_t *dev, int which, long tiles, sl_kernel_t **k, long *grid) {
   sl_jit_spec_t spec;
-  sl_kernel_t *k;
   SL_CHECK(sl_moe_ffn_gemv_spec(which, &spec));
-  SL_CHECK(sl_jit_get_kernel(dev, &spec, &k));
-  int per_sm = 1;
-  SL_CHECK(sl_kernel_occupancy(k, SL_MOE_FFN_GEMV_THREADS, 0, &per_sm));
-  if (per_sm < 1) per_sm = 1;
-  long grid = (long)sl_device_info(dev)->sm_count * per_sm;
-  const long need = (items + SL_MOE_FFN_GEMV_THREADS / 32 - 1) / (SL_MOE_FFN_GEMV_THREADS / 32);
-  if (need < grid) grid = need;
-  if (grid < 1) grid = 1;
-  sl_launch_t l = {.grid = {(unsigned)grid}, .block = {SL_MOE_FFN_GEMV_THREADS}, .stream = stream};
+  SL_CHECK(sl_jit_get_kernel(dev, &spec, k));
+  SL_CHECK(sl_kernel_resident_blocks(*k, SL_MOE_FFN_GEMV_THREADS, 0, grid));
+  if (tiles < *grid) *grid = tiles;
+  if (*grid < 1) *grid = 1;
+  return SL_OK;
+}
+
+static sl_status_t gemv_launch(sl_device_t *dev, sl_kernel_t *k, long grid, bool pdl, void **args,
+                               sl_stream_t *stream) {
+  sl_launch_t l = {.grid = {(unsigned)grid},
+                   .block = {SL_MOE_FFN_GEMV_THREADS},
+                   .stream = stream,
+                   .pdl = pdl && sl_device_info(dev)->arch >= SL_ARCH_HOPPER};
   return sl_kernel_launch(k, &l, args);
 }
 
@@ -221,10 +243,15 @@ static sl_status_t ffn_gemv(sl_device_t *dev, const sl_moe_ffn_args_t *a, sl_str
   const void *counts = a->expert_counts, *x = a->x, *wgu = a->w_gate_up, *wd = a->w_down;
   void *act = (char *)a->workspace + l.act, *y = a->y;
   const void *cact = act;
-  void *gu_args[] = {&counts, &local, &slots, &cap, &H, &In, &x, &wgu, &act};
-  SL_CHECK(gemv_launch(dev, 0, (long)slots * In, gu_args, stream));
+  sl_kernel_t *k_gu, *k_dn;
+  long g_gu, g_dn;
+  SL_CHECK(gemv_grid(dev, 0, (long)slots * (In / 8), &k_gu, &g_gu));
+  SL_CHECK(gemv_grid(dev, 1, (long)slots * ((H + 15) / 16), &k_dn, &g_dn));
+  int down_grid = (int)g_dn; /* gate_up prefetches the first down tiles of this split */
+  void *gu_args[] = {&counts, &local, &slots, &cap, &H, &In, &x, &wgu, &act, &wd, &down_grid};
+  SL_CHECK(gemv_launch(dev, k_gu, g_gu, true, gu_args, stream));
   void *dn_args[] = {&counts, &local, &slots, &cap, &H, &In, &cact, &wd, &y};
-  return gemv_launch(dev, 1, (long)slots * (H / 2), dn_args, stream);
+  return gemv_launch(dev, k_dn, g_dn, true, dn_args, stream);
 }
 
 /* One cuBLAS handle per GPU for the process, created on first use; calls are serialised
@@ -384,11 +411,15 @@ out:
 
 static sl_status_t gate_cuda(sl_device_t *dev, int T, int E, int H, const void *x, const void *w, float *logits,
                              sl_stream_t *stream) {
-  /* Few tokens: the router GEMM is a GEMV over E x H weights (0.5 MB at Qwen3 size); one
-   * warp per two experts streams them instead of a cuBLAS GEMM with n = T. */
+  /* Few tokens: the router GEMM is a GEMV over E x H weights (0.5 MB at Qwen3 size): a block
+   * per 16 experts, its warps splitting H, on tensor cores (kernels/moe_ffn_gemv.cu),
+   * instead of a cuBLAS GEMM with n = T. */
   if (T <= SL_MOE_FFN_GEMV_MAX_ROWS && H % 8 == 0 && (uintptr_t)x % 16 == 0 && (uintptr_t)w % 16 == 0) {
     void *args[] = {&x, &w, &logits, &T, &E, &H};
-    return gemv_launch(dev, 2, (E + 1) / 2, args, stream);
+    sl_kernel_t *k;
+    long grid;
+    SL_CHECK(gemv_grid(dev, 2, (E + 15) / 16, &k, &grid)); /* a block per 16 experts */
+    return gemv_launch(dev, k, grid, false, args, stream);
   }
   const float one = 1.0f, zero = 0.0f;
   pthread_mutex_lock(&blas_lock);
@@ -405,7 +436,15 @@ static sl_status_t gate_cuda(sl_device_t *dev, int T, int E, int H, const void *
 
 static sl_status_t ffn_cuda(sl_device_t *dev, const sl_moe_ffn_args_t *a, sl_stream_t *stream) {
   if (a->num_tokens == 0) return SL_OK;
-  if (sl_moe_ffn_uses_gemv(a)) return ffn_gemv(dev, a, stream);
+  if (sl_moe_ffn_uses_gemv(a)) {
+    /* The streaming kernels read 16-byte vectors; cuBLAS takes any bf16 alignment. */
+    const bool aligned = (((uintptr_t)a->x | (uintptr_t)a->w_gate_up | (uintptr_t)a->w_down |
+                           (uintptr_t)a->workspace) % 16) == 0;
+    if (aligned) return ffn_gemv(dev, a, stream);
+    if (a->small_rows > 0)
+      return SL_ERR(SL_ERR_INVALID, "moe ffn: streaming kernels forced (small_rows 1) but x, the weights or the "
+                                    "workspace are not 16-byte aligned");
+  }
   ffn_layout_t l = ffn_layout(a->num_local_experts, a->capacity, a->num_tokens, a->top_k, a->hidden, a->inter);
   pthread_mutex_lock(&blas_lock);
   cublasHandle_t h = NULL;

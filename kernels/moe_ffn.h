@@ -1,6 +1,7 @@
 /* MoE expert FFN over the expert-major buffers: y_e = down_e(silu(gate_e x) * up_e x) for
- * every local expert e, on the rows its count says are real. cuBLAS on the GPU (bf16 in,
- * fp32 accumulate, bf16 out), OpenBLAS on the CPU backend. Intermediates are rounded to
+ * every local expert e, on the rows its count says are real. GPU: two weight-streaming
+ * tensor-core kernels for few rows per expert (decode), cuBLAS GEMMs otherwise (bf16 in,
+ * fp32 accumulate, bf16 out); OpenBLAS on the CPU backend. Intermediates are rounded to
  * bf16 on both (gate_up output, activation output), as the GPU GEMMs store them. */
 #ifndef SL_MOE_FFN_H
 #define SL_MOE_FFN_H
@@ -39,9 +40,11 @@ typedef struct {
    * L2, into unused rows). true = exact mode: the stream is synchronised to read the counts,
    * then grouped GEMMs touch only the non-empty experts and only their real rows. */
   bool exact_rows;
-  /* Padded mode only: 0 = automatic (the weight-streaming GEMV kernels while
-   * min(capacity, T) <= SL_MOE_FFN_GEMV_MAX_ROWS, else the batched GEMMs); 1 = always the
-   * GEMV kernels; -1 = always the batched GEMMs (tests, benchmarks). */
+  /* Padded mode only: 0 = automatic (the weight-streaming kernels while min(capacity, T)
+   * <= SL_MOE_FFN_GEMV_MAX_ROWS or T*K <= SL_MOE_FFN_GEMV_MAX_ROWS x E_local, else the
+   * batched GEMMs); 1 = always the streaming kernels (exact for any row count); -1 = always
+   * the batched GEMMs (tests, benchmarks). Streaming needs x, the weights and the workspace
+   * 16-byte aligned (automatic: else the batched GEMMs; forced: SL_ERR_INVALID). */
   int small_rows;
 } sl_moe_ffn_args_t;
 
@@ -58,10 +61,11 @@ sl_status_t sl_moe_gate_logits(sl_device_t *dev, int num_tokens, int num_experts
                                const void *w_router, float *logits, sl_stream_t *stream);
 
 sl_status_t sl_moe_ffn_plan_spec(int num_local_experts, sl_jit_spec_t *spec);
-/* The GEMV kernels: which = 0 gate_up + SiLU-and-mul, 1 down, 2 router logits (used by
- * sl_moe_gate_logits for T <= SL_MOE_FFN_GEMV_MAX_ROWS on the GPU). */
+/* The streaming kernels: which = 0 gate_up + SiLU-and-mul, 1 down, 2 router logits (used
+ * by sl_moe_gate_logits for T <= SL_MOE_FFN_GEMV_MAX_ROWS on the GPU). */
 sl_status_t sl_moe_ffn_gemv_spec(int which, sl_jit_spec_t *spec);
-/* Whether padded mode on the GPU takes the GEMV kernels for these arguments. */
+/* Whether padded mode on the GPU takes the weight-streaming kernels for these arguments
+ * (reads num_local_experts, capacity, num_tokens, top_k, exact_rows, small_rows). */
 bool sl_moe_ffn_uses_gemv(const sl_moe_ffn_args_t *a);
 sl_status_t sl_moe_ffn_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t *spec, void *user), void *user);
 

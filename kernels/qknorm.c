@@ -25,18 +25,47 @@
  * Prefill: the table. NOT MEASURED YET (written without a GPU): 8 warps (256 threads) is
  * the reasoned default for a streaming kernel with ~40 registers per thread on Hopper
  * (8 blocks fill an SM's 2048 threads). `sluice bench kernels --tune` measures 1..32 and
- * prints the best per shape; copy its answer here. Blackwell: a copy of Hopper until measured. */
+ * prints the best per shape; copy its answer here. Blackwell: a copy of Hopper until measured.
+ *
+ * v3 (after ncu on the H200, T=4096 32+4: 528 resident blocks x 8 warps, 60 registers -> 50%
+ * occupancy, 13.7 cycles per issued instruction, stalled on L1TEX): the resident grid strides
+ * 147456 heads in 4.4 rounds of 4224 warps x 8 heads, so its last round runs at ~36% of the
+ * SMs' warps (~13% of the time lost to the tail), and each warp alternates load / reduce /
+ * store phases with no loads in flight during the last two. A full grid (every warp one
+ * iteration, blocks retire and new ones start: what won for RMSNorm at T >= 8192) removes the
+ * tail and overlaps phases across blocks; fewer items per warp raise occupancy (ptxas, bf16,
+ * 8 warps, no RoPE, weights now kept packed: 1 item 40 registers -> 48 warps per SM; 2 items
+ * 48 -> 40; 4 items 58 -> 32; v2 39/54/60). The kernel no longer waits for the weights before
+ * its first Q/K load (kernels/qknorm.cu), which a full grid would pay per warp. Best guess, NOT MEASURED YET: full grid from the large-prefill rule on, 8 warps, items
+ * as before (4; 2 with RoPE). `sluice bench kernels --tune` sweeps warps (1..32) x items (1, 2,
+ * 4; 1, 2 with RoPE) x grid per shape and prints table lines. */
 typedef struct {
-  int head_dim, warps;
-} warps_entry_t;
-static const warps_entry_t hopper_prefill[] = {{64, 8}, {128, 8}, {256, 8}};
-static const warps_entry_t blackwell_prefill[] = {{64, 8}, {128, 8}, {256, 8}};
+  int head_dim, rope; /* entry applies to this head_dim and RoPE (0/1) */
+  int warps, items, grid;
+} qk_entry_t;
+/* head_dim 128: MEASURED on the H200 (`sluice bench kernels --tune --only norm`, 2026-11-29,
+ * bench/results/2026-11-29-s2-h200-tune/): the configuration with the smallest mean slowdown
+ * against each shape's best over T = 1024..32768, 32+4 and 64+4 heads (1.010 without RoPE,
+ * 1.003 with). 64 and 256 are not measured (the previous reasoned defaults). */
+static const qk_entry_t hopper_prefill[] = {
+    {64, 0, 8, 4, SL_QKNORM_GRID_FULL},  {128, 0, 2, 2, SL_QKNORM_GRID_FULL},     {256, 0, 8, 4, SL_QKNORM_GRID_FULL},
+    {64, 1, 8, 2, SL_QKNORM_GRID_FULL},  {128, 1, 1, 2, SL_QKNORM_GRID_RESIDENT}, {256, 1, 8, 2, SL_QKNORM_GRID_FULL},
+};
+static const qk_entry_t blackwell_prefill[] = {
+    {64, 0, 8, 4, SL_QKNORM_GRID_FULL},  {128, 0, 8, 4, SL_QKNORM_GRID_FULL}, {256, 0, 8, 4, SL_QKNORM_GRID_FULL},
+    {64, 1, 8, 2, SL_QKNORM_GRID_FULL},  {128, 1, 8, 2, SL_QKNORM_GRID_FULL}, {256, 1, 8, 2, SL_QKNORM_GRID_FULL},
+};
+
+static qk_entry_t table_entry(int arch, int head_dim, bool rope) {
+  const qk_entry_t *t = arch >= SL_ARCH_BLACKWELL ? blackwell_prefill : hopper_prefill;
+  size_t n = arch >= SL_ARCH_BLACKWELL ? sizeof blackwell_prefill / sizeof *t : sizeof hopper_prefill / sizeof *t;
+  for (size_t i = 0; i < n; i++)
+    if (t[i].head_dim == head_dim && t[i].rope == (int)rope) return t[i];
+  return (qk_entry_t){head_dim, rope, 8, rope ? 2 : 4, SL_QKNORM_GRID_RESIDENT};
+}
 
 static int table_warps(int arch, int head_dim) {
-  const warps_entry_t *t = arch >= SL_ARCH_BLACKWELL ? blackwell_prefill : hopper_prefill;
-  for (int i = 0; i < 3; i++)
-    if (t[i].head_dim == head_dim) return t[i].warps;
-  return 8;
+  return table_entry(arch, head_dim, false).warps;
 }
 
 static bool float_dtype(sl_dtype_t t) {
@@ -65,6 +94,10 @@ static sl_status_t validate_shape(const sl_qknorm_args_t *a) {
                   "qknorm: row strides q %ld, k %ld must be multiples of 8 and hold the heads (%d x %d, %d x %d)",
                   a->q_row_stride, a->k_row_stride, a->q_heads, a->head_dim, a->kv_heads, a->head_dim);
   if (a->warps < 0 || a->warps > 32) return SL_ERR(SL_ERR_INVALID, "qknorm: warps %d not in [0, 32]", a->warps);
+  if (a->items != 0 && a->items != 1 && a->items != 2 && a->items != 4)
+    return SL_ERR(SL_ERR_INVALID, "qknorm: items %d must be 0 (the choice), 1, 2 or 4 head groups per warp", a->items);
+  if (a->grid_policy < SL_QKNORM_GRID_AUTO || a->grid_policy > SL_QKNORM_GRID_FULL)
+    return SL_ERR(SL_ERR_INVALID, "qknorm: grid_policy %d is not AUTO (0), RESIDENT (1) or FULL (2)", a->grid_policy);
   if ((long long)a->tokens * (a->q_heads + a->kv_heads) > (1ll << 30))
     return SL_ERR(SL_ERR_INVALID, "qknorm: tokens %d x heads %d exceeds 2^30 heads per call (the kernel indexes heads in "
                   "32 bits); split the call", a->tokens, a->q_heads + a->kv_heads);
@@ -122,33 +155,39 @@ sl_status_t sl_qknorm_choose(const sl_qknorm_args_t *a, int arch, int sm_count, 
   pt->weight_bias = a->weight_bias;
   const long need1 = warps_needed(a, 1);
   const bool decode = need1 < sm_count;
+  const qk_entry_t e = table_entry(arch, a->head_dim, a->rope);
+  /* Grid: explicit, else the table's for large prefill; decode and one-wave prefill launch no
+   * more blocks than are resident, so there the policies coincide. */
+  pt->full_grid = a->grid_policy == SL_QKNORM_GRID_FULL || (a->grid_policy == SL_QKNORM_GRID_AUTO && !decode &&
+                                                            e.grid == SL_QKNORM_GRID_FULL);
   if (a->warps) {
     pt->warps = a->warps;
-    pt->items = sl_qknorm_items(decode, a->rope, pt->warps);
+    pt->items = a->items ? a->items : sl_qknorm_items(decode, a->rope, pt->warps);
     return SL_OK;
   }
   if (decode) { /* fewer head groups than SMs: one warp per block, spread */
     pt->warps = 1;
-    pt->items = 1;
+    pt->items = a->items ? a->items : 1;
     return SL_OK;
   }
   /* Small prefill (T ~ 16-128): the whole job fits in one wave of <= 32 warps per SM with 1 or
    * 2 head groups per warp. Blocks are sized so the grid still covers every SM (warps per block
    * = the largest power of two <= warps / SMs, at most the table's): with the table's 8 warps
    * and 4 groups per warp, Qwen3 32+4 at T = 16 was 9 blocks on 9 SMs (3.2 us in a graph).
-   * Beyond that, the table's warps and the register budget's items. */
-  const int table = table_warps(arch, a->head_dim);
+   * Beyond that, the table's warps, items and grid. */
   for (int items = 1; items <= 2; items *= 2) {
     long need = warps_needed(a, items);
     if (need <= 32L * sm_count) {
+      /* capped at 8 warps (measured in a graph at T = 16 / 128 with the previous table's 8;
+       * the measured large-prefill entry's 2 warps was not tuned for this one-wave case) */
       int w = pow2_floor(need / sm_count);
-      pt->warps = w < table ? w : table;
-      pt->items = items;
+      pt->warps = w < 8 ? w : 8;
+      pt->items = a->items ? a->items : items;
       return SL_OK;
     }
   }
-  pt->warps = table;
-  pt->items = sl_qknorm_items(false, a->rope, pt->warps);
+  pt->warps = e.warps;
+  pt->items = a->items ? a->items : e.items;
   return SL_OK;
 }
 
@@ -217,7 +256,7 @@ sl_status_t sl_qknorm(sl_device_t *dev, const sl_qknorm_args_t *a, sl_stream_t *
   sl_kernel_t *k;
   SL_CHECK(sl_jit_get_kernel(dev, &spec, &k));
   long grid = (warps_needed(a, pt.items) + pt.warps - 1) / pt.warps;
-  { /* no larger than the device keeps resident: the loop strides */
+  if (!pt.full_grid) { /* no larger than the device keeps resident: the loop strides */
     long resident = 0;
     SL_CHECK(sl_kernel_resident_blocks(k, pt.warps * 32, 0, &resident));
     if (grid > resident) grid = resident;
@@ -291,19 +330,20 @@ sl_status_t sl_qknorm_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t
         SL_CHECK(sl_qknorm_spec(&spec, &pt));
         SL_CHECK(fn(&spec, user));
       }
-  /* The largest warps-per-block candidate --tune launches (1024 threads: a 64-register budget),
-   * with and without RoPE; the others compile on demand. */
-  for (int rot = 0; rot <= 128; rot += 128) {
-    const int w = 32;
-    pt = (sl_qknorm_point_t){.head_dim = 128,
-                             .rot_dim = rot,
-                             .dtype = SL_DTYPE_BF16,
-                             .w_dtype = SL_DTYPE_BF16,
-                             .eps = 1e-6f,
-                             .warps = w,
-                             .items = sl_qknorm_items(false, rot > 0, w)};
-    SL_CHECK(sl_qknorm_spec(&spec, &pt));
-    SL_CHECK(fn(&spec, user));
-  }
+  /* The corners of the --tune sweep, with and without RoPE: the largest block (1024 threads: a
+   * 64-register budget) at the most items, and the fewest items at the table's warps; the
+   * others compile on demand. */
+  for (int rot = 0; rot <= 128; rot += 128)
+    for (int corner = 0; corner < 2; corner++) {
+      pt = (sl_qknorm_point_t){.head_dim = 128,
+                               .rot_dim = rot,
+                               .dtype = SL_DTYPE_BF16,
+                               .w_dtype = SL_DTYPE_BF16,
+                               .eps = 1e-6f,
+                               .warps = corner ? 32 : table_warps(arch, 128),
+                               .items = corner ? (rot ? 2 : 4) : 1};
+      SL_CHECK(sl_qknorm_spec(&spec, &pt));
+      SL_CHECK(fn(&spec, user));
+    }
   return SL_OK;
 }

@@ -88,15 +88,16 @@ extern "C" __global__ void SL_QK_BOUNDS
   const unsigned heads = (unsigned)(q_heads + kv_heads);
   const unsigned total = (unsigned)tokens * heads;
 
-  // Both weight slices stay in registers for the whole loop, bias folded in once.
-  float wq[VEC], wk[VEC];
-  sl_load_vec<DTYPE_W, VEC>((const char *)q_weight + l * VEC * sl_elem<DTYPE_W>::bytes, wq);
-  sl_load_vec<DTYPE_W, VEC>((const char *)k_weight + l * VEC * sl_elem<DTYPE_W>::bytes, wk);
-#pragma unroll
-  for (int i = 0; i < VEC; i++) {
-    wq[i] = WEIGHT_BIAS + wq[i];
-    wk[i] = WEIGHT_BIAS + wk[i];
-  }
+  // Both weight slices stay in registers for the whole loop, packed (4 words each for 16-bit
+  // weights instead of 8 floats), and are unpacked and biased at use. v2 converted and added the
+  // bias before the loop: ptxas placed those FADDs ahead of the first Q/K load, so every warp
+  // waited one full load latency for the weights before it issued its heads' loads -- once per
+  // warp, which the full grid (one iteration per warp) would pay on every iteration. Same fp32
+  // operations at use: bit-identical results.
+  using raw_w = sl_raw<DTYPE_W, VEC>;
+  raw_w wq, wk;
+  sl_raw_load<DTYPE_W, VEC>((const char *)q_weight + l * VEC * sl_elem<DTYPE_W>::bytes, wq);
+  sl_raw_load<DTYPE_W, VEC>((const char *)k_weight + l * VEC * sl_elem<DTYPE_W>::bytes, wk);
 
   // Grid-stride over blocks of ITEMS x HEADS_PER_WARP consecutive heads, uniform per warp: every
   // lane runs every iteration, so the full-mask shuffles below are always legal. Item u of an
@@ -182,9 +183,15 @@ extern "C" __global__ void SL_QK_BOUNDS
         ss += v[i] * v[i];
       ss = sl_butterfly_sum<ROUNDS>(ss);
       const float inv = 1.0f / sqrtf(ss / (float)HEAD_DIM + EPS);
+      raw_w ws; // the item's weight, selected word by word (a select of the structs went to the stack)
+#pragma unroll
+      for (int j = 0; j < raw_w::words; j++)
+        ws.w[j] = is_q[u] ? wq.w[j] : wk.w[j];
+      float w[VEC];
+      sl_raw_to_f32<DTYPE_W, VEC>(ws, w);
 #pragma unroll
       for (int i = 0; i < VEC; i++)
-        v[i] = (v[i] * inv) * (is_q[u] ? wq[i] : wk[i]);
+        v[i] = (v[i] * inv) * (WEIGHT_BIAS + w[i]);
 #if ROT_DIM > 0
       // Element i pairs with i + HALF, held by the lane HALF/VEC away; HALF/VEC is a power of
       // two below the head's lane count, so the partner is lane ^ (HALF/VEC), in the same head.

@@ -42,15 +42,22 @@ typedef struct {
   const int32_t *positions;           /* [tokens] */
   const float *cos_cache, *sin_cache; /* [max_pos, rot_dim/2] each */
   int max_pos;
-  int warps; /* warps per block; 0 = the table */
+  int warps;       /* warps per block; 0 = the table */
+  int items;       /* head groups a warp loads before reducing: 0 = the choice (sl_qknorm_items
+                      or the table), else 1, 2 or 4 (what --tune sweeps) */
+  int grid_policy; /* SL_QKNORM_GRID_AUTO (0, the table's), _RESIDENT (1: a grid capped at the
+                      resident blocks, striding) or _FULL (2: every warp one iteration) */
 } sl_qknorm_args_t;
+
+enum { SL_QKNORM_GRID_AUTO = 0, SL_QKNORM_GRID_RESIDENT = 1, SL_QKNORM_GRID_FULL = 2 };
 
 typedef struct {
   int head_dim, rot_dim; /* rot_dim 0: no RoPE */
   sl_dtype_t dtype, w_dtype;
   float eps, weight_bias;
   int warps;
-  int items; /* head groups per warp per iteration (sl_qknorm_items) */
+  int items;      /* head groups per warp per iteration (sl_qknorm_items) */
+  bool full_grid; /* launch shape, not a JIT constant: one block per group of warps' heads */
 } sl_qknorm_point_t;
 
 /* Head groups a warp loads before reducing: 1 for decode; for prefill as many as the register

@@ -28,36 +28,115 @@
  * Blackwell starts as a copy of Hopper (same 16-byte vector path here) until measured.
  *
  * Hopper, revisited for the pipelined kernel (kernels/rmsnorm.cu v2; H200 run 2 measured only
- * these defaults): at several rows per block the kernel is built for >= 32 resident warps
- * (__launch_bounds__ minimum 32 / warps blocks: 64 registers), so 8 warps = 4 blocks per SM at
- * hidden <= 4096 (4 or 2 rows per block, each on its own barrier) keeps 32 warps x a row of
- * loads in flight (2 KB per warp at h=2048: 64 KB per SM, ~2x what HBM needs); 16 warps would
- * give the same residency with coarser blocks and a longer last round. 7168 takes 14 (2 rows
- * of 7 warps, 72 registers, 2 blocks = 28 warps); 8192 and 16384 16. Unchanged entries. */
+ * these defaults): at several rows per block the kernel is built for >= 32 resident warps.
+ *
+ * v3 (this table): three knobs per (hidden, variant, rows): elements per thread (8/16/32, so
+ * h=2048 runs a row on 8, 4 or 2 warps), rows per block, and the grid policy. The kernel now
+ * always asks __launch_bounds__ for as many resident warps as a row's registers allow (48 at 16
+ * elements per thread: 40 registers; v2's one-row-per-block prefill used 95 registers, 20 warps
+ * per SM, ncu: 0.5 issued warps per scheduler, stalled on L1TEX). Best guesses, NOT MEASURED
+ * YET: prefill at h <= 4096 takes a Triton row kernel's layout (16 elements per thread, one row
+ * per block, full grid: 4 warps at 2048, 8 at 4096; Triton measured 20.0 us at T=8192 h=2048
+ * against our 20.6 with 2 warps at 95 registers); h=7168 the same from 4096 rows (14 warps;
+ * v2's best there was full w=14 at 32 elements, 2 rows), below that v2's resident 2 rows of 7
+ * warps; 8192-16384 v2's 32 elements, one row of 8-16 warps. Decode (rows < SMs; min_rows 0
+ * entries; always one row per block): v2's 32 elements per thread, measured 1.4-2.4 us in a
+ * graph. `sluice bench kernels --tune` sweeps elements x rows per block x grid per shape and
+ * prints table lines to paste here. */
 typedef struct {
-  int max_hidden; /* entry applies to hidden <= max_hidden (first match) */
-  int warps;      /* warps per block; rounded down to a multiple of the row's warps */
-} warps_entry_t;
+  int max_hidden; /* entry applies to hidden <= max_hidden ... */
+  int fused;      /* ... to this variant (0 plain, 1 fused residual) ... */
+  int min_rows;   /* ... and rows >= min_rows (0: decode, rows < SMs); first match wins */
+  int elts;       /* elements per thread: 8, 16 or 32 */
+  int rows_per_block;
+  int grid; /* SL_RMSNORM_GRID_FULL or _RESIDENT */
+  int wreg; /* 1: weight in registers; 0: re-read per row */
+} rms_entry_t;
 
-static const warps_entry_t hopper_prefill[] = {
-    {1024, 8},
-    {4096, 8},
-    {8192, 16},
-    {SL_RMSNORM_MAX_HIDDEN, 16},
+#define FULL SL_RMSNORM_GRID_FULL
+#define RESIDENT SL_RMSNORM_GRID_RESIDENT
+static const rms_entry_t hopper_table[] = {
+    /* MEASURED on the H200 (2026-11-29, `sluice bench kernels --tune --only norm --tokens
+     * 1,16,1024,4096,8192,32768`, bench/results/2026-11-29-s2-h200-tune/): each line is the best
+     * candidate of the sweep for that hidden size, variant and row count (decode: graph time at
+     * T <= 16; prefill min_rows 1 = the T=1024 pick, used up to 8191 rows). Differences between
+     * the top candidates are often within 1-3 %. */
+    {2048, 0, 0, 16, 1, RESIDENT, 0}, /* decode 1.55 us */
+    {2048, 1, 0, 8, 1, RESIDENT, 0},  /* decode 1.57 us */
+    {4096, 0, 0, 16, 1, RESIDENT, 0}, /* decode 1.67 us */
+    {4096, 1, 0, 8, 1, RESIDENT, 0},  /* decode 1.78 us */
+    {7168, 0, 0, 16, 1, RESIDENT, 1}, /* decode 1.88 us */
+    {7168, 1, 0, 32, 1, RESIDENT, 0}, /* decode 2.10 us */
+    {2048, 0, 32768, 16, 1, FULL, 0}, /* T=32768: 68.67 us */
+    {2048, 0, 8192, 16, 1, FULL, 1},  /* T=8192: 20.86 us */
+    {2048, 0, 1, 32, 8, FULL, 0},     /* T=1024: 6.40 us */
+    {2048, 1, 32768, 8, 1, FULL, 0},  /* T=32768: 131.58 us */
+    {2048, 1, 8192, 8, 1, FULL, 0},   /* T=8192: 36.61 us */
+    {2048, 1, 1, 16, 4, RESIDENT, 0}, /* T=1024: 8.13 us */
+    {4096, 0, 32768, 32, 1, FULL, 1}, /* T=32768: 131.04 us */
+    {4096, 0, 8192, 32, 1, FULL, 1},  /* T=8192: 36.61 us */
+    {4096, 0, 1, 32, 2, FULL, 0},     /* T=1024: 8.77 us */
+    {4096, 1, 32768, 16, 4, FULL, 0}, /* T=32768: 260.90 us */
+    {4096, 1, 8192, 32, 2, FULL, 0},  /* T=8192: 69.98 us */
+    {4096, 1, 1, 32, 2, RESIDENT, 0}, /* T=1024: 12.54 us */
+    {7168, 0, 32768, 32, 1, FULL, 0}, /* T=32768: 231.78 us */
+    {7168, 0, 8192, 32, 1, FULL, 0},  /* T=8192: 62.69 us */
+    {7168, 0, 1, 32, 2, RESIDENT, 0}, /* T=1024: 11.68 us */
+    {7168, 1, 32768, 16, 1, FULL, 1}, /* T=32768: 456.74 us */
+    {7168, 1, 8192, 32, 1, FULL, 0},  /* T=8192: 118.27 us */
+    {7168, 1, 1, 16, 2, RESIDENT, 0}, /* T=1024: 19.04 us */
+    /* not measured: hidden above 7168 (v2's layout) */
+    {SL_RMSNORM_MAX_HIDDEN, 0, 0, 32, 1, RESIDENT, 1},
+    {SL_RMSNORM_MAX_HIDDEN, 1, 0, 32, 1, RESIDENT, 1},
+    {SL_RMSNORM_MAX_HIDDEN, 0, 4096, 32, 1, FULL, 1},
+    {SL_RMSNORM_MAX_HIDDEN, 1, 4096, 32, 1, FULL, 1},
+    {SL_RMSNORM_MAX_HIDDEN, 0, 1, 32, 1, RESIDENT, 1},
+    {SL_RMSNORM_MAX_HIDDEN, 1, 1, 32, 1, RESIDENT, 1},
 };
-static const warps_entry_t blackwell_prefill[] = {
-    {1024, 8},
-    {4096, 8},
-    {8192, 16},
-    {SL_RMSNORM_MAX_HIDDEN, 16},
+/* Blackwell: a copy of Hopper (same 16-byte vector path) until measured. */
+static const rms_entry_t blackwell_table[] = {
+    {SL_RMSNORM_MAX_HIDDEN, 0, 0, 32, 1, RESIDENT, 1},
+    {SL_RMSNORM_MAX_HIDDEN, 1, 0, 32, 1, RESIDENT, 1},
+    {2048, 0, 1, 16, 1, FULL, 1},
+    {2048, 1, 1, 16, 1, FULL, 1},
+    {4096, 0, 1, 16, 1, FULL, 1},
+    {4096, 1, 4096, 16, 1, FULL, 1},
+    {4096, 1, 1, 32, 2, RESIDENT, 1},
+    {7168, 0, 4096, 16, 1, FULL, 1},
+    {7168, 1, 4096, 16, 1, FULL, 1},
+    {7168, 0, 1, 32, 2, RESIDENT, 1},
+    {7168, 1, 1, 32, 2, RESIDENT, 1},
+    {SL_RMSNORM_MAX_HIDDEN, 0, 4096, 32, 1, FULL, 1},
+    {SL_RMSNORM_MAX_HIDDEN, 1, 4096, 32, 1, FULL, 1},
+    {SL_RMSNORM_MAX_HIDDEN, 0, 1, 32, 1, RESIDENT, 1},
+    {SL_RMSNORM_MAX_HIDDEN, 1, 1, 32, 1, RESIDENT, 1},
 };
+#undef FULL
+#undef RESIDENT
 
-static int table_warps(int arch, int hidden) {
-  const warps_entry_t *t = arch >= SL_ARCH_BLACKWELL ? blackwell_prefill : hopper_prefill;
-  size_t n = arch >= SL_ARCH_BLACKWELL ? sizeof blackwell_prefill / sizeof *t : sizeof hopper_prefill / sizeof *t;
-  for (size_t i = 0; i < n; i++)
-    if (hidden <= t[i].max_hidden) return t[i].warps;
-  return t[n - 1].warps;
+/* The entry for a shape; `decode` selects the min_rows 0 entries. Every table ends with
+ * catch-alls at SL_RMSNORM_MAX_HIDDEN, so a match always exists. */
+static rms_entry_t table_entry(int arch, int hidden, bool fused, int rows, bool decode) {
+  const rms_entry_t *t = arch >= SL_ARCH_BLACKWELL ? blackwell_table : hopper_table;
+  size_t n = arch >= SL_ARCH_BLACKWELL ? sizeof blackwell_table / sizeof *t : sizeof hopper_table / sizeof *t;
+  for (size_t i = 0; i < n; i++) {
+    if (hidden > t[i].max_hidden || t[i].fused != (int)fused) continue;
+    if (decode ? t[i].min_rows == 0 : (t[i].min_rows > 0 && rows >= t[i].min_rows)) {
+      rms_entry_t e = t[i];
+      /* A row must fit 32 warps: 8 elements per thread serve hidden <= 8192 only. */
+      while (SL_RMSNORM_ROW_WARPS_E(hidden, e.elts) > 32)
+        e.elts *= 2;
+      return e;
+    }
+  }
+  return (rms_entry_t){SL_RMSNORM_MAX_HIDDEN, fused, 0, 32, 1, SL_RMSNORM_GRID_RESIDENT, 1};
+}
+
+int sl_rmsnorm_warp_candidates_e(int hidden, int elts, int out[8]) {
+  int rw = SL_RMSNORM_ROW_WARPS_E(hidden, elts), n = 0;
+  for (int w = rw; w <= 32 && w <= 8 * rw && n < 8; w *= 2)
+    out[n++] = w;
+  return n;
 }
 
 int sl_rmsnorm_warp_candidates(int hidden, int out[8]) {
@@ -86,11 +165,19 @@ static sl_status_t validate_shape(const sl_rmsnorm_args_t *a) {
   if (!(a->eps > 0.0f) || !isfinite(a->eps) || !isfinite(a->weight_bias))
     return SL_ERR(SL_ERR_INVALID, "rmsnorm: eps %g must be > 0 and finite, weight_bias %g finite", (double)a->eps,
                   (double)a->weight_bias);
+  if (a->weight_regs < SL_RMSNORM_WEIGHT_AUTO || a->weight_regs > SL_RMSNORM_WEIGHT_RELOAD)
+    return SL_ERR(SL_ERR_INVALID, "rmsnorm: weight_regs %d is not AUTO (0), REGS (1) or RELOAD (2)", a->weight_regs);
+  if (a->elts != 0 && a->elts != 8 && a->elts != 16 && a->elts != 32)
+    return SL_ERR(SL_ERR_INVALID, "rmsnorm: elts %d must be 0 (the table's), 8, 16 or 32 elements per thread",
+                  a->elts);
+  if (a->elts != 0 && SL_RMSNORM_ROW_WARPS_E(a->hidden, a->elts) > 32)
+    return SL_ERR(SL_ERR_INVALID, "rmsnorm: hidden %d at elts %d needs %d warps per row (> 32); use more elements "
+                  "per thread", a->hidden, a->elts, SL_RMSNORM_ROW_WARPS_E(a->hidden, a->elts));
   if (a->warps != 0) {
-    int rw = SL_RMSNORM_ROW_WARPS(a->hidden);
+    int rw = SL_RMSNORM_ROW_WARPS_E(a->hidden, a->elts ? a->elts : SL_RMSNORM_ELTS_PER_THREAD);
     if (a->warps < rw || a->warps > 32 || a->warps % rw != 0)
-      return SL_ERR(SL_ERR_INVALID, "rmsnorm: warps %d for hidden %d must be a multiple of %d, <= 32", a->warps,
-                    a->hidden, rw);
+      return SL_ERR(SL_ERR_INVALID, "rmsnorm: warps %d for hidden %d at %d elements per thread must be a multiple "
+                    "of %d, <= 32", a->warps, a->hidden, a->elts ? a->elts : SL_RMSNORM_ELTS_PER_THREAD, rw);
   }
   return SL_OK;
 }
@@ -110,21 +197,16 @@ sl_status_t sl_rmsnorm_validate(const sl_rmsnorm_args_t *a) {
 
 sl_status_t sl_rmsnorm_choose(const sl_rmsnorm_args_t *a, int arch, int sm_count, sl_rmsnorm_point_t *pt) {
   SL_CHECK(validate_shape(a));
-  int rw = SL_RMSNORM_ROW_WARPS(a->hidden);
+  const bool decode = a->rows < sm_count;
+  rms_entry_t e = table_entry(arch, a->hidden, a->residual != NULL, a->rows, decode);
+  if (decode) e.rows_per_block = 1; /* spread rows over as many SMs as possible */
+  /* Explicit knobs win (what --tune and the tests use); warps without elts keeps the v2 layout. */
+  int elts = a->elts ? a->elts : a->warps ? SL_RMSNORM_ELTS_PER_THREAD : e.elts;
+  int rw = SL_RMSNORM_ROW_WARPS_E(a->hidden, elts);
+  int warps = a->warps ? a->warps : rw * e.rows_per_block;
+  if (warps > 32) warps = 32 / rw * rw;
   bool full = a->grid_policy == SL_RMSNORM_GRID_FULL ||
-              (a->grid_policy == SL_RMSNORM_GRID_AUTO && a->rows >= SL_RMSNORM_FULL_GRID_ROWS);
-  int warps = a->warps;
-  if (warps == 0) {
-    if (a->rows < sm_count)
-      warps = rw;
-    else if (full && a->hidden <= 2048)
-      warps = rw; /* measured: one row per block is best for short rows on a full grid (h=2048
-                     T=8192: 76.9% vs 68.5% at 8 warps) */
-    else {
-      warps = table_warps(arch, a->hidden) / rw * rw;
-      if (warps < rw) warps = rw;
-    }
-  }
+              (a->grid_policy == SL_RMSNORM_GRID_AUTO && e.grid == SL_RMSNORM_GRID_FULL);
   memset(pt, 0, sizeof *pt);
   pt->hidden = a->hidden;
   pt->in_dtype = a->in_dtype;
@@ -134,6 +216,8 @@ sl_status_t sl_rmsnorm_choose(const sl_rmsnorm_args_t *a, int arch, int sm_count
   pt->res_dtype = pt->residual ? a->res_dtype : a->in_dtype;
   pt->eps = a->eps;
   pt->weight_bias = a->weight_bias;
+  pt->elts = elts;
+  pt->wreg = a->weight_regs == SL_RMSNORM_WEIGHT_REGS || (a->weight_regs == SL_RMSNORM_WEIGHT_AUTO && e.wreg);
   pt->warps = warps;
   pt->full_grid = full;
   return SL_OK;
@@ -150,6 +234,8 @@ sl_status_t sl_rmsnorm_spec(sl_jit_spec_t *spec, const sl_rmsnorm_point_t *pt) {
   SL_CHECK(sl_jit_spec_define(spec, "WEIGHT_BIAS", "%.9ef", (double)pt->weight_bias));
   SL_CHECK(sl_jit_spec_define(spec, "WARPS", "%d", pt->warps));
   SL_CHECK(sl_jit_spec_define(spec, "RESIDUAL", "%d", pt->residual ? 1 : 0));
+  SL_CHECK(sl_jit_spec_define(spec, "ELTS", "%d", pt->elts));
+  SL_CHECK(sl_jit_spec_define(spec, "WREG", "%d", pt->wreg ? 1 : 0));
   return SL_OK;
 }
 
@@ -197,7 +283,7 @@ sl_status_t sl_rmsnorm(sl_device_t *dev, const sl_rmsnorm_args_t *a, sl_stream_t
   SL_CHECK(sl_rmsnorm_spec(&spec, &pt));
   sl_kernel_t *k;
   SL_CHECK(sl_jit_get_kernel(dev, &spec, &k));
-  const int threads = pt.warps * 32, rows_per_block = pt.warps / SL_RMSNORM_ROW_WARPS(a->hidden);
+  const int threads = pt.warps * 32, rows_per_block = pt.warps / SL_RMSNORM_ROW_WARPS_E(a->hidden, pt.elts);
   long grid = ((long)a->rows + rows_per_block - 1) / rows_per_block;
   if (!pt.full_grid) { /* no larger than the device keeps resident: the loop strides */
     long resident = 0;
@@ -214,41 +300,52 @@ sl_status_t sl_rmsnorm(sl_device_t *dev, const sl_rmsnorm_args_t *a, sl_stream_t
 }
 
 /* ---- JIT points ------------------------------------------------------------------------
- * What deployments use, plus every dtype pair and the size classes the tests cover. */
+ * What deployments use (every point sl_rmsnorm_choose picks for the model sizes at decode, small
+ * and large prefill), plus every dtype pair and the size classes the tests cover, and one point
+ * per elements-per-thread value at several rows per block (the --tune sweep's other corners). */
+static sl_status_t rms_point(sl_rmsnorm_point_t pt, sl_status_t (*fn)(const sl_jit_spec_t *spec, void *user),
+                             void *user) {
+  sl_jit_spec_t spec;
+  SL_CHECK(sl_rmsnorm_spec(&spec, &pt));
+  return fn(&spec, user);
+}
+
 sl_status_t sl_rmsnorm_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t *spec, void *user), void *user) {
   static const sl_dtype_t dts[] = {SL_DTYPE_F32, SL_DTYPE_BF16, SL_DTYPE_F16};
   /* 128: per-head baseline of the QK-norm benchmark; 520: not a power of two; the rest model sizes. */
   static const int hiddens[] = {128, 512, 520, 2048, 4096, 7168, 8192, 16384};
-  sl_jit_spec_t spec;
-  sl_rmsnorm_point_t pt = {.eps = 1e-6f, .weight_bias = 0.0f};
-  /* Every dtype in/out pair, both variants, at one size, decode and prefill warps. */
+  static const int rows[] = {1, 1024, 100000};
+  sl_rmsnorm_point_t pt;
+  /* Every dtype in/out pair, both variants, at one size: decode and the table's prefill layout. */
   for (int i = 0; i < 3; i++)
     for (int o = 0; o < 3; o++)
-      for (int res = 0; res < 2; res++) {
-        pt.hidden = 4096;
-        pt.in_dtype = pt.w_dtype = pt.res_dtype = dts[i];
-        pt.out_dtype = dts[o];
-        pt.residual = res;
-        pt.warps = SL_RMSNORM_ROW_WARPS(4096);
-        SL_CHECK(sl_rmsnorm_spec(&spec, &pt));
-        SL_CHECK(fn(&spec, user));
-      }
-  /* Every size class in bf16, both variants, decode warps and the table's prefill warps. */
+      for (int res = 0; res < 2; res++)
+        for (int prefill = 0; prefill < 2; prefill++) {
+          sl_rmsnorm_args_t a = {.rows = prefill ? 100000 : 1,
+                                 .hidden = 4096,
+                                 .residual = res ? (void *)16 : NULL,
+                                 .in_dtype = dts[i],
+                                 .out_dtype = dts[o],
+                                 .w_dtype = dts[i],
+                                 .res_dtype = dts[i],
+                                 .eps = 1e-6f};
+          SL_CHECK(sl_rmsnorm_choose(&a, arch, 132, &pt));
+          SL_CHECK(rms_point(pt, fn, user));
+        }
+  /* Every size class in bf16, both variants, decode and the table's prefill points. */
   for (size_t h = 0; h < sizeof hiddens / sizeof *hiddens; h++)
     for (int res = 0; res < 2; res++)
-      for (int prefill = 0; prefill < 2; prefill++) {
-        sl_rmsnorm_args_t a = {.rows = prefill ? 100000 : 1,
+      for (int r = 0; r < 3; r++) {
+        sl_rmsnorm_args_t a = {.rows = rows[r],
                                .hidden = hiddens[h],
+                               .residual = res ? (void *)16 : NULL,
                                .in_dtype = SL_DTYPE_BF16,
                                .out_dtype = SL_DTYPE_BF16,
                                .w_dtype = SL_DTYPE_BF16,
                                .res_dtype = SL_DTYPE_BF16,
                                .eps = 1e-6f};
         SL_CHECK(sl_rmsnorm_choose(&a, arch, 132, &pt));
-        pt.residual = res;
-        pt.res_dtype = SL_DTYPE_BF16;
-        SL_CHECK(sl_rmsnorm_spec(&spec, &pt));
-        SL_CHECK(fn(&spec, user));
+        SL_CHECK(rms_point(pt, fn, user));
       }
   /* Gemma (bias 1), fp32 residual stream with bf16 activations and fp32 weights. */
   pt = (sl_rmsnorm_point_t){.hidden = 2048,
@@ -259,27 +356,34 @@ sl_status_t sl_rmsnorm_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_
                             .eps = 1e-6f,
                             .weight_bias = 1.0f,
                             .residual = true,
+                            .elts = 32,
+                            .wreg = true,
                             .warps = 2};
-  SL_CHECK(sl_rmsnorm_spec(&spec, &pt));
-  SL_CHECK(fn(&spec, user));
+  SL_CHECK(rms_point(pt, fn, user));
   pt.weight_bias = 0.0f;
   pt.res_dtype = SL_DTYPE_F32;
   pt.w_dtype = SL_DTYPE_F32;
-  SL_CHECK(sl_rmsnorm_spec(&spec, &pt));
-  SL_CHECK(fn(&spec, user));
-  /* The largest warps-per-block candidate --tune launches (1024 threads: a 64-register budget,
-   * the point most likely to stop compiling cleanly); the others compile on demand. */
-  int cand[8], n = sl_rmsnorm_warp_candidates(4096, cand);
-  for (int c = n - 1; c < n; c++) {
-    pt = (sl_rmsnorm_point_t){.hidden = 4096,
-                              .in_dtype = SL_DTYPE_BF16,
-                              .out_dtype = SL_DTYPE_BF16,
-                              .w_dtype = SL_DTYPE_BF16,
-                              .res_dtype = SL_DTYPE_BF16,
-                              .eps = 1e-6f,
-                              .warps = cand[c]};
-    SL_CHECK(sl_rmsnorm_spec(&spec, &pt));
-    SL_CHECK(fn(&spec, user));
-  }
+  SL_CHECK(rms_point(pt, fn, user));
+  /* Each elements-per-thread value at its largest --tune block at hidden 4096 and 2048 (the
+   * tightest register budgets: up to 1024 threads), both variants, both weight placements; the
+   * others compile on demand. */
+  static const int elts[] = {8, 16, 32};
+  for (int hi = 0; hi < 2; hi++)
+    for (int e = 0; e < 3; e++)
+      for (int res = 0; res < 4; res++) { /* plain/fused x weight re-read/in registers */
+        int h = hi ? 4096 : 2048, cand[8], n = sl_rmsnorm_warp_candidates_e(h, elts[e], cand);
+        if (n == 0) continue;
+        pt = (sl_rmsnorm_point_t){.hidden = h,
+                                  .in_dtype = SL_DTYPE_BF16,
+                                  .out_dtype = SL_DTYPE_BF16,
+                                  .w_dtype = SL_DTYPE_BF16,
+                                  .res_dtype = SL_DTYPE_BF16,
+                                  .eps = 1e-6f,
+                                  .residual = res & 1,
+                                  .elts = elts[e],
+                                  .wreg = res >> 1,
+                                  .warps = cand[n - 1]};
+        SL_CHECK(rms_point(pt, fn, user));
+      }
   return SL_OK;
 }

@@ -29,17 +29,28 @@
 #ifndef RESIDUAL
 #error "RESIDUAL (0: plain norm, 1: fused residual add) must be defined by the JIT"
 #endif
+#ifndef ELTS
+#error "ELTS (most elements of a row per thread: 8, 16 or 32; sets the warps per row) must be defined by the JIT"
+#endif
+#ifndef WREG
+#error "WREG (1: the weight slice kept in registers, loaded once per block; 0: re-read per row) must be defined by the JIT"
+#endif
 
 static_assert(HIDDEN % 8 == 0 && HIDDEN >= SL_RMSNORM_MIN_HIDDEN && HIDDEN <= SL_RMSNORM_MAX_HIDDEN,
               "HIDDEN must be a multiple of 8 in [64, 16384]");
+static_assert(ELTS == 8 || ELTS == 16 || ELTS == 32, "ELTS must be 8, 16 or 32");
 
 // Layout: a row belongs to ROW_WARPS consecutive warps; a block holds ROWS_PER_BLOCK rows. A
 // thread owns CHUNKS chunks of VEC elements, chunk c at position c*ROW_THREADS + thread: each
 // chunk is one 16-byte packet of x, so consecutive lanes read consecutive 16 bytes (coalesced).
-// The whole row stays in registers as its packed words (CHUNKS*VEC <= 32 elements), so nothing
+// The whole row stays in registers as its packed words (CHUNKS*VEC <= ELTS elements), so nothing
 // but one float per warp goes through shared memory, and x is read from memory exactly once.
+// ELTS picks how many warps share a row (h=2048: 2, 4 or 8 warps at 32, 16 or 8 elements per
+// thread): fewer elements per thread is fewer registers per row, so more warps -- and rows --
+// resident per SM, at the price of a wider cross-warp reduction (see kernels/rmsnorm.c).
 constexpr int VEC = sl_elem<DTYPE_IN>::per16;
-constexpr int ROW_WARPS = SL_RMSNORM_ROW_WARPS(HIDDEN);
+constexpr int ROW_WARPS = SL_RMSNORM_ROW_WARPS_E(HIDDEN, ELTS);
+static_assert(ROW_WARPS <= 32, "HIDDEN / ELTS needs more than 32 warps per row");
 constexpr int ROW_THREADS = ROW_WARPS * SL_WARP_SIZE;
 constexpr int ROWS_PER_BLOCK = WARPS / ROW_WARPS;
 constexpr int NVEC = HIDDEN / VEC;
@@ -50,29 +61,55 @@ using raw_r = sl_raw<DTYPE_RES, VEC>;
 using raw_w = sl_raw<DTYPE_W, VEC>;
 constexpr int RCHUNKS = RESIDUAL ? CHUNKS : 1; // residual registers (unused by the plain norm)
 
-// The weight is the same for every row. With one row per block (decode, and prefill above
-// hidden 4096 at the table's warps) each thread keeps its weight slice in registers, packed,
-// loaded once before the first row: its latency overlaps the loads of x instead of following
-// the reduction, and a persistent block never reloads it. With several rows per block the
-// registers go to occupancy instead, and the weight is re-read per row (an L1 hit).
-constexpr bool PRELOAD_W = ROWS_PER_BLOCK == 1 && WARPS <= 16;
-// Occupancy: with several rows per block (prefill), __launch_bounds__ asks for MIN_BLOCKS blocks
-// per SM, i.e. at least 32 resident warps (8 warps: 4 blocks, 14 warps: 2), which caps registers
-// at 64 (72 at 14 warps): about what the kernel used before pipelining, so the change below does
-// not cost occupancy. One row per block (decode; hidden 16384) keeps the weight in registers
-// and asks for no minimum (80-95 registers, no spills).
-constexpr int MIN_BLOCKS = PRELOAD_W ? 1 : 32 / WARPS > 0 ? 32 / WARPS : 1;
-constexpr int REG_LIMIT = 65536 / (MIN_BLOCKS * WARPS * SL_WARP_SIZE) < 255 ? 65536 / (MIN_BLOCKS * WARPS * SL_WARP_SIZE) : 255;
-// Software pipelining: a block strides over row groups (persistent grid) and issues the loads of
+// Occupancy (ncu, H200, v2 at T=8192 h=2048, one row of 2 warps per block with the weight in
+// registers: 95 registers -> 20 resident warps per SM, 0.5 issued warps per scheduler, stalled on
+// L1TEX): registers, not bandwidth per warp, were the limit. So __launch_bounds__ always asks for
+// MIN_BLOCKS blocks per SM: as many as fit 64 warps while what a thread must hold -- its row's
+// packed words, the weight's if WREG, and REG_OVERHEAD -- stays under the register cap, i.e.
+// 64 resident warps at <= 32 registers, 48 at <= 40, 40 at <= 48, 32 at <= 64.
+// WREG (a JIT knob, swept by --tune): the weight is the same for every row, so a thread may keep
+// its slice in registers, packed, loaded before x: its latency overlaps the loads of x instead
+// of following the reduction, and a block that strides over rows (or holds several) loads it
+// once. The price is W_WORDS registers (8 at 16 bf16 elements per thread), i.e. fewer resident
+// warps (h=2048 at 16 elements, 4 warps: 40 instead of 48). WREG 0 re-reads it per row after the
+// reduction (an L1 hit: every block of the SM reads the same few KB).
+constexpr int ROW_WORDS = CHUNKS * raw_x::words + (RESIDUAL ? CHUNKS * raw_r::words : 0);
+constexpr int W_WORDS = CHUNKS * raw_w::words;
+// Registers besides the row (addresses, indices, the loop, fp32 temporaries of one packet):
+// ptxas -v over elts 8/16/32 x rows per block x plain/fused at h=2048..16384 (bf16 and fp32):
+// at 32 the bounds below leave no spill but a 4-8-byte slot where v2 had one too. A weight of
+// more than 2 packets needs 16 more (ptxas spilled 32-44 bytes at h=7168/16384, 32 elements,
+// with 8).
+constexpr int REG_OVERHEAD = 32;
+constexpr int THREADS = WARPS * SL_WARP_SIZE;
+// Per-thread register cap ptxas applies for `b` resident blocks: each of the SM's 4 schedulers
+// has 16384 registers for its share of the warps (ceil(warps/4)), allocated per warp in units of
+// 256 (so a multiple of 8 per thread). (Checked against ptxas -v: e.g. 42 warps -> 40, not 48.)
+constexpr int reg_cap(int b) {
+  return 16384 / (((b * WARPS + 3) / 4) * SL_WARP_SIZE) / 8 * 8 < 255
+             ? 16384 / (((b * WARPS + 3) / 4) * SL_WARP_SIZE) / 8 * 8
+             : 255;
+}
+constexpr int pick_blocks(int need) {
+  int best = 1;
+  for (int b = 1; b <= 32 && b * WARPS <= 64; b++)
+    if (reg_cap(b) >= need) best = b;
+  return best;
+}
+// WREG is honoured where the row and the weight fit even one block's cap (not at 1024 threads
+// with 32 elements per thread: 64 registers).
+constexpr int W_NEED = W_WORDS + (W_WORDS > 8 ? 16 : 0);
+constexpr bool PRELOAD_W = WREG != 0 && ROW_WORDS + W_NEED + REG_OVERHEAD <= reg_cap(1);
+constexpr int W_REGS = PRELOAD_W ? W_NEED : 0;
+constexpr int MIN_BLOCKS = pick_blocks(ROW_WORDS + W_REGS + REG_OVERHEAD);
+constexpr int REG_LIMIT = reg_cap(MIN_BLOCKS);
+// Software pipelining: a block strides over row groups (resident grid) and issues the loads of
 // its next row before the reduction and stores of the current one, so a warp always has a row
 // of loads in flight -- also while it waits at the row's barrier and while it stores. That
-// costs one more row of packed words per thread; it is on when two rows (+ the preloaded weight
-// + ~32 registers of addresses and arithmetic) fit REG_LIMIT: the plain norm of 16-bit rows at
-// several rows per block (ptxas: 64 registers, an 8-byte spill slot, at 8 and 16 warps). The
-// fused variant (two inputs per row) stays one row at a time, as does the one-row-per-block
-// case, whose registers hold the weight.
-constexpr int ROW_WORDS = CHUNKS * raw_x::words + (RESIDUAL ? CHUNKS * raw_r::words : 0);
-constexpr bool PIPELINE = 2 * ROW_WORDS + (PRELOAD_W ? CHUNKS * raw_w::words : 0) + 32 <= REG_LIMIT;
+// costs one more row of packed words per thread: on only where two rows fit REG_LIMIT (+8 of
+// slack: ptxas spilled at exactly the cap). (On a full grid a block has one row group and the
+// next row's loads are predicated off.)
+constexpr bool PIPELINE = 2 * ROW_WORDS + W_REGS + REG_OVERHEAD + 8 <= REG_LIMIT;
 // Rows of a block synchronise separately (a hardware barrier per row, 1..15) when the block holds
 // several rows, so one slow row does not hold up the others; one row: __syncthreads.
 constexpr bool NAMED_BARRIER = ROWS_PER_BLOCK > 1 && ROW_WARPS > 1 && ROWS_PER_BLOCK <= 15;
@@ -192,7 +229,7 @@ __device__ __forceinline__ void norm_row(void *__restrict__ y, void *__restrict_
 #undef SL_CUR
 }
 
-extern "C" __global__ void __launch_bounds__(WARPS * SL_WARP_SIZE, MIN_BLOCKS)
+extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
     sl_rmsnorm_fwd(const void *__restrict__ x, void *__restrict__ y, void *__restrict__ residual,
                    const void *__restrict__ weight, int rows) {
   __shared__ float partial[2][WARPS];

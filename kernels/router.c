@@ -1,6 +1,8 @@
-/* MoE router host side: argument checks, JIT spec and launch, and the CPU reference, which
- * performs the kernel's floating-point operations in the kernel's order (the per-lane partial
- * sums and the butterfly of the softmax denominator included), with the reproducible expf of
+/* MoE router host side: argument checks, JIT spec and launch, and the CPU reference. The
+ * reference is the definition: scores are ordered by the uint32 keys of kernels/router_order.h
+ * (fp32 order; -0 ties +0; NaN below -inf; ties to the lower id), and its floating-point
+ * operations are the kernel's, in the kernel's order (the per-lane partial sums and the
+ * butterfly of the softmax denominator included), with the reproducible expf of
  * kernels/quant_formats.h, so ids and weights agree bit for bit with the GPU. */
 #include "kernels/router.h"
 
@@ -9,8 +11,7 @@
 
 #include "kernels/kq_launch.h"
 #include "kernels/quant_formats.h"
-
-#define MASKED_ID 0x7fffffff
+#include "kernels/router_order.h"
 
 static bool float_dtype(sl_dtype_t t) {
   return t == SL_DTYPE_F32 || t == SL_DTYPE_BF16 || t == SL_DTYPE_F16;
@@ -28,8 +29,9 @@ static sl_status_t check_args(const sl_router_args_t *a) {
                   sl_dtype_name(a->logits_dtype));
   if (a->kind == SL_ROUTER_SIGMOID_GROUPED) {
     int ng = a->num_groups;
-    if (ng < 1 || a->num_experts % ng || a->num_experts / ng < 2)
-      return SL_ERR(SL_ERR_INVALID, "router: %d experts can't form %d groups of >= 2 experts", a->num_experts, ng);
+    if (ng < 1 || ng > 32 || a->num_experts % ng || a->num_experts / ng < 2)
+      return SL_ERR(SL_ERR_INVALID, "router: %d experts can't form %d groups (1..32) of >= 2 experts",
+                    a->num_experts, ng);
     if (a->topk_groups < 1 || a->topk_groups > ng || a->top_k > a->topk_groups * (a->num_experts / ng))
       return SL_ERR(SL_ERR_INVALID, "router: topk_groups %d of %d groups can't hold top_k %d experts", a->topk_groups,
                     ng, a->top_k);
@@ -41,32 +43,26 @@ static float scaling_of(const sl_router_args_t *a) {
   return a->routed_scaling == 0.0f ? 1.0f : a->routed_scaling;
 }
 
-static bool better(float av, int ai, float bv, int bi) {
-  return av > bv || (av == bv && ai < bi);
-}
-
-/* k largest (value, lower id first) among entries not masked (mask may be NULL). */
-static void select_topk(const float *key, const bool *allowed, int n, int k, int32_t *ids) {
-  bool used[1024] = {false};
+/* The k largest keys, ties to the lower index, in descending order. Entries taken are set to
+ * SL_ROUTER_KEY_NONE (below every score), so `key` is consumed; callers guarantee at least k
+ * entries above SL_ROUTER_KEY_NONE, hence every pick is a real, distinct entry. */
+static void select_topk(uint32_t *key, int n, int k, int32_t *ids) {
   for (int r = 0; r < k; r++) {
-    float bv = -INFINITY;
-    int bi = MASKED_ID;
-    for (int e = 0; e < n; e++) {
-      float v = allowed && !allowed[e] ? -INFINITY : key[e];
-      if (!used[e] && better(v, e, bv, bi)) bv = v, bi = e;
-    }
+    int bi = 0;
+    for (int e = 1; e < n; e++)
+      if (key[e] > key[bi]) bi = e;
     ids[r] = bi;
-    used[bi] = true;
+    key[bi] = SL_ROUTER_KEY_NONE;
   }
 }
 
 sl_status_t sl_router_ref(const sl_router_args_t *a) {
   SL_CHECK(check_args(a));
-  const int E = a->num_experts, K = a->top_k, NE = (E + 31) / 32;
+  const int E = a->num_experts, K = a->top_k, NE = SL_ROUTER_NE(E);
   float *x = malloc(sizeof(float) * E * 3);
-  bool *allowed = malloc(E);
-  if (!x || !allowed) {
-    free(x), free(allowed);
+  uint32_t *key = malloc(sizeof(uint32_t) * E);
+  if (!x || !key) {
+    free(x), free(key);
     return SL_ERR(SL_ERR_NOMEM, "router reference: %d experts", E);
   }
   float *p = x + E, *b = x + 2 * E;
@@ -76,9 +72,13 @@ sl_status_t sl_router_ref(const sl_router_args_t *a) {
     for (int e = 0; e < E; e++)
       x[e] = sl_load_f32(a->logits, a->logits_dtype, (size_t)t * E + e);
     if (a->kind == SL_ROUTER_SOFTMAX_TOPK) {
-      float mx = -INFINITY;
-      for (int e = 0; e < E; e++)
-        mx = sl_qf_max(mx, x[e]);
+      /* the maximum by key; softmax is monotone, so the ids are the top-k logits */
+      uint32_t kmax = SL_ROUTER_KEY_NONE;
+      for (int e = 0; e < E; e++) {
+        key[e] = sl_router_key(x[e]);
+        if (key[e] > kmax) kmax = key[e];
+      }
+      const float mx = sl_router_key_value(kmax);
       /* The kernel's sum: lane l adds its NE experts in order, then a butterfly over 32 lanes. */
       float lane_sum[32];
       for (int l = 0; l < 32; l++) {
@@ -97,7 +97,7 @@ sl_status_t sl_router_ref(const sl_router_args_t *a) {
         for (int l = 0; l < 32; l++)
           lane_sum[l] = nxt[l];
       }
-      select_topk(x, NULL, E, K, ids); /* softmax is monotone: select on the logits */
+      select_topk(key, E, K, ids);
       for (int r = 0; r < K; r++)
         w[r] = SL_QF_DIV(p[ids[r]], lane_sum[0]);
     } else {
@@ -105,26 +105,28 @@ sl_status_t sl_router_ref(const sl_router_args_t *a) {
       for (int e = 0; e < E; e++) {
         p[e] = sl_qf_sigmoidf(x[e]);
         b[e] = a->correction_bias ? SL_QF_ADD(p[e], a->correction_bias[e]) : p[e];
+        key[e] = sl_router_key(b[e]);
       }
-      float gscore[1024];
+      /* group score: the values of the group's two largest keys, added */
+      uint32_t gkey[32];
       for (int g = 0; g < G; g++) {
-        float t1 = -INFINITY, t2 = -INFINITY;
+        uint32_t t1 = SL_ROUTER_KEY_NONE, t2 = SL_ROUTER_KEY_NONE;
         for (int e = g * GS; e < (g + 1) * GS; e++) {
-          if (b[e] > t1)
-            t2 = t1, t1 = b[e];
-          else if (b[e] > t2)
-            t2 = b[e];
+          if (key[e] > t1)
+            t2 = t1, t1 = key[e];
+          else if (key[e] > t2)
+            t2 = key[e];
         }
-        gscore[g] = SL_QF_ADD(t1, t2);
+        gkey[g] = sl_router_key(SL_QF_ADD(sl_router_key_value(t1), sl_router_key_value(t2)));
       }
-      int32_t gids[1024];
-      select_topk(gscore, NULL, G, a->topk_groups, gids);
-      for (int e = 0; e < E; e++)
-        allowed[e] = false;
+      int32_t gids[32];
+      select_topk(gkey, G, a->topk_groups, gids);
+      bool keep[32] = {false};
       for (int r = 0; r < a->topk_groups; r++)
-        for (int e = gids[r] * GS; e < (gids[r] + 1) * GS; e++)
-          allowed[e] = true;
-      select_topk(b, allowed, E, K, ids);
+        keep[gids[r]] = true;
+      for (int e = 0; e < E; e++)
+        if (!keep[e / GS]) key[e] = SL_ROUTER_KEY_NONE;
+      select_topk(key, E, K, ids);
       for (int r = 0; r < K; r++)
         w[r] = p[ids[r]]; /* the unbiased scores */
     }
@@ -134,7 +136,7 @@ sl_status_t sl_router_ref(const sl_router_args_t *a) {
     for (int r = 0; r < K; r++)
       w[r] = SL_QF_MUL(a->renormalize ? SL_QF_DIV(w[r], norm) : w[r], sc);
   }
-  free(x), free(allowed);
+  free(x), free(key);
   return SL_OK;
 }
 

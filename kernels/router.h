@@ -18,15 +18,21 @@ extern "C" {
 
 typedef enum { SL_ROUTER_SOFTMAX_TOPK = 0, SL_ROUTER_SIGMOID_GROUPED = 1 } sl_router_kind_t;
 
-/* SOFTMAX_TOPK: p = softmax(logits) over E experts; the k largest p (ties: lower id) in
- *   descending order; weights p, divided by their sum when renormalize.
+/* SOFTMAX_TOPK: p = softmax(logits) over E experts; the experts of the k largest logits
+ *   (softmax is monotone; ties: lower id) in descending order; weights p, divided by their
+ *   sum when renormalize.
  * SIGMOID_GROUPED: s = sigmoid(logits), b = s + correction_bias (0 when NULL); experts in
  *   num_groups contiguous groups, group score = sum of the top-2 b in the group; keep the
  *   topk_groups best groups (ties: lower group id); the k largest b among their experts
  *   (ties: lower id); weights are the unbiased s, divided by their sum when renormalize,
  *   times routed_scaling.
  * routed_scaling multiplies the weights of both kinds; 0 means 1 (so a zero-initialised
- * struct needs no value). NaN logits are not reported: the result is then unspecified. */
+ * struct needs no value).
+ * Order ("largest"): fp32 order with -0 == +0 and ties to the lower id; a NaN score ranks
+ * below -inf (kernels/router_order.h), so the ids are always K distinct valid experts and
+ * identical on both backends. NaN logits are not rejected: softmax weights then come out NaN
+ * (the denominator sums every expert); grouped weights are NaN only where a NaN expert had to
+ * be chosen. */
 typedef struct {
   sl_router_kind_t kind;
   int num_tokens, num_experts, top_k;

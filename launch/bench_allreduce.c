@@ -3,7 +3,7 @@
  * algorithm AUTO chose, the same call inside a CUDA graph, and NCCL side by side in the same
  * run when the ranks are on distinct GPUs. Then the fused decode step (all-reduce +
  * residual + RMSNorm) against the plain all-reduce of the same bytes.
- *   sluice bench allreduce [--dtype bf16|f16|f32] [--max-bytes N] [--algo auto|oneshot|twoshot]
+ *   sluice bench allreduce [--dtype bf16|f16|f32] [--max-bytes N] [--algo auto|oneshot|oneshot-ll|twoshot]
  *                          [--iters N] [--quick|--full] [--json FILE] [--only SUBSTR]
  * The CPU backend runs quick (8 B .. 1 MiB) so CI can smoke-test it. Ranks sharing one GPU
  * (a correctness set-up: contexts time-slice, ~2.3 ms per flag round) also default to the
@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "comm/allreduce.h"
+#include "comm/symm.h"
 #include "launch/sl_bench.h"
 #include "sl_cmd.h"
 
@@ -76,6 +77,55 @@ static bool node_shares_gpu(sl_runtime_t *rt) {
   return false;
 }
 
+typedef struct {
+  sl_device_t *dev;
+  void *dst, *src;
+  size_t bytes;
+  bool active;
+} p2p_ctx_t;
+
+static sl_status_t p2p_once(void *p, int iter, sl_stream_t *stream) {
+  p2p_ctx_t *c = p;
+  return c->active ? sl_memcpy(c->dev, c->dst, c->src, c->bytes, stream) : SL_OK;
+}
+
+/* Peer-to-peer ceiling (ranks on distinct GPUs): a copy-engine copy of 256 MiB from this GPU's
+ * memory into the next rank's (CUDA IPC mapping), first rank 0 -> 1 alone, then every rank to
+ * its right-hand neighbour at once (each link direction busy). Printed as bytes crossing the
+ * link per second (one direction); the copy reads as many bytes locally as it writes remotely. */
+static sl_status_t p2p_ceiling(sl_bench_t *b, sl_runtime_t *rt) {
+  const size_t bytes = (size_t)256 << 20;
+  sl_symm_t *symm = NULL;
+  void *src = NULL;
+  SL_CHECK(sl_symm_create(rt->dev, rt->boot.node_comm, bytes, "p2p-bench", &symm));
+  sl_status_t s = sl_device_malloc(rt->dev, bytes, &src);
+  if (s == SL_OK) s = sl_memset(rt->dev, src, 1, bytes, b->stream);
+  if (s == SL_OK) s = sl_stream_sync(rt->dev, b->stream);
+  const int me = sl_symm_rank(symm), n = sl_symm_size(symm);
+  p2p_ctx_t c = {.dev = rt->dev, .src = src, .bytes = bytes, .dst = sl_symm_peer(symm, (me + 1) % n)};
+  double one = 0, all = 0;
+  int iters = b->iters;
+  b->iters = 10;
+  for (int pass = 0; pass < 2 && s == SL_OK; pass++) {
+    c.active = pass == 1 || me == 0;
+    MPI_Barrier(rt->boot.node_comm);
+    double us = 0;
+    s = sl_bench_time(b, p2p_once, &c, false, &us);
+    if (s == SL_OK && c.active) (pass ? &all : &one)[0] = (double)bytes / (us * 1e-6) / 1e9;
+  }
+  b->iters = iters;
+  double slow_all = all;
+  MPI_Allreduce(&all, &slow_all, 1, MPI_DOUBLE, MPI_MIN, rt->boot.node_comm);
+  if (s == SL_OK && rt->boot.rank == 0)
+    printf("# p2p (copy engine, 256 MiB into the next rank's GPU): rank 0 -> 1 alone %.1f GB/s; all %d ranks at "
+           "once %.1f GB/s per GPU (slowest); local copy %.0f GB/s read+write\n",
+           one, n, slow_all, b->copy_gbps);
+  MPI_Barrier(rt->boot.node_comm);
+  sl_device_free(rt->dev, src);
+  sl_symm_destroy(symm);
+  return s;
+}
+
 int sl_cmd_bench_allreduce(sl_runtime_t *rt, int argc, char **argv) {
   bool iters_given = false, full_given = false;
   for (int i = 1; i < argc; i++) {
@@ -109,7 +159,10 @@ int sl_cmd_bench_allreduce(sl_runtime_t *rt, int argc, char **argv) {
       if (max_bytes < 8) max_bytes = 8;
     } else if (strcmp(argv[i], "--algo") == 0 && i + 1 < argc) {
       const char *a = argv[++i];
-      force = strcmp(a, "oneshot") == 0 ? SL_AR_ONESHOT : strcmp(a, "twoshot") == 0 ? SL_AR_TWOSHOT : SL_AR_AUTO;
+      force = strcmp(a, "oneshot") == 0      ? SL_AR_ONESHOT
+              : strcmp(a, "oneshot-ll") == 0 ? SL_AR_ONESHOT_LL
+              : strcmp(a, "twoshot") == 0    ? SL_AR_TWOSHOT
+                                             : SL_AR_AUTO;
     } else {
       fprintf(stderr, "bench allreduce: unknown option %s\n", argv[i]);
       return 2;
@@ -138,6 +191,7 @@ int sl_cmd_bench_allreduce(sl_runtime_t *rt, int argc, char **argv) {
       printf("# ranks share one GPU: contexts time-slice, so these times check the path, not its speed\n");
     printf("# busbw = algbw x 2(n-1)/n; ceiling for busbw on one GPU = copy bandwidth\n");
   }
+  if (gpu && n > 1 && !shared_gpu && p2p_ceiling(&b, rt) != SL_OK) goto out;
   sl_bench_header(&b, "all-reduce");
   size_t step = b.quick ? 4 : 2;
   for (size_t bytes = 8; bytes <= max_bytes; bytes *= step) {
@@ -152,15 +206,21 @@ int sl_cmd_bench_allreduce(sl_runtime_t *rt, int argc, char **argv) {
     snprintf(shape, sizeof shape, "%s %s", size, sl_dtype_name(dtype));
     int chosen = force != SL_AR_AUTO ? force : sl_comm_choose_algo(c.comm, bytes);
     int len = snprintf(extra, sizeof extra, "algbw %.2f busbw %.2f GB/s", algbw, algbw * bus_factor);
-    /* The full sweep also times the other symmetric-memory algorithm up to 16 MiB, to place
-     * the one-shot / two-shot crossover (SL_AR_ONESHOT_MAX_BYTES) from measurements. */
+    /* The full sweep also times the other symmetric-memory algorithms up to 16 MiB (the LL
+     * one-shot up to its SL_AR_LL_MAX_BYTES capacity), to place the crossovers (SL_AR_LL_MAX_BYTES,
+     * SL_AR_ONESHOT_MAX_BYTES) from measurements. */
     if (!b.quick && force == SL_AR_AUTO && n > 1 && bytes <= ((size_t)16 << 20) &&
-        (chosen == SL_AR_ONESHOT || chosen == SL_AR_TWOSHOT)) {
-      ar_ctx_t ca = c;
-      ca.algo = chosen == SL_AR_ONESHOT ? SL_AR_TWOSHOT : SL_AR_ONESHOT;
-      double aus, agraph;
-      if (time_both(&b, allreduce_once, &ca, false, &aus, &agraph) != SL_OK) goto out;
-      len += snprintf(extra + len, sizeof extra - (size_t)len, " | %s %.2f us", sl_allreduce_algo_name(ca.algo), aus);
+        (chosen == SL_AR_ONESHOT || chosen == SL_AR_TWOSHOT || chosen == SL_AR_ONESHOT_LL)) {
+      static const int alts[] = {SL_AR_ONESHOT_LL, SL_AR_ONESHOT, SL_AR_TWOSHOT};
+      for (int k = 0; k < 3; k++) {
+        if (alts[k] == chosen) continue;
+        if (alts[k] == SL_AR_ONESHOT_LL && (!gpu || bytes > SL_AR_LL_MAX_BYTES || bytes > comm_max)) continue;
+        ar_ctx_t ca = c;
+        ca.algo = alts[k];
+        double aus, agraph;
+        if (time_both(&b, allreduce_once, &ca, false, &aus, &agraph) != SL_OK) goto out;
+        len += snprintf(extra + len, sizeof extra - (size_t)len, " | %s %.2f us", sl_allreduce_algo_name(ca.algo), aus);
+      }
     }
     if (nccl) {
       ar_ctx_t cn = c;

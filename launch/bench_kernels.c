@@ -3,8 +3,10 @@
  * shapes, then the quantization benches (launch/bench_quant.c). Device time by events, median;
  * inputs rotated over copies so L2 does not serve them; small T also inside a CUDA graph.
  * GB/s counts each input read once and each output written once. --tune times every
- * warps-per-block candidate per prefill shape and prints the best (copy it into the table
- * in kernels/<op>.c). */
+ * configuration per shape and prints the best (copy it into the table in kernels/<op>.c):
+ * RMSNorm elements per thread x rows per block x weight placement x grid policy (decode:
+ * elements x weight placement, in a graph), then table lines; QK-norm warps x items x grid
+ * (with and without RoPE), then a table line per RoPE setting; embedding warps per block. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,6 +124,111 @@ static sl_status_t rms_run(void *p, int iter, sl_stream_t *stream) {
   return sl_rmsnorm(c->dev, &c->a, stream);
 }
 
+/* --tune for RMSNorm: every knob per shape -- elements per thread (8, 16, 32) x warps per block
+ * (the row's warps x 1, 2, 4, 8, <= 32) x weight in registers or re-read x grid policy
+ * (resident, full) at prefill (T >= SMs); elements x weight placement at one row per block,
+ * timed in a CUDA graph, at decode (T <= 16). Each (hidden, variant) compiles <= 24 kernels
+ * (grid is a launch choice): the bench's 3 hidden sizes x 2 variants, <= 104 JIT variants. The best of each shape is kept and printed at the end of
+ * the RMSNorm section as lines of kernels/rmsnorm.c's table. */
+typedef struct {
+  int hidden, fused, tokens, elts, rows_per_block, grid, wreg;
+  double us;
+} rms_tune_t;
+enum { RMS_TUNE_MAX = 128 };
+static rms_tune_t rms_tuned[RMS_TUNE_MAX];
+static int rms_tuned_n;
+
+static sl_status_t tune_rmsnorm_shape(sl_bench_t *b, rms_ctx_t *c, const char *op, const char *shape, double moved,
+                                      const sl_rmsnorm_point_t *chosen) {
+  const sl_device_info_t *info = sl_device_info(b->rt->dev);
+  const int tokens = c->a.rows, hidden = c->a.hidden;
+  const bool decode = tokens < info->sm_count;
+  if (decode && tokens > 16) return SL_OK; /* T = 128: neither decode (graph) nor a full prefill */
+  static const int elts[] = {8, 16, 32};
+  rms_tune_t best = {0};
+  char path[48];
+  double us;
+  for (int e = 0; e < 3; e++) {
+    int cand[8], nc = sl_rmsnorm_warp_candidates_e(hidden, elts[e], cand);
+    if (decode && nc > 1) nc = 1; /* one row per block */
+    for (int i = 0; i < nc; i++)
+      for (int wreg = 0; wreg < 2; wreg++)
+        for (int grid = SL_RMSNORM_GRID_RESIDENT; grid <= SL_RMSNORM_GRID_FULL; grid++) {
+          if (decode && grid == SL_RMSNORM_GRID_FULL) continue; /* the same launch at T < SMs */
+          c->a.elts = elts[e];
+          c->a.warps = cand[i];
+          c->a.grid_policy = grid;
+          c->a.weight_regs = wreg ? SL_RMSNORM_WEIGHT_REGS : SL_RMSNORM_WEIGHT_RELOAD;
+          SL_CHECK(sl_bench_time(b, rms_run, c, decode, &us));
+          snprintf(path, sizeof path, "tune e=%d w=%d%s%s%s", elts[e], cand[i], wreg ? " wr" : "",
+                   grid == SL_RMSNORM_GRID_FULL ? " full" : "", decode ? " graph" : "");
+          sl_bench_row(b, op, shape, path, decode ? 0 : us, moved, decode ? us : -1, NULL);
+          if (best.us == 0 || us < best.us)
+            best = (rms_tune_t){hidden, c->a.residual != NULL, tokens, elts[e],
+                                cand[i] / SL_RMSNORM_ROW_WARPS_E(hidden, elts[e]), grid, wreg, us};
+        }
+  }
+  c->a.elts = c->a.warps = 0;
+  c->a.grid_policy = SL_RMSNORM_GRID_AUTO;
+  c->a.weight_regs = SL_RMSNORM_WEIGHT_AUTO;
+  if (b->rt->boot.rank == 0)
+    printf("tune %s %s: best e=%d w=%d%s %s (%.2f us%s); table chose e=%d w=%d%s %s\n", op, shape, best.elts,
+           best.rows_per_block * SL_RMSNORM_ROW_WARPS_E(hidden, best.elts), best.wreg ? " wr" : "",
+           best.grid == SL_RMSNORM_GRID_FULL ? "full" : "resident", best.us, decode ? " in a graph" : "",
+           chosen->elts, chosen->warps, chosen->wreg ? " wr" : "", chosen->full_grid ? "full" : "resident");
+  if (rms_tuned_n < RMS_TUNE_MAX) rms_tuned[rms_tuned_n++] = best;
+  return SL_OK;
+}
+
+static int rms_tune_order(const void *pa, const void *pb) {
+  const rms_tune_t *x = pa, *y = pb;
+  const bool dx = x->tokens <= 16, dy = y->tokens <= 16;
+  if (dx != dy) return dx ? -1 : 1;                  /* decode entries first */
+  if (x->hidden != y->hidden) return x->hidden - y->hidden;
+  if (x->fused != y->fused) return x->fused - y->fused;
+  return y->tokens - x->tokens; /* larger row counts first (first match wins) */
+}
+
+/* The tuned best per shape as lines of hopper_table/blackwell_table (kernels/rmsnorm.c). Decode:
+ * one entry per (hidden, variant), the elements that won at the most decode shapes (ties: the
+ * smaller total time); prefill: one per measured T with min_rows = T, the smallest T's with
+ * min_rows 1 so it also covers SMs <= rows < that T. Hidden classes apply to hidden <=
+ * max_hidden in order; the table's SL_RMSNORM_MAX_HIDDEN catch-alls stay last. */
+static void print_rmsnorm_table(const sl_bench_t *b) {
+  if (rms_tuned_n == 0 || b->rt->boot.rank != 0) return;
+  qsort(rms_tuned, (size_t)rms_tuned_n, sizeof *rms_tuned, rms_tune_order);
+  const sl_device_info_t *info = sl_device_info(b->rt->dev);
+  printf("# --tune: RMSNorm table lines for sm_%d (paste into kernels/rmsnorm.c, above the catch-alls):\n", info->arch);
+  printf("#   {max_hidden, fused, min_rows, elts, rows_per_block, grid, wreg}\n");
+  for (int i = 0; i < rms_tuned_n; i++) {
+    const rms_tune_t *t = &rms_tuned[i];
+    if (t->tokens <= 16) {
+      if (i > 0 && rms_tuned[i - 1].tokens <= 16 && rms_tuned[i - 1].hidden == t->hidden &&
+          rms_tuned[i - 1].fused == t->fused)
+        continue; /* one entry per (hidden, variant), from its group's vote below */
+      /* votes per (elts, wreg): index elts + wreg */
+      int votes[34] = {0};
+      double total[34] = {0};
+      for (int j = i; j < rms_tuned_n && rms_tuned[j].tokens <= 16 && rms_tuned[j].hidden == t->hidden &&
+                      rms_tuned[j].fused == t->fused;
+           j++)
+        votes[rms_tuned[j].elts + rms_tuned[j].wreg]++, total[rms_tuned[j].elts + rms_tuned[j].wreg] += rms_tuned[j].us;
+      int k_best = 33; /* 32 elements, weight in registers: v2's decode */
+      for (int k = 8; k <= 33; k++)
+        if (votes[k] > votes[k_best] || (votes[k] == votes[k_best] && votes[k] > 0 && total[k] < total[k_best]))
+          k_best = k;
+      printf("    {%d, %d, 0, %d, 1, SL_RMSNORM_GRID_RESIDENT, %d}, /* decode */\n", t->hidden, t->fused,
+             k_best & ~1, k_best & 1);
+      continue;
+    }
+    const bool smallest = i + 1 == rms_tuned_n || rms_tuned[i + 1].tokens <= 16 ||
+                          rms_tuned[i + 1].hidden != t->hidden || rms_tuned[i + 1].fused != t->fused;
+    printf("    {%d, %d, %d, %d, %d, %s, %d}, /* T=%d: %.2f us */\n", t->hidden, t->fused, smallest ? 1 : t->tokens,
+           t->elts, t->rows_per_block, t->grid == SL_RMSNORM_GRID_FULL ? "SL_RMSNORM_GRID_FULL" : "SL_RMSNORM_GRID_RESIDENT",
+           t->wreg, t->tokens, t->us);
+  }
+}
+
 static sl_status_t bench_rmsnorm_shape(sl_bench_t *b, int tokens, int hidden, bool residual, bool tune) {
   if (!sl_bench_tokens_selected(b, tokens) || !sl_bench_hidden_selected(b, hidden)) return SL_OK;
   const char *op = residual ? "rmsnorm+residual" : "rmsnorm";
@@ -154,7 +261,8 @@ static sl_status_t bench_rmsnorm_shape(sl_bench_t *b, int tokens, int hidden, bo
   sl_rmsnorm_point_t pt;
   SL_CHECK_GOTO(sl_rmsnorm_choose(&c.a, info->arch, info->sm_count, &pt), s, out);
   path_name(b, pt.warps, path, sizeof path);
-  if (pt.full_grid) strncat(path, " full", sizeof path - strlen(path) - 1);
+  if (sl_device_backend(b->rt->dev) == SL_BACKEND_CUDA)
+    snprintf(path, sizeof path, "e=%d w=%d%s", pt.elts, pt.warps, pt.full_grid ? " full" : "");
   double us, gus;
   SL_CHECK_GOTO(time_both(b, rms_run, &c, tokens, &us, &gus), s, out);
   sl_bench_row(b, op, shape, path, us, moved, gus, NULL);
@@ -162,26 +270,15 @@ static sl_status_t bench_rmsnorm_shape(sl_bench_t *b, int tokens, int hidden, bo
     /* The other grid policy at the same warps, so the AUTO rule stays checked by measurement. */
     c.a.grid_policy = pt.full_grid ? SL_RMSNORM_GRID_RESIDENT : SL_RMSNORM_GRID_FULL;
     c.a.warps = pt.warps;
+    c.a.elts = pt.elts;
     SL_CHECK_GOTO(sl_bench_time(b, rms_run, &c, false, &us), s, out);
-    snprintf(path, sizeof path, "%s w=%d", pt.full_grid ? "resident" : "full", pt.warps);
+    snprintf(path, sizeof path, "%s e=%d w=%d", pt.full_grid ? "resident" : "full", pt.elts, pt.warps);
     sl_bench_row(b, op, shape, path, us, moved, -1, "other grid policy (comparison)");
     c.a.grid_policy = SL_RMSNORM_GRID_AUTO;
     c.a.warps = 0;
+    c.a.elts = 0;
   }
-  if (tune && tokens >= info->sm_count) {
-    int cand[8], nc = sl_rmsnorm_warp_candidates(hidden, cand), best = 0;
-    double best_us = 0;
-    for (int i = 0; i < nc; i++) {
-      c.a.warps = cand[i];
-      SL_CHECK_GOTO(sl_bench_time(b, rms_run, &c, false, &us), s, out);
-      snprintf(path, sizeof path, "tune w=%d", cand[i]);
-      sl_bench_row(b, op, shape, path, us, moved, -1, NULL);
-      if (i == 0 || us < best_us) best_us = us, best = cand[i];
-    }
-    c.a.warps = 0;
-    if (b->rt->boot.rank == 0)
-      printf("tune %s %s: best warps %d (%.2f us); table chose %d\n", op, shape, best, best_us, pt.warps);
-  }
+  if (tune) SL_CHECK_GOTO(tune_rmsnorm_shape(b, &c, op, shape, moved, &pt), s, out);
 out:
   sl_device_free(b->rt->dev, w);
   pool_free(b, &c.x);
@@ -229,6 +326,94 @@ static sl_status_t qk_rope(void *p, int iter, sl_stream_t *stream) {
   a.q = pool_slot(&c->qkv, iter);
   a.k = (char *)a.q + c->k_offset;
   return sl_qknorm(c->dev, &a, stream);
+}
+
+/* --tune for QK-norm: warps per block (1..32) x head groups per warp (1, 2, 4; RoPE 1, 2: 4
+ * spills) x grid policy (resident, full) per prefill shape: 18 kernels without RoPE and 12 with
+ * (grid is a launch choice). The table has one entry per (head_dim, RoPE) for every prefill
+ * beyond one wave, so besides each shape's best the bench prints, at the end of the QK-norm
+ * section, the configuration with the smallest mean slowdown against each shape's best. */
+enum { QK_TUNE_SHAPES = 16, QK_TUNE_CONFIGS = 36 };
+typedef struct {
+  int n_shapes;
+  double us[QK_TUNE_SHAPES][QK_TUNE_CONFIGS]; /* 0: not measured */
+} qk_tune_t;
+static qk_tune_t qk_tuned[2]; /* [rope] */
+
+/* Shapes where kernels/qknorm.c uses its table: more than one wave of 32 warps per SM at 2 head
+ * groups of 2 heads (head_dim 128) per warp (T > ~470 for 36 heads on 132 SMs); smaller
+ * prefill and decode are sized by rule. */
+static bool qk_tuned_shape(const sl_device_info_t *info, int tokens, int heads) {
+  return (long)tokens * heads > 4L * 32 * info->sm_count;
+}
+
+static void qk_config(int i, int *warps, int *items, int *grid) {
+  *warps = 1 << (i / 6);          /* 1..32 */
+  *items = 1 << ((i / 2) % 3);    /* 1, 2, 4 */
+  *grid = 1 + i % 2;              /* RESIDENT, FULL */
+}
+
+static sl_status_t tune_qknorm_shape(sl_bench_t *b, qk_ctx_t *c, sl_bench_fn fn, const char *op, const char *shape,
+                                     double moved, const sl_qknorm_point_t *chosen) {
+  const bool rope = c->a.rope;
+  qk_tune_t *t = &qk_tuned[rope];
+  const int si = t->n_shapes < QK_TUNE_SHAPES ? t->n_shapes++ : QK_TUNE_SHAPES - 1;
+  int best = -1;
+  char path[48];
+  for (int i = 0; i < QK_TUNE_CONFIGS; i++) {
+    int w, it, g;
+    qk_config(i, &w, &it, &g);
+    t->us[si][i] = 0;
+    if (rope && it > 2) continue;
+    c->a.warps = w;
+    c->a.items = it;
+    c->a.grid_policy = g;
+    double us;
+    SL_CHECK(sl_bench_time(b, fn, c, false, &us));
+    t->us[si][i] = us;
+    snprintf(path, sizeof path, "tune w=%d i=%d%s", w, it, g == SL_QKNORM_GRID_FULL ? " full" : "");
+    sl_bench_row(b, op, shape, path, us, moved, -1, NULL);
+    if (best < 0 || us < t->us[si][best]) best = i;
+  }
+  c->a.warps = c->a.items = 0;
+  c->a.grid_policy = SL_QKNORM_GRID_AUTO;
+  int w, it, g;
+  qk_config(best, &w, &it, &g);
+  if (b->rt->boot.rank == 0)
+    printf("tune %s %s: best w=%d i=%d %s (%.2f us); table chose w=%d i=%d %s\n", op, shape, w, it,
+           g == SL_QKNORM_GRID_FULL ? "full" : "resident", t->us[si][best], chosen->warps, chosen->items,
+           chosen->full_grid ? "full" : "resident");
+  return SL_OK;
+}
+
+static void print_qknorm_table(const sl_bench_t *b) {
+  if (b->rt->boot.rank != 0) return;
+  for (int rope = 0; rope < 2; rope++) {
+    const qk_tune_t *t = &qk_tuned[rope];
+    if (t->n_shapes == 0) continue;
+    int best = -1;
+    double best_score = 0;
+    for (int i = 0; i < QK_TUNE_CONFIGS; i++) {
+      double score = 0;
+      int n = 0;
+      for (int s = 0; s < t->n_shapes; s++) {
+        double lo = 0;
+        for (int j = 0; j < QK_TUNE_CONFIGS; j++)
+          if (t->us[s][j] > 0 && (lo == 0 || t->us[s][j] < lo)) lo = t->us[s][j];
+        if (t->us[s][i] > 0 && lo > 0) score += t->us[s][i] / lo, n++;
+      }
+      if (n != t->n_shapes) continue; /* not measured at every shape (RoPE x 4 items) */
+      score /= n;
+      if (best < 0 || score < best_score) best = i, best_score = score;
+    }
+    if (best < 0) continue;
+    int w, it, g;
+    qk_config(best, &w, &it, &g);
+    printf("# --tune: QK-norm table line for sm_%d (head_dim 128, %s; mean slowdown vs each shape's best "
+           "%.3f over %d shapes):\n    {128, %d, %d, %d, %s},\n",
+           sl_device_info(b->rt->dev)->arch, rope ? "RoPE" : "no RoPE", best_score, t->n_shapes, rope, w, it,
+           g == SL_QKNORM_GRID_FULL ? "SL_QKNORM_GRID_FULL" : "SL_QKNORM_GRID_RESIDENT");
+  }
 }
 
 static sl_status_t bench_qknorm_shape(sl_bench_t *b, int tokens, int q_heads, int kv_heads, bool tune) {
@@ -296,7 +481,8 @@ static sl_status_t bench_qknorm_shape(sl_bench_t *b, int tokens, int q_heads, in
   sl_qknorm_point_t pt;
   SL_CHECK_GOTO(sl_qknorm_choose(&c.a, info->arch, info->sm_count, &pt), s, out);
   path_name(b, pt.warps, path, sizeof path);
-  if (sl_device_backend(dev) == SL_BACKEND_CUDA) snprintf(path, sizeof path, "w=%d i=%d", pt.warps, pt.items);
+  if (sl_device_backend(dev) == SL_BACKEND_CUDA)
+    snprintf(path, sizeof path, "w=%d i=%d%s", pt.warps, pt.items, pt.full_grid ? " full" : "");
   double us = 0, gus = -1, gen_us = 0, gen_gus = -1;
   if (sl_bench_selected(b, "qknorm")) {
     /* At the reference shape also in a graph: device time without the per-launch overhead that
@@ -313,20 +499,8 @@ static sl_status_t bench_qknorm_shape(sl_bench_t *b, int tokens, int q_heads, in
                gen_us / us, PYTORCH_QKNORM_US / us, gus > 0 ? PYTORCH_QKNORM_US / gus : 0.0, PYTORCH_QKNORM_US);
     sl_bench_row(b, "qknorm", shape, path, us, moved, gus, extra);
     sl_bench_row(b, "qknorm/2x-rmsnorm", shape, "generic", gen_us, moved, gen_gus, NULL);
-    if (tune && (long)tokens * (q_heads + kv_heads) / 2 >= info->sm_count) {
-      int best = 1;
-      double best_us = 0;
-      for (int wp = 1; wp <= 32; wp *= 2) {
-        c.a.warps = wp;
-        SL_CHECK_GOTO(sl_bench_time(b, qk_fused, &c, false, &us), s, out);
-        snprintf(path, sizeof path, "tune w=%d", wp);
-        sl_bench_row(b, "qknorm", shape, path, us, moved, -1, NULL);
-        if (wp == 1 || us < best_us) best_us = us, best = wp;
-      }
-      c.a.warps = 0;
-      if (b->rt->boot.rank == 0)
-        printf("tune qknorm %s: best warps %d (%.2f us); table chose %d\n", shape, best, best_us, pt.warps);
-    }
+    if (tune && qk_tuned_shape(info, tokens, q_heads + kv_heads))
+      SL_CHECK_GOTO(tune_qknorm_shape(b, &c, qk_fused, "qknorm", shape, moved, &pt), s, out);
   }
   if (sl_bench_selected(b, "qknorm+rope")) {
     /* Packed QKV rows, Q and K strided in place, neox RoPE over the whole head. */
@@ -340,7 +514,16 @@ static sl_status_t bench_qknorm_shape(sl_bench_t *b, int tokens, int q_heads, in
     c.a.max_pos = max_pos;
     SL_CHECK_GOTO(time_both(b, qk_rope, &c, tokens, &us, &gus), s, out);
     /* + positions and the cos/sin rows each token reads */
-    sl_bench_row(b, "qknorm+rope", shape, "qkv-packed", us, moved + (double)tokens * (4 + 2 * (D / 2) * 4), gus, NULL);
+    const double rope_moved = moved + (double)tokens * (4 + 2 * (D / 2) * 4);
+    sl_qknorm_point_t rpt;
+    SL_CHECK_GOTO(sl_qknorm_choose(&c.a, info->arch, info->sm_count, &rpt), s, out);
+    if (sl_device_backend(dev) == SL_BACKEND_CUDA)
+      snprintf(path, sizeof path, "qkv w=%d i=%d%s", rpt.warps, rpt.items, rpt.full_grid ? " full" : "");
+    else
+      snprintf(path, sizeof path, "qkv-packed");
+    sl_bench_row(b, "qknorm+rope", shape, path, us, rope_moved, gus, NULL);
+    if (tune && qk_tuned_shape(info, tokens, q_heads + kv_heads))
+      SL_CHECK_GOTO(tune_qknorm_shape(b, &c, qk_rope, "qknorm+rope", shape, rope_moved, &rpt), s, out);
   }
 out:
   sl_device_free(dev, w);
@@ -442,6 +625,7 @@ static sl_status_t run_all(sl_bench_t *b, bool tune) {
     for (int h = 0; h < sh.hidden_n; h++)
       for (int t = 0; t < sh.tokens_n; t++)
         SL_CHECK(bench_rmsnorm_shape(b, sh.tokens[t], sh.hidden[h], r == 1, tune));
+  print_rmsnorm_table(b);
   sl_bench_header(b, "QK-norm (in place, head_dim 128; baseline: rmsnorm over [T*heads, 128] for Q then K)");
   static const int qh[] = {32, 64};
   /* + T = 4096, the shape of the issue's PyTorch reference figure */
@@ -451,6 +635,7 @@ static sl_status_t run_all(sl_bench_t *b, bool tune) {
   for (int q = 0; q < (b->quick ? 1 : 2); q++)
     for (int t = 0; t < qk_tn; t++)
       SL_CHECK(bench_qknorm_shape(b, qk_t[t], qh[q], 4, tune));
+  print_qknorm_table(b);
   sl_bench_header(b, "Embedding lookup (bf16 table, int32 ids)");
   for (int h = 0; h < sh.hidden_n; h++)
     for (int t = 0; t < sh.tokens_n; t++)

@@ -83,9 +83,24 @@ static sl_status_t run_combine(void *p, int iter, sl_stream_t *st) {
   ctx_t *c = p;
   return sl_moe_combine(c->dev, &c->ca, st);
 }
+/* The layer benchmark's context: `sets` input batches side by side in x, one per iteration
+ * in turn (also inside the captured graph, whose repetitions are captured with their
+ * iteration numbers), so consecutive calls route to different experts and L2 (60 MB)
+ * cannot serve the weights of the previous call (T=1: 8 experts, 76 MB, would otherwise
+ * be partly L2-resident between calls). */
+typedef struct {
+  sl_moe_layer_t *layer;
+  sl_moe_layer_args_t la;
+  const char *x;
+  size_t set_bytes;
+  int sets;
+} layer_ctx_t;
+
 static sl_status_t run_layer(void *p, int iter, sl_stream_t *st) {
-  ctx_t *c = p;
-  return sl_moe_layer_forward(c->layer, &c->la, st);
+  layer_ctx_t *c = p;
+  sl_moe_layer_args_t a = c->la;
+  a.x = c->x + (size_t)(iter % c->sets) * c->set_bytes;
+  return sl_moe_layer_forward(c->layer, &a, st);
 }
 
 static bool gpu_of(const sl_bench_t *b) { return sl_device_backend(b->rt->dev) == SL_BACKEND_CUDA; }
@@ -172,6 +187,20 @@ static sl_status_t bench_dispatch_combine(sl_bench_t *b, const model_t *m, const
         }
         sl_bench_row(b, "moe_dispatch", shape, sl_moe_path_name(fpath), fus, dbytes, fgus, "forced (comparison)");
       }
+      if (path == SL_MOE_PATH_SPLIT && gpu_of(b)) { /* copy items of one chunk, for comparison */
+        ctx_t f = c;
+        f.da.force_span = 1;
+        double fus = 0, fgus = -1;
+        r = time_both(b, run_dispatch, &f, true, &fus, &fgus);
+        if (r == SL_OK) r = sl_moe_dispatch_check(dev, ws, b->stream);
+        if (r != SL_OK) {
+          sl_device_free(dev, ex);
+          s = r;
+          goto out;
+        }
+        sl_bench_row(b, "moe_dispatch", shape, "route+copy span=1", fus, dbytes, fgus,
+                     "forced (comparison: one chunk per warp item)");
+      }
       /* Fused payload quantization: x read once, K quantized rows + scales written. */
       void *scales = NULL;
       r = sl_device_malloc(dev, (size_t)E * T * (H / 16) + 256, &scales);
@@ -209,13 +238,26 @@ static sl_status_t bench_dispatch_combine(sl_bench_t *b, const model_t *m, const
         s = r;
         goto out;
       }
-      sl_jit_spec_t spec;
-      int unroll = 1;
-      sl_moe_combine_spec(H, K, T, sl_device_info(dev)->sm_count, &spec, &unroll); /* only reads the choice */
+      /* Row names as before: "decode" below 8 items (warps) per SM, else "prefill" (both
+       * run the unroll-1 kernel now; the unroll-2 one is the comparison row). */
+      const bool decode = (long)T * sl_moe_chunks_per_row(H, 1) < 8L * sl_device_info(dev)->sm_count;
       char ref[64];
       torch_extra(m, T, false, gpu_of(b) ? us : 0, gus, ref, sizeof ref);
-      sl_bench_row(b, "moe_combine", shape, !gpu_of(b) ? "cpu" : unroll == 1 ? "decode" : "prefill", us, cbytes,
-                   gus, ref[0] ? ref : NULL);
+      sl_bench_row(b, "moe_combine", shape, !gpu_of(b) ? "cpu" : decode ? "decode" : "prefill", us, cbytes, gus,
+                   ref[0] ? ref : NULL);
+      if (!decode && gpu_of(b)) {
+        ctx_t f = c;
+        f.ca.force_unroll = 2;
+        double fus = 0, fgus = -1;
+        r = time_both(b, run_combine, &f, true, &fus, &fgus);
+        if (r != SL_OK) {
+          sl_device_free(dev, ex);
+          s = r;
+          goto out;
+        }
+        sl_bench_row(b, "moe_combine", shape, "prefill-u2", fus, cbytes, fgus,
+                     "forced (comparison: the old unroll-2 kernel)");
+      }
     }
     sl_device_free(dev, ex);
   }
@@ -237,8 +279,12 @@ static sl_status_t bench_layer(sl_bench_t *b, const model_t *m, const int *Ts, i
   int Tmax = 0;
   for (int i = 0; i < nT; i++) Tmax = Ts[i] > Tmax ? Ts[i] : Tmax;
   const size_t nr = (size_t)E * H, ngu = (size_t)E * 2 * I * H, nd = (size_t)E * H * I;
+  /* Input batches rotated per iteration (layer_ctx_t): up to 8, within 64 MB. */
+  const size_t set_bytes = (size_t)Tmax * H * 2;
+  int sets = (int)(((size_t)64 << 20) / set_bytes);
+  sets = sets < 1 ? 1 : sets > 8 ? 8 : sets;
   sl_status_t s = SL_OK;
-  uint16_t *hw = malloc(ngu * 2), *hx = malloc((size_t)Tmax * H * 2);
+  uint16_t *hw = malloc(ngu * 2), *hx = malloc(set_bytes * sets);
   int32_t *counts = malloc((size_t)E * 4);
   void *wr = NULL, *wgu = NULL, *wd = NULL, *x = NULL, *out = NULL;
   sl_moe_layer_t *layer = NULL;
@@ -249,7 +295,7 @@ static sl_status_t bench_layer(sl_bench_t *b, const model_t *m, const int *Ts, i
   SL_CHECK_GOTO(sl_device_malloc(dev, nr * 2, &wr), s, out);
   SL_CHECK_GOTO(sl_device_malloc(dev, ngu * 2, &wgu), s, out);
   SL_CHECK_GOTO(sl_device_malloc(dev, nd * 2, &wd), s, out);
-  SL_CHECK_GOTO(sl_device_malloc(dev, (size_t)Tmax * H * 2, &x), s, out);
+  SL_CHECK_GOTO(sl_device_malloc(dev, set_bytes * sets, &x), s, out);
   SL_CHECK_GOTO(sl_device_malloc(dev, (size_t)Tmax * H * 2, &out), s, out);
   fill_bf16(hw, nr, 0.08f, 3);
   SL_CHECK_GOTO(sl_memcpy(dev, wr, hw, nr * 2, NULL), s, out);
@@ -257,8 +303,8 @@ static sl_status_t bench_layer(sl_bench_t *b, const model_t *m, const int *Ts, i
   SL_CHECK_GOTO(sl_memcpy(dev, wgu, hw, ngu * 2, NULL), s, out);
   fill_bf16(hw, nd, 0.06f, 5);
   SL_CHECK_GOTO(sl_memcpy(dev, wd, hw, nd * 2, NULL), s, out);
-  fill_bf16(hx, (size_t)Tmax * H, 1.0f, 6);
-  SL_CHECK_GOTO(sl_memcpy(dev, x, hx, (size_t)Tmax * H * 2, NULL), s, out);
+  fill_bf16(hx, (size_t)Tmax * H * sets, 1.0f, 6);
+  SL_CHECK_GOTO(sl_memcpy(dev, x, hx, set_bytes * sets, NULL), s, out);
   sl_moe_layer_config_t cfg = {.num_experts = E, .top_k = K, .hidden = H, .inter = I, .expert_begin = 0,
                                .expert_end = E, .router_kind = SL_ROUTER_SOFTMAX_TOPK, .renormalize = true,
                                .w_router = wr, .w_gate_up = wgu, .w_down = wd};
@@ -266,17 +312,18 @@ static sl_status_t bench_layer(sl_bench_t *b, const model_t *m, const int *Ts, i
   const double expert_bytes = (double)(2 * I * H + H * I) * 2;
   for (int i = 0; i < nT; i++) {
     const int T = Ts[i];
-    /* Variants: 0 padded mode, automatic FFN (GEMV kernels while rows per expert <= 16);
-     * 1 padded mode with the batched GEMMs, only where 0 took the GEMV kernels (comparison);
-     * 2 exact GEMMs (one count read), from 64 rows. */
+    /* Variants: 0 padded mode, automatic FFN ("gemv": the weight-streaming kernels while
+     * rows per expert <= 16, or T*K / E <= 16 on average, sl_moe_ffn_uses_gemv; else the
+     * batched GEMMs, "padded"); 1 padded mode with the batched GEMMs, only where 0 took the
+     * streaming kernels (comparison); 2 exact GEMMs (one count read), from 64 rows. */
     for (int variant = 0; variant < 3; variant++) {
       const bool exact = variant == 2;
-      const sl_moe_ffn_args_t probe = {.capacity = T, .num_tokens = T};
+      const sl_moe_ffn_args_t probe = {.num_local_experts = E, .capacity = T, .num_tokens = T, .top_k = K};
       const bool gemv = sl_moe_ffn_uses_gemv(&probe);
       if (exact ? T <= SL_MOE_FFN_PADDED_MAX_ROWS : T > 128) continue;
       if (variant == 1 && !gemv) continue;
       sl_moe_path_t path = SL_MOE_PATH_NONE;
-      ctx_t c = {.dev = dev, .layer = layer};
+      layer_ctx_t c = {.layer = layer, .x = x, .set_bytes = set_bytes, .sets = sets};
       c.la = (sl_moe_layer_args_t){.num_tokens = T, .x = x, .out = out, .allow_host_sync = exact,
                                    .ffn_small_rows = variant == 1 ? -1 : 0, .path_taken = &path};
       double us = 0, gus = -1;
@@ -293,8 +340,8 @@ static sl_status_t bench_layer(sl_bench_t *b, const model_t *m, const int *Ts, i
       snprintf(shape, sizeof shape, "%s T=%d", m->name, T);
       snprintf(path_name, sizeof path_name, "%s/%s", sl_moe_path_name(path),
                exact ? "exact" : variant == 0 && gemv ? "gemv" : "padded");
-      snprintf(extra, sizeof extra, "%d experts touched, weights %.1f MB, stream %.1f us, ratio %.2f", touched,
-               bytes / 1e6, stream_us, stream_us > 0 ? best / stream_us : 0.0);
+      snprintf(extra, sizeof extra, "%d experts touched, weights %.1f MB, stream %.1f us, ratio %.2f, %d input sets",
+               touched, bytes / 1e6, stream_us, stream_us > 0 ? best / stream_us : 0.0, sets);
       sl_bench_row(b, "moe_layer", shape, path_name, us, bytes, gus, extra);
     }
   }
@@ -317,18 +364,23 @@ static sl_status_t bench_barrier(sl_bench_t *b) {
   SL_CHECK(sl_device_malloc(dev, sizeof *state, (void **)&state));
   sl_status_t s = sl_memset(dev, state, 0, sizeof *state, b->stream);
   const int sms = sl_device_info(dev)->sm_count;
-  double us = 0, best = 1e30;
-  /* Median of a few kernels of 10000 barriers each. */
-  for (int rep = 0; rep < 5 && s == SL_OK; rep++) {
-    s = sl_grid_barrier_bench(dev, state, sms, 10000, -1, 0, b->stream, &us);
-    if (s == SL_OK && us < best) best = us;
-  }
-  if (s == SL_OK) {
-    char shape[32];
-    snprintf(shape, sizeof shape, "%d blocks", sms);
-    sl_bench_row(b, "grid_barrier", shape, "coop", best, 0, -1,
-                 "per barrier, barrier-only loop (best of 5 x 10000, each after a checked run); "
-                 "cooperative_groups grid.sync 1.00 us");
+  /* Variant 0 (the one kernels use) under its old row name; variant 1 (acquire polls, no
+   * exit fence) as the comparison row. */
+  for (int variant = 0; variant < 2 && s == SL_OK; variant++) {
+    double us = 0, best = 1e30;
+    /* Best of a few kernels of 10000 barriers each. */
+    for (int rep = 0; rep < 5 && s == SL_OK; rep++) {
+      s = sl_grid_barrier_bench_variant(dev, state, variant, sms, 10000, -1, 0, b->stream, &us);
+      if (s == SL_OK && us < best) best = us;
+    }
+    if (s == SL_OK) {
+      char shape[32];
+      snprintf(shape, sizeof shape, "%d blocks", sms);
+      sl_bench_row(b, "grid_barrier", shape, variant ? "coop-acqpoll" : "coop", best, 0, -1,
+                   variant ? "comparison: acquire polls, no exit fence (same protocol)"
+                           : "per barrier, barrier-only loop (best of 5 x 10000, each after a checked run); "
+                             "cooperative_groups grid.sync 1.00 us");
+    }
   }
   sl_device_free(dev, state);
   return s;

@@ -304,7 +304,7 @@ void sl_bench_row(sl_bench_t *b, const char *op, const char *shape, const char *
   char g[32] = "-", at[32] = "-";
   if (graph_us >= 0) snprintf(g, sizeof g, "%.2f", graph_us);
   double copy_us = 0, pct_at = -1;
-  if (bytes >= 16e6 && us > 0 && sl_bench_copy_us(b, bytes, &copy_us) == SL_OK) {
+  if (bytes >= 16e6 && us > 0 && b->rt->boot.size == 1 && sl_bench_copy_us(b, bytes, &copy_us) == SL_OK) {
     pct_at = 100.0 * copy_us / us;
     snprintf(at, sizeof at, "%.1f%%", pct_at);
   }

@@ -59,7 +59,7 @@ sl_status_t sl_bench_copy_us(sl_bench_t *b, double bytes, double *us);
 
 /* Print one row (and a JSON line): op, shape, path taken, µs, GB/s for `bytes` moved,
  * % of copy bandwidth; graph_us < 0 when not measured. `extra` may be NULL. From 16 MB moved on
- * the GPU the row also shows "%cp@sz": a same-size copy's time (sl_bench_copy_us) / us. */
+ * the GPU, in single-rank runs, the row also shows "%cp@sz": a same-size copy's time (sl_bench_copy_us) / us. */
 void sl_bench_row(sl_bench_t *b, const char *op, const char *shape, const char *path, double us, double bytes,
                   double graph_us, const char *extra);
 /* Print the header of the row table. */

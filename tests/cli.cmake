@@ -21,3 +21,8 @@ if(SLUICE_HAVE_CUDA)
 endif()
 # Benchmarks smoke-run on the CPU backend (quick mode): they must run end to end and print rows.
 sl_cli_test(bench_kernels_cpu unit "RMSNorm.*QK-norm.*Embedding" $<TARGET_FILE:sluice> bench kernels --quick)
+sl_cli_test(bench_shape_filter unit "rmsnorm +T=16 h=2048.*rmsnorm\\+residual +T=16 h=2048"
+            $<TARGET_FILE:sluice> bench kernels --quick --only rmsnorm --tokens 16 --hidden 2048)
+sl_cli_test(bench_bad_tokens unit "--tokens wants up to 16 comma-separated integers"
+            $<TARGET_FILE:sluice> bench kernels --tokens 1,x)
+set_tests_properties(cli_bench_shape_filter PROPERTIES FAIL_REGULAR_EXPRESSION "T=1 h=|h=4096")

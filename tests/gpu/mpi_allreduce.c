@@ -1,8 +1,9 @@
 /* GPU, 2 and 4 ranks (sharing one GPU is fine: CUDA IPC works between processes on one
  * device; contexts time-slice, so calls are kept few and timeouts long):
- *  - one-shot / two-shot / auto, f32 / bf16 / f16, every size class, in place and out of
- *    place, aligned and unaligned buffers: bit-exact against the CPU reference (same fixed
- *    rank order in fp32) and bit-identical on every rank;
+ *  - one-shot / one-shot LL / two-shot / auto, f32 / bf16 / f16, every size class, in place
+ *    and out of place, aligned and unaligned buffers: bit-exact against the CPU reference
+ *    (same fixed rank order in fp32) and bit-identical on every rank; LL calls back to back
+ *    without host waits (both parities of the LL lines reused while a rank runs ahead);
  *  - fused all-reduce + residual + RMSNorm: residual bit-exact, output within 1-2 ulp;
  *  - the calls captured in a CUDA graph and replayed with new inputs (epochs live on the
  *    device, so replays stay in step);
@@ -92,27 +93,83 @@ static void test_sizes_dtypes_algos(void **state) {
   /* tiny, odd, one-shot range, two-shot range, above max_bytes (pieces) with a tail */
   const size_t counts[] = {1, 13, 4099, 200003, 1100003};
   const sl_dtype_t dtypes[] = {SL_DTYPE_BF16, SL_DTYPE_F16, SL_DTYPE_F32};
-  const int algos[] = {SL_AR_AUTO, SL_AR_ONESHOT, SL_AR_TWOSHOT};
+  /* ONESHOT_LL: the LL push kernel up to SL_AR_LL_MAX_BYTES (1, 13, 4099), the pull one-shot
+   * above (200003) */
+  const int algos[] = {SL_AR_AUTO, SL_AR_ONESHOT, SL_AR_TWOSHOT, SL_AR_ONESHOT_LL};
   uint64_t tag = 1;
   for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++)
     for (int d = 0; d < 3; d++)
-      for (int a = 0; a < 3; a++) {
+      for (int a = 0; a < 4; a++) {
         if (counts[c] > 300000 && a != 0) continue; /* pieces: once, with AUTO */
-        run_case(counts[c], dtypes[d], algos[a], a == 1, 0, tag++);
+        run_case(counts[c], dtypes[d], algos[a], a == 1 || (a == 3 && d != 1), 0, tag++);
       }
   run_case(4099, SL_DTYPE_BF16, SL_AR_ONESHOT, false, 1, tag++); /* scalar (unaligned) kernels */
+  run_case(4099, SL_DTYPE_BF16, SL_AR_ONESHOT_LL, false, 1, tag++);
+  run_case(SL_AR_LL_MAX_BYTES / 2, SL_DTYPE_BF16, SL_AR_ONESHOT_LL, true, 0, tag++); /* exactly the LL limit */
+  run_case(SL_AR_LL_MAX_BYTES / 4 + 1, SL_DTYPE_F32, SL_AR_ONESHOT_LL, false, 0, tag++); /* one past: pull */
+  run_case(20000, SL_DTYPE_BF16, SL_AR_AUTO, false, 0, tag++); /* AUTO's LL range (40 KB) */
+  for (int rep = 0; rep < 5; rep++) /* back to back: both parities of the LL lines, reused */
+    run_case(3000 + (size_t)rep, SL_DTYPE_F32, SL_AR_ONESHOT_LL, rep % 2 == 0, 0, tag++);
   run_case(40001, SL_DTYPE_F32, SL_AR_TWOSHOT, true, 3, tag++);
   sl_comm_set_algo(comm, SL_AR_AUTO);
 }
 
+/* LL calls issued back to back with no host wait in between (a fast rank may run ahead by a
+ * call; the two parities of the LL lines must keep its writes away from lines still being
+ * read), alternating with pull one-shot calls, each on its own input and output. */
+static void test_back_to_back(void **state) {
+  enum { CALLS = 8 };
+  const size_t count = 3001;
+  const sl_dtype_t t = SL_DTYPE_F32;
+  int n = sl_comm_size(comm), me = sl_comm_rank(comm);
+  size_t bytes = sl_dtype_bytes(t, count);
+  void *d_in[CALLS], *d_out[CALLS], *want[CALLS], *got = malloc(bytes);
+  for (int k = 0; k < CALLS; k++) {
+    void *inputs[SL_AR_MAX_RANKS];
+    for (int r = 0; r < n; r++) {
+      inputs[r] = malloc(bytes);
+      make_input(inputs[r], count, t, node_world[r], 7000 + (uint64_t)k);
+    }
+    want[k] = malloc(bytes);
+    sl_allreduce_ref((const void *const *)inputs, n, want[k], count, t);
+    SL_ASSERT_OK(sl_device_malloc(rt.dev, bytes, &d_in[k]));
+    SL_ASSERT_OK(sl_device_malloc(rt.dev, bytes, &d_out[k]));
+    sl_test_poison(rt.dev, d_out[k], bytes);
+    SL_ASSERT_OK(sl_memcpy(rt.dev, d_in[k], inputs[me], bytes, stream));
+    for (int r = 0; r < n; r++)
+      free(inputs[r]);
+  }
+  SL_ASSERT_OK(sl_stream_sync(rt.dev, stream));
+  MPI_Barrier(rt.boot.node_comm);
+  for (int k = 0; k < CALLS; k++) {
+    sl_comm_set_algo(comm, k % 4 == 3 ? SL_AR_ONESHOT : SL_AR_ONESHOT_LL);
+    SL_ASSERT_OK(sl_allreduce(comm, d_in[k], d_out[k], count, t, stream));
+  }
+  sl_comm_set_algo(comm, SL_AR_AUTO);
+  sync_and_check();
+  for (int k = 0; k < CALLS; k++) {
+    SL_ASSERT_OK(sl_memcpy(rt.dev, got, d_out[k], bytes, stream));
+    SL_ASSERT_OK(sl_stream_sync(rt.dev, stream));
+    char what[64];
+    snprintf(what, sizeof what, "back-to-back call %d (%s)", k, k % 4 == 3 ? "oneshot" : "oneshot-ll");
+    expect_bytes(what, got, want[k], bytes);
+    sl_device_free(rt.dev, d_in[k]);
+    sl_device_free(rt.dev, d_out[k]);
+    free(want[k]);
+  }
+  free(got);
+}
+
 static void test_fused_residual_rmsnorm(void **state) {
   const sl_dtype_t dtypes[] = {SL_DTYPE_BF16, SL_DTYPE_F32};
-  const int row_counts[] = {1, 7};
+  /* 1 and 7 rows: LL exchange; 300 rows (f32: 300 KiB, above every LL limit): the staged
+   * copy + flag exchange */
+  const int row_counts[] = {1, 7, 300};
   const int hidden = 256;
   int n = sl_comm_size(comm);
   uint64_t tag = 1000;
   for (int d = 0; d < 2; d++)
-    for (int rc = 0; rc < 2; rc++) {
+    for (int rc = 0; rc < 3; rc++) {
       sl_dtype_t t = dtypes[d];
       int rows = row_counts[rc];
       size_t count = (size_t)rows * hidden, bytes = sl_dtype_bytes(t, count), wbytes = sl_dtype_bytes(t, hidden);
@@ -183,36 +240,45 @@ static void test_fused_residual_rmsnorm(void **state) {
     }
 }
 
-/* Capture one-shot + two-shot into a graph, replay it twice with different inputs. */
+/* Capture one-shot + two-shot + LL one-shot into a graph, replay it twice with different
+ * inputs. */
 static void test_graph_capture(void **state) {
   int n = sl_comm_size(comm), me = sl_comm_rank(comm);
   const size_t count = 100003;
   const sl_dtype_t t = SL_DTYPE_BF16;
   size_t bytes = sl_dtype_bytes(t, count);
-  void *d_in, *d_out1, *d_out2;
+  const size_t ll_count = 5003; /* the first ll_count elements, LL kernel */
+  size_t ll_bytes = sl_dtype_bytes(t, ll_count);
+  void *d_in, *d_out1, *d_out2, *d_out3;
   SL_ASSERT_OK(sl_device_malloc(rt.dev, bytes, &d_in));
   SL_ASSERT_OK(sl_device_malloc(rt.dev, bytes, &d_out1));
   SL_ASSERT_OK(sl_device_malloc(rt.dev, bytes, &d_out2));
+  SL_ASSERT_OK(sl_device_malloc(rt.dev, ll_bytes, &d_out3));
   SL_ASSERT_OK(sl_graph_begin_capture(rt.dev, stream));
   sl_comm_set_algo(comm, SL_AR_ONESHOT);
   sl_status_t s1 = sl_allreduce(comm, d_in, d_out1, count, t, stream);
   sl_comm_set_algo(comm, SL_AR_TWOSHOT);
   sl_status_t s2 = sl_allreduce(comm, d_in, d_out2, count, t, stream);
+  sl_comm_set_algo(comm, SL_AR_ONESHOT_LL);
+  sl_status_t s3 = sl_allreduce(comm, d_in, d_out3, ll_count, t, stream);
   sl_comm_set_algo(comm, SL_AR_AUTO);
   sl_graph_t *g = NULL;
   SL_ASSERT_OK(sl_graph_end_capture(rt.dev, stream, &g));
   SL_ASSERT_OK(s1);
   SL_ASSERT_OK(s2);
+  SL_ASSERT_OK(s3);
   void *inputs[SL_AR_MAX_RANKS];
-  void *want = malloc(bytes), *got = malloc(bytes);
+  void *want = malloc(bytes), *got = malloc(bytes), *want3 = malloc(ll_bytes);
   for (int replay = 0; replay < 2; replay++) {
     for (int r = 0; r < n; r++) {
       inputs[r] = malloc(bytes);
       make_input(inputs[r], count, t, node_world[r], 5000 + replay);
     }
     sl_allreduce_ref((const void *const *)inputs, n, want, count, t);
+    sl_allreduce_ref((const void *const *)inputs, n, want3, ll_count, t);
     sl_test_poison(rt.dev, d_out1, bytes);
     sl_test_poison(rt.dev, d_out2, bytes);
+    sl_test_poison(rt.dev, d_out3, ll_bytes);
     SL_ASSERT_OK(sl_memcpy(rt.dev, d_in, inputs[me], bytes, stream));
     SL_ASSERT_OK(sl_graph_launch(rt.dev, g, stream));
     SL_ASSERT_OK(sl_memcpy(rt.dev, got, d_out1, bytes, stream));
@@ -221,6 +287,9 @@ static void test_graph_capture(void **state) {
     SL_ASSERT_OK(sl_memcpy(rt.dev, got, d_out2, bytes, stream));
     sync_and_check();
     expect_bytes(replay ? "graph replay 2, two-shot" : "graph replay 1, two-shot", got, want, bytes);
+    SL_ASSERT_OK(sl_memcpy(rt.dev, got, d_out3, ll_bytes, stream));
+    sync_and_check();
+    expect_bytes(replay ? "graph replay 2, one-shot LL" : "graph replay 1, one-shot LL", got, want3, ll_bytes);
     for (int r = 0; r < n; r++)
       free(inputs[r]);
   }
@@ -228,7 +297,8 @@ static void test_graph_capture(void **state) {
   run_case(4099, SL_DTYPE_F32, SL_AR_AUTO, false, 0, 6000);
   sl_graph_destroy(rt.dev, g);
   sl_device_free(rt.dev, d_in), sl_device_free(rt.dev, d_out1), sl_device_free(rt.dev, d_out2);
-  free(want), free(got);
+  sl_device_free(rt.dev, d_out3);
+  free(want), free(got), free(want3);
 }
 
 /* The last rank skips a call: the others' kernels give up and report it. Runs last, on a
@@ -282,6 +352,7 @@ int main(int argc, char **argv) {
   }
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_sizes_dtypes_algos),
+      cmocka_unit_test(test_back_to_back),
       cmocka_unit_test(test_fused_residual_rmsnorm),
       cmocka_unit_test(test_graph_capture),
       cmocka_unit_test(test_skipped_call_times_out),

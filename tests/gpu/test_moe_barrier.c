@@ -33,6 +33,21 @@ static void test_full_grid(void **s) {
   SL_ASSERT_OK(sl_grid_barrier_bench(dev, state, 2 * sms, 500, -1, 0, NULL, &us)); /* 2 per SM still fit */
 }
 
+/* The acquire-poll variant: the same visibility check, full and double grid, and timeout. */
+static void test_acquire_poll_variant(void **s) {
+  const int sms = sl_device_info(dev)->sm_count;
+  double us = 0;
+  SL_ASSERT_OK(sl_grid_barrier_bench_variant(dev, state, 1, sms, 2000, -1, 0, NULL, &us));
+  printf("  grid barrier (acquire polls), %d blocks: %.3f us per barrier\n", sms, us);
+  assert_true(us > 0.0 && us < 50.0);
+  SL_ASSERT_OK(sl_grid_barrier_bench_variant(dev, state, 1, 2 * sms, 500, -1, 0, NULL, &us));
+  assert_int_equal(sl_grid_barrier_bench_variant(dev, state, 1, sms, 10, 5, 100, NULL, &us), SL_ERR_TIMEOUT);
+  SL_ASSERT_OK(sl_grid_barrier_bench_variant(dev, state, 1, sms, 100, -1, 0, NULL, &us));
+  /* Back to the default variant on the same state word (same protocol, same epochs). */
+  SL_ASSERT_OK(sl_grid_barrier_bench(dev, state, sms, 100, -1, 0, NULL, &us));
+  assert_int_equal(sl_grid_barrier_bench_variant(dev, state, 2, sms, 10, -1, 0, NULL, &us), SL_ERR_INVALID);
+}
+
 static void test_absent_block_times_out(void **s) {
   const int sms = sl_device_info(dev)->sm_count;
   double us = 0;
@@ -53,6 +68,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_full_grid),
       cmocka_unit_test(test_absent_block_times_out),
+      cmocka_unit_test(test_acquire_poll_variant),
       cmocka_unit_test(test_oversized_grid_refused),
   };
   return cmocka_run_group_tests(tests, setup, teardown);

@@ -119,6 +119,11 @@ static void test_odd_shapes_and_ranges(void **s) {
   random_case(513, 40, 2, 16, 4, 12, 0, false, true, true);
   random_case(200, 2048, 8, 128, 32, 64, 0, true, true, true); /* TP=4-like range */
   random_case(999, 104, 32, 64, 0, 64, 0, false, true, true);  /* K = 32: every lane of the warp */
+  random_case(32, 104, 32, 64, 0, 64, 0, true, true, true);    /* replicated: 8 tokens x 32 pairs per block */
+  /* Split copy spans (chunks per warp at 132 SMs: T x 3 chunks / 4224): 2 of 3 (a short
+   * last span), and whole rows; H = 1032 ends in a partial chunk. */
+  random_case(3000, 1032, 2, 16, 0, 16, 0, false, false, true);
+  random_case(4500, 1032, 2, 16, 0, 16, 0, true, false, true);
 }
 
 static void fixed_case(int T, int H, int K, int E, int capacity, const int32_t *pattern, int len) {

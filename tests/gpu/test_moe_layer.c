@@ -1,10 +1,13 @@
 /* The local MoE layer at Qwen3-30B-A3B size (E=128, K=8, H=2048, I=768, random bf16
  * weights) on the GPU against the CPU backend: the router picks the same experts (up to
  * near-ties), and with the GPU's routing the CPU layer gives the same output within bf16
- * tolerance; decode (replicated and fused dispatch; the FFN's GEMV kernels, automatic and forced at 64
- * rows, and the padded GEMMs), prefill (fused and split dispatch, exact GEMMs after a count
- * read, and padded without host sync), residual add, and a CUDA graph of the whole layer
- * (T=8: GEMV kernels). */
+ * tolerance; decode (replicated and fused dispatch; the FFN's weight-streaming kernels
+ * automatic at T = 1, 5 (odd), 8, 64, 128 and the padded GEMMs forced), T = 0, skewed
+ * routing given by the caller (every token on the same 8 experts: 17 rows per expert, one
+ * 32-row pass, and 40 rows, a 32-row and an 8-row pass; the other 120 experts empty),
+ * prefill (fused and split dispatch, exact GEMMs after a count read, padded without host
+ * sync: streaming kernels automatic and the GEMMs forced), residual add, and CUDA graphs of
+ * the whole layer (T=8 and T=128: streaming kernels, programmatic dependent launch). */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -72,21 +75,24 @@ static int teardown(void **s) {
 }
 
 /* Compare a GPU output with the CPU layer run on the GPU's routing. */
-static void compare_with_cpu(int T, const uint16_t *x, const uint16_t *res, const uint16_t *got,
-                             const int32_t *g_ids, const float *g_w, const char *what) {
-  /* The CPU router on the same input: the same experts except at near-ties of fp32 logits
-   * summed in another order. */
+static void compare_with_cpu_routing(int T, const uint16_t *x, const uint16_t *res, const uint16_t *got,
+                                     const int32_t *g_ids, const float *g_w, bool check_router, const char *what) {
   uint16_t *want = malloc((size_t)T * H * 2);
-  sl_moe_layer_args_t ca = {.num_tokens = T, .x = x, .out = want, .allow_host_sync = true};
-  SL_ASSERT_OK(sl_moe_layer_forward(c_layer, &ca, NULL));
-  const int32_t *c_ids;
-  const float *c_w;
-  sl_moe_layer_last_routing(c_layer, &c_ids, &c_w);
-  int differ = 0;
-  for (int t = 0; t < T; t++)
-    if (memcmp(c_ids + (size_t)t * K, g_ids + (size_t)t * K, K * 4)) differ++;
-  printf("  %s: %d of %d tokens routed differently from the CPU router (near-ties)\n", what, differ, T);
-  assert_true(differ <= 1 + T / 50);
+  assert_non_null(want);
+  if (check_router) {
+    /* The CPU router on the same input: the same experts except at near-ties of fp32
+     * logits summed in another order. */
+    sl_moe_layer_args_t ca = {.num_tokens = T, .x = x, .out = want, .allow_host_sync = true};
+    SL_ASSERT_OK(sl_moe_layer_forward(c_layer, &ca, NULL));
+    const int32_t *c_ids;
+    const float *c_w;
+    sl_moe_layer_last_routing(c_layer, &c_ids, &c_w);
+    int differ = 0;
+    for (int t = 0; t < T; t++)
+      if (memcmp(c_ids + (size_t)t * K, g_ids + (size_t)t * K, K * 4)) differ++;
+    printf("  %s: %d of %d tokens routed differently from the CPU router (near-ties)\n", what, differ, T);
+    assert_true(differ <= 1 + T / 50);
+  }
   /* Same routing on the CPU: the output within bf16 tolerance. */
   sl_moe_layer_args_t oa = {.num_tokens = T, .x = x, .residual = res, .out = want, .topk_ids = g_ids,
                             .topk_weights = g_w, .allow_host_sync = true};
@@ -113,6 +119,11 @@ static void compare_with_cpu(int T, const uint16_t *x, const uint16_t *res, cons
   printf("  %s: worst |gpu - cpu| / row rms = %.4f\n", what, worst);
   assert_int_equal(bad, 0);
   free(want);
+}
+
+static void compare_with_cpu(int T, const uint16_t *x, const uint16_t *res, const uint16_t *got,
+                             const int32_t *g_ids, const float *g_w, const char *what) {
+  compare_with_cpu_routing(T, x, res, got, g_ids, g_w, true, what);
 }
 
 static void run_with(int T, bool residual, bool allow_sync, int force_path, int small_rows, int want_path,
@@ -156,36 +167,105 @@ static void run(int T, bool residual, bool allow_sync, int want_path, const char
 }
 
 static void test_decode(void **s) {
-  run(1, false, true, SL_MOE_PATH_REPLICATED, "T=1 replicated, GEMV kernels (automatic)");
-  run(8, true, false, SL_MOE_PATH_REPLICATED, "T=8 replicated, GEMV kernels (automatic), residual");
-  run_with(1, false, false, 0, -1, SL_MOE_PATH_REPLICATED, "T=1 replicated, padded GEMMs (GEMV off)");
-  run(64, true, false, SL_MOE_PATH_REPLICATED, "T=64 replicated, padded GEMMs, residual");
-  run_with(64, true, false, SL_MOE_PATH_FUSED, 0, SL_MOE_PATH_FUSED, "T=64 fused (forced), padded GEMMs, residual");
-  /* GEMV kernels forced where experts hold more than 4 rows: several 4-row passes and the
-   * 2- and 1-row remainders. */
-  run_with(64, false, false, 0, 1, SL_MOE_PATH_REPLICATED, "T=64 replicated, GEMV kernels forced");
+  /* Streaming kernels (automatic: T*K <= 16 x 128 here): 1 row per touched expert, odd T,
+   * ~1.3 rows (T=8), ~4 (T=64) and ~8 (T=128: one or two 8-token n-tiles per pass). */
+  run(1, false, true, SL_MOE_PATH_REPLICATED, "T=1 replicated, streaming kernels (automatic)");
+  run(5, false, false, SL_MOE_PATH_REPLICATED, "T=5 replicated, streaming kernels (automatic)");
+  run(8, true, false, SL_MOE_PATH_REPLICATED, "T=8 replicated, streaming kernels (automatic), residual");
+  run(64, true, false, SL_MOE_PATH_REPLICATED, "T=64 replicated, streaming kernels (automatic), residual");
+  run(128, false, false, SL_MOE_PATH_REPLICATED, "T=128 replicated, streaming kernels (automatic)");
+  run_with(1, false, false, 0, -1, SL_MOE_PATH_REPLICATED, "T=1 replicated, padded GEMMs (streaming off)");
+  run_with(64, true, false, 0, -1, SL_MOE_PATH_REPLICATED, "T=64 replicated, padded GEMMs (forced), residual");
+  run_with(64, true, false, SL_MOE_PATH_FUSED, -1, SL_MOE_PATH_FUSED, "T=64 fused (forced), padded GEMMs, residual");
+  run_with(64, false, false, SL_MOE_PATH_FUSED, 1, SL_MOE_PATH_FUSED, "T=64 fused (forced), streaming kernels forced");
+}
+
+/* T=0: nothing launched, nothing written, no error. */
+static void test_zero_tokens(void **s) {
+  void *dout = moe_dev_copy(gpu, NULL, 64);
+  sl_test_poison(gpu, dout, 64);
+  for (int small = -1; small <= 1; small++) {
+    sl_moe_layer_args_t a = {.num_tokens = 0, .x = dout, .out = dout, .ffn_small_rows = small};
+    SL_ASSERT_OK(sl_moe_layer_forward(g_layer, &a, NULL));
+    SL_ASSERT_OK(sl_moe_layer_check(g_layer, NULL));
+  }
+  uint8_t got[64];
+  SL_ASSERT_OK(sl_memcpy(gpu, got, dout, sizeof got, NULL));
+  SL_ASSERT_OK(sl_device_sync(gpu));
+  for (size_t i = 0; i < sizeof got; i++) assert_int_equal(got[i], 0xFF); /* sl_test_poison's byte */
+  sl_device_free(gpu, dout);
+}
+
+/* Skewed routing given by the caller: token t goes to experts (t + k) % 8 for k < 8, i.e.
+ * every token to the same 8 experts, T rows each (T=17: one 32-row pass, partially
+ * filled; T=40: a 32-row pass and an 8-row pass), the other 120 experts empty; weights
+ * uneven. Streaming kernels (automatic and forced) and the padded GEMMs. */
+static void run_skewed(int T, int small_rows, const char *what) {
+  uint64_t rng = sl_test_seed() * 13 + (uint64_t)T;
+  uint16_t *x = malloc((size_t)T * H * 2), *got = malloc((size_t)T * H * 2);
+  int32_t *ids = malloc((size_t)T * K * 4);
+  float *wts = malloc((size_t)T * K * 4);
+  assert_true(x && got && ids && wts);
+  moe_rand_bf16(&rng, (size_t)T * H, x);
+  for (int t = 0; t < T; t++)
+    for (int k = 0; k < K; k++) {
+      ids[(size_t)t * K + k] = (t + k) % 8;
+      wts[(size_t)t * K + k] = (float)(k + 1) / (float)(K * (K + 1) / 2);
+    }
+  void *dx = moe_dev_copy(gpu, x, (size_t)T * H * 2), *dids = moe_dev_copy(gpu, ids, (size_t)T * K * 4);
+  void *dw = moe_dev_copy(gpu, wts, (size_t)T * K * 4), *dout = moe_dev_copy(gpu, NULL, (size_t)T * H * 2);
+  sl_test_poison(gpu, dout, (size_t)T * H * 2);
+  sl_moe_path_t path = SL_MOE_PATH_NONE;
+  sl_moe_layer_args_t a = {.num_tokens = T, .x = dx, .out = dout, .topk_ids = dids, .topk_weights = dw,
+                           .ffn_small_rows = small_rows, .path_taken = &path};
+  SL_ASSERT_OK(sl_moe_layer_forward(g_layer, &a, NULL));
+  SL_ASSERT_OK(sl_moe_layer_check(g_layer, NULL));
+  int32_t counts[E];
+  SL_ASSERT_OK(sl_memcpy(gpu, got, dout, (size_t)T * H * 2, NULL));
+  SL_ASSERT_OK(sl_memcpy(gpu, counts, sl_moe_layer_expert_counts(g_layer), sizeof counts, NULL));
+  SL_ASSERT_OK(sl_device_sync(gpu));
+  for (int e = 0; e < E; e++) assert_int_equal(counts[e], e < 8 ? T : 0);
+  compare_with_cpu_routing(T, x, NULL, got, ids, wts, false, what);
+  sl_device_free(gpu, dx);
+  sl_device_free(gpu, dids);
+  sl_device_free(gpu, dw);
+  sl_device_free(gpu, dout);
+  free(x);
+  free(got);
+  free(ids);
+  free(wts);
+}
+
+static void test_skewed(void **s) {
+  run_skewed(17, 0, "T=17 skewed (8 experts x 17 rows), streaming kernels (automatic)");
+  run_skewed(40, 0, "T=40 skewed (8 experts x 40 rows), streaming kernels (automatic)");
+  run_skewed(40, 1, "T=40 skewed, streaming kernels (forced)");
+  run_skewed(40, -1, "T=40 skewed, padded GEMMs (forced)");
 }
 
 static void test_prefill(void **s) {
   /* T=200 at H=2048: 200 copy blocks <= 4 waves of 132, fused by default. */
   run(TMAX, true, true, SL_MOE_PATH_FUSED, "T=200 fused, exact GEMMs");
   run_with(TMAX, true, true, SL_MOE_PATH_SPLIT, 0, SL_MOE_PATH_SPLIT, "T=200 split, exact GEMMs");
-  run_with(TMAX, false, false, SL_MOE_PATH_SPLIT, 0, SL_MOE_PATH_SPLIT, "T=200 split, padded GEMMs (no host sync)");
+  run_with(TMAX, false, false, SL_MOE_PATH_SPLIT, 0, SL_MOE_PATH_SPLIT,
+           "T=200 split, no host sync: streaming kernels (automatic, T*K <= 16 x 128)");
+  run_with(TMAX, false, false, SL_MOE_PATH_SPLIT, -1, SL_MOE_PATH_SPLIT, "T=200 split, padded GEMMs (no host sync)");
 }
 
 /* The whole layer captured in a graph (no host sync), replayed on new input. */
-static void test_graph(void **s) {
-  const int T = 8;
-  uint64_t rng = sl_test_seed() + 99;
+static void graph_case(int T) {
+  uint64_t rng = sl_test_seed() + 99 + (uint64_t)T;
   sl_stream_t *st;
   SL_ASSERT_OK(sl_stream_create(gpu, &st));
-  uint16_t x[T * H], got[T * H];
-  int32_t ids[T * K];
-  float wts[T * K];
-  void *dx = moe_dev_copy(gpu, NULL, sizeof x), *dout = moe_dev_copy(gpu, NULL, sizeof got);
+  uint16_t *x = malloc((size_t)T * H * 2), *got = malloc((size_t)T * H * 2);
+  int32_t *ids = malloc((size_t)T * K * 4);
+  float *wts = malloc((size_t)T * K * 4);
+  assert_true(x && got && ids && wts);
+  const size_t xbytes = (size_t)T * H * 2, idbytes = (size_t)T * K * 4;
+  void *dx = moe_dev_copy(gpu, NULL, xbytes), *dout = moe_dev_copy(gpu, NULL, xbytes);
   sl_moe_layer_args_t a = {.num_tokens = T, .x = dx, .out = dout, .allow_host_sync = false};
   moe_rand_bf16(&rng, (size_t)T * H, x);
-  SL_ASSERT_OK(sl_memcpy(gpu, dx, x, sizeof x, st));
+  SL_ASSERT_OK(sl_memcpy(gpu, dx, x, xbytes, st));
   SL_ASSERT_OK(sl_moe_layer_forward(g_layer, &a, st)); /* first call outside: JIT loads, cuBLAS handle */
   SL_ASSERT_OK(sl_stream_sync(gpu, st));
   sl_graph_t *g;
@@ -194,29 +274,42 @@ static void test_graph(void **s) {
   SL_ASSERT_OK(sl_graph_end_capture(gpu, st, &g));
   for (int rep = 0; rep < 2; rep++) {
     moe_rand_bf16(&rng, (size_t)T * H, x);
-    SL_ASSERT_OK(sl_memcpy(gpu, dx, x, sizeof x, st));
-    SL_ASSERT_OK(sl_memset(gpu, dout, 0xFF, sizeof got, st));
+    SL_ASSERT_OK(sl_memcpy(gpu, dx, x, xbytes, st));
+    SL_ASSERT_OK(sl_memset(gpu, dout, 0xFF, xbytes, st));
     SL_ASSERT_OK(sl_graph_launch(gpu, g, st));
     const int32_t *d_ids;
     const float *d_w;
     sl_moe_layer_last_routing(g_layer, &d_ids, &d_w);
-    SL_ASSERT_OK(sl_memcpy(gpu, got, dout, sizeof got, st));
-    SL_ASSERT_OK(sl_memcpy(gpu, ids, d_ids, sizeof ids, st));
-    SL_ASSERT_OK(sl_memcpy(gpu, wts, d_w, sizeof wts, st));
+    SL_ASSERT_OK(sl_memcpy(gpu, got, dout, xbytes, st));
+    SL_ASSERT_OK(sl_memcpy(gpu, ids, d_ids, idbytes, st));
+    SL_ASSERT_OK(sl_memcpy(gpu, wts, d_w, idbytes, st));
     SL_ASSERT_OK(sl_stream_sync(gpu, st));
     SL_ASSERT_OK(sl_moe_layer_check(g_layer, st));
-    compare_with_cpu(T, x, NULL, got, ids, wts, "graph replay T=8");
+    char what[32];
+    snprintf(what, sizeof what, "graph replay T=%d", T);
+    compare_with_cpu(T, x, NULL, got, ids, wts, what);
   }
   sl_graph_destroy(gpu, g);
   sl_device_free(gpu, dx);
   sl_device_free(gpu, dout);
   sl_stream_destroy(gpu, st);
+  free(x);
+  free(got);
+  free(ids);
+  free(wts);
+}
+
+static void test_graph(void **s) {
+  graph_case(8);
+  graph_case(128);
 }
 
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_decode),
       cmocka_unit_test(test_prefill),
+      cmocka_unit_test(test_zero_tokens),
+      cmocka_unit_test(test_skewed),
       cmocka_unit_test(test_graph),
   };
   return cmocka_run_group_tests(tests, setup, teardown);

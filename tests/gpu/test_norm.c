@@ -46,6 +46,8 @@ typedef struct {
   sl_dtype_t in, out, w, res;
   float bias;
   int residual, warps;
+  int elts, grid; /* 0: the table's; else elements per thread and SL_RMSNORM_GRID_* */
+  int wreg;       /* SL_RMSNORM_WEIGHT_* */
 } rms_case_t;
 
 /* GPU vs CPU: y within 2 ulp (fp32: 1e-5 relative), the updated residual bit-exact (both
@@ -73,7 +75,10 @@ static void rms_check(const rms_case_t *c, sl_stream_t *graph_stream) {
                          .res_dtype = c->res,
                          .eps = 1e-6f,
                          .weight_bias = c->bias,
-                         .warps = c->warps};
+                         .warps = c->warps,
+                         .elts = c->elts,
+                         .grid_policy = c->grid,
+                         .weight_regs = c->wreg};
   if (graph_stream) {
     /* Warm (compile + load outside the capture), poison again, capture, replay once. */
     SL_ASSERT_OK(sl_rmsnorm(dev, &a, graph_stream));
@@ -85,6 +90,12 @@ static void rms_check(const rms_case_t *c, sl_stream_t *graph_stream) {
     SL_ASSERT_OK(sl_graph_end_capture(dev, graph_stream, &g));
     SL_ASSERT_OK(s);
     sl_test_poison(dev, dy, yb + guard);
+    /* the warm-up launch updated the residual in place: restore it so the replay is checked
+     * against one application of the op */
+    if (dres) {
+      SL_ASSERT_OK(sl_memcpy(dev, dres, hres, rb, NULL));
+      SL_ASSERT_OK(sl_device_sync(dev));
+    }
     SL_ASSERT_OK(sl_graph_launch(dev, g, graph_stream));
     SL_ASSERT_OK(sl_stream_sync(dev, graph_stream));
     sl_graph_destroy(dev, g);
@@ -107,9 +118,11 @@ static void rms_check(const rms_case_t *c, sl_stream_t *graph_stream) {
     bad++;
   }
   if (bad)
-    fail_msg("rmsnorm rows %d hidden %d in %s out %s w %s res %s bias %g residual %d warps %d%s: %zu mismatches",
+    fail_msg("rmsnorm rows %d hidden %d in %s out %s w %s res %s bias %g residual %d warps %d elts %d grid %d "
+             "weight %d%s: %zu mismatches",
              c->rows, c->hidden, sl_dtype_name(c->in), sl_dtype_name(c->out), sl_dtype_name(c->w),
-             sl_dtype_name(c->res), (double)c->bias, c->residual, c->warps, graph_stream ? " (graph)" : "", bad);
+             sl_dtype_name(c->res), (double)c->bias, c->residual, c->warps, c->elts, c->grid, c->wreg,
+             graph_stream ? " (graph)" : "", bad);
   sl_device_free(dev, dx);
   sl_device_free(dev, dw);
   sl_device_free(dev, dres);
@@ -228,12 +241,89 @@ static void test_rmsnorm_every_warps_candidate(void **state) {
   }
 }
 
+/* Every point --tune can launch: elements per thread (8, 16, 32) x warps per block (the row's
+ * warps x 1, 2, 4, 8 while <= 32) x grid policy (resident, full) x plain/fused, the weight
+ * re-read; with the weight in registers at one row per block and at the largest block (where
+ * the register budget changes). Hidden sizes not a multiple of a row's threads x 8 (3000: the
+ * last chunk partly outside the row); odd row counts, so the last block (or grid-stride round)
+ * is partly empty; at 3001 rows and <= 3000 elements the resident grid strides (more row groups
+ * than resident blocks at one row per block). bf16, and f32 in -> bf16 out at 2048 (4-byte
+ * elements: twice the chunks) at the smallest and largest block. (~140 kernels to compile:
+ * the bound on this test's time.) */
+static void test_rmsnorm_every_tune_point(void **state) {
+  static const struct { int hidden, rows; sl_dtype_t in; } shapes[] = {
+      {2048, 3001, SL_DTYPE_BF16}, {3000, 3001, SL_DTYPE_BF16}, {4096, 1001, SL_DTYPE_BF16},
+      {7168, 999, SL_DTYPE_BF16},  {16384, 333, SL_DTYPE_BF16}, {2048, 777, SL_DTYPE_F32}};
+  static const int elts[] = {8, 16, 32};
+  for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+    for (int e = 0; e < 3; e++) {
+      int cand[8], n = sl_rmsnorm_warp_candidates_e(shapes[s].hidden, elts[e], cand);
+      for (int i = 0; i < n; i++) {
+        const bool edge = i == 0 || i == n - 1;
+        if (shapes[s].in != SL_DTYPE_BF16 && !edge) continue;
+        for (int grid = SL_RMSNORM_GRID_RESIDENT; grid <= SL_RMSNORM_GRID_FULL; grid++)
+          for (int v = 0; v < (edge ? 4 : 2); v++) { /* plain/fused x weight re-read/in registers */
+            const int residual = v & 1;
+            rms_case_t c = {.rows = shapes[s].rows,
+                            .hidden = shapes[s].hidden,
+                            .in = shapes[s].in,
+                            .out = SL_DTYPE_BF16,
+                            .w = SL_DTYPE_BF16,
+                            .res = shapes[s].in,
+                            .bias = (float)(i & 1),
+                            .residual = residual,
+                            .warps = cand[i],
+                            .elts = elts[e],
+                            .grid = grid,
+                            .wreg = v >> 1 ? SL_RMSNORM_WEIGHT_REGS : SL_RMSNORM_WEIGHT_RELOAD};
+            rms_check(&c, NULL);
+          }
+      }
+    }
+}
+
+/* The table's own choices at the benchmark's prefill sizes (AUTO grid, no explicit knobs), at
+ * a row count that takes the large-prefill entries (>= 4096) and one below. */
+static void test_rmsnorm_table_points(void **state) {
+  static const int hiddens[] = {2048, 4096, 7168};
+  static const int rows[] = {1031, 4097};
+  for (int h = 0; h < 3; h++)
+    for (int r = 0; r < 2; r++)
+      for (int residual = 0; residual < 2; residual++) {
+        rms_case_t c = {.rows = rows[r],
+                        .hidden = hiddens[h],
+                        .in = SL_DTYPE_BF16,
+                        .out = SL_DTYPE_BF16,
+                        .w = SL_DTYPE_BF16,
+                        .res = SL_DTYPE_BF16,
+                        .residual = residual};
+        rms_check(&c, NULL);
+      }
+}
+
 static void test_rmsnorm_in_cuda_graph(void **state) {
   sl_stream_t *st;
   SL_ASSERT_OK(sl_stream_create(dev, &st));
   rms_case_t c = {
       .rows = 16, .hidden = 4096, .in = SL_DTYPE_BF16, .out = SL_DTYPE_BF16, .w = SL_DTYPE_BF16, .res = SL_DTYPE_BF16};
   rms_check(&c, st);
+  /* The decode candidates --tune times in a graph: one row per block at 8, 16, 32 elements. */
+  static const int elts[] = {8, 16, 32};
+  for (int e = 0; e < 3; e++)
+    for (int v = 0; v < 4; v++) {
+      const int residual = v & 1;
+      rms_case_t d = {.rows = 16,
+                      .hidden = 2048,
+                      .in = SL_DTYPE_BF16,
+                      .out = SL_DTYPE_BF16,
+                      .w = SL_DTYPE_BF16,
+                      .res = SL_DTYPE_BF16,
+                      .residual = residual,
+                      .warps = SL_RMSNORM_ROW_WARPS_E(2048, elts[e]),
+                      .elts = elts[e],
+                      .wreg = v >> 1 ? SL_RMSNORM_WEIGHT_REGS : SL_RMSNORM_WEIGHT_RELOAD};
+      rms_check(&d, st);
+    }
   sl_stream_destroy(dev, st);
 }
 
@@ -241,6 +331,7 @@ static void test_rmsnorm_in_cuda_graph(void **state) {
 typedef struct {
   int tokens, q_heads, kv_heads, head_dim, rot_dim, packed, warps;
   sl_dtype_t dt;
+  int items, grid; /* 0: the choice; else head groups per warp and SL_QKNORM_GRID_* */
 } qk_case_t;
 
 enum { QK_MAX_POS = 300 };
@@ -294,7 +385,9 @@ static void qk_check(const qk_case_t *c) {
                         .cos_cache = dcos,
                         .sin_cache = dsin,
                         .max_pos = QK_MAX_POS,
-                        .warps = c->warps};
+                        .warps = c->warps,
+                        .items = c->items,
+                        .grid_policy = c->grid};
   SL_ASSERT_OK(sl_qknorm(dev, &a, NULL));
   finish_kernel("qknorm");
   download(gq, dq, qb);
@@ -329,8 +422,9 @@ static void qk_check(const qk_case_t *c) {
     bad += sl_test_compare_dtype("k", c->dt, gk, hk, kn, 2, atol, 1e-5f);
   }
   if (bad)
-    fail_msg("qknorm tokens %d heads %d+%d dim %d rot %d %s packed %d warps %d: %zu mismatches", c->tokens, c->q_heads,
-             c->kv_heads, D, c->rot_dim, sl_dtype_name(c->dt), c->packed, c->warps, bad);
+    fail_msg("qknorm tokens %d heads %d+%d dim %d rot %d %s packed %d warps %d items %d grid %d: %zu mismatches",
+             c->tokens, c->q_heads, c->kv_heads, D, c->rot_dim, sl_dtype_name(c->dt), c->packed, c->warps, c->items,
+             c->grid, bad);
   sl_device_free(dev, dq);
   sl_device_free(dev, dk);
   sl_device_free(dev, dqw);
@@ -402,6 +496,51 @@ static void test_qknorm_qwen3_shapes_and_warps(void **state) {
                     .warps = w,
                     .dt = SL_DTYPE_BF16};
     qk_check(&cw);
+  }
+}
+
+/* Every point --tune can launch: warps (1..32) x items (1, 2, 4; 1, 2 with RoPE) x grid policy
+ * (resident: grid-stride rounds at 2001 tokens x 36 heads; full: every warp one iteration, the
+ * last block partly empty), Qwen3 32+4 separate Q/K and 64+4 packed with RoPE; then the few-
+ * heads layout (an iteration's items span tokens) at the largest span on a full grid. */
+static void test_qknorm_every_tune_point(void **state) {
+  for (int rope = 0; rope < 2; rope++)
+    for (int w = 1; w <= 32; w *= 2)
+      for (int items = 1; items <= (rope ? 2 : 4); items *= 2)
+        for (int grid = SL_QKNORM_GRID_RESIDENT; grid <= SL_QKNORM_GRID_FULL; grid++) {
+          qk_case_t c = {.tokens = rope ? 1001 : 2001,
+                         .q_heads = rope ? 64 : 32,
+                         .kv_heads = 4,
+                         .head_dim = 128,
+                         .rot_dim = rope ? 128 : 0,
+                         .packed = rope,
+                         .warps = w,
+                         .dt = SL_DTYPE_BF16,
+                         .items = items,
+                         .grid = grid};
+          qk_check(&c);
+        }
+  for (int grid = SL_QKNORM_GRID_RESIDENT; grid <= SL_QKNORM_GRID_FULL; grid++) {
+    qk_case_t few = {.tokens = 3001,
+                     .q_heads = 2,
+                     .kv_heads = 1,
+                     .head_dim = 64,
+                     .rot_dim = 0,
+                     .packed = 0,
+                     .warps = 32,
+                     .dt = SL_DTYPE_BF16,
+                     .items = 4,
+                     .grid = grid};
+    qk_check(&few);
+  }
+  /* The table's own choice (AUTO) at the benchmark's large shape, fp16 and fp32 too. */
+  for (int d = 0; d < 3; d++) {
+    qk_case_t t = {.tokens = 4097,
+                   .q_heads = 32,
+                   .kv_heads = 4,
+                   .head_dim = 128,
+                   .dt = sl_test_float_dtypes[d]};
+    qk_check(&t);
   }
 }
 
@@ -487,9 +626,12 @@ int main(void) {
       cmocka_unit_test(test_rmsnorm_every_dtype_pair),
       cmocka_unit_test(test_rmsnorm_sizes_and_variants),
       cmocka_unit_test(test_rmsnorm_every_warps_candidate),
+      cmocka_unit_test(test_rmsnorm_every_tune_point),
+      cmocka_unit_test(test_rmsnorm_table_points),
       cmocka_unit_test(test_rmsnorm_in_cuda_graph),
       cmocka_unit_test(test_qknorm_every_dtype_dim_layout_rope),
       cmocka_unit_test(test_qknorm_qwen3_shapes_and_warps),
+      cmocka_unit_test(test_qknorm_every_tune_point),
       cmocka_unit_test(test_embedding_matches_cpu),
       cmocka_unit_test(test_embedding_out_of_range_reported),
   };

@@ -50,8 +50,8 @@ static sl_status_t compile_one(const sl_jit_spec_t *spec, void *user) {
 static void compile_all(int arch) {
   int points = 0, nvls_points = 0;
   SL_ASSERT_OK(sl_allreduce_jit_points(arch, count_one, &points));
-  /* dtypes x kinds x vector widths + fused + NVLS (sm_90 and later) */
-  assert_int_equal(points, 3 * 2 * 2 + 2 * 3 + 3);
+  /* dtypes x kinds (oneshot, twoshot, oneshot-ll) x vector widths + fused + NVLS (sm_90 and later) */
+  assert_int_equal(points, 3 * 3 * 2 + 2 * 3 + 3);
   SL_ASSERT_OK(sl_nvls_jit_points(arch, count_one, &nvls_points));
   assert_int_equal(nvls_points, 3);
   walk_t w = {.arch = arch};
@@ -60,11 +60,15 @@ static void compile_all(int arch) {
   SL_ASSERT_OK(compile_one(&spec, &w));
   SL_ASSERT_OK(sl_allreduce_spec(&spec, SL_AR_TWOSHOT, SL_DTYPE_F16, 2)); /* unaligned: scalar */
   SL_ASSERT_OK(compile_one(&spec, &w));
+  SL_ASSERT_OK(sl_allreduce_spec(&spec, SL_AR_ONESHOT_LL, SL_DTYPE_BF16, 16)); /* LL lines (v2.b64 .relaxed.sys) */
+  SL_ASSERT_OK(compile_one(&spec, &w));
+  SL_ASSERT_OK(sl_allreduce_spec(&spec, SL_AR_ONESHOT_LL, SL_DTYPE_F32, 4)); /* LL, scalar input */
+  SL_ASSERT_OK(compile_one(&spec, &w));
   SL_ASSERT_OK(sl_allreduce_rmsnorm_spec(&spec, SL_DTYPE_BF16, 4096, 1e-6f, 1.0f));
   SL_ASSERT_OK(compile_one(&spec, &w));
   SL_ASSERT_OK(sl_nvls_spec(&spec, SL_DTYPE_BF16, 512));
   SL_ASSERT_OK(compile_one(&spec, &w));
-  assert_int_equal(w.compiled, 4);
+  assert_int_equal(w.compiled, 6);
 }
 
 static void test_points_sm90(void **state) {

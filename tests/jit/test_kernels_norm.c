@@ -20,6 +20,10 @@ static void test_rmsnorm_points_compile(void **state) {
     for (int h = 0; h < 7; h++)
       assert_true(sl_test_points_have(&p, "HIDDEN", hiddens[h]));
     assert_true(sl_test_points_have(&p, "WEIGHT_BIAS", "1.000000000e+00f"));
+    /* Every elements-per-thread layout (the --tune sweep's and the table's). */
+    assert_true(sl_test_points_have(&p, "ELTS", "8"));
+    assert_true(sl_test_points_have(&p, "ELTS", "16"));
+    assert_true(sl_test_points_have(&p, "ELTS", "32"));
     sl_test_points_free(&p);
   }
 }

@@ -73,11 +73,12 @@ static void test_sizes_dtypes_algos(void **state) {
    * above max_bytes (pieces) with an odd tail */
   const size_t counts[] = {1, 3, 13, 1000, 4099, 40000, 150001};
   const sl_dtype_t dtypes[] = {SL_DTYPE_F32, SL_DTYPE_BF16, SL_DTYPE_F16};
-  const int algos[] = {SL_AR_AUTO, SL_AR_ONESHOT, SL_AR_TWOSHOT};
+  /* ONESHOT_LL is a GPU kernel; the CPU backend runs it as ONESHOT */
+  const int algos[] = {SL_AR_AUTO, SL_AR_ONESHOT, SL_AR_TWOSHOT, SL_AR_ONESHOT_LL};
   uint64_t tag = 1;
   for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++)
     for (int d = 0; d < 3; d++)
-      for (int a = 0; a < 3; a++)
+      for (int a = 0; a < 4; a++)
         for (int ip = 0; ip < 2; ip++)
           run_case(counts[c], dtypes[d], algos[a], ip, tag++);
   sl_comm_set_algo(comm, SL_AR_AUTO);

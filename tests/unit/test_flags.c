@@ -111,6 +111,22 @@ static void test_flag_slots(void **state) {
   assert_true(sl_ar_data_offset(1, mb) + sl_ar_region_bytes(mb) <= sl_ar_segment_bytes(mb));
   assert_int_equal(sl_ar_data_offset(2, mb) % 256, 0);
   assert_int_equal(sl_ar_data_offset(1, mb) % 256, 0);
+  /* LL areas: one per (parity, src), each 2x the message it carries, disjoint, after the
+   * data regions, 16-byte aligned, inside the segment; the capacity is capped */
+  const unsigned long long mbs[] = {1000, 64ull << 10, 1ull << 20, 64ull << 20};
+  for (int m = 0; m < 4; m++) {
+    unsigned long long ll = sl_ar_ll_bytes(mbs[m]);
+    assert_true(ll <= SL_AR_LL_MAX_BYTES && ll <= sl_ar_region_bytes(mbs[m]) && ll % 16 == 0);
+    for (unsigned long long e = 1; e <= 2; e++)
+      for (int src = 0; src < SL_AR_MAX_RANKS; src++) {
+        unsigned long long o = sl_ar_ll_offset(e, src, mbs[m]);
+        assert_int_equal(o % 16, 0);
+        assert_true(o >= sl_ar_data_offset(1, mbs[m]) + sl_ar_region_bytes(mbs[m]));
+        assert_true(o + 2 * ll <= sl_ar_segment_bytes(mbs[m]));
+        if (src + 1 < SL_AR_MAX_RANKS) assert_true(o + 2 * ll <= sl_ar_ll_offset(e, src + 1, mbs[m]));
+      }
+    assert_true(sl_ar_ll_offset(2, SL_AR_MAX_RANKS - 1, mbs[m]) + 2 * ll <= sl_ar_ll_offset(1, 0, mbs[m]));
+  }
 }
 
 static void test_partition_covers_once(void **state) {

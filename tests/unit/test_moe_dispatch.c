@@ -240,7 +240,38 @@ static void test_bad_arguments(void **state) {
   a.payload = SL_MOE_PAYLOAD_FP8_GROUP; /* H = 8 is not a multiple of 128 */
   assert_int_equal(sl_moe_dispatch(dev, &a, NULL), SL_ERR_INVALID);
   a.payload = SL_MOE_PAYLOAD_BF16;
+  a.force_span = -1;
+  assert_int_equal(sl_moe_dispatch(dev, &a, NULL), SL_ERR_INVALID);
+  assert_non_null(strstr(sl_last_error(), "force_span"));
+  a.force_span = 3; /* a knob of the GPU split copy: the CPU result is the same */
   SL_ASSERT_OK(sl_moe_dispatch(dev, &a, NULL));
+  a.force_span = 0;
+  SL_ASSERT_OK(sl_moe_dispatch(dev, &a, NULL));
+  sl_device_close(dev);
+}
+
+/* Combine's force_unroll knob: out of range is refused; 1 and 2 give the reference result. */
+static void test_combine_unroll_knob(void **state) {
+  sl_device_t *dev = cpu();
+  uint16_t eo[3 * 8], out0[8], out[8];
+  int32_t slots[2] = {2, 0};
+  float w[2] = {0.25f, 1.5f};
+  for (int i = 0; i < 3 * 8; i++) eo[i] = sl_f32_to_bf16((float)(i % 7) - 2.5f);
+  sl_moe_combine_args_t c = {.num_tokens = 1, .hidden = 8, .top_k = 2, .expert_out = eo, .slots = slots,
+                             .topk_weights = w, .out = out0};
+  SL_ASSERT_OK(sl_moe_combine(dev, &c, NULL));
+  c.force_unroll = 3;
+  assert_int_equal(sl_moe_combine(dev, &c, NULL), SL_ERR_INVALID);
+  assert_non_null(strstr(sl_last_error(), "force_unroll"));
+  for (int u = 1; u <= 2; u++) {
+    memset(out, 0xff, sizeof out);
+    c.force_unroll = u;
+    c.out = out;
+    SL_ASSERT_OK(sl_moe_combine(dev, &c, NULL));
+    assert_memory_equal(out, out0, sizeof out);
+  }
+  /* The value itself: 0.25 * row 2 + 1.5 * row 0, element 0 = 0.25 * (16 % 7 - 2.5) + 1.5 * -2.5. */
+  assert_int_equal(out0[0], sl_f32_to_bf16(fmaf(1.5f, -2.5f, 0.25f * -0.5f)));
   sl_device_close(dev);
 }
 
@@ -306,7 +337,7 @@ int main(void) {
       cmocka_unit_test(test_skewed_all_to_one),     cmocka_unit_test(test_capacity_overflow_reported),
       cmocka_unit_test(test_bad_ids_reported),      cmocka_unit_test(test_bad_arguments),
       cmocka_unit_test(test_path_rule),            cmocka_unit_test(test_quantized_payloads),
-      cmocka_unit_test(test_device_error_messages),
+      cmocka_unit_test(test_device_error_messages), cmocka_unit_test(test_combine_unroll_knob),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

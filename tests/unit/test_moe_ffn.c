@@ -79,8 +79,8 @@ static void test_ffn_bad_args(void **state) {
   sl_device_close(dev);
 }
 
-/* Which padded-mode runs take the GEMV kernels: rows per expert min(capacity, T) <= 16,
- * unless forced either way; exact mode never. */
+/* Which padded-mode runs take the weight-streaming kernels: rows per expert min(capacity,
+ * T) <= 16, or on average T*K / E_local <= 16, unless forced either way; exact mode never. */
 static void test_ffn_gemv_rule(void **state) {
   (void)state;
   sl_moe_ffn_args_t a = {.num_local_experts = 128, .capacity = 1, .hidden = 2048, .inter = 768, .num_tokens = 1,
@@ -88,7 +88,16 @@ static void test_ffn_gemv_rule(void **state) {
   assert_true(sl_moe_ffn_uses_gemv(&a));
   a.capacity = a.num_tokens = SL_MOE_FFN_GEMV_MAX_ROWS;
   assert_true(sl_moe_ffn_uses_gemv(&a));
-  a.capacity = a.num_tokens = SL_MOE_FFN_GEMV_MAX_ROWS + 1;
+  a.capacity = a.num_tokens = 128; /* Qwen3 decode at T=128: 8 rows per expert on average */
+  assert_true(sl_moe_ffn_uses_gemv(&a));
+  a.capacity = a.num_tokens = 16 * 128 / 8; /* average exactly 16 */
+  assert_true(sl_moe_ffn_uses_gemv(&a));
+  a.capacity = a.num_tokens = 16 * 128 / 8 + 1; /* average above 16 */
+  assert_false(sl_moe_ffn_uses_gemv(&a));
+  a.num_local_experts = 16; /* few local experts (EP): 8 tokens x 8 / 16 = 4 rows each, but up to 8 */
+  a.capacity = a.num_tokens = 8;
+  assert_true(sl_moe_ffn_uses_gemv(&a));
+  a.capacity = a.num_tokens = 33; /* 33 x 8 / 16 = 16.5 on average, up to 33 */
   assert_false(sl_moe_ffn_uses_gemv(&a));
   a.capacity = 200; /* a large capacity but few tokens: at most T rows per expert */
   a.num_tokens = 8;
@@ -99,7 +108,7 @@ static void test_ffn_gemv_rule(void **state) {
   a.small_rows = -1;
   assert_false(sl_moe_ffn_uses_gemv(&a));
   a.small_rows = 1;
-  a.capacity = a.num_tokens = 128;
+  a.capacity = a.num_tokens = 1000;
   assert_true(sl_moe_ffn_uses_gemv(&a));
   a.exact_rows = true;
   assert_false(sl_moe_ffn_uses_gemv(&a));

@@ -234,6 +234,32 @@ static void test_configuration_choice(void **state) {
   assert_int_equal(SL_QKNORM_LANES_PER_HEAD(128), 16);    /* half a warp per 128-elt head */
   assert_int_equal(SL_QKNORM_LANES_PER_HEAD(64), 8);
   assert_int_equal(SL_QKNORM_LANES_PER_HEAD(256), 32);
+  /* Large prefill: the table's grid (full) unless told; explicit items and grid win; decode
+   * never takes the full grid from the table. */
+  a.rope = false;
+  SL_ASSERT_OK(sl_qknorm_choose(&a, SL_ARCH_HOPPER, 132, &pt));
+  assert_true(pt.full_grid);
+  a.grid_policy = SL_QKNORM_GRID_RESIDENT;
+  a.warps = 4;
+  a.items = 1;
+  SL_ASSERT_OK(sl_qknorm_choose(&a, SL_ARCH_HOPPER, 132, &pt));
+  assert_false(pt.full_grid);
+  assert_int_equal(pt.warps, 4);
+  assert_int_equal(pt.items, 1);
+  a.grid_policy = SL_QKNORM_GRID_FULL;
+  SL_ASSERT_OK(sl_qknorm_choose(&a, SL_ARCH_HOPPER, 132, &pt));
+  assert_true(pt.full_grid);
+  a.items = 3;
+  assert_int_equal(sl_qknorm_choose(&a, SL_ARCH_HOPPER, 132, &pt), SL_ERR_INVALID);
+  assert_non_null(strstr(sl_last_error(), "items"));
+  a.items = 0;
+  a.grid_policy = 3;
+  assert_int_equal(sl_qknorm_choose(&a, SL_ARCH_HOPPER, 132, &pt), SL_ERR_INVALID);
+  a.grid_policy = SL_QKNORM_GRID_AUTO;
+  a.warps = 0;
+  a.tokens = 1;
+  SL_ASSERT_OK(sl_qknorm_choose(&a, SL_ARCH_HOPPER, 132, &pt));
+  assert_false(pt.full_grid);
 }
 
 /* Small prefill (one wave): the grid must cover every SM, with 1-2 head groups per warp; the
@@ -253,7 +279,7 @@ static void test_small_prefill_covers_all_sms(void **state) {
       {16, 32, 2, 1},   /* 576 heads = 288 warps: 144 blocks of 2 */
       {128, 32, 8, 1},  /* 2304 warps: 288 blocks of 8 */
       {128, 64, 8, 2},  /* 8704 heads: 2 groups per warp, 272 blocks of 8 */
-      {4096, 32, 8, 4}, /* large: the table and the register budget's items */
+      {4096, 32, 2, 2}, /* large: the measured table (2 warps, 2 head groups per warp) */
   };
   for (int i = 0; i < 4; i++) {
     a.tokens = want[i].tokens;

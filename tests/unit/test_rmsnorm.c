@@ -178,19 +178,22 @@ static void test_configuration_choice(void **state) {
                          .res_dtype = SL_DTYPE_BF16,
                          .eps = 1e-6f};
   sl_rmsnorm_point_t pt;
-  /* Decode: one row per block (the row's 4 warps). */
+  /* Decode: one row per block (the row's warps at the measured 16 elements per thread: 8). */
   SL_ASSERT_OK(sl_rmsnorm_choose(&a, SL_ARCH_HOPPER, 132, &pt));
-  assert_int_equal(pt.warps, SL_RMSNORM_ROW_WARPS(4096));
-  assert_int_equal(pt.warps, 4);
+  assert_int_equal(pt.elts, 16);
+  assert_int_equal(pt.warps, SL_RMSNORM_ROW_WARPS_E(4096, 16));
+  assert_int_equal(pt.warps, 8);
   /* Prefill: the table, a multiple of the row's warps. */
   a.rows = 8192;
   for (int h = 64; h <= 16384; h += 8) {
     a.hidden = h;
     SL_ASSERT_OK(sl_rmsnorm_choose(&a, SL_ARCH_HOPPER, 132, &pt));
-    int rw = SL_RMSNORM_ROW_WARPS(h);
+    assert_true(pt.elts == 8 || pt.elts == 16 || pt.elts == 32);
+    int rw = SL_RMSNORM_ROW_WARPS_E(h, pt.elts);
     assert_true(pt.warps % rw == 0 && pt.warps <= 32 && pt.warps >= rw);
-    assert_true((h + 32 * rw - 1) / (32 * rw) <= SL_RMSNORM_ELTS_PER_THREAD); /* row fits in registers */
+    assert_true((h + 32 * rw - 1) / (32 * rw) <= pt.elts); /* row fits in registers */
     SL_ASSERT_OK(sl_rmsnorm_choose(&a, SL_ARCH_BLACKWELL, 148, &pt));
+    rw = SL_RMSNORM_ROW_WARPS_E(h, pt.elts);
     assert_true(pt.warps % rw == 0 && pt.warps <= 32);
   }
   int cand[8];
@@ -198,11 +201,53 @@ static void test_configuration_choice(void **state) {
   assert_int_equal(n, 3);
   assert_int_equal(cand[0], 7);
   assert_int_equal(cand[2], 28);
-  /* An explicit warps value wins (what --tune uses). */
+  n = sl_rmsnorm_warp_candidates_e(2048, 16, cand);
+  assert_int_equal(n, 4); /* 4, 8, 16, 32 */
+  assert_int_equal(cand[0], 4);
+  assert_int_equal(cand[3], 32);
+  assert_int_equal(sl_rmsnorm_warp_candidates_e(16384, 8, cand), 0); /* 64 warps per row */
+  assert_int_equal(sl_rmsnorm_warp_candidates_e(7168, 8, cand), 1);  /* 28 */
+  /* An explicit warps value wins (what --tune uses); without elts it is the 32-element layout. */
   a.hidden = 2048;
   a.warps = 16;
   SL_ASSERT_OK(sl_rmsnorm_choose(&a, SL_ARCH_HOPPER, 132, &pt));
   assert_int_equal(pt.warps, 16);
+  assert_int_equal(pt.elts, 32);
+  a.elts = 8;
+  a.warps = 8; /* one row of 8 warps */
+  a.grid_policy = SL_RMSNORM_GRID_RESIDENT;
+  SL_ASSERT_OK(sl_rmsnorm_choose(&a, SL_ARCH_HOPPER, 132, &pt));
+  assert_int_equal(pt.elts, 8);
+  assert_int_equal(pt.warps, 8);
+  assert_false(pt.full_grid);
+  a.grid_policy = SL_RMSNORM_GRID_FULL;
+  SL_ASSERT_OK(sl_rmsnorm_choose(&a, SL_ARCH_HOPPER, 132, &pt));
+  assert_true(pt.full_grid);
+  /* Bad knobs: elts not 8/16/32, warps not a multiple of the row's at that elts, a row wider
+   * than 32 warps. */
+  a.weight_regs = SL_RMSNORM_WEIGHT_RELOAD;
+  SL_ASSERT_OK(sl_rmsnorm_choose(&a, SL_ARCH_HOPPER, 132, &pt));
+  assert_false(pt.wreg);
+  a.weight_regs = SL_RMSNORM_WEIGHT_REGS;
+  SL_ASSERT_OK(sl_rmsnorm_choose(&a, SL_ARCH_HOPPER, 132, &pt));
+  assert_true(pt.wreg);
+  a.weight_regs = 3;
+  assert_int_equal(sl_rmsnorm_choose(&a, SL_ARCH_HOPPER, 132, &pt), SL_ERR_INVALID);
+  a.weight_regs = SL_RMSNORM_WEIGHT_AUTO;
+  a.elts = 12;
+  assert_int_equal(sl_rmsnorm_choose(&a, SL_ARCH_HOPPER, 132, &pt), SL_ERR_INVALID);
+  a.elts = 16;
+  a.warps = 6; /* h=2048 at 16 elements: rows of 4 warps */
+  assert_int_equal(sl_rmsnorm_choose(&a, SL_ARCH_HOPPER, 132, &pt), SL_ERR_INVALID);
+  a.hidden = 16384;
+  a.elts = 8;
+  a.warps = 0;
+  assert_int_equal(sl_rmsnorm_choose(&a, SL_ARCH_HOPPER, 132, &pt), SL_ERR_INVALID);
+  /* Decode keeps one row per block whatever the table's prefill layout. */
+  a = (sl_rmsnorm_args_t){.rows = 16, .hidden = 2048, .in_dtype = SL_DTYPE_BF16, .out_dtype = SL_DTYPE_BF16,
+                          .w_dtype = SL_DTYPE_BF16, .res_dtype = SL_DTYPE_BF16, .eps = 1e-6f};
+  SL_ASSERT_OK(sl_rmsnorm_choose(&a, SL_ARCH_HOPPER, 132, &pt));
+  assert_int_equal(pt.warps, SL_RMSNORM_ROW_WARPS_E(2048, pt.elts));
 }
 
 static void test_zero_rows_is_a_no_op(void **state) {

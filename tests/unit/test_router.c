@@ -2,11 +2,13 @@
  * and off, softmax against the double-precision definition, DeepSeek-V3 grouped routing against
  * a direct sort-based implementation, a hand-worked grouped example, reproducible expf. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels/quant_formats.h"
 #include "kernels/router.h"
+#include "kernels/router_order.h"
 #include "sl_test.h"
 
 static void test_expf_accuracy(void **state) {
@@ -235,11 +237,91 @@ static void test_router_bad_arguments(void **state) {
   assert_int_equal(sl_router_ref(&a), SL_ERR_INVALID);
 }
 
+/* The order keys: monotone with fp32 order, -0 ties +0, NaN below -inf, exact inverse. */
+static void test_router_keys(void **state) {
+  uint64_t rng = sl_test_seed();
+  for (int i = 0; i < 200000; i++) {
+    float a = sl_qf_float((uint32_t)sl_test_rand_u64(&rng)), b = sl_qf_float((uint32_t)sl_test_rand_u64(&rng));
+    if (i % 3 == 0) b = -a;
+    if (isnan(a) || isnan(b)) continue;
+    uint32_t ka = sl_router_key(a), kb = sl_router_key(b);
+    if ((a < b) != (ka < kb) || (a == b) != (ka == kb)) fail_msg("key order: %a %a -> %08x %08x", a, b, ka, kb);
+    float back = sl_router_key_value(ka);
+    if (!(back == a) || (a != 0.0f && sl_qf_bits(back) != sl_qf_bits(a))) fail_msg("key_value(key(%a)) = %a", a, back);
+  }
+  assert_true(sl_router_key(-0.0f) == sl_router_key(0.0f));
+  assert_true(sl_router_key(NAN) == SL_ROUTER_KEY_NAN && sl_router_key(-NAN) == SL_ROUTER_KEY_NAN);
+  assert_true(SL_ROUTER_KEY_NONE < SL_ROUTER_KEY_NAN && SL_ROUTER_KEY_NAN < sl_router_key(-INFINITY));
+  assert_true(sl_router_key(INFINITY) > sl_router_key(3.0e38f));
+  assert_true(isnan(sl_router_key_value(SL_ROUTER_KEY_NAN)));
+}
+
+/* Special logits: NaN ranks below -inf (chosen last, lower id first), -0 ties +0, -inf is
+ * still an expert; every id valid and distinct even when most logits are NaN. */
+static void test_router_special_values(void **state) {
+  float logits[2][8] = {{NAN, -0.0f, 0.0f, -INFINITY, NAN, 1.0f, NAN, NAN}, {NAN, NAN, NAN, NAN, NAN, NAN, NAN, 2.0f}};
+  int32_t ids[2][6];
+  float w[2][6];
+  sl_router_args_t a = {.kind = SL_ROUTER_SOFTMAX_TOPK,
+                        .num_tokens = 2,
+                        .num_experts = 8,
+                        .top_k = 6,
+                        .logits_dtype = SL_DTYPE_F32,
+                        .logits = logits,
+                        .topk_ids = &ids[0][0],
+                        .topk_weights = &w[0][0]};
+  SL_ASSERT_OK(sl_router_ref(&a));
+  const int want0[6] = {5, 1, 2, 3, 0, 4}, want1[6] = {7, 0, 1, 2, 3, 4};
+  for (int r = 0; r < 6; r++) {
+    assert_int_equal(ids[0][r], want0[r]);
+    assert_int_equal(ids[1][r], want1[r]);
+    assert_true(isnan(w[0][r])); /* a NaN logit makes the softmax denominator NaN */
+  }
+  /* grouped: a NaN expert is never chosen over a real one; the weights stay finite */
+  float g[8] = {NAN, 0.5f, 0.25f, NAN, -1.0f, 1.0f, NAN, NAN};
+  a.kind = SL_ROUTER_SIGMOID_GROUPED;
+  a.num_tokens = 1;
+  a.num_groups = 4;
+  a.topk_groups = 2;
+  a.top_k = 3;
+  a.renormalize = true;
+  a.logits = g;
+  SL_ASSERT_OK(sl_router_ref(&a));
+  /* group scores: g0 NaN (one real), g1 NaN, g2 s(-1)+s(1), g3 NaN -> g2 first, then g0 (NaN
+   * groups tie, lower id): experts 0, 1, 4, 5 allowed */
+  assert_int_equal(ids[0][0], 5);
+  assert_int_equal(ids[0][1], 1); /* s(0.5) > s(-1); expert 0 (NaN) is left out */
+  assert_int_equal(ids[0][2], 4);
+  for (int r = 0; r < 3; r++)
+    assert_true(isfinite(w[0][r]));
+}
+
+/* The branch-free expf of the kernel equals sl_qf_expf bit for bit: every 97th fp32 pattern
+ * (all exponents and signs, NaN and infinities included) and a dense sweep of [-88, 89]. */
+static void test_router_expf_same_bits(void **state) {
+  size_t bad = 0;
+  for (uint64_t u = 0; u <= 0xffffffffull; u += 97) {
+    float x = sl_qf_float((uint32_t)u), a = sl_qf_expf(x), b = sl_router_expf(x);
+    if (sl_qf_bits(a) != sl_qf_bits(b) && !(isnan(a) && isnan(b)) && bad++ < 5)
+      fprintf(stderr, "expf(%a): %a vs %a\n", x, a, b);
+  }
+  for (float x = -88.0f; x < 89.0f; x = nextafterf(x, 100.0f) + 1e-5f) {
+    float a = sl_qf_expf(x), b = sl_router_expf(x);
+    if (sl_qf_bits(a) != sl_qf_bits(b) && bad++ < 5) fprintf(stderr, "expf(%a): %a vs %a\n", x, a, b);
+  }
+  const float special[] = {-87.0f, 88.72f, nextafterf(-87.0f, -100.0f), nextafterf(88.72f, 100.0f), 0.0f, -0.0f};
+  for (size_t i = 0; i < sizeof special / sizeof special[0]; i++)
+    if (sl_qf_bits(sl_qf_expf(special[i])) != sl_qf_bits(sl_router_expf(special[i]))) bad++;
+  assert_int_equal(bad, 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_expf_accuracy),        cmocka_unit_test(test_ties_by_lower_id),
       cmocka_unit_test(test_softmax_definition),   cmocka_unit_test(test_deepseek_grouped),
       cmocka_unit_test(test_grouped_hand_example), cmocka_unit_test(test_router_bad_arguments),
+      cmocka_unit_test(test_router_keys),          cmocka_unit_test(test_router_special_values),
+      cmocka_unit_test(test_router_expf_same_bits),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
