@@ -132,8 +132,9 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
       float scale_f32;
       const unsigned long long w =
           sl_kq_quantize_fast<QFMT, QRULE, VEC, DTYPE, true>(v, absmax, bad, global_scale, scale_f32, scale_u8, raw[u]);
-      const size_t flat = (size_t)row * HIDDEN + col;
-      sl_kq_store_packed<VEC, IS_FP4>(codes + (IS_FP4 ? flat / 2 : flat), w);
+      // code byte offset: FP4 halves row and column separately (HIDDEN is even): no 64-bit shift
+      const size_t cofs = IS_FP4 ? (size_t)row * (HIDDEN / 2) + col / 2 : (size_t)row * HIDDEN + col;
+      sl_kq_store_packed<VEC, IS_FP4>(codes + cofs, w);
       if (lane % LANES == 0) {
         const unsigned g = col / BLOCK_ELEMS;
         if constexpr (QFMT == SL_QFMT_FP8_GROUP)
@@ -265,8 +266,8 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
       su[u] = 0;
       cw[u] = 0;
       if (it < items && (!RAGGED || col < HIDDEN)) {
-        const size_t flat = (size_t)row * HIDDEN + col;
-        const unsigned char *cp = codes + (IS_FP4 ? flat / 2 : flat);
+        const unsigned char *cp =
+            codes + (IS_FP4 ? (size_t)row * (HIDDEN / 2) + col / 2 : (size_t)row * HIDDEN + col);
         constexpr int cbytes = IS_FP4 ? VEC / 2 : VEC; // 2, 4 or 8 bytes, aligned to their size
         if constexpr (cbytes == 8)
           cw[u] = __ldg(reinterpret_cast<const unsigned long long *>(cp));
