@@ -130,6 +130,8 @@ static void compare_with_cpu(int T, const uint16_t *x, const uint16_t *res, cons
   compare_with_cpu_routing(T, x, res, got, g_ids, g_w, true, what);
 }
 
+static bool g_no_pdl; /* run_with: the layer's PDL chain off (sl_moe_layer_args_t.no_pdl) */
+
 static void run_with(int T, bool residual, bool allow_sync, int force_path, int small_rows, int want_path,
                      const char *what) {
   uint64_t rng = sl_test_seed() * 7 + (uint64_t)T;
@@ -144,7 +146,8 @@ static void run_with(int T, bool residual, bool allow_sync, int force_path, int 
   sl_test_poison(gpu, dout, (size_t)T * H * 2);
   sl_moe_path_t path = SL_MOE_PATH_NONE;
   sl_moe_layer_args_t a = {.num_tokens = T, .x = dx, .residual = dres, .out = dout, .allow_host_sync = allow_sync,
-                           .force_path = force_path, .ffn_small_rows = small_rows, .path_taken = &path};
+                           .force_path = force_path, .ffn_small_rows = small_rows, .path_taken = &path,
+                           .no_pdl = g_no_pdl};
   SL_ASSERT_OK(sl_moe_layer_forward(g_layer, &a, NULL));
   SL_ASSERT_OK(sl_moe_layer_check(g_layer, NULL));
   assert_int_equal(path, want_path);
@@ -183,6 +186,10 @@ static void test_decode(void **s) {
   run(3, true, false, SL_MOE_PATH_REPLICATED, "T=3 replicated, streaming kernels, residual");
   run(16, false, false, SL_MOE_PATH_REPLICATED, "T=16 replicated, router logits GEMV (last T)");
   run(17, true, false, SL_MOE_PATH_REPLICATED, "T=17 replicated, router logits cuBLAS (first T), residual");
+  g_no_pdl = true; /* the benchmark's comparison rows: plain launches, no FFN prefetch hint */
+  run(1, false, false, SL_MOE_PATH_REPLICATED, "T=1 replicated, streaming kernels, PDL chain off");
+  run(17, true, false, SL_MOE_PATH_REPLICATED, "T=17 replicated, streaming kernels, PDL chain off, residual");
+  g_no_pdl = false;
   run_with(1, false, false, 0, -1, SL_MOE_PATH_REPLICATED, "T=1 replicated, padded GEMMs (streaming off)");
   run_with(64, true, false, 0, -1, SL_MOE_PATH_REPLICATED, "T=64 replicated, padded GEMMs (forced), residual");
   run_with(64, true, false, SL_MOE_PATH_FUSED, -1, SL_MOE_PATH_FUSED, "T=64 fused (forced), padded GEMMs, residual");
