@@ -97,7 +97,7 @@ static sl_status_t spec_at(sl_act_kind_t kind, int inter, sl_dtype_t in, sl_dtyp
 
 sl_status_t sl_act_spec(const sl_act_args_t *a, int arch, int sm_count, sl_jit_spec_t *spec) {
   return spec_at(a->kind, a->inter, a->in_dtype, a->out_dtype, a->scale_ue8m0 ? SL_QRULE_CEIL : SL_QRULE_IEEE,
-                 sl_kq_warps(arch, sm_count, a->num_tokens), sl_kq_arch_cfg(arch)->unroll, spec);
+                 sl_kq_warps(arch, sm_count, a->num_tokens), sl_kq_unroll(arch), spec);
 }
 
 static sl_status_t check_aligned(const void *p, long row_bytes, const char *what) {
@@ -126,7 +126,7 @@ sl_status_t sl_act(sl_device_t *dev, const sl_act_args_t *a, sl_stream_t *stream
   SL_CHECK(sl_act_spec(a, info->arch, info->sm_count, &spec));
   sl_kernel_t *k;
   SL_CHECK(sl_jit_get_kernel(dev, &spec, &k));
-  int warps = sl_kq_warps(info->arch, info->sm_count, a->num_tokens), unroll = sl_kq_arch_cfg(info->arch)->unroll;
+  int warps = sl_kq_warps(info->arch, info->sm_count, a->num_tokens), unroll = sl_kq_unroll(info->arch);
   const void *in = a->in;
   void *out = a->out;
   float *scales = a->out_scales;

@@ -81,10 +81,10 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
     for (int u = 0; u < UNROLL; u++) {
       const unsigned it = base + u * nwarps;
       const unsigned row = it / CHUNKS;
-      const int col = (int)(it - row * CHUNKS) * CHUNK + lane * VEC;
+      const unsigned col = (it - row * CHUNKS) * CHUNK + lane * VEC; // unsigned: shifts, no sign fix-ups
       graw[u] = uraw[u] = make_uint4(0u, 0u, 0u, 0u);
       if (it < items && (!RAGGED || col < INTER)) {
-        const char *p = (const char *)in + ((long)row * in_stride + col) * ib;
+        const char *p = (const char *)in + ((size_t)row * (size_t)in_stride + col) * ib;
         graw[u] = sl_kq_load_raw(p);
         uraw[u] = sl_kq_load_raw(p + (long)INTER * ib);
       }
@@ -94,7 +94,7 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
       const unsigned it = base + u * nwarps;
       if (it >= items) break; // warp-uniform
       const unsigned row = it / CHUNKS;
-      const int col = (int)(it - row * CHUNKS) * CHUNK + lane * VEC;
+      const unsigned col = (it - row * CHUNKS) * CHUNK + lane * VEC; // unsigned: shifts, no sign fix-ups
       float y[VEC], up[VEC];
       sl_kq_unpack<IN_DTYPE>(graw[u], y);
       sl_kq_unpack<IN_DTYPE>(uraw[u], up);
@@ -110,11 +110,11 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
       float scale_f32;
       const unsigned long long w =
           sl_kq_quantize_fast<SL_QFMT_FP8_GROUP, QRULE, VEC>(y, absmax, bad, 0.0f, scale_f32, scale_u8);
-      sl_kq_store_packed<VEC, false>((unsigned char *)out + (long)row * out_stride + col, w);
-      if (lane % LANES == 0) out_scales[(long)row * (INTER / GROUP) + col / GROUP] = scale_f32;
+      sl_kq_store_packed<VEC, false>((unsigned char *)out + (size_t)row * (size_t)out_stride + col, w);
+      if (lane % LANES == 0) out_scales[(size_t)row * (INTER / GROUP) + col / GROUP] = scale_f32;
 #else
       if (RAGGED && col >= INTER) continue;
-      sl_kq_store<OUT_DTYPE, VEC>((char *)out + ((long)row * out_stride + col) * sl_kq_elem<OUT_DTYPE>::bytes, y);
+      sl_kq_store<OUT_DTYPE, VEC>((char *)out + ((size_t)row * (size_t)out_stride + col) * sl_kq_elem<OUT_DTYPE>::bytes, y);
 #endif
     }
   }

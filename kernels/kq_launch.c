@@ -14,3 +14,13 @@ sl_status_t sl_kq_launch(sl_device_t *dev, sl_kernel_t *k, int warps, int unroll
   sl_launch_t l = {.grid = {(unsigned)blocks, 1, 1}, .block = {(unsigned)(warps * 32), 1, 1}, .stream = stream};
   return sl_kernel_launch(k, &l, args);
 }
+
+static int unroll_override; /* 0: the per-arch table (kq_launch.h) */
+
+void sl_kq_set_unroll_override(int unroll) {
+  unroll_override = unroll > 0 ? unroll : 0;
+}
+
+int sl_kq_unroll(int arch) {
+  return unroll_override ? unroll_override : sl_kq_arch_cfg(arch)->unroll;
+}

@@ -38,6 +38,13 @@ static inline const sl_kq_arch_cfg_t *sl_kq_arch_cfg(int arch) {
     c++;
   return c;
 }
+/* Work items in flight per warp for the act and quant kernels: the table's `unroll`, unless a
+ * benchmark sweep has set an override (sl_kq_set_unroll_override, `SL_KQ_TUNE=1 sluice bench
+ * kernels`); the router keeps the table's value. Not thread-safe: set only by the benchmark
+ * between launches. */
+void sl_kq_set_unroll_override(int unroll); /* 0: the table */
+int sl_kq_unroll(int arch);
+
 /* Warps per block for `rows` rows on a device of `sm_count` SMs. */
 static inline int sl_kq_warps(int arch, int sm_count, long rows) {
   const sl_kq_arch_cfg_t *c = sl_kq_arch_cfg(arch);

@@ -214,12 +214,12 @@ static sl_status_t dequant_spec_at(int fmt, int layout, int hidden, sl_dtype_t d
 sl_status_t sl_quant_spec(const sl_quant_args_t *a, int arch, int sm_count, sl_jit_spec_t *spec) {
   int warps = sl_kq_warps(arch, sm_count, a->num_tokens);
   return quant_spec_at((int)a->format, (int)a->rule, (int)a->layout, a->hidden, a->in_dtype, warps,
-                       sl_kq_arch_cfg(arch)->unroll, spec);
+                       sl_kq_unroll(arch), spec);
 }
 
 sl_status_t sl_dequant_spec(const sl_dequant_args_t *a, int arch, int sm_count, sl_jit_spec_t *spec) {
   int warps = sl_kq_warps(arch, sm_count, a->num_tokens);
-  return dequant_spec_at((int)a->format, (int)a->layout, a->hidden, a->out_dtype, warps, sl_kq_arch_cfg(arch)->unroll,
+  return dequant_spec_at((int)a->format, (int)a->layout, a->hidden, a->out_dtype, warps, sl_kq_unroll(arch),
                          spec);
 }
 
@@ -261,7 +261,7 @@ sl_status_t sl_quant(sl_device_t *dev, const sl_quant_args_t *a, sl_stream_t *st
   SL_CHECK(sl_quant_spec(a, info->arch, info->sm_count, &spec));
   sl_kernel_t *k;
   SL_CHECK(sl_jit_get_kernel(dev, &spec, &k));
-  int warps = sl_kq_warps(info->arch, info->sm_count, a->num_tokens), unroll = sl_kq_arch_cfg(info->arch)->unroll;
+  int warps = sl_kq_warps(info->arch, info->sm_count, a->num_tokens), unroll = sl_kq_unroll(info->arch);
   const void *in = a->in;
   void *codes = a->codes, *scales = a->scales;
   float gs = a->global_scale;
@@ -287,7 +287,7 @@ sl_status_t sl_dequant(sl_device_t *dev, const sl_dequant_args_t *a, sl_stream_t
   SL_CHECK(sl_dequant_spec(a, info->arch, info->sm_count, &spec));
   sl_kernel_t *k;
   SL_CHECK(sl_jit_get_kernel(dev, &spec, &k));
-  int warps = sl_kq_warps(info->arch, info->sm_count, a->num_tokens), unroll = sl_kq_arch_cfg(info->arch)->unroll;
+  int warps = sl_kq_warps(info->arch, info->sm_count, a->num_tokens), unroll = sl_kq_unroll(info->arch);
   const void *codes = a->codes, *scales = a->scales;
   void *out = a->out;
   float gs = a->global_scale;

@@ -46,6 +46,18 @@ static_assert(QFMT != SL_QFMT_FP8_GROUP || QLAYOUT == SL_QLAYOUT_LINEAR, "fp32 s
 #endif
 static constexpr bool RAGGED = HIDDEN % CHUNK != 0; // the last chunk of a row has idle lanes
 
+// Byte-scale offset of (row, block column g): sl_qf_scale_offset with unsigned shifts (row and
+// g are never negative here) and the tile-row product the only 64-bit term.
+__device__ __forceinline__ size_t scale_offset(unsigned row, unsigned g) {
+  if constexpr (QLAYOUT == SL_QLAYOUT_SWIZZLED) {
+    constexpr unsigned col_tiles = (COLS + 3) / 4;
+    return (size_t)(row >> 7) * (col_tiles * 512u) +
+           (((g >> 2) << 9) | ((row & 31u) << 4) | (((row >> 5) & 3u) << 2) | (g & 3u));
+  } else {
+    return (size_t)row * COLS + g;
+  }
+}
+
 // Swizzled layout: zero the padding (rows up to a multiple of 128, blocks up to 4), which the
 // GEMM reads. Only the last 128-row tile row has padding rows: each 16-byte line of it holds
 // rows i, i+32, i+64, i+96 (4 scale bytes each) of one 4-column tile, so a line whose first
@@ -96,35 +108,39 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
     for (int u = 0; u < UNROLL; u++) {
       const unsigned it = base + u * nwarps;
       const unsigned row = it / CHUNKS;
-      const int col = (int)(it - row * CHUNKS) * CHUNK + lane * VEC;
+      const unsigned col = (it - row * CHUNKS) * CHUNK + lane * VEC; // unsigned: shifts, no sign fix-ups
       raw[u] = make_uint4(0u, 0u, 0u, 0u);
       if (it < items && (!RAGGED || col < HIDDEN))
-        raw[u] = sl_kq_load_raw((const char *)in + ((long)row * in_stride + col) * ebytes);
+        raw[u] = sl_kq_load_raw((const char *)in + ((size_t)row * (size_t)in_stride + col) * ebytes);
     }
 #pragma unroll
     for (int u = 0; u < UNROLL; u++) {
       const unsigned it = base + u * nwarps;
       if (it >= items) break; // warp-uniform
       const unsigned row = it / CHUNKS;
-      const int col = (int)(it - row * CHUNKS) * CHUNK + lane * VEC;
+      const unsigned col = (it - row * CHUNKS) * CHUNK + lane * VEC; // unsigned: shifts, no sign fix-ups
       float v[VEC];
       sl_kq_unpack<DTYPE>(raw[u], v);
       float absmax;
       int bad;
-      sl_kq_block_absmax<VEC, LANES>(v, absmax, bad); // all lanes: tail lanes hold zeros
+      if constexpr (DTYPE == SL_DTYPE_F32)
+        sl_kq_block_absmax<VEC, LANES>(v, absmax, bad); // all lanes: tail lanes hold zeros
+      else
+        sl_kq_block_absmax16<DTYPE, LANES>(raw[u], absmax, bad);
       if (RAGGED && col >= HIDDEN) continue;
       unsigned char scale_u8;
       float scale_f32;
       const unsigned long long w =
-          sl_kq_quantize_fast<QFMT, QRULE, VEC>(v, absmax, bad, global_scale, scale_f32, scale_u8);
-      const long flat = (long)row * HIDDEN + col;
-      sl_kq_store_packed<VEC, IS_FP4>(codes + (IS_FP4 ? flat / 2 : flat), w);
+          sl_kq_quantize_fast<QFMT, QRULE, VEC, DTYPE, true>(v, absmax, bad, global_scale, scale_f32, scale_u8, raw[u]);
+      // code byte offset: FP4 halves row and column separately (HIDDEN is even): no 64-bit shift
+      const size_t cofs = IS_FP4 ? (size_t)row * (HIDDEN / 2) + col / 2 : (size_t)row * HIDDEN + col;
+      sl_kq_store_packed<VEC, IS_FP4>(codes + cofs, w);
       if (lane % LANES == 0) {
-        const int g = col / BLOCK_ELEMS;
+        const unsigned g = col / BLOCK_ELEMS;
         if constexpr (QFMT == SL_QFMT_FP8_GROUP)
-          reinterpret_cast<float *>(scales)[(long)row * COLS + g] = scale_f32;
+          reinterpret_cast<float *>(scales)[(size_t)row * COLS + g] = scale_f32;
         else
-          reinterpret_cast<unsigned char *>(scales)[sl_qf_scale_offset(QLAYOUT, (int)row, g, COLS)] = scale_u8;
+          reinterpret_cast<unsigned char *>(scales)[scale_offset(row, g)] = scale_u8;
       }
     }
   }
@@ -165,6 +181,69 @@ __device__ __forceinline__ void decode_codes(const unsigned char *c, float sf, u
   }
 }
 
+// Two fp32 values rounded once (RNE) to a packed pair of DT (bf16/f16), lo in the low half.
+__device__ __forceinline__ unsigned pack2(float lo, float hi) {
+  unsigned d;
+  if constexpr (DTYPE == SL_DTYPE_BF16)
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
+  else
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
+  return d;
+}
+
+// 16-bit outputs (bf16/f16, 8 per lane): the thread's codes stay one packed word (8 bytes of
+// E4M3, 4 of E2M1) and decode without unpacking them into bytes:
+//  - FP8 formats: E4M3 pairs by cvt.rn.f16x2.e4m3x2 straight from the word's halves (exact),
+//    times the block scale in fp32 (the reference's one rounding), packed by one cvt per pair.
+//  - FP4 formats: magnitudes by byte permutes (sl_qf_e2m1_mag8_bf16), times the scale (MX: one
+//    exact-or-reference-rounded multiply; NVFP4: (e2m1 * sf) exact, then the FMA-corrected
+//    quotient by global_scale as decode_codes), and the signs OR'ed into the packed output
+//    pairs (sl_qf_e2m1_sign8): RN is symmetric, so sign | RN(|x|) is RN(x), -0 included.
+// Returns false where the generic per-element path must run (NVFP4 outside the fast range).
+__device__ __forceinline__ bool decode16(unsigned long long w, float sf, unsigned char su, float global_scale,
+                                         uint4 &o) {
+  unsigned r[4];
+  if constexpr (QFMT == SL_QFMT_FP8_GROUP || QFMT == SL_QFMT_MXFP8) {
+    const float scale = QFMT == SL_QFMT_FP8_GROUP ? sf : sl_e8m0_to_f32(su);
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      float lo, hi;
+      sl_kq_e4m3x2_to_f32((unsigned short)(w >> (16 * i)), lo, hi);
+      r[i] = pack2(__fmul_rn(lo, scale), __fmul_rn(hi, scale));
+    }
+  } else {
+    const unsigned c = (unsigned)w;
+    unsigned p[4], sg[4];
+    sl_qf_e2m1_mag8_bf16(c, p);
+    sl_qf_e2m1_sign8(c, sg);
+    float a[8];
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      a[2 * i] = __uint_as_float(p[i] << 16);
+      a[2 * i + 1] = __uint_as_float(p[i] & 0xffff0000u);
+    }
+    if constexpr (QFMT == SL_QFMT_MXFP4) {
+      const float scale = sl_e8m0_to_f32(su);
+#pragma unroll
+      for (int j = 0; j < 8; j++)
+        a[j] = __fmul_rn(a[j], scale);
+    } else {
+      if (!sl_qf_deq_fast_ok(global_scale)) return false; // a kernel argument: uniform
+      float sfv, unused;
+      sl_kq_e4m3x2_to_f32(su, sfv, unused); // exact (NaN for code 0x7f: NaN outputs either way)
+      const float rcp = __frcp_rn(global_scale);
+#pragma unroll
+      for (int j = 0; j < 8; j++)
+        a[j] = sl_qf_div_fast_signed(__fmul_rn(a[j], sfv), global_scale, rcp); // magnitudes: >= +0
+    }
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+      r[i] = pack2(a[2 * i], a[2 * i + 1]) | (sg[i] & 0x80008000u);
+  }
+  o = make_uint4(r[0], r[1], r[2], r[3]);
+  return true;
+}
+
 // Dequantize: one warp item = CHUNK output elements (16 bytes of output per lane).
 extern "C" __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
     sl_dequant_kernel(const unsigned char *__restrict__ codes, const void *__restrict__ scales, float global_scale,
@@ -173,41 +252,57 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
   const unsigned items = (unsigned)num_tokens * CHUNKS;
   const unsigned warp = blockIdx.x * WARPS + threadIdx.x / 32, nwarps = gridDim.x * WARPS;
   constexpr int ebytes = sl_kq_elem<DTYPE>::bytes;
+  constexpr bool packed16 = DTYPE != SL_DTYPE_F32; // 8 outputs per lane, codes kept as one word
   for (unsigned base = warp; base < items; base += nwarps * UNROLL) {
-    unsigned char c[UNROLL][VEC];
+    unsigned long long cw[UNROLL];
     float sf[UNROLL];
     unsigned char su[UNROLL];
 #pragma unroll
     for (int u = 0; u < UNROLL; u++) {
       const unsigned it = base + u * nwarps;
       const unsigned row = it / CHUNKS;
-      const int col = (int)(it - row * CHUNKS) * CHUNK + lane * VEC;
+      const unsigned col = (it - row * CHUNKS) * CHUNK + lane * VEC; // unsigned: shifts, no sign fix-ups
       sf[u] = 0.0f;
       su[u] = 0;
+      cw[u] = 0;
       if (it < items && (!RAGGED || col < HIDDEN)) {
-        const long flat = (long)row * HIDDEN + col;
-        sl_kq_load_codes<VEC, IS_FP4>(codes + (IS_FP4 ? flat / 2 : flat), c[u]);
-        const int g = col / BLOCK_ELEMS;
-        if constexpr (QFMT == SL_QFMT_FP8_GROUP)
-          sf[u] = __ldg(reinterpret_cast<const float *>(scales) + (long)row * COLS + g);
+        const unsigned char *cp =
+            codes + (IS_FP4 ? (size_t)row * (HIDDEN / 2) + col / 2 : (size_t)row * HIDDEN + col);
+        constexpr int cbytes = IS_FP4 ? VEC / 2 : VEC; // 2, 4 or 8 bytes, aligned to their size
+        if constexpr (cbytes == 8)
+          cw[u] = __ldg(reinterpret_cast<const unsigned long long *>(cp));
+        else if constexpr (cbytes == 4)
+          cw[u] = __ldg(reinterpret_cast<const unsigned *>(cp));
         else
-          su[u] =
-              __ldg(reinterpret_cast<const unsigned char *>(scales) + sl_qf_scale_offset(QLAYOUT, (int)row, g, COLS));
-      } else {
-#pragma unroll
-        for (int j = 0; j < VEC; j++)
-          c[u][j] = 0;
+          cw[u] = __ldg(reinterpret_cast<const unsigned short *>(cp));
+        const unsigned g = col / BLOCK_ELEMS;
+        if constexpr (QFMT == SL_QFMT_FP8_GROUP)
+          sf[u] = __ldg(reinterpret_cast<const float *>(scales) + (size_t)row * COLS + g);
+        else
+          su[u] = __ldg(reinterpret_cast<const unsigned char *>(scales) + scale_offset(row, g));
       }
     }
 #pragma unroll
     for (int u = 0; u < UNROLL; u++) {
       const unsigned it = base + u * nwarps;
       const unsigned row = it / CHUNKS;
-      const int col = (int)(it - row * CHUNKS) * CHUNK + lane * VEC;
+      const unsigned col = (it - row * CHUNKS) * CHUNK + lane * VEC; // unsigned: shifts, no sign fix-ups
       if (it >= items || (RAGGED && col >= HIDDEN)) continue;
+      char *dst = (char *)out + ((size_t)row * (size_t)out_stride + col) * ebytes;
+      if constexpr (packed16) {
+        uint4 o;
+        if (decode16(cw[u], sf[u], su[u], global_scale, o)) {
+          *reinterpret_cast<uint4 *>(dst) = o;
+          continue;
+        }
+      }
+      unsigned char c[VEC];
+#pragma unroll
+      for (int j = 0; j < VEC; j++)
+        c[j] = (unsigned char)((cw[u] >> (IS_FP4 ? 4 * j : 8 * j)) & (IS_FP4 ? 0xfu : 0xffu));
       float y[VEC];
-      decode_codes(c[u], sf[u], su[u], global_scale, y);
-      sl_kq_store<DTYPE, VEC>((char *)out + ((long)row * out_stride + col) * ebytes, y);
+      decode_codes(c, sf[u], su[u], global_scale, y);
+      sl_kq_store<DTYPE, VEC>(dst, y);
     }
   }
 }

@@ -157,6 +157,34 @@ __device__ __forceinline__ void sl_kq_block_absmax(const float *v, float &absmax
   absmax = bad ? 0.0f : __uint_as_float(m);
 }
 
+// The same for a packet of 16-bit elements (bf16/f16) straight from its words: magnitudes
+// are the low 15 bits of each half, ordered like the values (NaN/Inf above every finite), so
+// sign mask (4 LOP3) + 3 packed max.u16x2 (sm_90+) give the thread's two per-half maxima, the
+// butterfly reduces the packed word (both halves at once), and one final max picks the larger
+// half: ~9 instructions instead of ~16 (8 sign masks + 4 3-way max + unpacking for them).
+template <int DT, int LANES>
+__device__ __forceinline__ void sl_kq_block_absmax16(uint4 w, float &absmax, int &bad) {
+  static_assert(DT == SL_DTYPE_BF16 || DT == SL_DTYPE_F16, "16-bit elements only");
+  static_assert(LANES >= 1 && LANES <= 32 && (LANES & (LANES - 1)) == 0, "power-of-two lanes per block");
+  unsigned a = w.x & 0x7fff7fffu, b = w.y & 0x7fff7fffu, c = w.z & 0x7fff7fffu, d = w.w & 0x7fff7fffu, m;
+  asm("{\n\t.reg .b32 t0, t1;\n\tmax.u16x2 t0, %1, %2;\n\tmax.u16x2 t1, %3, %4;\n\tmax.u16x2 %0, t0, t1;\n\t}"
+      : "=r"(m)
+      : "r"(a), "r"(b), "r"(c), "r"(d));
+#pragma unroll
+  for (int k = 1; k < LANES; k <<= 1) {
+    const unsigned o = __shfl_xor_sync(0xffffffffu, m, k);
+    asm("max.u16x2 %0, %0, %1;" : "+r"(m) : "r"(o));
+  }
+  const unsigned h = max(m & 0xffffu, m >> 16);
+  if constexpr (DT == SL_DTYPE_BF16) {
+    bad = h >= 0x7f80u;
+    absmax = bad ? 0.0f : __uint_as_float(h << 16);
+  } else {
+    bad = h >= 0x7c00u;
+    absmax = bad ? 0.0f : sl_kq_f16_to_f32((unsigned short)h);
+  }
+}
+
 // 1: E4M3 codes by the hardware cvt (below); 0: by sl_f32_to_e4m3, the CPU reference's own
 // conversion (~15 integer instructions per element). The GPU tests compare codes bit for bit
 // with the CPU: if the hardware ever disagreed, build with 0 (one line here).
@@ -229,42 +257,105 @@ __device__ __forceinline__ void sl_kq_e4m3x2_to_f32(unsigned short pair, float &
   hi = sl_kq_f16_to_f32((unsigned short)(h2 >> 16));
 }
 
+// Four E4M3 codes (element j in byte j) by two hardware pair conversions and one byte merge
+// (PRMT): 3 instructions per 4 codes (the 64-bit shift-or assembly it replaces cost ~3 more).
+__device__ __forceinline__ unsigned sl_kq_e4m3x4(float y0, float y1, float y2, float y3) {
+  unsigned d;
+  asm("{\n\t.reg .b16 lo, hi;\n\t"
+      "cvt.rn.satfinite.e4m3x2.f32 lo, %2, %1;\n\t"
+      "cvt.rn.satfinite.e4m3x2.f32 hi, %4, %3;\n\t"
+      "mov.b32 %0, {lo, hi};\n\t}"
+      : "=r"(d)
+      : "f"(y0), "f"(y1), "f"(y2), "f"(y3));
+  return d;
+}
+// Sign bits of the 4 16-bit elements in words a, b (elements 0, 1 in a: bits 15, 31) moved to
+// bit 7 of bytes 0..3 (one PRMT: bytes 1 and 3 of each word); other bits are not masked.
+__device__ __forceinline__ unsigned sl_kq_signs16x4(unsigned a, unsigned b) {
+  return sl_qf_prmt(a, b, 0x7531u);
+}
+
+// E2M1 codes of one packet (VEC = 8 for bf16/f16, 4 for f32) under the element multiplier mul:
+// nibble j = sl_f32_to_e2m1(x_j * mul); the packing is quant_formats.h's (unit-tested on the CPU
+// against the reference encoder).
+template <int DT, int VEC>
+__device__ __forceinline__ unsigned sl_kq_e2m1_packet(const float *v, uint4 w, float mul) {
+  const unsigned u[4] = {w.x, w.y, w.z, w.w};
+  if constexpr (VEC == 8)
+    return sl_qf_e2m1_pack16x8(v, u, mul);
+  else
+    return sl_qf_e2m1_pack32x4(v, u, mul);
+}
+
 // The same quantization as sl_kq_quantize with the bit-identical fast rules of quant_formats.h
-// (sl_qf_block_exp_fast, sl_qf_div_fast, sl_f32_to_e2m1_fast; tests/unit/test_quant_fast.c),
+// (sl_qf_block_exp_fast, sl_qf_div_fast, sl_qf_e2m1_mag_raw; tests/unit/test_quant_fast.c),
 // returning the thread's codes packed as sl_kq_store_codes lays them out (element j in byte j,
-// or in nibble j for FP4). Per element: FP8 IEEE 3 instructions + 1/2 cvt (instead of an IEEE
-// division); MX one multiply; the block exponent without a division.
-template <int FMT, int RULE, int VEC>
+// or in nibble j for FP4). RAW: w is the packet the values were unpacked from (DT's words), so
+// sign bits can be gathered from it by PRMT; false (act: computed fp32 values) uses v only.
+// Per element: FP8 IEEE 3 FP instructions (+ the sign, below) + 1/2 cvt; MX one multiply;
+// FP4 ~8.75 (sl_kq_e2m1_packet); the block exponent without a division.
+template <int FMT, int RULE, int VEC, int DT = SL_DTYPE_F32, bool RAW = false>
 __device__ __forceinline__ unsigned long long sl_kq_quantize_fast(const float *v, float absmax, int bad,
                                                                   float global_scale, float &scale_f32,
-                                                                  unsigned char &scale_u8) {
+                                                                  unsigned char &scale_u8, uint4 w = uint4()) {
   static_assert(VEC == 4 || VEC == 8, "4 or 8 elements per thread");
+  static_assert(!RAW || DT == SL_DTYPE_F32 || DT == SL_DTYPE_BF16 || DT == SL_DTYPE_F16, "raw packets of f32/bf16/f16");
   constexpr bool fp4 = FMT == SL_QFMT_MXFP4 || FMT == SL_QFMT_NVFP4;
+  constexpr bool raw16 = RAW && DT != SL_DTYPE_F32; // 16-bit elements: signs by PRMT from w
   if (bad) {
     sl_qf_nan_scale(FMT, &scale_f32, &scale_u8);
     return fp4 ? 0ull : (VEC == 8 ? 0x7f7f7f7f7f7f7f7full : 0x7f7f7f7full); // E4M3 NaN, E2M1 0
   }
   float y[VEC];
   if constexpr (FMT == SL_QFMT_FP8_GROUP && RULE == SL_QRULE_IEEE) {
-    const float s = __fdiv_rn(absmax, SL_E4M3_MAX);
-    scale_f32 = s;
     scale_u8 = 0;
-    if (!(s > 0.0f)) return 0ull;
-    if (s >= SL_QF_DIV_FAST_MIN) { // block-uniform
-      const float r = __frcp_rn(s);
+    if (absmax >= SL_QF_DIV448_MIN) { // block-uniform: the scale and the elements both fast
+      const float s = sl_qf_div448_fast(absmax), r = __frcp_rn(s);
+      scale_f32 = s;
+      if constexpr (raw16 && VEC == 8) {
+        // sl_qf_div_fast_signed: the E4M3 code of the signed quotient with x's sign bit OR'ed
+        // in is the code of sl_qf_div_fast (quant_formats.h; tested), and the sign bits come
+        // 4 at a time from the packet (PRMT) instead of one LOP3 per element.
 #pragma unroll
-      for (int j = 0; j < VEC; j++)
-        y[j] = sl_qf_div_fast(v[j], s, r);
-    } else {
+        for (int j = 0; j < VEC; j++)
+          y[j] = sl_qf_div_fast_signed(v[j], s, r);
+        if constexpr (SL_KQ_HW_E4M3) {
+          const unsigned c0 = sl_kq_e4m3x4(y[0], y[1], y[2], y[3]) | (sl_kq_signs16x4(w.x, w.y) & 0x80808080u);
+          const unsigned c1 = sl_kq_e4m3x4(y[4], y[5], y[6], y[7]) | (sl_kq_signs16x4(w.z, w.w) & 0x80808080u);
+          return ((unsigned long long)c1 << 32) | c0;
+        } else {
+          unsigned long long c = 0;
 #pragma unroll
-      for (int j = 0; j < VEC; j++)
-        y[j] = __fdiv_rn(v[j], s);
+          for (int j = 0; j < VEC; j++)
+            c |= (unsigned long long)(sl_f32_to_e4m3(y[j]) | ((__float_as_uint(v[j]) >> 24) & 0x80u)) << (8 * j);
+          return c;
+        }
+      } else {
+#pragma unroll
+        for (int j = 0; j < VEC; j++)
+          y[j] = sl_qf_div_fast(v[j], s, r);
+      }
+    } else { // tiny or zero absmax: the reference's divisions (rare; never in the hot loop)
+      const float s = __fdiv_rn(absmax, SL_E4M3_MAX);
+      scale_f32 = s;
+      if (!(s > 0.0f)) return 0ull;
+      if (s >= SL_QF_DIV_FAST_MIN) {
+        const float r = __frcp_rn(s);
+#pragma unroll
+        for (int j = 0; j < VEC; j++)
+          y[j] = sl_qf_div_fast(v[j], s, r);
+      } else {
+#pragma unroll
+        for (int j = 0; j < VEC; j++)
+          y[j] = __fdiv_rn(v[j], s);
+      }
     }
   } else if constexpr (FMT == SL_QFMT_NVFP4) {
     // sl_qf_block_scale's NVFP4 rule with the E4M3 scale converted and decoded by the hardware
     // (exact both ways for this finite, non-negative value: +Inf saturates to 448 like
-    // sl_f32_to_e4m3), then the codes straight from x (sl_qf_e2m1_scaled).
-    const float sf_f = __fmul_rn(global_scale, __fdiv_rn(absmax, SL_E2M1_MAX));
+    // sl_f32_to_e4m3), then the codes straight from x.
+    const float q6 = absmax >= SL_QF_DIV448_MIN ? sl_qf_div6_fast(absmax) : __fdiv_rn(absmax, SL_E2M1_MAX);
+    const float sf_f = __fmul_rn(global_scale, q6);
     const unsigned short sfc = sl_kq_e4m3x2(sf_f, 0.0f) & 0xffu;
     scale_f32 = 0.0f;
     scale_u8 = (unsigned char)sfc;
@@ -272,22 +363,30 @@ __device__ __forceinline__ unsigned long long sl_kq_quantize_fast(const float *v
     float sf, unused;
     sl_kq_e4m3x2_to_f32(sfc, sf, unused);
     const float mul = __fdiv_rn(global_scale, sf);
-    unsigned h = 0;
+    if constexpr (RAW) {
+      return sl_kq_e2m1_packet<DT, VEC>(v, w, mul);
+    } else {
+      unsigned h = 0;
 #pragma unroll
-    for (int j = 0; j < VEC; j++)
-      h += sl_qf_e2m1_scaled(v[j], mul) << (4 * j); // disjoint nibbles: + is |
-    return h;
+      for (int j = 0; j < VEC; j++)
+        h += sl_qf_e2m1_scaled(v[j], mul) << (4 * j); // disjoint nibbles: + is |
+      return h;
+    }
   } else if constexpr (FMT == SL_QFMT_MXFP4) { // x * 2^-e exact; codes straight from x
     const int e = sl_qf_block_exp_fast(absmax, RULE, SL_E2M1_MAX, SL_E2M1_EMAX);
     scale_u8 = (unsigned char)(e + 127);
     scale_f32 = sl_qf_pow2(e);
     if (!(absmax > 0.0f)) return 0ull;
     const float mul = sl_qf_pow2(-e);
-    unsigned h = 0;
+    if constexpr (RAW) {
+      return sl_kq_e2m1_packet<DT, VEC>(v, w, mul);
+    } else {
+      unsigned h = 0;
 #pragma unroll
-    for (int j = 0; j < VEC; j++)
-      h += sl_qf_e2m1_scaled(v[j], mul) << (4 * j);
-    return h;
+      for (int j = 0; j < VEC; j++)
+        h += sl_qf_e2m1_scaled(v[j], mul) << (4 * j);
+      return h;
+    }
   } else { // power-of-two scales: FP8_GROUP CEIL, MXFP8 (x * 2^-e is exact)
     const int e = sl_qf_block_exp_fast(absmax, RULE, SL_E4M3_MAX, SL_E4M3_EMAX);
     scale_u8 = (unsigned char)(e + 127);
@@ -298,17 +397,19 @@ __device__ __forceinline__ unsigned long long sl_kq_quantize_fast(const float *v
     for (int j = 0; j < VEC; j++)
       y[j] = __fmul_rn(v[j], mul);
   }
-  unsigned long long w = 0;
+  unsigned long long c = 0;
   if constexpr (!fp4 && SL_KQ_HW_E4M3) {
-#pragma unroll
-    for (int j = 0; j < VEC; j += 2)
-      w |= (unsigned long long)sl_kq_e4m3x2(y[j], y[j + 1]) << (8 * j);
+    const unsigned c0 = sl_kq_e4m3x4(y[0], y[1], y[2], y[3]);
+    if constexpr (VEC == 8)
+      c = ((unsigned long long)sl_kq_e4m3x4(y[4], y[5], y[6], y[7]) << 32) | c0;
+    else
+      c = c0;
   } else if constexpr (!fp4) {
 #pragma unroll
     for (int j = 0; j < VEC; j++)
-      w |= (unsigned long long)sl_f32_to_e4m3(y[j]) << (8 * j);
+      c |= (unsigned long long)sl_f32_to_e4m3(y[j]) << (8 * j);
   } // FP4 formats returned their nibbles above
-  return w;
+  return c;
 }
 
 // Store packed codes (sl_kq_quantize_fast) as one 2/4/8-byte store.

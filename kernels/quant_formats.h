@@ -298,6 +298,33 @@ SL_QF_FN float sl_qf_div_fast(float x, float s, float r) {
   float q1 = fmaf(e, r, q);
   return sl_qf_float(sl_qf_bits(q1) | (sl_qf_bits(x) & 0x80000000u));
 }
+/* sl_qf_div_fast on the signed x (3 instructions, no |x| and no sign put back): every
+ * operation commutes with negation (RN is symmetric), so the result is -sl_qf_div_fast(|x|)
+ * wherever that is nonzero, and a zero of either sign where it is zero. Hence
+ * e4m3(sl_qf_div_fast_signed(x)) | (sign of x) == e4m3(sl_qf_div_fast(x)) for every x: the GPU
+ * ORs the sign bits into 4 codes at once (tests/unit/test_quant_fast.c checks the identity). */
+SL_QF_FN float sl_qf_div_fast_signed(float x, float s, float r) {
+  float q = SL_QF_MUL(x, r);
+  return fmaf(fmaf(-q, s, x), r, q);
+}
+/* The FP8 IEEE block scale absmax / 448 without a division: with r = RN(1/448) (0x3b124925),
+ * q = RN(a r), the remainder a - 448 q exact in one FMA and RN(q + rem * r), for every a in
+ * [SL_QF_DIV448_MIN, FLT_MAX] (the result only depends on a's mantissa there: scaling a by 2^k
+ * scales every step exactly; the unit test runs every mantissa at the range ends and in the
+ * middle). The lower bound also keeps the scale >= SL_QF_DIV_FAST_MIN (2^-55 / 448 > 2^-64), so
+ * one block-uniform test selects both fast paths. 3 instructions instead of ~10 and a check. */
+#define SL_QF_DIV448_MIN 0x1p-55f
+#define SL_QF_R448 0x1.24924ap-9f /* RN(1 / 448) = 0x3b124925 */
+SL_QF_FN float sl_qf_div448_fast(float a) {
+  float q = SL_QF_MUL(a, SL_QF_R448);
+  return fmaf(fmaf(-q, SL_E4M3_MAX, a), SL_QF_R448, q);
+}
+/* The same for the NVFP4 block scale's absmax / 6 (r = RN(1/6) = 0x3e2aaaab), same range. */
+#define SL_QF_R6 0x1.555556p-3f
+SL_QF_FN float sl_qf_div6_fast(float a) {
+  float q = SL_QF_MUL(a, SL_QF_R6);
+  return fmaf(fmaf(-q, SL_E2M1_MAX, a), SL_QF_R6, q);
+}
 /* sl_f32_to_e2m1 with the subnormal step as one FMA: 2|x| is exact, so
  * fma(|x|, 2, 1.5*2^23) = RN(RN(2|x|) + 1.5*2^23), the reference's two operations. */
 SL_QF_FN uint8_t sl_f32_to_e2m1_fast(float f) {
@@ -331,6 +358,107 @@ SL_QF_FN uint32_t sl_qf_e2m1_scaled(float x, float mul) {
   uint32_t sub = sl_qf_bits(fmaf(sl_qf_float(a), 2.0f, 12582912.0f)); /* code in bits 0..1 */
   uint32_t c = a >= 0x3f800000u ? normal : sub;
   return (c & 7u) | ((u >> 28) & 8u);
+}
+
+/* E2M1 magnitude code of y >= +0 (finite or +Inf, never NaN) by one rounding add, as
+ * sl_f32_to_e2m1(y) for y >= 0; the code is in bits 0..2 of the result, bits 3..21 are zero
+ * and bits 22..31 are not (callers mask or pack by shifts that leave them out).
+ * The E2M1 grid is "multiples of a step": step 0.5 on [0, 2) (subnormals 0, 0.5 and the
+ * normals 1, 1.5 alike), 1 on [2, 4), 2 on [4, 8); and code = n + 2k where n = y / step
+ * rounded and k = 0, 1, 2 on those ranges (n is 0..4, 2..4, 2..3; n = 4 is the next range's
+ * first value, whose code is again n + 2k). Ties to even n are ties to the even code (2k is
+ * even). So with yc = min(y, 6) (6 is code 7: saturation), E = max(exponent(yc), 0) (k = E,
+ * 2^E * 0.5 = step) and M = 1.5 * 2^(E + 22) + 2k (ulp(M) = step; 2k ulps added, an even
+ * count), RN(yc + M) = M + n * step exactly (yc + M stays in M's binade: yc < 2^(E+1)), i.e.
+ * bits(RN(yc + M)) = bits(1.5 * 2^(E+22)) + 2k + n, whose low 22 bits are the code.
+ * GPU cost: FMNMX, IMNMX, SHF, IMAD, FADD (5; the mul by the block scale is a 6th)
+ * instead of ~9 for sl_qf_e2m1_scaled's normal/subnormal select. Exhaustive test:
+ * tests/unit/test_quant_fast.c (every fp32 in [2^-5, 8], sampled mantissas elsewhere). */
+SL_QF_FN uint32_t sl_qf_e2m1_mag_raw(float y) {
+  float yc = y < 6.0f ? y : 6.0f;
+  uint32_t b = sl_qf_bits(yc);
+  uint32_t e = (b > 0x3f800000u ? b : 0x3f800000u) >> 23; /* E + 127, E = 0..2 */
+  /* (E + 127) << 23 | 0x400000 is 1.5 * 2^E, plus 22 in the exponent and 2E = 2(e - 127) */
+  uint32_t m = e * 0x800002u + (0x0b400000u - 254u);
+  return sl_qf_bits(SL_QF_ADD(yc, sl_qf_float(m)));
+}
+
+/* Byte permute (CUDA __byte_perm / PTX prmt.b32 without the sign-replicate modes): byte i of
+ * the result is byte (sel >> 4i) & 7 of the 8 bytes {b:a} (a's bytes are 0..3). */
+SL_QF_FN uint32_t sl_qf_prmt(uint32_t a, uint32_t b, uint32_t sel) {
+#if defined(__CUDACC_RTC__) || defined(__CUDACC__)
+  return __byte_perm(a, b, sel);
+#else
+  uint64_t x = ((uint64_t)b << 32) | a;
+  uint32_t d = 0;
+  for (int i = 0; i < 4; i++)
+    d |= (uint32_t)((x >> (8 * ((sel >> (4 * i)) & 7u))) & 0xffu) << (8 * i);
+  return d;
+#endif
+}
+
+/* Eight E2M1 codes (nibble j = sl_f32_to_e2m1(x_j * mul), mul > 0 finite, no x_j NaN/Inf) of
+ * the 16-bit elements (bf16 or f16) in words w[0..3] (element 2i in the low half of w[i]),
+ * x[0..7] being their fp32 values. The magnitudes by sl_qf_e2m1_mag_raw of |x| * mul (|x| * mul
+ * = |x * mul| exactly: RN is symmetric), packed 4 at a time by (acc << 4) + raw, which keeps
+ * each raw's bits above 21 out of the group's 16 bits, and the two groups merged by one byte
+ * permute. The signs come from the words by byte permutes: bytes 1 and 3 of each word hold the
+ * sign bits (bit 7); p, q gather them for elements 0..3 and 4..7; the odd elements' bytes go to
+ * bit 7 of bytes 0..3 (nibbles 1, 3, 5, 7: their bit 3), the even elements' likewise shifted
+ * right by 4 (nibbles 0, 2, 4, 6). GPU: ~1.75 instructions per element for packing and signs
+ * instead of ~4 (mask, sign shift, or, shift-or), 6 for the magnitude. */
+SL_QF_FN uint32_t sl_qf_e2m1_pack16x8(const float *x, const uint32_t *w, float mul) {
+  uint32_t r[8];
+  for (int j = 0; j < 8; j++)
+    r[j] = sl_qf_e2m1_mag_raw(SL_QF_MUL(sl_qf_abs(x[j]), mul));
+  uint32_t lo = r[3], hi = r[7];
+  for (int j = 2; j >= 0; j--) {
+    lo = (lo << 4) + r[j];
+    hi = (hi << 4) + r[j + 4];
+  }
+  uint32_t c = sl_qf_prmt(lo, hi, 0x5410u);
+  uint32_t p = sl_qf_prmt(w[0], w[1], 0x7531u), q = sl_qf_prmt(w[2], w[3], 0x7531u);
+  c |= sl_qf_prmt(p, q, 0x7531u) & 0x80808080u;
+  c |= (sl_qf_prmt(p, q, 0x6420u) >> 4) & 0x08080808u;
+  return c;
+}
+/* The same for four fp32 elements (x[j] = the float of w[j]): 16 bits of codes. */
+SL_QF_FN uint32_t sl_qf_e2m1_pack32x4(const float *x, const uint32_t *w, float mul) {
+  uint32_t r[4];
+  for (int j = 0; j < 4; j++)
+    r[j] = sl_qf_e2m1_mag_raw(SL_QF_MUL(sl_qf_abs(x[j]), mul));
+  uint32_t c = r[3];
+  for (int j = 2; j >= 0; j--)
+    c = (c << 4) + r[j];
+  c &= 0xffffu;
+  c |= (w[0] >> 28) & 0x8u;
+  c |= (w[1] >> 24) & 0x80u;
+  c |= (w[2] >> 20) & 0x800u;
+  c |= (w[3] >> 16) & 0x8000u;
+  return c;
+}
+
+/* Dequantization side of E2M1 by byte permutes. |e2m1| of code m (0..7) is the bf16 value
+ * whose high byte is {00, 3f, 3f, 3f, 40, 40, 40, 40}[m] and low byte {00, 00, 80, c0, 00, 40,
+ * 80, c0}[m] (0, 0.5, 1, 1.5, 2, 3, 4, 6): two 8-byte tables a byte permute indexes with the
+ * code nibbles (sign masked off) 4 at a time, and two more permutes interleave them into bf16
+ * pairs: p[i] = |e2m1(code 2i)| | |e2m1(code 2i+1)| << 16 as bf16, for the 8 codes of c (nibble
+ * j = element j). 1 instruction per element instead of the select chain (~6 and an I2F). */
+SL_QF_FN void sl_qf_e2m1_mag8_bf16(uint32_t c, uint32_t *p) {
+  uint32_t sel = c & 0x77777777u;
+  for (int h = 0; h < 2; h++, sel >>= 16) {
+    uint32_t lo = sl_qf_prmt(0xc0800000u, 0xc0804000u, sel), hi = sl_qf_prmt(0x3f3f3f00u, 0x40404040u, sel);
+    p[2 * h] = sl_qf_prmt(lo, hi, 0x5140u);
+    p[2 * h + 1] = sl_qf_prmt(lo, hi, 0x7362u);
+  }
+}
+/* Signs of the 8 codes of c for 16-bit output pairs: bit 15 of s[i] is element 2i's sign (code
+ * bit 8i+3, moved to a byte's bit 7 by c << 4) and bit 31 element 2i+1's (code bit 8i+7); the
+ * other bits are not masked (callers AND with 0x80008000). One permute per pair. */
+SL_QF_FN void sl_qf_e2m1_sign8(uint32_t c, uint32_t *s) {
+  uint32_t d = c << 4;
+  for (uint32_t i = 0; i < 4; i++)
+    s[i] = sl_qf_prmt(d, c, ((4u + i) << 12) | (i << 4));
 }
 
 /* The scale stored for a non-finite block. */

@@ -191,8 +191,30 @@ static void free_ctx(ctx_t *c) {
   sl_device_free(c->dev, c->bias);
 }
 
+/* SL_KQ_TUNE=1: every act/quant/dequant shape at T >= 1024 is run once per UNROLL in
+ * tune_unrolls (path column "w8u<N>") after its default row, so one GPU run shows which
+ * items-in-flight count the kq_launch.h table should carry (a different UNROLL is a different
+ * JIT specialization: its first launch compiles, outside the timed repetitions). */
+static const int tune_unrolls[] = {1, 2, 4};
+
+static sl_status_t bench_one_at(sl_bench_t *b, op_t op, int T, int H, int unroll);
+
 static sl_status_t bench_one(sl_bench_t *b, op_t op, int T, int H) {
   if (!sl_bench_selected(b, op_names[op])) return SL_OK;
+  SL_CHECK(bench_one_at(b, op, T, H, 0));
+  const char *tune = getenv("SL_KQ_TUNE");
+  if (!tune || strcmp(tune, "1") != 0 || is_router(op) || T < 1024 ||
+      sl_device_backend(b->rt->dev) != SL_BACKEND_CUDA)
+    return SL_OK;
+  sl_status_t s = SL_OK;
+  for (size_t i = 0; i < sizeof tune_unrolls / sizeof tune_unrolls[0] && s == SL_OK; i++)
+    s = bench_one_at(b, op, T, H, tune_unrolls[i]);
+  sl_kq_set_unroll_override(0);
+  return s;
+}
+
+static sl_status_t bench_one_at(sl_bench_t *b, op_t op, int T, int H, int unroll) {
+  sl_kq_set_unroll_override(unroll);
   sl_device_t *dev = b->rt->dev;
   bool gpu = sl_device_backend(dev) == SL_BACKEND_CUDA;
   ctx_t c = {.dev = dev, .op = op, .T = T, .H = H};
@@ -220,7 +242,7 @@ static sl_status_t bench_one(sl_bench_t *b, op_t op, int T, int H) {
   if (s == SL_OK) s = sl_device_sync(dev);
   if (s == SL_OK) s = sl_bench_time(b, run_once, &c, false, &us);
   /* decode sizes: the latency that matters is inside a CUDA graph */
-  if (s == SL_OK && gpu && T <= 16) s = sl_bench_time(b, run_once, &c, true, &graph_us);
+  if (s == SL_OK && gpu && T <= 1024) s = sl_bench_time(b, run_once, &c, true, &graph_us); /* plain = host gap below ~8192 */
   if (s == SL_OK) {
     char shape[48], path[24], extra[64] = "";
     if (is_router(op))
@@ -228,7 +250,9 @@ static sl_status_t bench_one(sl_bench_t *b, op_t op, int T, int H) {
     else
       snprintf(shape, sizeof shape, "T=%d %s=%d", T, op <= OP_ACT_FP8 ? "I" : "H", H);
     const sl_device_info_t *info = sl_device_info(dev);
-    if (gpu)
+    if (gpu && unroll)
+      snprintf(path, sizeof path, "w%du%d", sl_kq_warps(info->arch, info->sm_count, T), unroll);
+    else if (gpu)
       snprintf(path, sizeof path, "w%d", sl_kq_warps(info->arch, info->sm_count, T));
     else
       snprintf(path, sizeof path, "cpu");
@@ -237,6 +261,7 @@ static sl_status_t bench_one(sl_bench_t *b, op_t op, int T, int H) {
     sl_bench_row(b, op_names[op], shape, path, us, (double)set, graph_us, extra[0] ? extra : NULL);
   }
   free_ctx(&c);
+  sl_kq_set_unroll_override(0);
   return s;
 }
 

@@ -44,6 +44,39 @@ static void fill_input(uint64_t *rng, void *in, sl_dtype_t dt, int T, int H, lon
   }
 }
 
+/* Edge inputs for the fast paths (kernels/quant_dev.cuh): negative zeros, whole blocks of
+ * tiny values (absmax below 2^-55: the FP8 IEEE slow path; f16 flushes them to +-0, another
+ * zero block), and values on every E2M1 / E4M3 rounding boundary of a power-of-two block
+ * scale, both signs, exactly and one ulp either side. */
+static bool edge_mode;
+static float gs_override; /* NVFP4 tensor scale for this case when > 0 */
+
+static void fill_edges(uint64_t *rng, void *in, sl_dtype_t dt, int T, int H, long stride) {
+  static const float b[] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f, 6.0f, 0.5f, 1.0f, 3.0f, 4.0f, 448.0f, 240.0f};
+  for (int t = 0; t < T; t++) {
+    int row_exp = (int)(sl_test_rand_u64(rng) % 9) - 4;
+    for (int i = 0; i < H; i++) {
+      uint64_t r = sl_test_rand_u64(rng);
+      float v = ldexpf(sl_test_rand_normal(rng), row_exp);
+      switch (r % 8) {
+      case 0: v = -0.0f; break;
+      case 1: case 2: {
+        v = ldexpf(b[(r >> 8) % 14], row_exp);
+        uint32_t u;
+        memcpy(&u, &v, 4);
+        u += (uint32_t)((r >> 16) % 3) - 1u; /* one fp32 ulp either side (rounded again to dt) */
+        memcpy(&v, &u, 4);
+        if ((r >> 20) & 1) v = -v;
+        break;
+      }
+      default: break;
+      }
+      if ((i / 128) % 11 == 3 && t % 2 == 0) v = ldexpf(v, -70); /* whole tiny blocks */
+      sl_store_f32(in, dt, (size_t)t * stride + i, v);
+    }
+  }
+}
+
 static void *dev_alloc(size_t bytes) {
   void *p = NULL;
   SL_ASSERT_OK(sl_device_malloc(dev, bytes ? bytes : 16, &p));
@@ -57,7 +90,10 @@ static void run_case(uint64_t *rng, int ci, sl_dtype_t dt, int T, int H, long st
        *r_scales = malloc(sb), *h_back = malloc(in_bytes), *r_back = malloc(in_bytes);
   assert_non_null(h_in);
   memset(h_in, 0, in_bytes);
-  fill_input(rng, h_in, dt, T, H, stride);
+  if (edge_mode)
+    fill_edges(rng, h_in, dt, T, H, stride);
+  else
+    fill_input(rng, h_in, dt, T, H, stride);
   int nan_t = T / 2, nan_i = H / 3;
   if (inject_nan) sl_store_f32(h_in, dt, (size_t)nan_t * stride + nan_i, NAN);
   void *d_in = dev_alloc(in_bytes), *d_codes = dev_alloc(cb), *d_scales = dev_alloc(sb), *d_back = dev_alloc(in_bytes);
@@ -65,7 +101,7 @@ static void run_case(uint64_t *rng, int ci, sl_dtype_t dt, int T, int H, long st
   sl_test_poison(dev, d_codes, cb);
   sl_test_poison(dev, d_scales, sb);
   sl_test_poison(dev, d_back, in_bytes);
-  float gs = 448.0f * 6.0f / ldexpf(4.0f, 8);
+  float gs = gs_override > 0.0f ? gs_override : 448.0f * 6.0f / ldexpf(4.0f, 8);
   sl_quant_args_t q = {.format = cfgs[ci].fmt,
                        .rule = cfgs[ci].rule,
                        .layout = cfgs[ci].layout,
@@ -174,12 +210,41 @@ static void test_nan_reported(void **state) {
     run_case(&rng, (int)ci, SL_DTYPE_BF16, 9, 2048, 2048, true);
 }
 
+static void test_edge_values(void **state) {
+  uint64_t rng = sl_test_seed();
+  const sl_dtype_t dts[] = {SL_DTYPE_BF16, SL_DTYPE_F16, SL_DTYPE_F32};
+  int sms = sl_device_info(dev)->sm_count;
+  edge_mode = true;
+  for (size_t ci = 0; ci < sizeof cfgs / sizeof cfgs[0]; ci++)
+    for (int d = 0; d < 3; d++)
+      run_case(&rng, (int)ci, dts[d], sms + 13, 2944, 2944, false);
+  edge_mode = false;
+}
+
+/* NVFP4 with tensor scales outside the fast dequantization range [2^-60, 2^60] (the per-element
+ * division path) and at its ends. */
+static void test_nvfp4_scale_range(void **state) {
+  uint64_t rng = sl_test_seed();
+  static const float gss[] = {0x1p-61f, 0x1p-60f, 0x1p60f, 0x1p61f};
+  for (size_t g = 0; g < sizeof gss / sizeof gss[0]; g++) {
+    gs_override = gss[g];
+    for (size_t ci = 0; ci < sizeof cfgs / sizeof cfgs[0]; ci++)
+      if (cfgs[ci].fmt == SL_QUANT_NVFP4) {
+        run_case(&rng, (int)ci, SL_DTYPE_BF16, 300, 2048, 2048, false);
+        run_case(&rng, (int)ci, SL_DTYPE_F16, 300, 2048, 2048, false);
+      }
+  }
+  gs_override = 0.0f;
+}
+
 int main(void) {
   dev = sl_test_open_gpu_or_skip(0);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_all_formats),
       cmocka_unit_test(test_wide_rows_strides),
       cmocka_unit_test(test_nan_reported),
+      cmocka_unit_test(test_edge_values),
+      cmocka_unit_test(test_nvfp4_scale_range),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   sl_device_close(dev);

@@ -71,6 +71,9 @@ static size_t check_div(float absmax, const float *xs, size_t nx, size_t *n) {
       float want = x / s, got = sl_qf_div_fast(x, s, r);
       (*n)++;
       bool ok = fabsf(want) >= 0x1p-12f ? bits_of(got) == bits_of(want) : sl_f32_to_e4m3(got) == sl_f32_to_e4m3(want);
+      /* the GPU's signed variant: its code with x's sign OR'ed in is the same code */
+      uint8_t sgn = (uint8_t)((bits_of(x) >> 24) & 0x80u);
+      ok = ok && (uint8_t)(sl_f32_to_e4m3(sl_qf_div_fast_signed(x, s, r)) | sgn) == sl_f32_to_e4m3(got);
       if (!ok && bad++ < 3)
         print_error("x %a / s %a (absmax %a): fast %a, division %a\n", (double)x, (double)s, (double)absmax,
                     (double)got, (double)want);
@@ -203,10 +206,161 @@ static void test_deq_div_fast(void **state) {
   if (bad) fail_msg("sl_qf_div_fast (dequant) differs from the division on %zu of %zu quotients", bad, n);
 }
 
+/* The magic-add E2M1 encoder: every fp32 in [2^-5, 8] (every rounding boundary and the
+ * saturation), every exponent below and above with a stride of mantissas and the ends,
+ * +0 and +Inf; its low 22 bits must be the reference's code and bits 3..21 zero. */
+static void check_e2m1_raw(float y, size_t *bad) {
+  uint32_t raw = sl_qf_e2m1_mag_raw(y), want = sl_f32_to_e2m1(y);
+  if ((raw & 0x3fffffu) != want && (*bad)++ < 5)
+    print_error("e2m1 raw %a (0x%08x): got 0x%08x, reference %u\n", (double)y, bits_of(y), raw, want);
+}
+
+static void test_e2m1_mag_raw(void **state) {
+  (void)state;
+  size_t bad = 0, n = 0;
+  for (uint32_t u = 0x3d000000u; u <= 0x41000000u; u++, n++) /* [2^-5, 8] */
+    check_e2m1_raw(f32_of(u), &bad);
+  for (uint32_t e = 0; e < 255; e++) {
+    if (e >= 122 && e <= 129) continue;
+    for (uint32_t m = 0; m < (1u << 23); m += 97u, n++)
+      check_e2m1_raw(f32_of((e << 23) | m), &bad);
+    check_e2m1_raw(f32_of((e << 23) | 0x7fffffu), &bad);
+    check_e2m1_raw(f32_of((e << 23) | 1u), &bad);
+    n += 2;
+  }
+  uint64_t rng = sl_test_seed();
+  for (int i = 0; i < 2000000; i++, n++)
+    check_e2m1_raw(f32_of((uint32_t)(sl_test_rand_u64(&rng) % 0x7f800001u)), &bad);
+  check_e2m1_raw(0.0f, &bad);
+  check_e2m1_raw(f32_of(0x7f800000u), &bad);
+  check_e2m1_raw(f32_of(0x7f7fffffu), &bad);
+  if (bad) fail_msg("sl_qf_e2m1_mag_raw differs from sl_f32_to_e2m1 on %zu of %zu inputs", bad, n);
+}
+
+/* The GPU's packet encoders (sl_qf_e2m1_pack16x8 / pack32x4: magnitudes, nibble packing and
+ * signs by byte permutes) against the reference code by code: random bf16 and f16 packets
+ * (both signs, zeros of both signs, values around every rounding boundary) under every MX
+ * power-of-two multiplier and random NVFP4-like ones, and random fp32 packets. */
+static uint32_t ref_nibbles(const float *x, int n, float mul) {
+  uint32_t c = 0;
+  for (int j = 0; j < n; j++)
+    c |= (uint32_t)sl_f32_to_e2m1(x[j] * mul) << (4 * j);
+  return c;
+}
+
+static void test_e2m1_pack(void **state) {
+  (void)state;
+  size_t bad = 0, n = 0;
+  uint64_t rng = sl_test_seed();
+  for (int i = 0; i < 3000000; i++, n++) {
+    float mul;
+    if (i % 3 == 0)
+      mul = ldexpf(1.0f, (int)(sl_test_rand_u64(&rng) % 60) - 30);
+    else
+      mul = f32_of(0x3f800000u + (uint32_t)(sl_test_rand_u64(&rng) % 0x800000u)) *
+            ldexpf(1.0f, (int)(sl_test_rand_u64(&rng) % 40) - 20);
+    int f16 = (i >> 1) & 1;
+    uint32_t w[4];
+    float x[8];
+    for (int j = 0; j < 8; j++) {
+      uint16_t h;
+      uint64_t k = sl_test_rand_u64(&rng);
+      if ((k & 7) == 0) { /* a rounding boundary 0.25 .. 5 (or 0, 6, 8) divided by mul, +-0..2 ulp */
+        static const float b[] = {0.0f, 0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f, 6.0f, 8.0f};
+        float t = b[(k >> 3) % 10] / mul;
+        h = f16 ? sl_f32_to_f16(t) : sl_f32_to_bf16(t);
+        h = (uint16_t)(h + (int)((k >> 8) % 5) - 2);
+      } else {
+        h = (uint16_t)(k >> 16);
+      }
+      if (f16 ? (h & 0x7c00u) == 0x7c00u : (h & 0x7f80u) == 0x7f80u) h &= 0x8000u; /* no NaN/Inf */
+      x[j] = f16 ? sl_f16_to_f32(h) : sl_bf16_to_f32(h);
+      if (j & 1)
+        w[j / 2] |= (uint32_t)h << 16;
+      else
+        w[j / 2] = h;
+    }
+    uint32_t got = sl_qf_e2m1_pack16x8(x, w, mul), want = ref_nibbles(x, 8, mul);
+    if (got != want && bad++ < 5)
+      print_error("pack16x8 (%s, mul %a): got 0x%08x, reference 0x%08x (x0 %a)\n", f16 ? "f16" : "bf16", (double)mul,
+                  got, want, (double)x[0]);
+    float xf[4];
+    uint32_t wf[4];
+    for (int j = 0; j < 4; j++) {
+      wf[j] = (uint32_t)sl_test_rand_u64(&rng);
+      if ((wf[j] & 0x7f800000u) == 0x7f800000u) wf[j] &= 0x80000000u;
+      if (j == 1) wf[j] = bits_of(1.25f / mul) ^ (wf[0] & 0x80000001u); /* a boundary, either sign */
+      xf[j] = f32_of(wf[j]);
+    }
+    got = sl_qf_e2m1_pack32x4(xf, wf, mul);
+    want = ref_nibbles(xf, 4, mul);
+    if (got != want && bad++ < 5)
+      print_error("pack32x4 (mul %a): got 0x%08x, reference 0x%08x\n", (double)mul, got, want);
+  }
+  if (bad) fail_msg("the E2M1 packet encoders differ from sl_f32_to_e2m1 on %zu of %zu packets", bad, n);
+}
+
+/* absmax / 448 by sl_qf_div448_fast: the constant is RN(1/448); every mantissa at the lowest
+ * exponent of the fast range, the next, 0, and the two highest; random fp32 in the range. */
+static void test_div448_fast(void **state) {
+  (void)state;
+  assert_true(bits_of(SL_QF_R448) == bits_of(1.0f / 448.0f));
+  assert_true(bits_of(SL_QF_R6) == bits_of(1.0f / 6.0f));
+  assert_true(bits_of(SL_QF_DIV448_MIN) == 0x24000000u);
+  size_t bad = 0, n = 0;
+  static const int exps[] = {-55, 0, 127};
+  for (size_t e = 0; e < sizeof exps / sizeof exps[0]; e++)
+    for (uint32_t m = 0; m < (1u << 23); m++, n++) {
+      float a = f32_of(((uint32_t)(exps[e] + 127) << 23) | m);
+      float want = a / SL_E4M3_MAX, got = sl_qf_div448_fast(a), want6 = a / SL_E2M1_MAX, got6 = sl_qf_div6_fast(a);
+      if (bits_of(got) != bits_of(want) && bad++ < 5)
+        print_error("%a / 448: fast %a, division %a\n", (double)a, (double)got, (double)want);
+      if (bits_of(got6) != bits_of(want6) && bad++ < 5)
+        print_error("%a / 6: fast %a, division %a\n", (double)a, (double)got6, (double)want6);
+    }
+  uint64_t rng = sl_test_seed();
+  for (int i = 0; i < 1000000; i++, n++) {
+    float a = f32_of(0x24000000u + (uint32_t)(sl_test_rand_u64(&rng) % (0x7f800000u - 0x24000000u)));
+    if (bits_of(sl_qf_div448_fast(a)) != bits_of(a / SL_E4M3_MAX) && bad++ < 5)
+      print_error("%a / 448: fast %a, division %a\n", (double)a, (double)sl_qf_div448_fast(a), (double)(a / 448.0f));
+    if (bits_of(sl_qf_div6_fast(a)) != bits_of(a / SL_E2M1_MAX) && bad++ < 5)
+      print_error("%a / 6: fast %a, division %a\n", (double)a, (double)sl_qf_div6_fast(a), (double)(a / 6.0f));
+  }
+  if (bad) fail_msg("sl_qf_div448_fast / sl_qf_div6_fast differ from the division on %zu of %zu inputs", bad, n);
+}
+
+/* The byte-permute E2M1 decoder against sl_e2m1_to_f32: every code in every position (all
+ * 2^32 words would be slow; each nibble position sees all 16 codes with random neighbours). */
+static void test_e2m1_decode8(void **state) {
+  (void)state;
+  uint64_t rng = sl_test_seed();
+  size_t bad = 0;
+  for (int i = 0; i < 200000; i++) {
+    uint32_t c = (uint32_t)sl_test_rand_u64(&rng);
+    if (i < 16) c = 0x11111111u * (uint32_t)i;
+    uint32_t p[4], sg[4];
+    sl_qf_e2m1_mag8_bf16(c, p);
+    sl_qf_e2m1_sign8(c, sg);
+    for (int j = 0; j < 8; j++) {
+      uint8_t code = (uint8_t)((c >> (4 * j)) & 0xfu);
+      float want = sl_e2m1_to_f32(code);
+      uint32_t half = (p[j / 2] >> (16 * (j & 1))) & 0xffffu;
+      float got = f32_of(half << 16);
+      uint32_t sbit = (sg[j / 2] >> (16 * (j & 1) + 15)) & 1u;
+      if ((got != fabsf(want) || sbit != (bits_of(want) >> 31)) && bad++ < 5)
+        print_error("e2m1 decode word 0x%08x element %d: |%g| sign %u, reference %g\n", c, j, (double)got, sbit,
+                    (double)want);
+    }
+  }
+  if (bad) fail_msg("the byte-permute E2M1 decoder differs from sl_e2m1_to_f32 on %zu elements", bad);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_block_exp_fast), cmocka_unit_test(test_div_fast),     cmocka_unit_test(test_e2m1_fast),
       cmocka_unit_test(test_e2m1_scaled),    cmocka_unit_test(test_deq_div_fast),
+      cmocka_unit_test(test_e2m1_mag_raw),   cmocka_unit_test(test_e2m1_pack),
+      cmocka_unit_test(test_div448_fast),    cmocka_unit_test(test_e2m1_decode8),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
