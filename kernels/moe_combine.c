@@ -96,6 +96,6 @@ sl_status_t sl_moe_combine(sl_device_t *dev, const sl_moe_combine_args_t *a, sl_
   int T = a->num_tokens;
   void *args[] = {&eo, &slots, &w, &res, &out, &T};
   sl_launch_t l = {.grid = {(unsigned)blocks}, .block = {SL_MOE_COPY_THREADS},
-                   .stream = stream, .pdl = a->pdl && sl_device_info(dev)->arch >= SL_ARCH_HOPPER};
+                   .stream = stream};
   return sl_kernel_launch(k, &l, args);
 }

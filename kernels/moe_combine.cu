@@ -3,7 +3,6 @@
 #include <cuda_bf16.h>
 
 #include "kernels/moe_layout.h"
-#include "kernels/moe_pdl.cuh"
 #include "kernels/vec.cuh"
 
 #ifndef MOE_HIDDEN
@@ -36,10 +35,6 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_COPY_THREADS, MOE_COMBINE_MI
     sl_moe_combine(const __nv_bfloat16 *__restrict__ expert_out, const int *__restrict__ slots,
                    const float *__restrict__ topk_weights, const __nv_bfloat16 *residual, __nv_bfloat16 *out,
                    int num_tokens) {
-  // Programmatic dependent launch (kernels/moe_pdl.cuh): every input (expert rows, slots,
-  // weights, residual) may come from kernels still in flight; no-ops on a plain launch.
-  sl_pdl_wait();
-  sl_pdl_trigger();
   const int lane = threadIdx.x % 32;
   const int warps_per_block = SL_MOE_COPY_THREADS / 32;
   const long num_items = (long)num_tokens * MOE_CHUNKS;

@@ -25,9 +25,6 @@ typedef struct {
   const void *residual;       /* [T, H] bf16, added after the sum; NULL for none */
   void *out;                  /* [T, H] bf16; may alias residual */
   int force_unroll;           /* 0: the host's choice; 1 or 2: that kernel (benchmark comparison) */
-  /* GPU, sm_90+: launch as a programmatic dependent of the previous kernel (the kernel waits
-   * with griddepcontrol.wait before reading anything; kernels/moe_pdl.cuh). Same results. */
-  bool pdl;
 } sl_moe_combine_args_t;
 
 sl_status_t sl_moe_combine(sl_device_t *dev, const sl_moe_combine_args_t *a, sl_stream_t *stream);

@@ -324,7 +324,7 @@ static sl_status_t dispatch_cuda(sl_device_t *dev, const sl_moe_dispatch_args_t 
     SL_CHECK(sl_jit_get_kernel(dev, &spec, &k));
     void *args[] = {&x, &ids, &T, &E, &begin, &end, &cap, &ex, &es, &gscale, &ec, &slots, &state};
     sl_launch_t l = {.grid = {(unsigned)copy_blocks(a, DECODE_UNROLL)}, .block = {SL_MOE_FUSED_THREADS},
-                     .stream = stream, .pdl = a->pdl && sl_device_info(dev)->arch >= SL_ARCH_HOPPER};
+                     .stream = stream};
     return sl_kernel_launch(k, &l, args);
   }
 

@@ -10,7 +10,6 @@
 
 #include "kernels/grid_barrier.cuh"
 #include "kernels/moe_layout.h"
-#include "kernels/moe_pdl.cuh"
 #include "kernels/quant_formats.h"
 #include "kernels/vec.cuh"
 
@@ -475,12 +474,6 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_FUSED_THREADS)
   __shared__ __align__(16) int ids_s[SL_MOE_REPL_MAX_PAIRS]; // local expert of each pair, or -1
   __shared__ int rank_s[MOE_REPL_NEED];
   __shared__ int hist[MOE_LOCAL]; // last block only
-  // Programmatic dependent launch (the MoE layer chain, kernels/moe_pdl.cuh): x and the ids
-  // come from kernels that may still run, and the previous call's FFN/combine read what we
-  // write; so wait first, then let the FFN launch (it waits for us before reading anything
-  // we write). No-ops on a plain launch.
-  sl_pdl_wait();
-  sl_pdl_trigger();
   const int num_pairs = num_tokens * MOE_TOPK; // <= SL_MOE_REPL_MAX_PAIRS (host)
   const long num_items = (long)num_tokens * MOE_CHUNKS;
   const long item = (long)blockIdx.x * NW + threadIdx.x / 32;

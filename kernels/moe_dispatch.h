@@ -73,10 +73,6 @@ typedef struct {
   sl_moe_path_t *path_taken;    /* optional out: which path ran */
   int force_span;               /* 0: host choice; > 0: chunks per warp item of the split path's copy
                                  * (benchmark comparison; the result is the same) */
-  /* GPU, sm_90+, replicated path only: launch as a programmatic dependent of the previous
-   * kernel (the kernel waits with griddepcontrol.wait before any read or write, then lets the
-   * next kernel launch; kernels/moe_pdl.cuh). The cooperative and split paths launch plainly. */
-  bool pdl;
 } sl_moe_dispatch_args_t;
 
 /* Workspace bytes for calls of up to `max_tokens` tokens. A workspace holds the grid

@@ -191,7 +191,7 @@ static sl_status_t gate_logits_ref(int T, int E, int H, const void *x, const voi
 
 #ifndef SLUICE_HAVE_CUDA
 static sl_status_t gate_cuda(sl_device_t *dev, int T, int E, int H, const void *x, const void *w, float *logits,
-                             bool pdl, sl_stream_t *stream) {
+                             sl_stream_t *stream) {
   return SL_ERR(SL_ERR_UNSUPPORTED, "moe gate: no CUDA backend in this build");
 }
 static sl_status_t ffn_cuda(sl_device_t *dev, const sl_moe_ffn_args_t *a, sl_stream_t *stream) {
@@ -248,10 +248,7 @@ static sl_status_t ffn_gemv(sl_device_t *dev, const sl_moe_ffn_args_t *a, sl_str
   SL_CHECK(gemv_grid(dev, 0, (long)slots * (In / 8), &k_gu, &g_gu));
   SL_CHECK(gemv_grid(dev, 1, (long)slots * ((H + 15) / 16), &k_dn, &g_dn));
   int down_grid = (int)g_dn; /* gate_up prefetches the first down tiles of this split */
-  const void *hint = a->hint_topk_ids;
-  int hint_pairs = a->num_tokens * a->top_k, hint_begin = a->hint_expert_begin;
-  void *gu_args[] = {&counts, &local, &slots, &cap, &H, &In, &x, &wgu, &act, &wd, &down_grid,
-                     &hint, &hint_pairs, &hint_begin};
+  void *gu_args[] = {&counts, &local, &slots, &cap, &H, &In, &x, &wgu, &act, &wd, &down_grid};
   SL_CHECK(gemv_launch(dev, k_gu, g_gu, true, gu_args, stream));
   void *dn_args[] = {&counts, &local, &slots, &cap, &H, &In, &cact, &wd, &y};
   return gemv_launch(dev, k_dn, g_dn, true, dn_args, stream);
@@ -413,7 +410,7 @@ out:
 }
 
 static sl_status_t gate_cuda(sl_device_t *dev, int T, int E, int H, const void *x, const void *w, float *logits,
-                             bool pdl, sl_stream_t *stream) {
+                             sl_stream_t *stream) {
   /* Few tokens: the router GEMM is a GEMV over E x H weights (0.5 MB at Qwen3 size): a block
    * per 16 experts, its warps splitting H, on tensor cores (kernels/moe_ffn_gemv.cu),
    * instead of a cuBLAS GEMM with n = T. */
@@ -422,7 +419,7 @@ static sl_status_t gate_cuda(sl_device_t *dev, int T, int E, int H, const void *
     sl_kernel_t *k;
     long grid;
     SL_CHECK(gemv_grid(dev, 2, (E + 15) / 16, &k, &grid)); /* a block per 16 experts */
-    return gemv_launch(dev, k, grid, pdl, args, stream);
+    return gemv_launch(dev, k, grid, false, args, stream);
   }
   const float one = 1.0f, zero = 0.0f;
   pthread_mutex_lock(&blas_lock);
@@ -466,15 +463,10 @@ sl_status_t sl_moe_ffn(sl_device_t *dev, const sl_moe_ffn_args_t *a, sl_stream_t
 
 sl_status_t sl_moe_gate_logits(sl_device_t *dev, int num_tokens, int num_experts, int hidden, const void *x,
                                const void *w_router, float *logits, sl_stream_t *stream) {
-  return sl_moe_gate_logits_pdl(dev, num_tokens, num_experts, hidden, x, w_router, logits, false, stream);
-}
-
-sl_status_t sl_moe_gate_logits_pdl(sl_device_t *dev, int num_tokens, int num_experts, int hidden, const void *x,
-                                   const void *w_router, float *logits, bool pdl, sl_stream_t *stream) {
   if (num_tokens < 0 || num_experts < 1 || hidden < 1 || (num_tokens && (!x || !w_router || !logits)))
     return SL_ERR(SL_ERR_INVALID, "moe gate: bad arguments (T %d, E %d, H %d)", num_tokens, num_experts, hidden);
   if (num_tokens == 0) return SL_OK;
   if (sl_device_backend(dev) == SL_BACKEND_CUDA)
-    return gate_cuda(dev, num_tokens, num_experts, hidden, x, w_router, logits, pdl, stream);
+    return gate_cuda(dev, num_tokens, num_experts, hidden, x, w_router, logits, stream);
   return gate_logits_ref(num_tokens, num_experts, hidden, x, w_router, logits);
 }

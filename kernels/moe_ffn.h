@@ -46,14 +46,6 @@ typedef struct {
    * the batched GEMMs (tests, benchmarks). Streaming needs x, the weights and the workspace
    * 16-byte aligned (automatic: else the batched GEMMs; forced: SL_ERR_INVALID). */
   int small_rows;
-  /* Optional hint for the streaming kernels (NULL: none): the [T, K] top-k ids dispatch read,
-   * and the first local expert's global id. The gate_up kernel, launched as a programmatic
-   * dependent of dispatch, derives the non-empty experts from them before it may read the
-   * counts and starts streaming its first weight tiles into L2 while dispatch still runs
-   * (prefetch only: results never depend on it). The ids must be complete when dispatch
-   * starts (the router's output, or the caller's). */
-  const int32_t *hint_topk_ids;
-  int hint_expert_begin;
 } sl_moe_ffn_args_t;
 
 size_t sl_moe_ffn_workspace_bytes(int num_local_experts, int capacity, int max_tokens, int top_k, int hidden,
@@ -67,12 +59,6 @@ sl_status_t sl_moe_ffn_ref(const sl_moe_ffn_args_t *a);
  * (GPU: the GEMV kernel for T <= SL_MOE_FFN_GEMV_MAX_ROWS, else cuBLAS; CPU: OpenBLAS). */
 sl_status_t sl_moe_gate_logits(sl_device_t *dev, int num_tokens, int num_experts, int hidden, const void *x,
                                const void *w_router, float *logits, sl_stream_t *stream);
-
-/* The same; pdl: on sm_90+ the GEMV kernel (T <= SL_MOE_FFN_GEMV_MAX_ROWS) is launched as a
- * programmatic dependent of the previous kernel (it prefetches the router weights, then waits
- * with griddepcontrol.wait before reading x; kernels/moe_pdl.cuh). Same results. */
-sl_status_t sl_moe_gate_logits_pdl(sl_device_t *dev, int num_tokens, int num_experts, int hidden, const void *x,
-                                   const void *w_router, float *logits, bool pdl, sl_stream_t *stream);
 
 sl_status_t sl_moe_ffn_plan_spec(int num_local_experts, sl_jit_spec_t *spec);
 /* The streaming kernels: which = 0 gate_up + SiLU-and-mul, 1 down, 2 router logits (used

@@ -154,7 +154,6 @@ __device__ __forceinline__ void ffn_tile_pass(const ffn_rows_t &r, const char *n
   if (nch > 1) ffn_load_chunk(r, 1, V, c, a1, b1);
   if (*need_wait) {
     ffn_pdl_wait();
-    ffn_pdl_trigger(); // the down kernel: combine may launch (it waits for our completion)
     *need_wait = false;
   }
   for (int ch = 0; ch < nch; ch += 2) {
@@ -269,56 +268,6 @@ __device__ __forceinline__ void ffn_dn_tile(const ffn_rows_t &r, const char *nex
   }
 }
 
-// Before griddepcontrol.wait (layer chain, kernels/moe_pdl.cuh): while dispatch still runs,
-// start streaming this warp's first gate_up tile into L2. The counts (dispatch's output) are
-// not readable yet, but the router's top-k ids are (written two kernels back: dispatch passed
-// its own wait before it let us launch, so the router is complete), and the non-empty local
-// experts are exactly the local experts among the ids, in expert order: the same slot order
-// and the same block/warp split as after the wait (when the ids are the ones dispatch reads).
-// Only L2 prefetch hints come out of it (ids are range-checked: every address lies inside the
-// expert's weights), so results never depend on it; stale or invalid ids only waste a prefetch.
-// Budget: the first FFN_PREWAIT_CHUNKS chunks (256 B per row, 16 rows) of the warp's first
-// tile, 32 KB per warp: T=1 (768 tiles) ~24 MB, about the HBM time of top-k + dispatch.
-// Uses `active` as scratch (the caller rebuilds it from the counts after the wait).
-#define FFN_PREWAIT_CHUNKS 8
-__device__ __forceinline__ void ffn_gu_prewait_prefetch(const int *__restrict__ ids, int pairs, int expert_begin,
-                                                        int num_local, int slots, int hidden, int inter,
-                                                        const __nv_bfloat16 *__restrict__ w_gate_up, int *active) {
-  __shared__ unsigned mark[SL_MOE_FFN_GEMV_MAX_LOCAL / 32];
-  __shared__ int n_hint;
-  for (int i = threadIdx.x; i < SL_MOE_FFN_GEMV_MAX_LOCAL / 32; i += blockDim.x) mark[i] = 0u;
-  __syncthreads();
-  for (int p = threadIdx.x; p < pairs; p += blockDim.x) {
-    const int e = __ldcg(ids + p) - expert_begin;
-    if (e >= 0 && e < num_local) atomicOr(&mark[e >> 5], 1u << (e & 31)); // a set: order-free
-  }
-  __syncthreads();
-  if (threadIdx.x < 32) {
-    const unsigned lane = threadIdx.x, lower = (1u << lane) - 1u;
-    int na = 0;
-    for (int e0 = 0; e0 < num_local; e0 += 32) {
-      const int e = e0 + (int)lane;
-      const bool on = e < num_local && (mark[e >> 5] >> (e & 31) & 1u);
-      const unsigned m = __ballot_sync(0xffffffffu, on);
-      if (on) active[na + __popc(m & lower)] = e;
-      na += __popc(m);
-    }
-    if (lane == 0) n_hint = na < slots ? na : slots;
-  }
-  __syncthreads();
-  const int per_slot = inter / 8, lane = threadIdx.x & 31;
-  const long tiles = (long)n_hint * per_slot, begin = tiles * blockIdx.x / gridDim.x,
-             end = tiles * (blockIdx.x + 1) / gridDim.x, t = begin + threadIdx.x / 32;
-  if (t < end) {
-    const ffn_rows_t r = ffn_gu_rows(w_gate_up, active[t / per_slot], 8 * (int)(t % per_slot), inter, hidden);
-    const long row_bytes = (long)hidden * 2, half = (long)(lane & 1) * 128;
-#pragma unroll
-    for (int d = 0; d < FFN_PREWAIT_CHUNKS; d++)
-      if ((long)d * CHUNK_BYTES + half < row_bytes) ffn_l2_prefetch(r.pf + (long)d * CHUNK_BYTES);
-  }
-  __syncthreads(); // `active` is rewritten by gemv_active_experts
-}
-
 // act[slot, r, j] = bf16(silu(bf16(x_e[r] . Wgu_e[j])) * bf16(x_e[r] . Wgu_e[I + j])) for the
 // slot-th non-empty expert e and its rows r < min(count, capacity). Launched after dispatch
 // (programmatic dependent launch where the device has it: waits before reading the counts)
@@ -329,11 +278,8 @@ __device__ __forceinline__ void ffn_gu_prewait_prefetch(const int *__restrict__ 
 extern "C" __global__ void __launch_bounds__(SL_MOE_FFN_GEMV_THREADS, 1)
     sl_moe_ffn_gemv_gate_up(const int *__restrict__ counts, int num_local, int slots, int capacity, int hidden,
                             int inter, const __nv_bfloat16 *__restrict__ x, const __nv_bfloat16 *__restrict__ w_gate_up,
-                            __nv_bfloat16 *__restrict__ act, const __nv_bfloat16 *__restrict__ w_down, int down_grid,
-                            const int *__restrict__ hint_ids, int hint_pairs, int expert_begin) {
+                            __nv_bfloat16 *__restrict__ act, const __nv_bfloat16 *__restrict__ w_down, int down_grid) {
   __shared__ int active[SL_MOE_FFN_GEMV_MAX_LOCAL], rows[SL_MOE_FFN_GEMV_MAX_LOCAL];
-  if (hint_ids) ffn_gu_prewait_prefetch(hint_ids, hint_pairs, expert_begin, num_local, slots, hidden, inter,
-                                        w_gate_up, active);
   ffn_pdl_wait();
   ffn_pdl_trigger();
   int na = gemv_active_experts(counts, num_local, capacity, active, rows);
@@ -388,10 +334,7 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_FFN_GEMV_THREADS, 1)
     }
     FFN_PASS_DISPATCH(n, (ffn_dn_tile<NT>(r, next_pf, n, slot, e, capacity, hidden, inter, h0, act, y, &need_wait)));
   }
-  if (need_wait) {
-    ffn_pdl_wait();
-    ffn_pdl_trigger();
-  }
+  if (need_wait) ffn_pdl_wait();
 }
 
 // Router logits for few tokens (T <= 16): logits[t, e] = x[t] . w_router[e] in fp32 (no
@@ -449,22 +392,6 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_FFN_GEMV_THREADS, 1)
     sl_moe_gate_gemv(const __nv_bfloat16 *__restrict__ x, const __nv_bfloat16 *__restrict__ w_router,
                      float *__restrict__ logits, int num_tokens, int num_experts, int hidden) {
   __shared__ float part[GEMV_WARPS * 2][32][4];
-  // Programmatic dependent launch (the MoE layer chain, kernels/moe_pdl.cuh): the router
-  // weights are constant, so their L2 prefetch (the block's first tile, as gate_tile issues
-  // it) goes out while the kernel producing x still runs; x is read, and logits written (the
-  // previous call's top-k may still read them), only after griddepcontrol.wait, which every
-  // thread executes. Then the top-k kernel may launch. No-ops on a plain launch.
-  if (16 * (int)blockIdx.x < num_experts) {
-    const int warp = threadIdx.x / 32, lane = threadIdx.x & 31, e0 = 16 * blockIdx.x, last = num_experts - 1;
-    const int V = hidden / 8, nch = (V + 4 * MMA_U - 1) / (4 * MMA_U);
-    const long row_bytes = (long)hidden * 2, half = (long)(lane & 1) * 128;
-    const char *pf =
-        (const char *)(w_router + (long)(e0 + (lane >> 1) < last ? e0 + (lane >> 1) : last) * hidden) + half;
-    for (int ch = warp; ch < nch; ch += GEMV_WARPS)
-      if ((long)ch * CHUNK_BYTES + half < row_bytes) ffn_l2_prefetch(pf + (long)ch * CHUNK_BYTES);
-  }
-  ffn_pdl_wait();
-  ffn_pdl_trigger();
   for (int e0 = 16 * blockIdx.x; e0 < num_experts; e0 += 16 * gridDim.x) {
     if (num_tokens <= 8)
       gate_tile<1>(x, w_router, logits, num_tokens, num_experts, hidden, e0, part);

@@ -1,23 +1,4 @@
-/* The local MoE layer: buffers, and router GEMM -> router -> dispatch -> FFN -> combine.
- *
- * Launch chain (GPU, sm_90+; issue #4): at decode the layer is 6 kernels (router logits GEMV,
- * top-k, dispatch, gate_up, down, combine), each a few microseconds or less except the two
- * weight-streaming FFN kernels, so the launch gaps and each kernel's ramp-up/drain were a
- * large part of the time (T=1: 35.5 us in a graph vs 18 us of weight streaming). Every kernel
- * of the chain is launched as a programmatic dependent (PDL) of its predecessor and follows
- * the protocol of kernels/moe_pdl.cuh: griddepcontrol.wait (by every thread) before reading
- * its predecessor's output or writing anything, then griddepcontrol.launch_dependents at
- * once, so the next kernel's launch and block ramp-up overlap the current one. Pre-wait work
- * reads only constants (the router logits kernel prefetches the router weights into L2; the
- * down kernel reads counts written two kernels back, complete once gate_up passed its wait).
- * A kernel is launched with .pdl only if it executes the wait: the cuBLAS kernels (T > 16
- * router logits, the padded/exact GEMM FFN) are launched plainly, and a PDL kernel after one
- * of them simply starts at its completion (implicit trigger). The cooperative and split
- * dispatch paths launch plainly too (only the replicated, decode, path takes .pdl). Results
- * are unchanged (the same kernels, the same arithmetic).
- * Overlap beyond the launches: the gate_up kernel gets the top-k ids as a hint and, before its
- * wait (dispatch still running), prefetches its first weight tiles into L2 from the experts
- * the ids name, so HBM streams during dispatch (kernels/moe_ffn_gemv.cu). */
+/* The local MoE layer: buffers, and router GEMM -> router -> dispatch -> FFN -> combine. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -102,17 +83,15 @@ sl_status_t sl_moe_layer_forward(sl_moe_layer_t *l, const sl_moe_layer_args_t *a
     return SL_ERR(SL_ERR_INVALID, "moe layer: pass both topk_ids and topk_weights, or neither");
   if (!a->topk_ids && !c->w_router) return SL_ERR(SL_ERR_INVALID, "moe layer: no router weights and no routing given");
   const bool cpu = sl_device_backend(l->dev) != SL_BACKEND_CUDA;
-  const bool pdl = !a->no_pdl;
   const int32_t *ids = a->topk_ids;
   const float *weights = a->topk_weights;
   if (!ids) {
-    SL_CHECK(sl_moe_gate_logits_pdl(l->dev, T, c->num_experts, c->hidden, a->x, c->w_router, l->logits, pdl,
-                                    stream));
+    SL_CHECK(sl_moe_gate_logits(l->dev, T, c->num_experts, c->hidden, a->x, c->w_router, l->logits, stream));
     sl_router_args_t ra = {.kind = c->router_kind, .num_tokens = T, .num_experts = c->num_experts,
                            .top_k = c->top_k, .renormalize = c->renormalize, .num_groups = c->num_groups,
                            .topk_groups = c->topk_groups, .routed_scaling = c->routed_scaling,
                            .logits_dtype = SL_DTYPE_F32, .logits = l->logits, .correction_bias = c->correction_bias,
-                           .topk_ids = l->topk_ids, .topk_weights = l->topk_weights, .pdl = pdl};
+                           .topk_ids = l->topk_ids, .topk_weights = l->topk_weights};
     if (T > 0) SL_CHECK(sl_router(l->dev, &ra, stream));
     ids = l->topk_ids;
     weights = l->topk_weights;
@@ -124,7 +103,7 @@ sl_status_t sl_moe_layer_forward(sl_moe_layer_t *l, const sl_moe_layer_args_t *a
                                .expert_end = c->expert_end, .capacity = capacity, .x = a->x, .topk_ids = ids,
                                .expert_x = l->expert_x, .expert_counts = l->counts, .slots = l->slots,
                                .workspace = l->dispatch_ws, .workspace_bytes = l->dispatch_ws_bytes,
-                               .force_path = a->force_path, .path_taken = a->path_taken, .pdl = pdl};
+                               .force_path = a->force_path, .path_taken = a->path_taken};
   SL_CHECK(sl_moe_dispatch(l->dev, &da, stream));
   if (cpu) SL_CHECK(sl_moe_dispatch_check(l->dev, l->dispatch_ws, stream)); /* free on the CPU */
   sl_moe_ffn_args_t fa = {.num_local_experts = l->local, .capacity = capacity, .hidden = c->hidden,
@@ -132,12 +111,10 @@ sl_status_t sl_moe_layer_forward(sl_moe_layer_t *l, const sl_moe_layer_args_t *a
                           .expert_counts = l->counts, .w_gate_up = c->w_gate_up, .w_down = c->w_down,
                           .y = l->expert_y, .workspace = l->ffn_ws, .workspace_bytes = l->ffn_ws_bytes,
                           .exact_rows = a->allow_host_sync && capacity > SL_MOE_FFN_PADDED_MAX_ROWS,
-                          .small_rows = a->ffn_small_rows, .hint_topk_ids = pdl ? ids : NULL,
-                          .hint_expert_begin = c->expert_begin};
+                          .small_rows = a->ffn_small_rows};
   SL_CHECK(sl_moe_ffn(l->dev, &fa, stream));
   sl_moe_combine_args_t ca = {.num_tokens = T, .hidden = c->hidden, .top_k = c->top_k, .expert_out = l->expert_y,
-                              .slots = l->slots, .topk_weights = weights, .residual = a->residual, .out = a->out,
-                              .pdl = pdl};
+                              .slots = l->slots, .topk_weights = weights, .residual = a->residual, .out = a->out};
   return sl_moe_combine(l->dev, &ca, stream);
 }
 

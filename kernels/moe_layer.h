@@ -52,10 +52,6 @@ typedef struct {
   int force_path;              /* dispatch path (sl_moe_dispatch_args_t.force_path) */
   int ffn_small_rows;          /* expert FFN in padded mode: sl_moe_ffn_args_t.small_rows (0 automatic) */
   sl_moe_path_t *path_taken;   /* optional out */
-  /* GPU: false (default) = the decode kernels are chained by programmatic dependent launch
-   * (kernels/moe_layer.c); true = router logits, top-k, dispatch and combine launched plainly
-   * and no pre-wait prefetch hint for the FFN (benchmark comparison; same results). */
-  bool no_pdl;
 } sl_moe_layer_args_t;
 
 /* Asynchronous on CUDA. Data errors (bad ids, capacity) are reported by sl_moe_layer_check

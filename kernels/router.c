@@ -183,17 +183,7 @@ sl_status_t sl_router(sl_device_t *dev, const sl_router_args_t *a, sl_stream_t *
   float *w = a->topk_weights, sc = scaling_of(a);
   int t = a->num_tokens, renorm = a->renormalize;
   void *args[] = {&logits, &bias, &ids, &w, &t, &renorm, &sc};
-  const int warps = sl_kq_warps(info->arch, info->sm_count, t);
-  if (!a->pdl || info->arch < SL_ARCH_HOPPER) return sl_kq_launch(dev, k, warps, 1, t, stream, args);
-  /* The same grid as sl_kq_launch (one warp per token, capped at the resident blocks up to a
-   * few waves), launched as a programmatic dependent (the MoE layer chain). */
-  long want = (t + (long)warps - 1) / warps, resident = 0;
-  SL_CHECK(sl_kernel_resident_blocks(k, warps * 32, 0, &resident));
-  long blocks = want <= SL_KQ_FULL_GRID_WAVES * resident ? (want < resident ? want : resident) : want;
-  if (blocks < 1) blocks = 1;
-  sl_launch_t l = {.grid = {(unsigned)blocks, 1, 1}, .block = {(unsigned)(warps * 32), 1, 1}, .stream = stream,
-                   .pdl = true};
-  return sl_kernel_launch(k, &l, args);
+  return sl_kq_launch(dev, k, sl_kq_warps(info->arch, info->sm_count, t), 1, t, stream, args);
 }
 
 /* Configuration points: Qwen3-MoE (128 experts, top 8), Mixtral (8, top 2), DeepSeek-V2-Lite

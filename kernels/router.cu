@@ -2,7 +2,6 @@
 // top-k. Host side and the CPU reference (same order of scores, same fp32 operations) in
 // kernels/router.c; the score order (uint32 keys) in kernels/router_order.h; the reproducible
 // expf / sigmoid in kernels/quant_formats.h.
-#include "kernels/moe_pdl.cuh"
 #include "kernels/quant_dev.cuh"
 #include "kernels/router_order.h"
 
@@ -200,10 +199,6 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32)
   const bool has_bias = bias != nullptr;
   if (has_bias) load_run<SL_DTYPE_F32>(bias, (long)lane * NE, valid, run_aligned<SL_DTYPE_F32>(bias), bv);
 #endif
-  // Programmatic dependent launch (the MoE layer chain, kernels/moe_pdl.cuh): the logits come
-  // from the previous kernel; the bias above is a constant. No-ops on a plain launch.
-  sl_pdl_wait();
-  sl_pdl_trigger();
   for (long t = (long)blockIdx.x * WARPS + threadIdx.x / 32; t < num_tokens; t += (long)gridDim.x * WARPS) {
     float x[NE];
 #pragma unroll

@@ -44,10 +44,6 @@ typedef struct {
   const float *correction_bias; /* [E] or NULL */
   int32_t *topk_ids;            /* [T, K] */
   float *topk_weights;          /* [T, K] */
-  /* GPU, sm_90+: launch as a programmatic dependent of the previous kernel in the stream (the
-   * kernel waits with griddepcontrol.wait before reading the logits and then lets the next
-   * kernel launch; kernels/moe_pdl.cuh). Results are identical either way. */
-  bool pdl;
 } sl_router_args_t;
 
 sl_status_t sl_router(sl_device_t *dev, const sl_router_args_t *a, sl_stream_t *stream);
