@@ -1,8 +1,12 @@
 /* GPU: RMSNorm (plain, fused residual), QK-norm (separate/packed, RoPE) and embedding kernels
  * against their CPU references on fresh random inputs with poisoned outputs; every warps
  * candidate; grid-stride paths; one RMSNorm captured in a CUDA graph. */
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "kernels/embedding.h"
 #include "kernels/qknorm.h"
@@ -11,6 +15,79 @@
 
 static sl_device_t *dev;
 static uint64_t rng;
+
+/* ---- compile-ahead ---------------------------------------------------------------------------
+ * The tune-point cases launch ~300 distinct kernels; compiled one by one as the cases reach
+ * them, that is minutes of NVRTC on one core. So main() first runs every RMSNorm / QK-norm case
+ * in "collect" mode (rms_check / qk_check only record the JIT spec the launch will use, via the
+ * same choose + spec functions the launchers call), compiles the set into the cache on every
+ * core, then runs the cases for real (cache hits). A spec the collector got wrong only costs a
+ * compile at launch time: results never depend on this step. SL_TEST_COLLECT_ARCH=90 runs the
+ * collect + compile step alone without a GPU (to check it on a CPU machine) and exits. */
+static bool collecting;
+static int collect_arch, collect_sms;
+static sl_jit_spec_t *collected;
+static int n_collected, cap_collected;
+
+static void collect(const sl_jit_spec_t *spec) {
+  if (n_collected == cap_collected) {
+    cap_collected = cap_collected ? 2 * cap_collected : 256;
+    collected = realloc(collected, (size_t)cap_collected * sizeof *collected);
+    assert_non_null(collected);
+  }
+  collected[n_collected++] = *spec;
+}
+
+typedef struct {
+  int first, step, compiled, failed;
+} ahead_job_t;
+
+static void *compile_some(void *p) {
+  ahead_job_t *j = p;
+  for (int i = j->first; i < n_collected; i += j->step) {
+    void *cubin = NULL;
+    size_t size = 0;
+    sl_jit_result_t r;
+    if (sl_jit_compile(&collected[i], collect_arch, &cubin, &size, &r) != SL_OK) {
+      j->failed++;
+      continue;
+    }
+    free(cubin);
+    j->compiled += !r.cache_hit;
+  }
+  return NULL;
+}
+
+static void compile_ahead(void (*const *cases)(void **), int n) {
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  collecting = true;
+  for (int i = 0; i < n; i++) cases[i](NULL);
+  collecting = false;
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  int jobs = cores < 1 ? 1 : cores > 32 ? 32 : (int)cores;
+  pthread_t tid[32];
+  ahead_job_t job[32];
+  bool started[32];
+  for (int t = 0; t < jobs; t++) {
+    job[t] = (ahead_job_t){.first = t, .step = jobs};
+    started[t] = pthread_create(&tid[t], NULL, compile_some, &job[t]) == 0;
+  }
+  int compiled = 0, failed = 0;
+  for (int t = 0; t < jobs; t++) {
+    if (started[t])
+      pthread_join(tid[t], NULL);
+    else
+      compile_some(&job[t]);
+    compiled += job[t].compiled, failed += job[t].failed;
+  }
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  fprintf(stderr, "compile-ahead: %d kernel launches collected, %d compiled, %d failed, %d threads, %.1f s\n",
+          n_collected, compiled, failed, jobs, (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
+  free(collected);
+  collected = NULL;
+  n_collected = cap_collected = 0;
+}
 
 static void *upload(const void *host, size_t bytes) {
   void *d = NULL;
@@ -53,6 +130,26 @@ typedef struct {
 /* GPU vs CPU: y within 2 ulp (fp32: 1e-5 relative), the updated residual bit-exact (both
  * sides do one fp32 add and one rounding); one poisoned guard row after y stays untouched. */
 static void rms_check(const rms_case_t *c, sl_stream_t *graph_stream) {
+  if (collecting) {
+    sl_rmsnorm_args_t a = {.rows = c->rows,
+                           .hidden = c->hidden,
+                           .residual = c->residual ? (void *)256 : NULL,
+                           .in_dtype = c->in,
+                           .out_dtype = c->out,
+                           .w_dtype = c->w,
+                           .res_dtype = c->res,
+                           .eps = 1e-6f,
+                           .weight_bias = c->bias,
+                           .warps = c->warps,
+                           .elts = c->elts,
+                           .grid_policy = c->grid,
+                           .weight_regs = c->wreg};
+    sl_rmsnorm_point_t pt;
+    sl_jit_spec_t spec;
+    if (sl_rmsnorm_choose(&a, collect_arch, collect_sms, &pt) == SL_OK && sl_rmsnorm_spec(&spec, &pt) == SL_OK)
+      collect(&spec);
+    return;
+  }
   const size_t n = (size_t)c->rows * (size_t)c->hidden;
   size_t xb = sl_dtype_bytes(c->in, n), yb = sl_dtype_bytes(c->out, n), rb = sl_dtype_bytes(c->res, n);
   size_t wb = sl_dtype_bytes(c->w, (size_t)c->hidden), guard = sl_dtype_bytes(c->out, (size_t)c->hidden);
@@ -302,8 +399,8 @@ static void test_rmsnorm_table_points(void **state) {
 }
 
 static void test_rmsnorm_in_cuda_graph(void **state) {
-  sl_stream_t *st;
-  SL_ASSERT_OK(sl_stream_create(dev, &st));
+  sl_stream_t *st = NULL;
+  if (!collecting) SL_ASSERT_OK(sl_stream_create(dev, &st));
   rms_case_t c = {
       .rows = 16, .hidden = 4096, .in = SL_DTYPE_BF16, .out = SL_DTYPE_BF16, .w = SL_DTYPE_BF16, .res = SL_DTYPE_BF16};
   rms_check(&c, st);
@@ -324,7 +421,7 @@ static void test_rmsnorm_in_cuda_graph(void **state) {
                       .wreg = v >> 1 ? SL_RMSNORM_WEIGHT_REGS : SL_RMSNORM_WEIGHT_RELOAD};
       rms_check(&d, st);
     }
-  sl_stream_destroy(dev, st);
+  if (st) sl_stream_destroy(dev, st);
 }
 
 /* ---- QK-norm -------------------------------------------------------------------------------- */
@@ -340,6 +437,35 @@ static void qk_check(const qk_case_t *c) {
   const int D = c->head_dim, half = c->rot_dim / 2;
   const long q_stride = c->packed ? (long)(c->q_heads + 2 * c->kv_heads) * D : (long)c->q_heads * D;
   const long k_stride = c->packed ? q_stride : (long)c->kv_heads * D;
+  if (collecting) {
+    sl_qknorm_args_t a = {.q = (void *)256,
+                          .k = (void *)512,
+                          .q_row_stride = q_stride,
+                          .k_row_stride = k_stride,
+                          .tokens = c->tokens,
+                          .q_heads = c->q_heads,
+                          .kv_heads = c->kv_heads,
+                          .head_dim = D,
+                          .q_weight = (void *)768,
+                          .k_weight = (void *)1024,
+                          .dtype = c->dt,
+                          .w_dtype = c->dt,
+                          .eps = 1e-6f,
+                          .rope = c->rot_dim > 0,
+                          .rot_dim = c->rot_dim,
+                          .positions = (void *)1280,
+                          .cos_cache = (void *)1536,
+                          .sin_cache = (void *)1792,
+                          .max_pos = QK_MAX_POS,
+                          .warps = c->warps,
+                          .items = c->items,
+                          .grid_policy = c->grid};
+    sl_qknorm_point_t pt;
+    sl_jit_spec_t spec;
+    if (sl_qknorm_choose(&a, collect_arch, collect_sms, &pt) == SL_OK && sl_qknorm_spec(&spec, &pt) == SL_OK)
+      collect(&spec);
+    return;
+  }
   const size_t qn = (size_t)c->tokens * (size_t)q_stride, kn = c->packed ? 0 : (size_t)c->tokens * (size_t)k_stride;
   const size_t qb = sl_dtype_bytes(c->dt, qn), kb = sl_dtype_bytes(c->dt, kn), wb = sl_dtype_bytes(c->dt, (size_t)D);
   void *hq = sl_test_alloc(qb), *hk = sl_test_alloc(kb + 16), *gq = sl_test_alloc(qb), *gk = sl_test_alloc(kb + 16);
@@ -620,8 +746,24 @@ static void test_embedding_out_of_range_reported(void **state) {
 }
 
 int main(void) {
+  void (*const ahead[])(void **) = {test_rmsnorm_every_dtype_pair,  test_rmsnorm_sizes_and_variants,
+                                    test_rmsnorm_every_warps_candidate, test_rmsnorm_every_tune_point,
+                                    test_rmsnorm_table_points,     test_rmsnorm_in_cuda_graph,
+                                    test_qknorm_every_dtype_dim_layout_rope, test_qknorm_qwen3_shapes_and_warps,
+                                    test_qknorm_every_tune_point};
+  const int n_ahead = (int)(sizeof ahead / sizeof *ahead);
+  const char *only = getenv("SL_TEST_COLLECT_ARCH");
+  if (only && *only) { /* the compile-ahead step alone, no GPU (see above) */
+    collect_arch = atoi(only);
+    collect_sms = 132;
+    compile_ahead(ahead, n_ahead);
+    return 0;
+  }
   dev = sl_test_open_gpu_or_skip(0);
   rng = sl_test_seed();
+  collect_arch = sl_device_info(dev)->arch;
+  collect_sms = sl_device_info(dev)->sm_count;
+  compile_ahead(ahead, n_ahead);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_rmsnorm_every_dtype_pair),
       cmocka_unit_test(test_rmsnorm_sizes_and_variants),
