@@ -127,23 +127,32 @@ typedef struct {
   int wreg;       /* SL_RMSNORM_WEIGHT_* */
 } rms_case_t;
 
+/* The launch arguments of a case (device pointers, or placeholders for compile-ahead). */
+static sl_rmsnorm_args_t rms_args(const rms_case_t *c, void *x, void *y, void *residual, void *w) {
+  return (sl_rmsnorm_args_t){.x = x,
+                             .y = y,
+                             .residual = residual,
+                             .weight = w,
+                             .rows = c->rows,
+                             .hidden = c->hidden,
+                             .in_dtype = c->in,
+                             .out_dtype = c->out,
+                             .w_dtype = c->w,
+                             .res_dtype = c->res,
+                             .eps = 1e-6f,
+                             .weight_bias = c->bias,
+                             .warps = c->warps,
+                             .elts = c->elts,
+                             .grid_policy = c->grid,
+                             .weight_regs = c->wreg};
+}
+
 /* GPU vs CPU: y within 2 ulp (fp32: 1e-5 relative), the updated residual bit-exact (both
  * sides do one fp32 add and one rounding); one poisoned guard row after y stays untouched. */
 static void rms_check(const rms_case_t *c, sl_stream_t *graph_stream) {
   if (collecting) {
-    sl_rmsnorm_args_t a = {.rows = c->rows,
-                           .hidden = c->hidden,
-                           .residual = c->residual ? (void *)256 : NULL,
-                           .in_dtype = c->in,
-                           .out_dtype = c->out,
-                           .w_dtype = c->w,
-                           .res_dtype = c->res,
-                           .eps = 1e-6f,
-                           .weight_bias = c->bias,
-                           .warps = c->warps,
-                           .elts = c->elts,
-                           .grid_policy = c->grid,
-                           .weight_regs = c->wreg};
+    /* placeholder pointers: choose + spec look at the shape and knobs only */
+    sl_rmsnorm_args_t a = rms_args(c, (void *)256, (void *)256, c->residual ? (void *)256 : NULL, (void *)256);
     sl_rmsnorm_point_t pt;
     sl_jit_spec_t spec;
     if (sl_rmsnorm_choose(&a, collect_arch, collect_sms, &pt) == SL_OK && sl_rmsnorm_spec(&spec, &pt) == SL_OK)
@@ -160,22 +169,7 @@ static void rms_check(const rms_case_t *c, sl_stream_t *graph_stream) {
   if (hres) sl_test_fill(&rng, hres, c->res, n, 2.0f, 1);
   void *dx = upload(hx, xb), *dw = upload(hw, wb), *dres = hres ? upload(hres, rb) : NULL;
   void *dy = alloc_poisoned(yb + guard);
-  sl_rmsnorm_args_t a = {.x = dx,
-                         .y = dy,
-                         .residual = dres,
-                         .weight = dw,
-                         .rows = c->rows,
-                         .hidden = c->hidden,
-                         .in_dtype = c->in,
-                         .out_dtype = c->out,
-                         .w_dtype = c->w,
-                         .res_dtype = c->res,
-                         .eps = 1e-6f,
-                         .weight_bias = c->bias,
-                         .warps = c->warps,
-                         .elts = c->elts,
-                         .grid_policy = c->grid,
-                         .weight_regs = c->wreg};
+  sl_rmsnorm_args_t a = rms_args(c, dx, dy, dres, dw);
   if (graph_stream) {
     /* Warm (compile + load outside the capture), poison again, capture, replay once. */
     SL_ASSERT_OK(sl_rmsnorm(dev, &a, graph_stream));
@@ -433,33 +427,41 @@ typedef struct {
 
 enum { QK_MAX_POS = 300 };
 
+/* The launch arguments of a case (device pointers, or placeholders for compile-ahead). */
+static sl_qknorm_args_t qk_args(const qk_case_t *c, long q_stride, long k_stride, void *q, void *k, void *qw, void *kw,
+                                void *pos, void *cos_cache, void *sin_cache) {
+  return (sl_qknorm_args_t){.q = q,
+                            .k = k,
+                            .q_row_stride = q_stride,
+                            .k_row_stride = k_stride,
+                            .tokens = c->tokens,
+                            .q_heads = c->q_heads,
+                            .kv_heads = c->kv_heads,
+                            .head_dim = c->head_dim,
+                            .q_weight = qw,
+                            .k_weight = kw,
+                            .dtype = c->dt,
+                            .w_dtype = c->dt,
+                            .eps = 1e-6f,
+                            .rope = c->rot_dim > 0,
+                            .rot_dim = c->rot_dim,
+                            .positions = pos,
+                            .cos_cache = cos_cache,
+                            .sin_cache = sin_cache,
+                            .max_pos = QK_MAX_POS,
+                            .warps = c->warps,
+                            .items = c->items,
+                            .grid_policy = c->grid};
+}
+
 static void qk_check(const qk_case_t *c) {
   const int D = c->head_dim, half = c->rot_dim / 2;
   const long q_stride = c->packed ? (long)(c->q_heads + 2 * c->kv_heads) * D : (long)c->q_heads * D;
   const long k_stride = c->packed ? q_stride : (long)c->kv_heads * D;
   if (collecting) {
-    sl_qknorm_args_t a = {.q = (void *)256,
-                          .k = (void *)512,
-                          .q_row_stride = q_stride,
-                          .k_row_stride = k_stride,
-                          .tokens = c->tokens,
-                          .q_heads = c->q_heads,
-                          .kv_heads = c->kv_heads,
-                          .head_dim = D,
-                          .q_weight = (void *)768,
-                          .k_weight = (void *)1024,
-                          .dtype = c->dt,
-                          .w_dtype = c->dt,
-                          .eps = 1e-6f,
-                          .rope = c->rot_dim > 0,
-                          .rot_dim = c->rot_dim,
-                          .positions = (void *)1280,
-                          .cos_cache = (void *)1536,
-                          .sin_cache = (void *)1792,
-                          .max_pos = QK_MAX_POS,
-                          .warps = c->warps,
-                          .items = c->items,
-                          .grid_policy = c->grid};
+    /* placeholder pointers: choose + spec look at the shape and knobs only */
+    void *ph = (void *)256;
+    sl_qknorm_args_t a = qk_args(c, q_stride, k_stride, ph, ph, ph, ph, ph, ph, ph);
     sl_qknorm_point_t pt;
     sl_jit_spec_t spec;
     if (sl_qknorm_choose(&a, collect_arch, collect_sms, &pt) == SL_OK && sl_qknorm_spec(&spec, &pt) == SL_OK)
@@ -492,28 +494,7 @@ static void qk_check(const qk_case_t *c) {
   void *dpos = upload(hpos, sizeof(int32_t) * (size_t)c->tokens);
   void *dcos = upload(hcos, cache_n * 4), *dsin = upload(hsin, cache_n * 4);
   size_t k_off = sl_dtype_bytes(c->dt, (size_t)c->q_heads * D);
-  sl_qknorm_args_t a = {.q = dq,
-                        .k = c->packed ? (char *)dq + k_off : dk,
-                        .q_row_stride = q_stride,
-                        .k_row_stride = k_stride,
-                        .tokens = c->tokens,
-                        .q_heads = c->q_heads,
-                        .kv_heads = c->kv_heads,
-                        .head_dim = D,
-                        .q_weight = dqw,
-                        .k_weight = dkw,
-                        .dtype = c->dt,
-                        .w_dtype = c->dt,
-                        .eps = 1e-6f,
-                        .rope = c->rot_dim > 0,
-                        .rot_dim = c->rot_dim,
-                        .positions = dpos,
-                        .cos_cache = dcos,
-                        .sin_cache = dsin,
-                        .max_pos = QK_MAX_POS,
-                        .warps = c->warps,
-                        .items = c->items,
-                        .grid_policy = c->grid};
+  sl_qknorm_args_t a = qk_args(c, q_stride, k_stride, dq, c->packed ? (char *)dq + k_off : dk, dqw, dkw, dpos, dcos, dsin);
   SL_ASSERT_OK(sl_qknorm(dev, &a, NULL));
   finish_kernel("qknorm");
   download(gq, dq, qb);
