@@ -63,6 +63,8 @@ size_t sl_moe_ffn_workspace_bytes(int num_local_experts, int capacity, int max_t
 }
 
 static sl_status_t validate(const sl_moe_ffn_args_t *a) {
+  if (a->gemv_variant < SL_MOE_FFN_GEMV_AUTO || a->gemv_variant > SL_MOE_FFN_GEMV_SPLIT)
+    return SL_ERR(SL_ERR_INVALID, "moe ffn: gemv_variant %d (0 automatic, 1 wide, 2 split)", a->gemv_variant);
   if (a->num_local_experts < 1 || a->num_local_experts > 1024 || a->capacity < 1 || a->hidden < 8 ||
       a->hidden % 8 || a->inter < 8 || a->inter % 8 || a->num_tokens < 0 || a->top_k < 1)
     return SL_ERR(SL_ERR_INVALID,
@@ -83,12 +85,45 @@ sl_status_t sl_moe_ffn_plan_spec(int num_local_experts, sl_jit_spec_t *spec) {
   return sl_jit_spec_define(spec, "FFN_LOCAL", "%d", num_local_experts);
 }
 
-sl_status_t sl_moe_ffn_gemv_spec(int which, sl_jit_spec_t *spec) {
+sl_status_t sl_moe_ffn_gemv_variant_spec(int which, int variant, sl_jit_spec_t *spec) {
   static const char *const names[] = {"sl_moe_ffn_gemv_gate_up", "sl_moe_ffn_gemv_down", "sl_moe_gate_gemv"};
   if (which < 0 || which > 2)
     return SL_ERR(SL_ERR_INVALID, "moe ffn gemv spec: kernel %d (0 gate_up, 1 down, 2 router logits)", which);
+  if (variant != SL_MOE_FFN_GEMV_WIDE && variant != SL_MOE_FFN_GEMV_SPLIT)
+    return SL_ERR(SL_ERR_INVALID, "moe ffn gemv spec: variant %d (SL_MOE_FFN_GEMV_WIDE %d or _SPLIT %d)", variant,
+                  SL_MOE_FFN_GEMV_WIDE, SL_MOE_FFN_GEMV_SPLIT);
   sl_jit_spec_init(spec, "kernels/moe_ffn_gemv.cu", names[which]);
-  return SL_OK;
+  /* The router-logits kernel ignores FFN_SPLIT: always compiled as 0 (one cubin). */
+  return sl_jit_spec_define(spec, "FFN_SPLIT", "%d", which < 2 && variant == SL_MOE_FFN_GEMV_SPLIT ? 1 : 0);
+}
+
+sl_status_t sl_moe_ffn_gemv_spec(int which, sl_jit_spec_t *spec) {
+  return sl_moe_ffn_gemv_variant_spec(which, SL_MOE_FFN_GEMV_WIDE, spec);
+}
+
+/* Which streaming variant (kernels/moe_ffn_gemv.cu, FFN_SPLIT) serves a call that takes the
+ * streaming kernels. Split while an expert can hold at most SL_MOE_FFN_GEMV_SPLIT_MAX_ROWS
+ * (8) rows, min(capacity, T) <= 8 (decode T <= 8), else wide. Why:
+ *  - At 1-8 rows an expert is one 8-row n-tile, one weight pass. The wide kernel carries
+ *    the 16- and 32-row code (NT = 2, 4: up to 16 accumulators and 16 token vectors live
+ *    per lane), which sets its 214 registers for every call: 8 warps per SM. H200 ncu at
+ *    T=1: 5-6 busy warps per SM (768 gate_up tiles of 64 KB over 132 SMs), 57 % of DRAM,
+ *    stalled on L1TEX scoreboard: too few bytes in flight (HBM wants ~32-40 KB per SM).
+ *  - The split variant is compiled with 8 rows per pass only: 152-166 registers (sm_90 /
+ *    sm_100, no spills) at SL_MOE_FFN_GEMV_SPLIT_THREADS = 384, i.e. 12 warps per SM; and a
+ *    block with fewer tiles than warps splits each tile's K over FFN_WARPS / tiles warps
+ *    (T=1: 5-6 tiles per block -> 2 warps per tile, 10-12 streaming warps per SM with 8 KB
+ *    each in registers plus the L2 prefetch: ~2x the bytes in flight). The partial tiles are
+ *    added in part order in shared memory (deterministic). 512 threads (16 warps, 128
+ *    registers) spilled 64-168 bytes on sm_90, so 384.
+ *  - Above 8 rows the split variant would take one weight pass per 8 rows: the wide one
+ *    (16/32 rows per pass) stays. Between, T*K <= 16 x E_local with skew > 8 rows: wide.
+ *    Measured comparison: `sluice bench moe-local --only moe_layer` prints both at T <= 8
+ *    ("…/gemv-wide" rows); T = 9..256 are unchanged (wide). */
+int sl_moe_ffn_gemv_variant(const sl_moe_ffn_args_t *a) {
+  if (a->gemv_variant == SL_MOE_FFN_GEMV_WIDE || a->gemv_variant == SL_MOE_FFN_GEMV_SPLIT) return a->gemv_variant;
+  const int m = a->capacity < a->num_tokens ? a->capacity : a->num_tokens;
+  return m <= SL_MOE_FFN_GEMV_SPLIT_MAX_ROWS ? SL_MOE_FFN_GEMV_SPLIT : SL_MOE_FFN_GEMV_WIDE;
 }
 
 /* The rule (documented in kernels/moe_ffn.h and NOTES.md): the streaming kernels while an
@@ -117,6 +152,11 @@ sl_status_t sl_moe_ffn_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_
   for (int which = 0; which < 3; which++) {
     sl_jit_spec_t spec;
     SL_CHECK(sl_moe_ffn_gemv_spec(which, &spec));
+    SL_CHECK(fn(&spec, user));
+  }
+  for (int which = 0; which < 2; which++) {
+    sl_jit_spec_t spec;
+    SL_CHECK(sl_moe_ffn_gemv_variant_spec(which, SL_MOE_FFN_GEMV_SPLIT, &spec));
     SL_CHECK(fn(&spec, user));
   }
   return SL_OK;
@@ -214,20 +254,24 @@ static sl_status_t ffn_cuda(sl_device_t *dev, const sl_moe_ffn_args_t *a, sl_str
  * its first read and then lets down launch; down reads the counts and issues its first
  * weight loads while gate_up drains, and waits before it reads the activations; gate_up's
  * warps prefetch the start of their down tiles into L2 (it is given down's grid). */
-static sl_status_t gemv_grid(sl_device_t *dev, int which, long tiles, sl_kernel_t **k, long *grid) {
+static int gemv_threads(int variant) {
+  return variant == SL_MOE_FFN_GEMV_SPLIT ? SL_MOE_FFN_GEMV_SPLIT_THREADS : SL_MOE_FFN_GEMV_THREADS;
+}
+
+static sl_status_t gemv_grid(sl_device_t *dev, int which, int variant, long tiles, sl_kernel_t **k, long *grid) {
   sl_jit_spec_t spec;
-  SL_CHECK(sl_moe_ffn_gemv_spec(which, &spec));
+  SL_CHECK(sl_moe_ffn_gemv_variant_spec(which, variant, &spec));
   SL_CHECK(sl_jit_get_kernel(dev, &spec, k));
-  SL_CHECK(sl_kernel_resident_blocks(*k, SL_MOE_FFN_GEMV_THREADS, 0, grid));
+  SL_CHECK(sl_kernel_resident_blocks(*k, gemv_threads(variant), 0, grid));
   if (tiles < *grid) *grid = tiles;
   if (*grid < 1) *grid = 1;
   return SL_OK;
 }
 
-static sl_status_t gemv_launch(sl_device_t *dev, sl_kernel_t *k, long grid, bool pdl, void **args,
+static sl_status_t gemv_launch(sl_device_t *dev, sl_kernel_t *k, int variant, long grid, bool pdl, void **args,
                                sl_stream_t *stream) {
   sl_launch_t l = {.grid = {(unsigned)grid},
-                   .block = {SL_MOE_FFN_GEMV_THREADS},
+                   .block = {(unsigned)gemv_threads(variant)},
                    .stream = stream,
                    .pdl = pdl && sl_device_info(dev)->arch >= SL_ARCH_HOPPER};
   return sl_kernel_launch(k, &l, args);
@@ -245,13 +289,14 @@ static sl_status_t ffn_gemv(sl_device_t *dev, const sl_moe_ffn_args_t *a, sl_str
   const void *cact = act;
   sl_kernel_t *k_gu, *k_dn;
   long g_gu, g_dn;
-  SL_CHECK(gemv_grid(dev, 0, (long)slots * (In / 8), &k_gu, &g_gu));
-  SL_CHECK(gemv_grid(dev, 1, (long)slots * ((H + 15) / 16), &k_dn, &g_dn));
+  const int variant = sl_moe_ffn_gemv_variant(a); /* both kernels: gate_up computes down's split */
+  SL_CHECK(gemv_grid(dev, 0, variant, (long)slots * (In / 8), &k_gu, &g_gu));
+  SL_CHECK(gemv_grid(dev, 1, variant, (long)slots * ((H + 15) / 16), &k_dn, &g_dn));
   int down_grid = (int)g_dn; /* gate_up prefetches the first down tiles of this split */
   void *gu_args[] = {&counts, &local, &slots, &cap, &H, &In, &x, &wgu, &act, &wd, &down_grid};
-  SL_CHECK(gemv_launch(dev, k_gu, g_gu, true, gu_args, stream));
+  SL_CHECK(gemv_launch(dev, k_gu, variant, g_gu, true, gu_args, stream));
   void *dn_args[] = {&counts, &local, &slots, &cap, &H, &In, &cact, &wd, &y};
-  return gemv_launch(dev, k_dn, g_dn, true, dn_args, stream);
+  return gemv_launch(dev, k_dn, variant, g_dn, true, dn_args, stream);
 }
 
 /* One cuBLAS handle per GPU for the process, created on first use; calls are serialised
@@ -418,8 +463,8 @@ static sl_status_t gate_cuda(sl_device_t *dev, int T, int E, int H, const void *
     void *args[] = {&x, &w, &logits, &T, &E, &H};
     sl_kernel_t *k;
     long grid;
-    SL_CHECK(gemv_grid(dev, 2, (E + 15) / 16, &k, &grid)); /* a block per 16 experts */
-    return gemv_launch(dev, k, grid, false, args, stream);
+    SL_CHECK(gemv_grid(dev, 2, SL_MOE_FFN_GEMV_WIDE, (E + 15) / 16, &k, &grid)); /* a block per 16 experts */
+    return gemv_launch(dev, k, SL_MOE_FFN_GEMV_WIDE, grid, false, args, stream);
   }
   const float one = 1.0f, zero = 0.0f;
   pthread_mutex_lock(&blas_lock);

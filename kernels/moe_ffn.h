@@ -46,6 +46,11 @@ typedef struct {
    * the batched GEMMs (tests, benchmarks). Streaming needs x, the weights and the workspace
    * 16-byte aligned (automatic: else the batched GEMMs; forced: SL_ERR_INVALID). */
   int small_rows;
+  /* Which streaming kernels (when they run): SL_MOE_FFN_GEMV_AUTO (0: split while
+   * min(capacity, T) <= SL_MOE_FFN_GEMV_SPLIT_MAX_ROWS, else wide; sl_moe_ffn_gemv_variant),
+   * SL_MOE_FFN_GEMV_WIDE or SL_MOE_FFN_GEMV_SPLIT (forced; both exact for any row count).
+   * Benchmarks compare the two; kernels/moe_ffn_gemv.h. */
+  int gemv_variant;
 } sl_moe_ffn_args_t;
 
 size_t sl_moe_ffn_workspace_bytes(int num_local_experts, int capacity, int max_tokens, int top_k, int hidden,
@@ -63,7 +68,13 @@ sl_status_t sl_moe_gate_logits(sl_device_t *dev, int num_tokens, int num_experts
 sl_status_t sl_moe_ffn_plan_spec(int num_local_experts, sl_jit_spec_t *spec);
 /* The streaming kernels: which = 0 gate_up + SiLU-and-mul, 1 down, 2 router logits (used
  * by sl_moe_gate_logits for T <= SL_MOE_FFN_GEMV_MAX_ROWS on the GPU). */
-sl_status_t sl_moe_ffn_gemv_spec(int which, sl_jit_spec_t *spec);
+sl_status_t sl_moe_ffn_gemv_spec(int which, sl_jit_spec_t *spec); /* the wide variant */
+/* Either variant of the FFN kernels (which 0, 1; SL_MOE_FFN_GEMV_WIDE or _SPLIT); which = 2
+ * (router logits) has one variant. */
+sl_status_t sl_moe_ffn_gemv_variant_spec(int which, int variant, sl_jit_spec_t *spec);
+/* The variant ffn_gemv launches for these arguments (reads capacity, num_tokens,
+ * gemv_variant): SL_MOE_FFN_GEMV_WIDE or SL_MOE_FFN_GEMV_SPLIT. */
+int sl_moe_ffn_gemv_variant(const sl_moe_ffn_args_t *a);
 /* Whether padded mode on the GPU takes the weight-streaming kernels for these arguments
  * (reads num_local_experts, capacity, num_tokens, top_k, exact_rows, small_rows). */
 bool sl_moe_ffn_uses_gemv(const sl_moe_ffn_args_t *a);

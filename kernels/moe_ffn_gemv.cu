@@ -9,7 +9,21 @@
 
 #include "kernels/moe_ffn_gemv.h"
 
-#define GEMV_WARPS (SL_MOE_FFN_GEMV_THREADS / 32)
+// FFN_SPLIT (JIT constant; host: kernels/moe_ffn.c, ffn_variant): 0 = the wide variant
+// (256 threads, 8/16/32 token rows per pass, one warp per 16-row tile over the whole K);
+// 1 = the split variant for <= 8 rows per expert (512 threads, 8 token rows per pass, and
+// when a block has fewer tiles than warps each tile's K is split over up to
+// FFN_WARPS / tiles warps, partial sums added through shared memory in warp order).
+#ifndef FFN_SPLIT
+#error "FFN_SPLIT (0 wide, 1 split) must be defined by the host (kernels/moe_ffn.c)"
+#endif
+#define GEMV_WARPS (SL_MOE_FFN_GEMV_THREADS / 32) // router-logits kernel
+#if FFN_SPLIT
+#define FFN_THREADS SL_MOE_FFN_GEMV_SPLIT_THREADS
+#else
+#define FFN_THREADS SL_MOE_FFN_GEMV_THREADS
+#endif
+#define FFN_WARPS (FFN_THREADS / 32)
 __device__ __forceinline__ float gemv_bf16_round(float f) { return __bfloat162float(__float2bfloat16_rn(f)); }
 
 // The block's table of non-empty experts (expert order) and their row counts; returns
@@ -137,44 +151,84 @@ __device__ __forceinline__ void ffn_mma_chunk(const uint4 *in, long in_stride, i
 // none; rows of next_row_bytes), whose first chunks are prefetched into L2 during this
 // tile's last ones. *need_wait: griddepcontrol.wait still owed before the
 // first read of `in` (the down kernel: the activations come from the gate_up kernel).
+// Chunks [ch0, ch1) of the K range only (the split variant's part of a tile; else 0, nch):
+// next_pf then points at the next unit's first chunk (its own ch0 applied) and
+// next_row_bytes counts the bytes from there to its row end.
 template <int NT>
-__device__ __forceinline__ void ffn_tile_pass(const ffn_rows_t &r, const char *next_pf, long next_row_bytes,
-                                              long row_bytes, const uint4 *in,
+__device__ __forceinline__ void ffn_tile_pass(const ffn_rows_t &r, int ch0, int ch1, const char *next_pf,
+                                              long next_row_bytes, long row_bytes, const uint4 *in,
                                               long in_stride, int nrows, int V, bool *need_wait, float acc[NT][4]) {
   const int lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
-  const int nch = (V + 4 * MMA_U - 1) / (4 * MMA_U);
 #pragma unroll
   for (int t = 0; t < NT; t++) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
   const long half = (long)(lane & 1) * 128; // this lane's half of each row's 256-byte chunk
+  const long end_bytes = (long)ch1 * CHUNK_BYTES < row_bytes ? (long)ch1 * CHUNK_BYTES : row_bytes;
 #pragma unroll
   for (int d = 0; d < PF_AHEAD; d++)
-    if ((long)d * CHUNK_BYTES + half < row_bytes) ffn_l2_prefetch(r.pf + (long)d * CHUNK_BYTES);
+    if ((long)(ch0 + d) * CHUNK_BYTES + half < end_bytes) ffn_l2_prefetch(r.pf + (long)(ch0 + d) * CHUNK_BYTES);
   uint4 a0[MMA_U], b0[MMA_U], a1[MMA_U], b1[MMA_U];
-  ffn_load_chunk(r, 0, V, c, a0, b0);
-  if (nch > 1) ffn_load_chunk(r, 1, V, c, a1, b1);
+  ffn_load_chunk(r, ch0, V, c, a0, b0);
+  if (ch0 + 1 < ch1) ffn_load_chunk(r, ch0 + 1, V, c, a1, b1);
   if (*need_wait) {
     ffn_pdl_wait();
     *need_wait = false;
   }
-  for (int ch = 0; ch < nch; ch += 2) {
-    // Prefetch chunk ch + PF_AHEAD (and + 1) of this tile, or the start of the next tile.
+  for (int ch = ch0; ch < ch1; ch += 2) {
+    // Prefetch chunk ch + PF_AHEAD (and + 1) of this range, or the start of the next unit.
 #pragma unroll
     for (int d = 0; d < 2; d++) {
       const long off = (long)(ch + d + PF_AHEAD) * CHUNK_BYTES;
-      const long noff = off - (long)nch * CHUNK_BYTES; // chunks past this tile's end
+      const long noff = off - (long)ch1 * CHUNK_BYTES; // chunks past this range's end
       if (noff < 0) {
-        if (off + half < row_bytes) ffn_l2_prefetch(r.pf + off);
+        if (off + half < end_bytes) ffn_l2_prefetch(r.pf + off);
       } else if (next_pf && noff + half < next_row_bytes) {
         ffn_l2_prefetch(next_pf + noff);
       }
     }
     ffn_mma_chunk<NT>(in, in_stride, nrows, ch, V, g, c, a0, b0, acc);
-    if (ch + 2 < nch) ffn_load_chunk(r, ch + 2, V, c, a0, b0);
-    if (ch + 1 < nch) {
+    if (ch + 2 < ch1) ffn_load_chunk(r, ch + 2, V, c, a0, b0);
+    if (ch + 1 < ch1) {
       ffn_mma_chunk<NT>(in, in_stride, nrows, ch + 1, V, g, c, a1, b1, acc);
-      if (ch + 3 < nch) ffn_load_chunk(r, ch + 3, V, c, a1, b1);
+      if (ch + 3 < ch1) ffn_load_chunk(r, ch + 3, V, c, a1, b1);
     }
   }
+}
+
+__device__ __forceinline__ int ffn_nch(int V) { return (V + 4 * MMA_U - 1) / (4 * MMA_U); }
+
+// The work of warp `warp` of block `block` (of `grid`) over `tiles` tiles of nch chunks:
+// a contiguous balanced range [begin, end) per block. S = 1: the warp takes tiles begin +
+// warp, + FFN_WARPS, ... whole. S > 1 (split variant only, when the block has fewer tiles
+// than warps): warp w takes part w % S (chunks [nch p / S, nch (p + 1) / S)) of tile begin
+// + w / S, one unit per warp, S = FFN_WARPS / (end - begin) capped so every part has >= 2
+// chunks; warps past (end - begin) x S have none (tile >= end). Both kernels and gate_up's
+// prefetch of down's first unit use this one function, so they agree.
+typedef struct {
+  int begin, tile, end; // tiles <= 1024 experts x I / 8 fit an int
+  int S, part, ch0, ch1;
+} ffn_work_t;
+// Unit u of the block (u = warp + k x FFN_WARPS in round k): tile begin + u / S, part u % S.
+__device__ __forceinline__ void ffn_work_unit(ffn_work_t *w, int u, int nch) {
+  w->tile = w->begin + u / w->S < w->end ? w->begin + u / w->S : w->end;
+  w->part = (int)(u % w->S);
+  w->ch0 = nch * w->part / w->S;
+  w->ch1 = nch * (w->part + 1) / w->S;
+}
+__device__ __forceinline__ ffn_work_t ffn_work(long tiles, int grid, int block, int warp, int nch) {
+  ffn_work_t w;
+  w.begin = (int)(tiles * block / grid);
+  w.end = (int)(tiles * (block + 1) / grid);
+  const int tb = w.end - w.begin;
+  w.S = 1;
+  (void)tb;
+#if FFN_SPLIT
+  if (tb > 0 && tb < FFN_WARPS) {
+    const int s_max = nch / 2 > 1 ? nch / 2 : 1;
+    w.S = FFN_WARPS / tb < s_max ? FFN_WARPS / tb : s_max;
+  }
+#endif
+  ffn_work_unit(&w, warp, nch);
+  return w;
 }
 
 // Tiles of the gate_up kernel: slot-major, I / 8 per slot.
@@ -203,7 +257,17 @@ __device__ __forceinline__ ffn_rows_t ffn_dn_rows(const __nv_bfloat16 *w_down, i
   return t;
 }
 
-// Token rows per pass: NT n-tiles of 8, chosen from the expert's row count.
+// Token rows per pass: NT n-tiles of 8, chosen from the expert's row count. The split
+// variant has NT = 1 only (8 rows per pass, more rows take more passes): its 4
+// accumulators and the absence of the 16/32-row code are what keep it under the 128
+// registers that 16 warps per SM allow (the wide kernel's NT = 4 path sets its 214).
+#if FFN_SPLIT
+#define FFN_PASS_DISPATCH(n, CALL)                                                                                   \
+  do {                                                                                                               \
+    constexpr int NT = 1;                                                                                            \
+    CALL;                                                                                                            \
+  } while (0)
+#else
 #define FFN_PASS_DISPATCH(n, CALL)                                                                                   \
   do {                                                                                                               \
     if ((n) <= 8) {                                                                                                  \
@@ -217,29 +281,56 @@ __device__ __forceinline__ ffn_rows_t ffn_dn_rows(const __nv_bfloat16 *w_down, i
       CALL;                                                                                                          \
     }                                                                                                                \
   } while (0)
+#endif
+
+// One pass's outputs, rows r0 + t*8 + 2c + i < n. gate_up: acc[t][0], [1] gate j0 + g for
+// tokens t*8 + 2c, +1; [2], [3] up, same tokens.
+template <int NT>
+__device__ __forceinline__ void ffn_gu_store(const float acc[NT][4], int r0, int n, int slot, int capacity,
+                                             int inter, int j0, __nv_bfloat16 *act) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
+#pragma unroll
+  for (int t = 0; t < NT; t++)
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+      const int row = r0 + t * 8 + 2 * c + i;
+      if (row < n) {
+        const float gb = gemv_bf16_round(acc[t][i]), ub = gemv_bf16_round(acc[t][2 + i]);
+        act[((long)slot * capacity + row) * inter + j0 + g] = __float2bfloat16_rn(gb / (1.0f + expf(-gb)) * ub);
+      }
+    }
+}
+
+// down: acc[t][0], [1] column h0 + g for tokens t*8 + 2c, +1; [2], [3] column h0 + g + 8.
+template <int NT>
+__device__ __forceinline__ void ffn_dn_store(const float acc[NT][4], int r0, int n, int e, int capacity, int hidden,
+                                             int h0, __nv_bfloat16 *y) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
+#pragma unroll
+  for (int t = 0; t < NT; t++)
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+      const int row = r0 + t * 8 + 2 * c + i;
+      if (row < n) {
+        __nv_bfloat16 *yr = y + ((long)e * capacity + row) * hidden;
+        if (h0 + g < hidden) yr[h0 + g] = __float2bfloat16_rn(acc[t][i]);
+        if (h0 + g + 8 < hidden) yr[h0 + g + 8] = __float2bfloat16_rn(acc[t][2 + i]);
+      }
+    }
+}
 
 template <int NT>
 __device__ __forceinline__ void ffn_gu_tile(const ffn_rows_t &r, const char *next_pf, long next_row_bytes, int n,
                                             int slot, int capacity,
                                             int hidden, int inter, int j0, const __nv_bfloat16 *xe,
                                             __nv_bfloat16 *act) {
-  const int lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
   bool no_wait = false;
   for (int r0 = 0; r0 < n; r0 += 8 * NT) {
     float acc[NT][4];
-    ffn_tile_pass<NT>(r, r0 + 8 * NT >= n ? next_pf : NULL, next_row_bytes, (long)hidden * 2,
-                      (const uint4 *)(xe + (long)r0 * hidden), hidden / 8, n - r0, hidden / 8, &no_wait, acc);
-    // acc[t]: [0], [1] gate j0 + g for tokens t*8 + 2c, +1; [2], [3] up, same tokens.
-#pragma unroll
-    for (int t = 0; t < NT; t++)
-#pragma unroll
-      for (int i = 0; i < 2; i++) {
-        const int row = r0 + t * 8 + 2 * c + i;
-        if (row < n) {
-          const float gb = gemv_bf16_round(acc[t][i]), ub = gemv_bf16_round(acc[t][2 + i]);
-          act[((long)slot * capacity + row) * inter + j0 + g] = __float2bfloat16_rn(gb / (1.0f + expf(-gb)) * ub);
-        }
-      }
+    ffn_tile_pass<NT>(r, 0, ffn_nch(hidden / 8), r0 + 8 * NT >= n ? next_pf : NULL, next_row_bytes,
+                      (long)hidden * 2, (const uint4 *)(xe + (long)r0 * hidden), hidden / 8, n - r0, hidden / 8,
+                      &no_wait, acc);
+    ffn_gu_store<NT>(acc, r0, n, slot, capacity, inter, j0, act);
   }
 }
 
@@ -247,25 +338,52 @@ template <int NT>
 __device__ __forceinline__ void ffn_dn_tile(const ffn_rows_t &r, const char *next_pf, int n, int slot, int e,
                                             int capacity, int hidden, int inter, int h0, const __nv_bfloat16 *act,
                                             __nv_bfloat16 *y, bool *need_wait) {
-  const int lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
   for (int r0 = 0; r0 < n; r0 += 8 * NT) {
     float acc[NT][4];
-    ffn_tile_pass<NT>(r, r0 + 8 * NT >= n ? next_pf : NULL, (long)inter * 2, (long)inter * 2,
-                      (const uint4 *)(act + ((long)slot * capacity + r0) * inter), inter / 8, n - r0, inter / 8,
-                      need_wait, acc);
-    // acc[t]: [0], [1] column h0 + g for tokens t*8 + 2c, +1; [2], [3] column h0 + g + 8.
-#pragma unroll
-    for (int t = 0; t < NT; t++)
-#pragma unroll
-      for (int i = 0; i < 2; i++) {
-        const int row = r0 + t * 8 + 2 * c + i;
-        if (row < n) {
-          __nv_bfloat16 *yr = y + ((long)e * capacity + row) * hidden;
-          if (h0 + g < hidden) yr[h0 + g] = __float2bfloat16_rn(acc[t][i]);
-          if (h0 + g + 8 < hidden) yr[h0 + g + 8] = __float2bfloat16_rn(acc[t][2 + i]);
-        }
-      }
+    ffn_tile_pass<NT>(r, 0, ffn_nch(inter / 8), r0 + 8 * NT >= n ? next_pf : NULL, (long)inter * 2,
+                      (long)inter * 2, (const uint4 *)(act + ((long)slot * capacity + r0) * inter), inter / 8,
+                      n - r0, inter / 8, need_wait, acc);
+    ffn_dn_store<NT>(acc, r0, n, e, capacity, hidden, h0, y);
   }
+}
+
+// gate_up's hand-over to down: this lane's prefetch pointer at the first unit that the same
+// (block, warp) takes in the down kernel of down_grid blocks (NULL: none), and the bytes
+// from there to that row's end.
+__device__ __forceinline__ const char *ffn_down_first_pf(int na, const int *active, int down_grid, int hidden,
+                                                         int inter, const __nv_bfloat16 *w_down, long *bytes) {
+  *bytes = 0;
+  if ((int)blockIdx.x >= down_grid) return NULL;
+  const int dn_per_slot = (hidden + 15) / 16;
+  const ffn_work_t dw =
+      ffn_work((long)na * dn_per_slot, down_grid, blockIdx.x, threadIdx.x / 32, ffn_nch(inter / 8));
+  if (dw.tile >= dw.end) return NULL;
+  *bytes = (long)inter * 2 - (long)dw.ch0 * CHUNK_BYTES;
+  return ffn_dn_rows(w_down, active[dw.tile / dn_per_slot], 16 * (int)(dw.tile % dn_per_slot), inter, hidden).pf +
+         (long)dw.ch0 * CHUNK_BYTES;
+}
+
+// The most rows of the slots that the block's tiles [begin, end) touch: the split path's
+// pass count, the same for every warp of the block (they meet at barriers each pass).
+__device__ __forceinline__ int ffn_block_rows(const ffn_work_t &w, int per_slot, const int *rows) {
+  int nmax = 0;
+  for (int s = w.begin / per_slot; s <= (w.end - 1) / per_slot; s++) nmax = rows[s] > nmax ? rows[s] : nmax;
+  return nmax;
+}
+
+// Split path (S > 1): each pass, every warp stores its part's partial tile in part[warp];
+// the part-0 warp of each tile adds parts 1 .. S-1 to its own in that order (fp32; fixed
+// order, deterministic) and stores the outputs. Returns the tile's summed accumulators in
+// acc (valid in the part-0 warp only).
+__device__ __forceinline__ void ffn_split_sum(const ffn_work_t &w, float (*part)[32][4], float acc[1][4]) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+#pragma unroll
+  for (int i = 0; i < 4; i++) part[warp][lane][i] = acc[0][i];
+  __syncthreads();
+  if (w.part == 0)
+    for (int p = 1; p < w.S; p++)
+#pragma unroll
+      for (int i = 0; i < 4; i++) acc[0][i] += part[warp + p][lane][i];
 }
 
 // act[slot, r, j] = bf16(silu(bf16(x_e[r] . Wgu_e[j])) * bf16(x_e[r] . Wgu_e[I + j])) for the
@@ -275,7 +393,7 @@ __device__ __forceinline__ void ffn_dn_tile(const ffn_rows_t &r, const char *nex
 // the down tile that warp (block, warp) will take in the down kernel of down_grid blocks
 // (the same split, computed here), so HBM keeps streaming across the kernel boundary
 // while down's blocks launch and read the counts.
-extern "C" __global__ void __launch_bounds__(SL_MOE_FFN_GEMV_THREADS, 1)
+extern "C" __global__ void __launch_bounds__(FFN_THREADS, 1)
     sl_moe_ffn_gemv_gate_up(const int *__restrict__ counts, int num_local, int slots, int capacity, int hidden,
                             int inter, const __nv_bfloat16 *__restrict__ x, const __nv_bfloat16 *__restrict__ w_gate_up,
                             __nv_bfloat16 *__restrict__ act, const __nv_bfloat16 *__restrict__ w_down, int down_grid) {
@@ -285,27 +403,58 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_FFN_GEMV_THREADS, 1)
   int na = gemv_active_experts(counts, num_local, capacity, active, rows);
   if (na > slots) na = slots;
   const int per_slot = inter / 8;
-  const long tiles = (long)na * per_slot, begin = tiles * blockIdx.x / gridDim.x,
-             end = tiles * (blockIdx.x + 1) / gridDim.x;
-  for (long t = begin + threadIdx.x / 32; t < end; t += GEMV_WARPS) {
+  const int nch = ffn_nch(hidden / 8);
+  ffn_work_t w = ffn_work((long)na * per_slot, gridDim.x, blockIdx.x, threadIdx.x / 32, nch);
+#if !FFN_SPLIT
+  for (long t = w.tile; t < w.end; t += FFN_WARPS) {
     const int slot = (int)(t / per_slot), j0 = 8 * (int)(t % per_slot), e = active[slot], n = rows[slot];
     const ffn_rows_t r = ffn_gu_rows(w_gate_up, e, j0, inter, hidden);
-    const char *next_pf = NULL;
+    const char *next_pf;
     long next_row_bytes = (long)hidden * 2;
-    if (t + GEMV_WARPS < end) {
-      const long tn = t + GEMV_WARPS;
+    if (t + FFN_WARPS < w.end) {
+      const long tn = t + FFN_WARPS;
       next_pf = ffn_gu_rows(w_gate_up, active[tn / per_slot], 8 * (int)(tn % per_slot), inter, hidden).pf;
-    } else if ((int)blockIdx.x < down_grid) { // the first down tile of this (block, warp)
-      const int dn_per_slot = (hidden + 15) / 16;
-      const long dn_tiles = (long)na * dn_per_slot, tn = dn_tiles * blockIdx.x / down_grid + threadIdx.x / 32;
-      if (tn < dn_tiles * (blockIdx.x + 1) / down_grid) {
-        next_pf = ffn_dn_rows(w_down, active[tn / dn_per_slot], 16 * (int)(tn % dn_per_slot), inter, hidden).pf;
-        next_row_bytes = (long)inter * 2;
-      }
+    } else {
+      next_pf = ffn_down_first_pf(na, active, down_grid, hidden, inter, w_down, &next_row_bytes);
     }
     const __nv_bfloat16 *xe = x + (long)e * capacity * hidden;
     FFN_PASS_DISPATCH(n, (ffn_gu_tile<NT>(r, next_pf, next_row_bytes, n, slot, capacity, hidden, inter, j0, xe, act)));
   }
+#else
+  // Rounds of one unit per warp (block-uniform count, so S > 1 can meet at barriers; S = 1
+  // has no barrier and the rounds are just the wide kernel's tile stride).
+  __shared__ float part[FFN_WARPS][32][4];
+  const int units = (w.end - w.begin) * w.S;
+  const int nmax = w.S > 1 ? ffn_block_rows(w, per_slot, rows) : 0;
+  for (int u = threadIdx.x / 32; u - (int)(threadIdx.x / 32) < units; u += FFN_WARPS) {
+    ffn_work_unit(&w, u, nch);
+    const bool has = u < units;
+    const int slot = has ? (int)(w.tile / per_slot) : 0, j0 = has ? 8 * (int)(w.tile % per_slot) : 0;
+    const int e = active[slot], n = has ? rows[slot] : 0;
+    const ffn_rows_t r = ffn_gu_rows(w_gate_up, e, j0, inter, hidden);
+    // Next unit of this warp (S = 1: the next tile, whole), else down's first unit.
+    const char *next_pf;
+    long next_row_bytes = (long)hidden * 2;
+    if (u + FFN_WARPS < units) {
+      const int tn = w.begin + (u + FFN_WARPS) / w.S;
+      next_pf = ffn_gu_rows(w_gate_up, active[tn / per_slot], 8 * (int)(tn % per_slot), inter, hidden).pf;
+    } else {
+      next_pf = ffn_down_first_pf(na, active, down_grid, hidden, inter, w_down, &next_row_bytes);
+    }
+    const __nv_bfloat16 *xe = x + (long)e * capacity * hidden;
+    bool no_wait = false;
+    const int passes = w.S > 1 ? nmax : n;
+    for (int r0 = 0; r0 < passes; r0 += 8) {
+      float acc[1][4] = {{0.0f, 0.0f, 0.0f, 0.0f}};
+      if (r0 < n)
+        ffn_tile_pass<1>(r, w.ch0, w.ch1, r0 + 8 >= n ? next_pf : NULL, next_row_bytes, (long)hidden * 2,
+                         (const uint4 *)(xe + (long)r0 * hidden), hidden / 8, n - r0, hidden / 8, &no_wait, acc);
+      if (w.S > 1) ffn_split_sum(w, part, acc);
+      if (w.part == 0 && r0 < n) ffn_gu_store<1>(acc, r0, n, slot, capacity, inter, j0, act);
+      if (w.S > 1) __syncthreads(); // part is rewritten by the next pass
+    }
+  }
+#endif
 }
 
 // y_e[r, h] = bf16(act[slot, r] . Wd_e[h]) for the slot-th non-empty expert e, rows r <
@@ -313,7 +462,7 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_FFN_GEMV_THREADS, 1)
 // counts (written before gate_up started) and the first tile's weights are read, and its
 // L2 prefetch issued, before griddepcontrol.wait; every thread executes the wait before it
 // exits, so this kernel's completion implies gate_up's.
-extern "C" __global__ void __launch_bounds__(SL_MOE_FFN_GEMV_THREADS, 1)
+extern "C" __global__ void __launch_bounds__(FFN_THREADS, 1)
     sl_moe_ffn_gemv_down(const int *__restrict__ counts, int num_local, int slots, int capacity, int hidden,
                          int inter, const __nv_bfloat16 *act, const __nv_bfloat16 *__restrict__ w_down,
                          __nv_bfloat16 *__restrict__ y) {
@@ -321,19 +470,48 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_FFN_GEMV_THREADS, 1)
   int na = gemv_active_experts(counts, num_local, capacity, active, rows);
   if (na > slots) na = slots;
   const int per_slot = (hidden + 15) / 16;
-  const long tiles = (long)na * per_slot, begin = tiles * blockIdx.x / gridDim.x,
-             end = tiles * (blockIdx.x + 1) / gridDim.x;
+  const int nch = ffn_nch(inter / 8);
+  ffn_work_t w = ffn_work((long)na * per_slot, gridDim.x, blockIdx.x, threadIdx.x / 32, nch);
   bool need_wait = true;
-  for (long t = begin + threadIdx.x / 32; t < end; t += GEMV_WARPS) {
+#if !FFN_SPLIT
+  for (long t = w.tile; t < w.end; t += FFN_WARPS) {
     const int slot = (int)(t / per_slot), h0 = 16 * (int)(t % per_slot), e = active[slot], n = rows[slot];
     const ffn_rows_t r = ffn_dn_rows(w_down, e, h0, inter, hidden);
     const char *next_pf = NULL;
-    if (t + GEMV_WARPS < end) {
-      const long tn = t + GEMV_WARPS;
+    if (t + FFN_WARPS < w.end) {
+      const long tn = t + FFN_WARPS;
       next_pf = ffn_dn_rows(w_down, active[tn / per_slot], 16 * (int)(tn % per_slot), inter, hidden).pf;
     }
     FFN_PASS_DISPATCH(n, (ffn_dn_tile<NT>(r, next_pf, n, slot, e, capacity, hidden, inter, h0, act, y, &need_wait)));
   }
+#else
+  __shared__ float part[FFN_WARPS][32][4];
+  const int units = (w.end - w.begin) * w.S;
+  const int nmax = w.S > 1 ? ffn_block_rows(w, per_slot, rows) : 0;
+  for (int u = threadIdx.x / 32; u - (int)(threadIdx.x / 32) < units; u += FFN_WARPS) {
+    ffn_work_unit(&w, u, nch);
+    const bool has = u < units;
+    const int slot = has ? (int)(w.tile / per_slot) : 0, h0 = has ? 16 * (int)(w.tile % per_slot) : 0;
+    const int e = active[slot], n = has ? rows[slot] : 0;
+    const ffn_rows_t r = ffn_dn_rows(w_down, e, h0, inter, hidden);
+    const char *next_pf = NULL;
+    if (u + FFN_WARPS < units) {
+      const int tn = w.begin + (u + FFN_WARPS) / w.S;
+      next_pf = ffn_dn_rows(w_down, active[tn / per_slot], 16 * (int)(tn % per_slot), inter, hidden).pf;
+    }
+    const int passes = w.S > 1 ? nmax : n;
+    for (int r0 = 0; r0 < passes; r0 += 8) {
+      float acc[1][4] = {{0.0f, 0.0f, 0.0f, 0.0f}};
+      if (r0 < n)
+        ffn_tile_pass<1>(r, w.ch0, w.ch1, r0 + 8 >= n ? next_pf : NULL, (long)inter * 2, (long)inter * 2,
+                         (const uint4 *)(act + ((long)slot * capacity + r0) * inter), inter / 8, n - r0, inter / 8,
+                         &need_wait, acc);
+      if (w.S > 1) ffn_split_sum(w, part, acc);
+      if (w.part == 0 && r0 < n) ffn_dn_store<1>(acc, r0, n, e, capacity, hidden, h0, y);
+      if (w.S > 1) __syncthreads(); // part is rewritten by the next pass
+    }
+  }
+#endif
   if (need_wait) ffn_pdl_wait();
 }
 

@@ -13,4 +13,18 @@
  * with the mma units mostly idle. */
 #define SL_MOE_FFN_GEMV_MAX_ROWS 16
 
+/* Two variants of the FFN streaming kernels (JIT constant FFN_SPLIT; the choice and its
+ * reasoning: ffn_variant in kernels/moe_ffn.c). Wide: SL_MOE_FFN_GEMV_THREADS threads,
+ * 8/16/32 token rows per weight pass (214 registers: 8 warps per SM). Split: this many
+ * threads, 8 rows per pass (<= 128 registers: 16 warps per SM), a tile's K split over
+ * several warps when a block has fewer tiles than warps. Automatic: split while every
+ * expert holds at most SL_MOE_FFN_GEMV_SPLIT_MAX_ROWS rows (min(capacity, T)), i.e. one
+ * 8-row pass. */
+#define SL_MOE_FFN_GEMV_SPLIT_THREADS 384
+#define SL_MOE_FFN_GEMV_SPLIT_MAX_ROWS 8
+/* sl_moe_ffn_args_t.gemv_variant */
+#define SL_MOE_FFN_GEMV_AUTO 0
+#define SL_MOE_FFN_GEMV_WIDE 1
+#define SL_MOE_FFN_GEMV_SPLIT 2
+
 #endif

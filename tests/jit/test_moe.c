@@ -62,6 +62,10 @@ static void test_odd_shapes(void **state) {
     SL_ASSERT_OK(sl_moe_ffn_gemv_spec(which, &spec));
     SL_ASSERT_OK(compile_point(&spec, &w));
   }
+  for (int which = 0; which < 2; which++) {
+    SL_ASSERT_OK(sl_moe_ffn_gemv_variant_spec(which, SL_MOE_FFN_GEMV_SPLIT, &spec));
+    SL_ASSERT_OK(compile_point(&spec, &w));
+  }
 }
 
 static void test_bad_constants_named(void **state) {

@@ -76,6 +76,9 @@ static void test_ffn_bad_args(void **state) {
   a.hidden = 8;
   assert_int_equal(sl_moe_ffn(dev, &a, NULL), SL_ERR_INVALID); /* workspace too small */
   assert_non_null(strstr(sl_last_error(), "workspace"));
+  a.gemv_variant = 3; /* not 0 automatic, 1 wide, 2 split */
+  assert_int_equal(sl_moe_ffn(dev, &a, NULL), SL_ERR_INVALID);
+  assert_non_null(strstr(sl_last_error(), "gemv_variant"));
   sl_device_close(dev);
 }
 
@@ -114,11 +117,37 @@ static void test_ffn_gemv_rule(void **state) {
   assert_false(sl_moe_ffn_uses_gemv(&a));
 }
 
+/* The streaming kernels' variant (kernels/moe_ffn.c, sl_moe_ffn_gemv_variant): split while
+ * an expert holds at most 8 rows (min(capacity, T)), wide above; forced either way. */
+static void test_ffn_gemv_variant_rule(void **state) {
+  (void)state;
+  sl_moe_ffn_args_t a = {.num_local_experts = 128, .capacity = 1, .hidden = 2048, .inter = 768, .num_tokens = 1,
+                         .top_k = 8};
+  assert_int_equal(sl_moe_ffn_gemv_variant(&a), SL_MOE_FFN_GEMV_SPLIT);
+  a.capacity = a.num_tokens = SL_MOE_FFN_GEMV_SPLIT_MAX_ROWS; /* T = 8: the switch point */
+  assert_int_equal(sl_moe_ffn_gemv_variant(&a), SL_MOE_FFN_GEMV_SPLIT);
+  a.capacity = a.num_tokens = SL_MOE_FFN_GEMV_SPLIT_MAX_ROWS + 1;
+  assert_int_equal(sl_moe_ffn_gemv_variant(&a), SL_MOE_FFN_GEMV_WIDE);
+  a.capacity = 200; /* large capacity, few tokens: at most T rows per expert */
+  a.num_tokens = 5;
+  assert_int_equal(sl_moe_ffn_gemv_variant(&a), SL_MOE_FFN_GEMV_SPLIT);
+  a.capacity = 4; /* few rows by capacity */
+  a.num_tokens = 100;
+  assert_int_equal(sl_moe_ffn_gemv_variant(&a), SL_MOE_FFN_GEMV_SPLIT);
+  a.capacity = a.num_tokens = 128;
+  a.gemv_variant = SL_MOE_FFN_GEMV_SPLIT;
+  assert_int_equal(sl_moe_ffn_gemv_variant(&a), SL_MOE_FFN_GEMV_SPLIT);
+  a.capacity = a.num_tokens = 1;
+  a.gemv_variant = SL_MOE_FFN_GEMV_WIDE;
+  assert_int_equal(sl_moe_ffn_gemv_variant(&a), SL_MOE_FFN_GEMV_WIDE);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_ffn_matches_formula),
       cmocka_unit_test(test_ffn_bad_args),
       cmocka_unit_test(test_ffn_gemv_rule),
+      cmocka_unit_test(test_ffn_gemv_variant_rule),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
