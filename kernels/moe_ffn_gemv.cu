@@ -196,40 +196,14 @@ __device__ __forceinline__ void ffn_tile_pass(const ffn_rows_t &r, int ch0, int 
 
 __device__ __forceinline__ int ffn_nch(int V) { return (V + 4 * MMA_U - 1) / (4 * MMA_U); }
 
-// The work of warp `warp` of block `block` (of `grid`) over `tiles` tiles of nch chunks:
-// a contiguous balanced range [begin, end) per block. S = 1: the warp takes tiles begin +
-// warp, + FFN_WARPS, ... whole. S > 1 (split variant only, when the block has fewer tiles
-// than warps): warp w takes part w % S (chunks [nch p / S, nch (p + 1) / S)) of tile begin
-// + w / S, one unit per warp, S = FFN_WARPS / (end - begin) capped so every part has >= 2
-// chunks; warps past (end - begin) x S have none (tile >= end). Both kernels and gate_up's
-// prefetch of down's first unit use this one function, so they agree.
-typedef struct {
-  int begin, tile, end; // tiles <= 1024 experts x I / 8 fit an int
-  int S, part, ch0, ch1;
-} ffn_work_t;
-// Unit u of the block (u = warp + k x FFN_WARPS in round k): tile begin + u / S, part u % S.
-__device__ __forceinline__ void ffn_work_unit(ffn_work_t *w, int u, int nch) {
-  w->tile = w->begin + u / w->S < w->end ? w->begin + u / w->S : w->end;
-  w->part = (int)(u % w->S);
-  w->ch0 = nch * w->part / w->S;
-  w->ch1 = nch * (w->part + 1) / w->S;
-}
+// The work split: sl_moe_ffn_work in kernels/moe_ffn_gemv.h (shared with the unit test that
+// checks its coverage). Both kernels and gate_up's prefetch of down's first unit use it, so
+// they agree.
+typedef sl_moe_ffn_work_t ffn_work_t;
 __device__ __forceinline__ ffn_work_t ffn_work(long tiles, int grid, int block, int warp, int nch) {
-  ffn_work_t w;
-  w.begin = (int)(tiles * block / grid);
-  w.end = (int)(tiles * (block + 1) / grid);
-  const int tb = w.end - w.begin;
-  w.S = 1;
-  (void)tb;
-#if FFN_SPLIT
-  if (tb > 0 && tb < FFN_WARPS) {
-    const int s_max = nch / 2 > 1 ? nch / 2 : 1;
-    w.S = FFN_WARPS / tb < s_max ? FFN_WARPS / tb : s_max;
-  }
-#endif
-  ffn_work_unit(&w, warp, nch);
-  return w;
+  return sl_moe_ffn_work(tiles, grid, block, warp, nch, FFN_WARPS, FFN_SPLIT);
 }
+__device__ __forceinline__ void ffn_work_unit(ffn_work_t *w, int u, int nch) { sl_moe_ffn_work_unit(w, u, nch); }
 
 // Tiles of the gate_up kernel: slot-major, I / 8 per slot.
 __device__ __forceinline__ ffn_rows_t ffn_gu_rows(const __nv_bfloat16 *w_gate_up, int e, int j0, int inter,

@@ -27,4 +27,39 @@
 #define SL_MOE_FFN_GEMV_WIDE 1
 #define SL_MOE_FFN_GEMV_SPLIT 2
 
+/* The FFN kernels' work split (device: kernels/moe_ffn_gemv.cu; host: the unit test that
+ * checks every tile's K range is covered exactly once). `tiles` tiles of `nch` K-chunks
+ * over `grid` blocks of `warps` warps: a contiguous balanced range [begin, end) per block.
+ * S = 1: warp w takes tiles begin + w, + warps, ... whole. S > 1 (split only, when the
+ * block has fewer tiles than warps): S = warps / (end - begin), capped so every part has
+ * >= 2 chunks; unit u (< (end - begin) S <= warps: one round) is part u % S, chunks
+ * [nch p / S, nch (p + 1) / S), of tile begin + u / S. The kernels take units u = warp,
+ * warp + warps, ... < (end - begin) S. tile = end: no unit. */
+typedef struct {
+  int begin, tile, end; /* tiles <= 1024 experts x I / 8 fit an int */
+  int S, part, ch0, ch1;
+} sl_moe_ffn_work_t;
+
+static inline void sl_moe_ffn_work_unit(sl_moe_ffn_work_t *w, int u, int nch) {
+  w->tile = w->begin + u / w->S < w->end ? w->begin + u / w->S : w->end;
+  w->part = u % w->S;
+  w->ch0 = nch * w->part / w->S;
+  w->ch1 = nch * (w->part + 1) / w->S;
+}
+
+static inline sl_moe_ffn_work_t sl_moe_ffn_work(long tiles, int grid, int block, int warp, int nch, int warps,
+                                                int split) {
+  sl_moe_ffn_work_t w;
+  w.begin = (int)(tiles * block / grid);
+  w.end = (int)(tiles * (block + 1) / grid);
+  const int tb = w.end - w.begin;
+  w.S = 1;
+  if (split && tb > 0 && tb < warps) {
+    const int s_max = nch / 2 > 1 ? nch / 2 : 1;
+    w.S = warps / tb < s_max ? warps / tb : s_max;
+  }
+  sl_moe_ffn_work_unit(&w, warp, nch);
+  return w;
+}
+
 #endif

@@ -117,6 +117,67 @@ static void test_ffn_gemv_rule(void **state) {
   assert_false(sl_moe_ffn_uses_gemv(&a));
 }
 
+/* The FFN kernels' work split (sl_moe_ffn_work, shared with kernels/moe_ffn_gemv.cu),
+ * walked as the kernels walk it (units u = warp, warp + warps, ... < (end - begin) S):
+ * every chunk of every tile is covered exactly once, parts of a tile are contiguous and in
+ * part order, S > 1 only in the split variant with a single round (the kernels' barriers
+ * assume it) and each part has >= 2 chunks. Shapes: Qwen3 T=1 (768 gate_up / 1024 down
+ * tiles on 132 blocks), T=2/5/8-like counts, tiny and odd ones, more blocks than tiles. */
+static void check_work_split(long tiles, int grid, int warps, int nch, int split) {
+  int *cover = calloc((size_t)(tiles > 0 ? tiles : 1) * nch, sizeof(int));
+  assert_non_null(cover);
+  for (int b = 0; b < grid; b++) {
+    sl_moe_ffn_work_t w0 = sl_moe_ffn_work(tiles, grid, b, 0, nch, warps, split);
+    const int units = (w0.end - w0.begin) * w0.S;
+    if (!split) assert_int_equal(w0.S, 1);
+    if (w0.S > 1) {
+      assert_true(units <= warps);
+      assert_true(nch / w0.S >= 2);
+    }
+    for (int warp = 0; warp < warps; warp++) {
+      sl_moe_ffn_work_t w = sl_moe_ffn_work(tiles, grid, b, warp, nch, warps, split);
+      assert_int_equal(w.S, w0.S);
+      for (int u = warp; u - warp < units; u += warps) {
+        sl_moe_ffn_work_unit(&w, u, nch);
+        if (u >= units) {
+          assert_int_equal(w.tile, w.end); /* a warp without a unit this round */
+          continue;
+        }
+        assert_true(w.tile >= w.begin && w.tile < w.end);
+        assert_true(w.ch0 < w.ch1 && w.ch1 <= nch);
+        if (w.part > 0) {
+          sl_moe_ffn_work_t prev = w;
+          sl_moe_ffn_work_unit(&prev, u - 1, nch);
+          assert_int_equal(prev.tile, w.tile);
+          assert_int_equal(prev.ch1, w.ch0);
+        }
+        for (int ch = w.ch0; ch < w.ch1; ch++) cover[(size_t)w.tile * nch + ch]++;
+      }
+    }
+  }
+  for (long i = 0; i < tiles * nch; i++) assert_int_equal(cover[i], 1);
+  free(cover);
+}
+
+static void test_ffn_work_split(void **state) {
+  (void)state;
+  const int warps_split = SL_MOE_FFN_GEMV_SPLIT_THREADS / 32, warps_wide = SL_MOE_FFN_GEMV_THREADS / 32;
+  const long tiles[] = {0, 1, 7, 96, 192, 480, 768, 1024, 4096, 6144};
+  const int grids[] = {1, 3, 132, 148};
+  const int nchs[] = {1, 2, 3, 6, 16};
+  for (size_t i = 0; i < sizeof tiles / sizeof *tiles; i++)
+    for (size_t j = 0; j < sizeof grids / sizeof *grids; j++)
+      for (size_t k = 0; k < sizeof nchs / sizeof *nchs; k++) {
+        const int grid = tiles[i] < grids[j] ? (tiles[i] > 0 ? (int)tiles[i] : 1) : grids[j]; /* host: min */
+        check_work_split(tiles[i], grid, warps_split, nchs[k], 1);
+        check_work_split(tiles[i], grid, warps_wide, nchs[k], 0);
+      }
+  /* Qwen3 T=1 gate_up: 768 tiles on 132 blocks, 16 chunks: K split over 2 warps. */
+  sl_moe_ffn_work_t w = sl_moe_ffn_work(768, 132, 0, 0, 16, warps_split, 1);
+  assert_int_equal(w.S, warps_split / (w.end - w.begin));
+  assert_true(w.S >= 2);
+}
+
 /* The streaming kernels' variant (kernels/moe_ffn.c, sl_moe_ffn_gemv_variant): split while
  * an expert holds at most 8 rows (min(capacity, T)), wide above; forced either way. */
 static void test_ffn_gemv_variant_rule(void **state) {
@@ -148,6 +209,7 @@ int main(void) {
       cmocka_unit_test(test_ffn_bad_args),
       cmocka_unit_test(test_ffn_gemv_rule),
       cmocka_unit_test(test_ffn_gemv_variant_rule),
+      cmocka_unit_test(test_ffn_work_split),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
