@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "kernels/moe_dispatch.h"
+#include "kernels/moe_ffn_gemv.h" /* SL_MOE_FFN_GEMV_* (ffn_gemv_variant) */
 #include "kernels/router.h"
 #include "runtime/sl_device.h"
 #include "runtime/sl_status.h"

@@ -126,8 +126,8 @@ static void compare_with_cpu(int T, const uint16_t *x, const uint16_t *res, cons
   compare_with_cpu_routing(T, x, res, got, g_ids, g_w, true, what);
 }
 
-static void run_with(int T, bool residual, bool allow_sync, int force_path, int small_rows, int want_path,
-                     const char *what) {
+static void run_full(int T, bool residual, bool allow_sync, int force_path, int small_rows, int variant,
+                     int want_path, const char *what) {
   uint64_t rng = sl_test_seed() * 7 + (uint64_t)T;
   uint16_t *x = malloc((size_t)T * H * 2), *res = residual ? malloc((size_t)T * H * 2) : NULL;
   uint16_t *got = malloc((size_t)T * H * 2);
@@ -140,7 +140,8 @@ static void run_with(int T, bool residual, bool allow_sync, int force_path, int 
   sl_test_poison(gpu, dout, (size_t)T * H * 2);
   sl_moe_path_t path = SL_MOE_PATH_NONE;
   sl_moe_layer_args_t a = {.num_tokens = T, .x = dx, .residual = dres, .out = dout, .allow_host_sync = allow_sync,
-                           .force_path = force_path, .ffn_small_rows = small_rows, .path_taken = &path};
+                           .force_path = force_path, .ffn_small_rows = small_rows, .ffn_gemv_variant = variant,
+                           .path_taken = &path};
   SL_ASSERT_OK(sl_moe_layer_forward(g_layer, &a, NULL));
   SL_ASSERT_OK(sl_moe_layer_check(g_layer, NULL));
   assert_int_equal(path, want_path);
@@ -162,6 +163,11 @@ static void run_with(int T, bool residual, bool allow_sync, int force_path, int 
   free(wts);
 }
 
+static void run_with(int T, bool residual, bool allow_sync, int force_path, int small_rows, int want_path,
+                     const char *what) {
+  run_full(T, residual, allow_sync, force_path, small_rows, SL_MOE_FFN_GEMV_AUTO, want_path, what);
+}
+
 static void run(int T, bool residual, bool allow_sync, int want_path, const char *what) {
   run_with(T, residual, allow_sync, 0, 0, want_path, what);
 }
@@ -178,6 +184,34 @@ static void test_decode(void **s) {
   run_with(64, true, false, 0, -1, SL_MOE_PATH_REPLICATED, "T=64 replicated, padded GEMMs (forced), residual");
   run_with(64, true, false, SL_MOE_PATH_FUSED, -1, SL_MOE_PATH_FUSED, "T=64 fused (forced), padded GEMMs, residual");
   run_with(64, false, false, SL_MOE_PATH_FUSED, 1, SL_MOE_PATH_FUSED, "T=64 fused (forced), streaming kernels forced");
+}
+
+/* The streaming kernels' two variants (kernels/moe_ffn.c, sl_moe_ffn_gemv_variant): split
+ * (12 warps, 8 rows per pass, a tile's K split over warps when a block has fewer tiles than
+ * warps: T=1 -> 2 warps per tile, partial sums added in shared memory) automatically while
+ * min(capacity, T) <= 8, wide above. Each T forced both ways and automatic; the switch
+ * point T=8 (split) / T=9 (wide) automatic; split forced at T=9 and 40 (more than 8 rows:
+ * several 8-row passes, with the K split's barriers per pass). */
+static void test_decode_variants(void **s) {
+  static const int Ts[] = {1, 2, 5, 8};
+  char what[96];
+  for (int i = 0; i < 4; i++) {
+    const int T = Ts[i];
+    snprintf(what, sizeof what, "T=%d streaming, split variant (forced)", T);
+    run_full(T, false, false, 0, 1, SL_MOE_FFN_GEMV_SPLIT, SL_MOE_PATH_REPLICATED, what);
+    snprintf(what, sizeof what, "T=%d streaming, wide variant (forced), residual", T);
+    run_full(T, true, false, 0, 1, SL_MOE_FFN_GEMV_WIDE, SL_MOE_PATH_REPLICATED, what);
+    snprintf(what, sizeof what, "T=%d streaming, automatic variant (split)", T);
+    run_full(T, false, false, 0, 0, SL_MOE_FFN_GEMV_AUTO, SL_MOE_PATH_REPLICATED, what);
+  }
+  run_full(9, false, false, 0, 0, SL_MOE_FFN_GEMV_AUTO, SL_MOE_PATH_REPLICATED,
+           "T=9 streaming, automatic variant (wide: above the switch point)");
+  run_full(9, true, false, 0, 1, SL_MOE_FFN_GEMV_SPLIT, SL_MOE_PATH_REPLICATED,
+           "T=9 streaming, split variant (forced), residual");
+  run_full(64, false, false, 0, 1, SL_MOE_FFN_GEMV_SPLIT, SL_MOE_PATH_REPLICATED,
+           "T=64 streaming, split variant (forced: up to ~8 rows per expert, several passes)");
+  run_full(1, false, false, SL_MOE_PATH_FUSED, 1, SL_MOE_FFN_GEMV_SPLIT, SL_MOE_PATH_FUSED,
+           "T=1 fused (forced), split variant (forced)");
 }
 
 /* T=0: nothing launched, nothing written, no error. */
@@ -200,7 +234,7 @@ static void test_zero_tokens(void **s) {
  * every token to the same 8 experts, T rows each (T=17: one 32-row pass, partially
  * filled; T=40: a 32-row pass and an 8-row pass), the other 120 experts empty; weights
  * uneven. Streaming kernels (automatic and forced) and the padded GEMMs. */
-static void run_skewed(int T, int small_rows, const char *what) {
+static void run_skewed_v(int T, int small_rows, int variant, const char *what) {
   uint64_t rng = sl_test_seed() * 13 + (uint64_t)T;
   uint16_t *x = malloc((size_t)T * H * 2), *got = malloc((size_t)T * H * 2);
   int32_t *ids = malloc((size_t)T * K * 4);
@@ -217,7 +251,7 @@ static void run_skewed(int T, int small_rows, const char *what) {
   sl_test_poison(gpu, dout, (size_t)T * H * 2);
   sl_moe_path_t path = SL_MOE_PATH_NONE;
   sl_moe_layer_args_t a = {.num_tokens = T, .x = dx, .out = dout, .topk_ids = dids, .topk_weights = dw,
-                           .ffn_small_rows = small_rows, .path_taken = &path};
+                           .ffn_small_rows = small_rows, .ffn_gemv_variant = variant, .path_taken = &path};
   SL_ASSERT_OK(sl_moe_layer_forward(g_layer, &a, NULL));
   SL_ASSERT_OK(sl_moe_layer_check(g_layer, NULL));
   int32_t counts[E];
@@ -236,11 +270,20 @@ static void run_skewed(int T, int small_rows, const char *what) {
   free(wts);
 }
 
+static void run_skewed(int T, int small_rows, const char *what) {
+  run_skewed_v(T, small_rows, SL_MOE_FFN_GEMV_AUTO, what);
+}
+
 static void test_skewed(void **s) {
   run_skewed(17, 0, "T=17 skewed (8 experts x 17 rows), streaming kernels (automatic)");
   run_skewed(40, 0, "T=40 skewed (8 experts x 40 rows), streaming kernels (automatic)");
   run_skewed(40, 1, "T=40 skewed, streaming kernels (forced)");
   run_skewed(40, -1, "T=40 skewed, padded GEMMs (forced)");
+  /* Split variant: 8 experts x 96 gate_up tiles on ~132 blocks -> K split over 2 warps, and
+   * 3 / 5 passes of 8 rows with the partial-sum barriers in each. */
+  run_skewed_v(17, 1, SL_MOE_FFN_GEMV_SPLIT, "T=17 skewed, split variant (forced)");
+  run_skewed_v(40, 1, SL_MOE_FFN_GEMV_SPLIT, "T=40 skewed, split variant (forced)");
+  run_skewed_v(8, 0, SL_MOE_FFN_GEMV_AUTO, "T=8 skewed (8 experts x 8 rows), automatic (split)");
 }
 
 static void test_prefill(void **s) {
@@ -300,6 +343,7 @@ static void graph_case(int T) {
 }
 
 static void test_graph(void **s) {
+  graph_case(1); /* split variant (automatic) under capture */
   graph_case(8);
   graph_case(128);
 }
@@ -307,6 +351,7 @@ static void test_graph(void **s) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_decode),
+      cmocka_unit_test(test_decode_variants),
       cmocka_unit_test(test_prefill),
       cmocka_unit_test(test_zero_tokens),
       cmocka_unit_test(test_skewed),
