@@ -319,17 +319,27 @@ static sl_status_t bench_layer(sl_bench_t *b, const model_t *m, const int *Ts, i
     /* Variants: 0 padded mode, automatic FFN ("gemv": the weight-streaming kernels while
      * rows per expert <= 16, or T*K / E <= 16 on average, sl_moe_ffn_uses_gemv; else the
      * batched GEMMs, "padded"); 1 padded mode with the batched GEMMs, only where 0 took the
-     * streaming kernels (comparison); 2 exact GEMMs (one count read), from 64 rows. */
-    for (int variant = 0; variant < 3; variant++) {
+     * streaming kernels (comparison); 2 exact GEMMs (one count read), from 64 rows; 3 the
+     * other streaming variant than the automatic one (sl_moe_ffn_gemv_variant: split while
+     * rows per expert <= 8, else wide) where the streaming kernels ran, T <= 16: the rows
+     * "<path>/gemv-wide" (T <= 8) and "<path>/gemv-split" (T = 9..16) compare the two in one
+     * run; the automatic row's extra column names the variant it ran. */
+    for (int variant = 0; variant < 4; variant++) {
       const bool exact = variant == 2;
       const sl_moe_ffn_args_t probe = {.num_local_experts = E, .capacity = T, .num_tokens = T, .top_k = K};
       const bool gemv = sl_moe_ffn_uses_gemv(&probe);
+      const bool auto_split = sl_moe_ffn_gemv_variant(&probe) == SL_MOE_FFN_GEMV_SPLIT;
       if (exact ? T <= SL_MOE_FFN_PADDED_MAX_ROWS : T > 128) continue;
       if (variant == 1 && !gemv) continue;
+      if (variant == 3 && (!gemv || T > 16)) continue;
+      const int gemv_variant = variant != 3 ? SL_MOE_FFN_GEMV_AUTO
+                               : auto_split ? SL_MOE_FFN_GEMV_WIDE
+                                            : SL_MOE_FFN_GEMV_SPLIT;
       sl_moe_path_t path = SL_MOE_PATH_NONE;
       layer_ctx_t c = {.layer = layer, .x = x, .set_bytes = set_bytes, .sets = sets};
       c.la = (sl_moe_layer_args_t){.num_tokens = T, .x = x, .out = out, .allow_host_sync = exact,
-                                   .ffn_small_rows = variant == 1 ? -1 : 0, .path_taken = &path};
+                                   .ffn_small_rows = variant == 1 ? -1 : 0, .ffn_gemv_variant = gemv_variant,
+                                   .path_taken = &path};
       double us = 0, gus = -1;
       SL_CHECK_GOTO(time_both(b, run_layer, &c, !exact, &us, &gus), s, out);
       SL_CHECK_GOTO(sl_moe_layer_check(layer, b->stream), s, out);
@@ -343,9 +353,15 @@ static sl_status_t bench_layer(sl_bench_t *b, const model_t *m, const int *Ts, i
       char shape[64], path_name[48], extra[160];
       snprintf(shape, sizeof shape, "%s T=%d", m->name, T);
       snprintf(path_name, sizeof path_name, "%s/%s", sl_moe_path_name(path),
-               exact ? "exact" : variant == 0 && gemv ? "gemv" : "padded");
-      snprintf(extra, sizeof extra, "%d experts touched, weights %.1f MB, stream %.1f us, ratio %.2f, %d input sets",
-               touched, bytes / 1e6, stream_us, stream_us > 0 ? best / stream_us : 0.0, sets);
+               exact                                  ? "exact"
+               : variant == 3                         ? (auto_split ? "gemv-wide" : "gemv-split")
+               : variant == 0 && gemv                 ? "gemv"
+                                                      : "padded");
+      snprintf(extra, sizeof extra, "%d experts touched, weights %.1f MB, stream %.1f us, ratio %.2f, %d input sets%s",
+               touched, bytes / 1e6, stream_us, stream_us > 0 ? best / stream_us : 0.0, sets,
+               variant == 0 && gemv ? (auto_split ? ", split kernels" : ", wide kernels")
+               : variant == 3       ? ", comparison: the other streaming variant (forced)"
+                                    : "");
       sl_bench_row(b, "moe_layer", shape, path_name, us, bytes, gus, extra);
     }
   }
