@@ -17,7 +17,8 @@
  *    streams a 16-row weight tile (gate_up: 8 gate + 8 up rows of the same intermediate
  *    indices, so SiLU-and-mul is fused in the thread holding both; down: 16 output columns)
  *    with 16-byte loads and an L2 prefetch ahead, and multiplies it with all of the expert's
- *    rows on tensor cores (mma m16n8k16, fp32 accumulation; 8/16/32 rows per pass). H200
+ *    rows on tensor cores (mma m16n8k16, fp32 accumulation; 8/16/32 rows per pass; two
+ *    compiled variants, wide and split, chosen by sl_moe_ffn_gemv_variant below). H200
  *    runs before this measured the previous CUDA-core GEMV at ~60% of copy bandwidth
  *    (per-item latency bubbles, 4 KB in flight per warp) and cuBLAS's batched GEMMs at
  *    2.3-2.5x the weight-streaming time at T=1 (few CTAs along m, no split along k).
