@@ -110,11 +110,12 @@ sl_status_t sl_moe_ffn_gemv_spec(int which, sl_jit_spec_t *spec) {
  *    per lane), which sets its 214 registers for every call: 8 warps per SM. H200 ncu at
  *    T=1: 5-6 busy warps per SM (768 gate_up tiles of 64 KB over 132 SMs), 57 % of DRAM,
  *    stalled on L1TEX scoreboard: too few bytes in flight (HBM wants ~32-40 KB per SM).
- *  - The split variant is compiled with 8 rows per pass only: 152-166 registers (sm_90 /
+ *  - The split variant is compiled with 8 rows per pass only: 158-166 registers (sm_90 /
  *    sm_100, no spills) at SL_MOE_FFN_GEMV_SPLIT_THREADS = 384, i.e. 12 warps per SM; and a
- *    block with fewer tiles than warps splits each tile's K over FFN_WARPS / tiles warps
- *    (T=1: 5-6 tiles per block -> 2 warps per tile, 10-12 streaming warps per SM with 8 KB
- *    each in registers plus the L2 prefetch: ~2x the bytes in flight). The partial tiles are
+ *    block with fewer tiles than warps splits each tile's K over S warps (sl_moe_ffn_work:
+ *    T=1 gate_up 5-6 tiles per block -> 2 warps per tile, 10-12 streaming warps per SM with
+ *    8 KB each in registers plus the L2 prefetch: ~2x the bytes in flight; down 7-8 tiles
+ *    -> 3 warps per tile in 2 rounds). The partial tiles are
  *    added in part order in shared memory (deterministic). 512 threads (16 warps, 128
  *    registers) spilled 64-168 bytes on sm_90, so 384.
  *  - Above 8 rows the split variant would take one weight pass per 8 rows: the wide one

@@ -395,8 +395,8 @@ extern "C" __global__ void __launch_bounds__(FFN_THREADS, 1)
     FFN_PASS_DISPATCH(n, (ffn_gu_tile<NT>(r, next_pf, next_row_bytes, n, slot, capacity, hidden, inter, j0, xe, act)));
   }
 #else
-  // Rounds of one unit per warp (block-uniform count, so S > 1 can meet at barriers; S = 1
-  // has no barrier and the rounds are just the wide kernel's tile stride).
+  // Rounds of one unit per warp (the same count in every warp, so S > 1 can meet at
+  // barriers; S = 1 has no barrier and the rounds are just the wide kernel's tile stride).
   __shared__ float part[FFN_WARPS][32][4];
   const int units = (w.end - w.begin) * w.S;
   const int nmax = w.S > 1 ? ffn_block_rows(w, per_slot, rows) : 0;
@@ -406,12 +406,14 @@ extern "C" __global__ void __launch_bounds__(FFN_THREADS, 1)
     const int slot = has ? (int)(w.tile / per_slot) : 0, j0 = has ? 8 * (int)(w.tile % per_slot) : 0;
     const int e = active[slot], n = has ? rows[slot] : 0;
     const ffn_rows_t r = ffn_gu_rows(w_gate_up, e, j0, inter, hidden);
-    // Next unit of this warp (S = 1: the next tile, whole), else down's first unit.
+    // Next unit of this warp (the same part, ch0, of tile begin + (u + warps) / S), else
+    // down's first unit.
     const char *next_pf;
-    long next_row_bytes = (long)hidden * 2;
+    long next_row_bytes = (long)hidden * 2 - (long)w.ch0 * CHUNK_BYTES;
     if (u + FFN_WARPS < units) {
       const int tn = w.begin + (u + FFN_WARPS) / w.S;
-      next_pf = ffn_gu_rows(w_gate_up, active[tn / per_slot], 8 * (int)(tn % per_slot), inter, hidden).pf;
+      next_pf = ffn_gu_rows(w_gate_up, active[tn / per_slot], 8 * (int)(tn % per_slot), inter, hidden).pf +
+                (long)w.ch0 * CHUNK_BYTES;
     } else {
       next_pf = ffn_down_first_pf(na, active, down_grid, hidden, inter, w_down, &next_row_bytes);
     }
@@ -468,16 +470,18 @@ extern "C" __global__ void __launch_bounds__(FFN_THREADS, 1)
     const int slot = has ? (int)(w.tile / per_slot) : 0, h0 = has ? 16 * (int)(w.tile % per_slot) : 0;
     const int e = active[slot], n = has ? rows[slot] : 0;
     const ffn_rows_t r = ffn_dn_rows(w_down, e, h0, inter, hidden);
-    const char *next_pf = NULL;
+    const char *next_pf = NULL; // the same part of tile begin + (u + warps) / S
     if (u + FFN_WARPS < units) {
       const int tn = w.begin + (u + FFN_WARPS) / w.S;
-      next_pf = ffn_dn_rows(w_down, active[tn / per_slot], 16 * (int)(tn % per_slot), inter, hidden).pf;
+      next_pf = ffn_dn_rows(w_down, active[tn / per_slot], 16 * (int)(tn % per_slot), inter, hidden).pf +
+                (long)w.ch0 * CHUNK_BYTES;
     }
     const int passes = w.S > 1 ? nmax : n;
     for (int r0 = 0; r0 < passes; r0 += 8) {
       float acc[1][4] = {{0.0f, 0.0f, 0.0f, 0.0f}};
       if (r0 < n)
-        ffn_tile_pass<1>(r, w.ch0, w.ch1, r0 + 8 >= n ? next_pf : NULL, (long)inter * 2, (long)inter * 2,
+        ffn_tile_pass<1>(r, w.ch0, w.ch1, r0 + 8 >= n ? next_pf : NULL, (long)inter * 2 - (long)w.ch0 * CHUNK_BYTES,
+                         (long)inter * 2,
                          (const uint4 *)(act + ((long)slot * capacity + r0) * inter), inter / 8, n - r0, inter / 8,
                          &need_wait, acc);
       if (w.S > 1) ffn_split_sum(w, part, acc);

@@ -31,10 +31,14 @@
  * checks every tile's K range is covered exactly once). `tiles` tiles of `nch` K-chunks
  * over `grid` blocks of `warps` warps: a contiguous balanced range [begin, end) per block.
  * S = 1: warp w takes tiles begin + w, + warps, ... whole. S > 1 (split only, when the
- * block has fewer tiles than warps): S = warps / (end - begin), capped so every part has
- * >= 2 chunks; unit u (< (end - begin) S <= warps: one round) is part u % S, chunks
- * [nch p / S, nch (p + 1) / S), of tile begin + u / S. The kernels take units u = warp,
- * warp + warps, ... < (end - begin) S. tile = end: no unit. */
+ * block has fewer tiles than warps): unit u is part u % S, chunks [nch p / S, nch (p + 1)
+ * / S), of tile begin + u / S; the kernels take units u = warp, warp + warps, ... in rounds
+ * (all warps run ceil(tb S / warps) rounds, tb = end - begin), and S divides warps, so a
+ * tile's S parts are S neighbouring warps of one round (they add their partial tiles at a
+ * barrier). S: the divisor of warps, <= nch / 2 (every part >= 2 chunks), that keeps the
+ * most warps busy over the rounds, tb S / (rounds x warps); the smallest S on ties. At
+ * 12 warps: tb = 5 or 6 -> S = 2 (83 / 100 %, one round; S = 1: 42 / 50 %); tb = 7 -> 3
+ * (88 %); tb = 8 -> 3 (2 rounds, 100 %; S = 1: 67 %). tile = end: no unit. */
 typedef struct {
   int begin, tile, end; /* tiles <= 1024 experts x I / 8 fit an int */
   int S, part, ch0, ch1;
@@ -55,8 +59,16 @@ static inline sl_moe_ffn_work_t sl_moe_ffn_work(long tiles, int grid, int block,
   const int tb = w.end - w.begin;
   w.S = 1;
   if (split && tb > 0 && tb < warps) {
-    const int s_max = nch / 2 > 1 ? nch / 2 : 1;
-    w.S = warps / tb < s_max ? warps / tb : s_max;
+    int best_units = tb, best_slots = warps; /* S = 1: tb of one round's warps */
+    for (int S = 2; S <= warps && S <= nch / 2; S++) {
+      if (warps % S) continue;
+      const int units = tb * S, slots = (units + warps - 1) / warps * warps;
+      if ((long)units * best_slots > (long)best_units * slots) {
+        w.S = S;
+        best_units = units;
+        best_slots = slots;
+      }
+    }
   }
   sl_moe_ffn_work_unit(&w, warp, nch);
   return w;

@@ -120,8 +120,8 @@ static void test_ffn_gemv_rule(void **state) {
 /* The FFN kernels' work split (sl_moe_ffn_work, shared with kernels/moe_ffn_gemv.cu),
  * walked as the kernels walk it (units u = warp, warp + warps, ... < (end - begin) S):
  * every chunk of every tile is covered exactly once, parts of a tile are contiguous and in
- * part order, S > 1 only in the split variant with a single round (the kernels' barriers
- * assume it) and each part has >= 2 chunks. Shapes: Qwen3 T=1 (768 gate_up / 1024 down
+ * part order, S > 1 only in the split variant, dividing the warps (a tile's parts in one
+ * round: the kernels add them at a barrier) and each part has >= 2 chunks. Shapes: Qwen3 T=1 (768 gate_up / 1024 down
  * tiles on 132 blocks), T=2/5/8-like counts, tiny and odd ones, more blocks than tiles. */
 static void check_work_split(long tiles, int grid, int warps, int nch, int split) {
   int *cover = calloc((size_t)(tiles > 0 ? tiles : 1) * nch, sizeof(int));
@@ -131,8 +131,9 @@ static void check_work_split(long tiles, int grid, int warps, int nch, int split
     const int units = (w0.end - w0.begin) * w0.S;
     if (!split) assert_int_equal(w0.S, 1);
     if (w0.S > 1) {
-      assert_true(units <= warps);
+      assert_int_equal(warps % w0.S, 0); /* a tile's parts: neighbouring warps of one round */
       assert_true(nch / w0.S >= 2);
+      assert_true(w0.end - w0.begin < warps);
     }
     for (int warp = 0; warp < warps; warp++) {
       sl_moe_ffn_work_t w = sl_moe_ffn_work(tiles, grid, b, warp, nch, warps, split);
@@ -146,6 +147,7 @@ static void check_work_split(long tiles, int grid, int warps, int nch, int split
         assert_true(w.tile >= w.begin && w.tile < w.end);
         assert_true(w.ch0 < w.ch1 && w.ch1 <= nch);
         if (w.part > 0) {
+          assert_int_equal(u / warps, (u - w.part) / warps); /* its part-0 warp is in this round */
           sl_moe_ffn_work_t prev = w;
           sl_moe_ffn_work_unit(&prev, u - 1, nch);
           assert_int_equal(prev.tile, w.tile);
@@ -172,10 +174,15 @@ static void test_ffn_work_split(void **state) {
         check_work_split(tiles[i], grid, warps_split, nchs[k], 1);
         check_work_split(tiles[i], grid, warps_wide, nchs[k], 0);
       }
-  /* Qwen3 T=1 gate_up: 768 tiles on 132 blocks, 16 chunks: K split over 2 warps. */
-  sl_moe_ffn_work_t w = sl_moe_ffn_work(768, 132, 0, 0, 16, warps_split, 1);
-  assert_int_equal(w.S, warps_split / (w.end - w.begin));
-  assert_true(w.S >= 2);
+  /* Qwen3 T=1 at 12 warps: gate_up 768 tiles on 132 blocks (5-6 each), 16 chunks -> K over
+   * 2 warps; down 1024 tiles (7-8 each), 6 chunks -> 3 warps (8 tiles: 2 full rounds). */
+  if (warps_split == 12)
+    for (int b = 0; b < 132; b++) {
+      assert_int_equal(sl_moe_ffn_work(768, 132, b, 0, 16, warps_split, 1).S, 2);
+      assert_int_equal(sl_moe_ffn_work(1024, 132, b, 0, 6, warps_split, 1).S, 3);
+    }
+  sl_moe_ffn_work_t w = sl_moe_ffn_work(1, 1, 0, 0, 16, warps_split, 1); /* one tile: largest S <= 8 */
+  assert_int_equal(w.S, warps_split % 8 == 0 ? 8 : 6);
 }
 
 /* The streaming kernels' variant (kernels/moe_ffn.c, sl_moe_ffn_gemv_variant): split while
