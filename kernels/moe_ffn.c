@@ -120,12 +120,15 @@ sl_status_t sl_moe_ffn_gemv_spec(int which, sl_jit_spec_t *spec) {
  *    registers) spilled 64-168 bytes on sm_90, so 384.
  *  - Above 8 rows the split variant would take one weight pass per 8 rows: the wide one
  *    (16/32 rows per pass) stays. Between, T*K <= 16 x E_local with skew > 8 rows: wide.
- *    Measured comparison: `sluice bench moe-local --only moe_layer` prints both at T <= 8
- *    ("…/gemv-wide" rows); T = 9..256 are unchanged (wide). */
+ *    Measured comparison: `sluice bench moe-local --only moe_layer` prints both at T <= 16
+ *    (the row of the variant AUTO did not take); T = 9..256 are unchanged (wide).
+ *  - NOT YET MEASURED: AUTO takes split only when SL_MOE_FFN_GEMV_SPLIT_AUTO is 1 (0 until a
+ *    GPU run shows it faster; kernels/moe_ffn_gemv.h). */
 int sl_moe_ffn_gemv_variant(const sl_moe_ffn_args_t *a) {
   if (a->gemv_variant == SL_MOE_FFN_GEMV_WIDE || a->gemv_variant == SL_MOE_FFN_GEMV_SPLIT) return a->gemv_variant;
   const int m = a->capacity < a->num_tokens ? a->capacity : a->num_tokens;
-  return m <= SL_MOE_FFN_GEMV_SPLIT_MAX_ROWS ? SL_MOE_FFN_GEMV_SPLIT : SL_MOE_FFN_GEMV_WIDE;
+  return SL_MOE_FFN_GEMV_SPLIT_AUTO && m <= SL_MOE_FFN_GEMV_SPLIT_MAX_ROWS ? SL_MOE_FFN_GEMV_SPLIT
+                                                                         : SL_MOE_FFN_GEMV_WIDE;
 }
 
 /* The rule (documented in kernels/moe_ffn.h and NOTES.md): the streaming kernels while an

@@ -22,6 +22,11 @@
  * 8-row pass. */
 #define SL_MOE_FFN_GEMV_SPLIT_THREADS 384
 #define SL_MOE_FFN_GEMV_SPLIT_MAX_ROWS 8
+/* 1: the automatic choice takes the split variant up to SL_MOE_FFN_GEMV_SPLIT_MAX_ROWS rows.
+ * 0 until it has run on a GPU (written 2026-11-29 without one): the split kernels are then
+ * used only when forced (gemv_variant), which the GPU tests and the benchmark's
+ * "<path>/gemv-split" comparison rows do. Set to 1 once those rows show it faster. */
+#define SL_MOE_FFN_GEMV_SPLIT_AUTO 0
 /* sl_moe_ffn_args_t.gemv_variant */
 #define SL_MOE_FFN_GEMV_AUTO 0
 #define SL_MOE_FFN_GEMV_WIDE 1

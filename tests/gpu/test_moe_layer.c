@@ -189,8 +189,8 @@ static void test_decode(void **s) {
 /* The streaming kernels' two variants (kernels/moe_ffn.c, sl_moe_ffn_gemv_variant): split
  * (12 warps, 8 rows per pass, a tile's K split over warps when a block has fewer tiles than
  * warps: T=1 -> 2 warps per tile, partial sums added in shared memory) automatically while
- * min(capacity, T) <= 8, wide above. Each T forced both ways and automatic; the switch
- * point T=8 (split) / T=9 (wide) automatic; split forced at T=9 and 40 (more than 8 rows:
+ * min(capacity, T) <= 8 once SL_MOE_FFN_GEMV_SPLIT_AUTO is 1 (0 until measured), wide above.
+ * Each T forced both ways and automatic; T=8 / T=9 automatic around the switch point; split forced at T=9 and 40 (more than 8 rows:
  * several 8-row passes, with the K split's barriers per pass). */
 static void test_decode_variants(void **s) {
   static const int Ts[] = {1, 2, 5, 8};
@@ -201,7 +201,7 @@ static void test_decode_variants(void **s) {
     run_full(T, false, false, 0, 1, SL_MOE_FFN_GEMV_SPLIT, SL_MOE_PATH_REPLICATED, what);
     snprintf(what, sizeof what, "T=%d streaming, wide variant (forced), residual", T);
     run_full(T, true, false, 0, 1, SL_MOE_FFN_GEMV_WIDE, SL_MOE_PATH_REPLICATED, what);
-    snprintf(what, sizeof what, "T=%d streaming, automatic variant (split)", T);
+    snprintf(what, sizeof what, "T=%d streaming, automatic variant", T);
     run_full(T, false, false, 0, 0, SL_MOE_FFN_GEMV_AUTO, SL_MOE_PATH_REPLICATED, what);
   }
   run_full(9, false, false, 0, 0, SL_MOE_FFN_GEMV_AUTO, SL_MOE_PATH_REPLICATED,

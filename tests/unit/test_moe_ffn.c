@@ -191,17 +191,18 @@ static void test_ffn_gemv_variant_rule(void **state) {
   (void)state;
   sl_moe_ffn_args_t a = {.num_local_experts = 128, .capacity = 1, .hidden = 2048, .inter = 768, .num_tokens = 1,
                          .top_k = 8};
-  assert_int_equal(sl_moe_ffn_gemv_variant(&a), SL_MOE_FFN_GEMV_SPLIT);
+  const int small = SL_MOE_FFN_GEMV_SPLIT_AUTO ? SL_MOE_FFN_GEMV_SPLIT : SL_MOE_FFN_GEMV_WIDE;
+  assert_int_equal(sl_moe_ffn_gemv_variant(&a), small);
   a.capacity = a.num_tokens = SL_MOE_FFN_GEMV_SPLIT_MAX_ROWS; /* T = 8: the switch point */
-  assert_int_equal(sl_moe_ffn_gemv_variant(&a), SL_MOE_FFN_GEMV_SPLIT);
+  assert_int_equal(sl_moe_ffn_gemv_variant(&a), small);
   a.capacity = a.num_tokens = SL_MOE_FFN_GEMV_SPLIT_MAX_ROWS + 1;
   assert_int_equal(sl_moe_ffn_gemv_variant(&a), SL_MOE_FFN_GEMV_WIDE);
   a.capacity = 200; /* large capacity, few tokens: at most T rows per expert */
   a.num_tokens = 5;
-  assert_int_equal(sl_moe_ffn_gemv_variant(&a), SL_MOE_FFN_GEMV_SPLIT);
+  assert_int_equal(sl_moe_ffn_gemv_variant(&a), small);
   a.capacity = 4; /* few rows by capacity */
   a.num_tokens = 100;
-  assert_int_equal(sl_moe_ffn_gemv_variant(&a), SL_MOE_FFN_GEMV_SPLIT);
+  assert_int_equal(sl_moe_ffn_gemv_variant(&a), small);
   a.capacity = a.num_tokens = 128;
   a.gemv_variant = SL_MOE_FFN_GEMV_SPLIT;
   assert_int_equal(sl_moe_ffn_gemv_variant(&a), SL_MOE_FFN_GEMV_SPLIT);
