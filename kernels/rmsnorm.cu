@@ -233,8 +233,17 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
     sl_rmsnorm_fwd(const void *__restrict__ x, void *__restrict__ y, void *__restrict__ residual,
                    const void *__restrict__ weight, int rows) {
   __shared__ float partial[2][WARPS];
-  const int slot = threadIdx.x / ROW_THREADS;     // row within the block
-  const int t = threadIdx.x - slot * ROW_THREADS; // thread within the row
+  // Row within the block and thread within the row. One row per block of a width that is not a
+  // power of two (h=7168: 7 warps): constants, not threadIdx.x / ROW_THREADS -- a multiply-high
+  // the compiler cannot fold (it does not know the block is ROW_THREADS wide), whose result
+  // ptxas kept live across the row and spilled at the 56-register cap (2 STL + 2 LDL per thread
+  // and row; H200 ncu: 229,376 spill requests at T=8192 h=7168). A power of two is a shift:
+  // left as it was (constants there moved ptxas from 32 to 40 registers at h=2048, 8 elements,
+  // fused). Found by the `spill` helper; its register-estimate changes for other shapes were
+  // not taken (they move measured table picks' occupancy; re-measure first).
+  constexpr bool ONE_ROW_CONST = ROWS_PER_BLOCK == 1 && (ROW_THREADS & (ROW_THREADS - 1)) != 0;
+  const int slot = ONE_ROW_CONST ? 0 : threadIdx.x / ROW_THREADS;
+  const int t = ONE_ROW_CONST ? (int)threadIdx.x : threadIdx.x - slot * ROW_THREADS;
   int parity = 0;
   raw_w wpre[PRELOAD_W ? CHUNKS : 1];
 #pragma unroll
