@@ -14,9 +14,9 @@
  *    Issue #4: ranking all 1024 pairs in every block (4 warp-match rounds, 12 block
  *    barriers) was most of DSv3 T=128's 9.3 us; the per-block ranking is <= 16 LDS.128
  *    per thread and two barriers (kernels/NOTES.md).
- *  - The split path's copy takes whole rows per warp item (split_span) when the tokens
- *    alone give every SM 32 warps: ranks, offsets and the K-row broadcast once per token
- *    instead of once per 2 chunks (ncu: 52.9 cycles/instr MIO throttle in the old loop).
+ *  - The split path's copy takes one 16-byte chunk per warp item by default (measured faster
+ *    than whole rows per item at every prefill shape: see SPLIT_DEFAULT_SPAN); whole rows
+ *    (a token's K rows computed once) stay selectable by force_span.
  *  - Otherwise DESIGN.md's rule, "does the copy fit in one resident wave": copy_blocks =
  *    items / 8 warps (unroll 1). If copy_blocks <= SL_MOE_FUSED_MAX_WAVES x SMs (and the
  *    routing fits in one 256-pair round per block), one cooperative launch (route, grid barrier, copy)
@@ -145,11 +145,7 @@ static int copy_blocks(const sl_moe_dispatch_args_t *a, int unroll) {
  * 186.0; DeepSeek-V3 T=4096 164.5 vs 178.9, T=16384 598.7 vs 673.4 (83.5 % vs 74.2 % of copy),
  * T=512 equal. More, smaller items keep more independent loads in flight across the grid than
  * one warp walking a 14 KB row. Whole rows stay available (force_span) for the comparison row. */
-static int split_span(const sl_moe_dispatch_args_t *a, int num_sms) {
-  (void)a;
-  (void)num_sms;
-  return 1;
-}
+enum { SPLIT_DEFAULT_SPAN = 1 };
 
 sl_moe_path_t sl_moe_dispatch_choose_path(const sl_moe_dispatch_args_t *a, int num_sms) {
   if (a->num_tokens == 0) return SL_MOE_PATH_NONE;
@@ -362,7 +358,7 @@ static sl_status_t dispatch_cuda(sl_device_t *dev, const sl_moe_dispatch_args_t 
   SL_CHECK(sl_kernel_launch(k, &rl, rargs));
   SL_CHECK(sl_moe_dispatch_spec(a->hidden, a->top_k, local, a->payload, a->quant_rule, ENTRY_COPY, &spec));
   SL_CHECK(sl_jit_get_kernel(dev, &spec, &k));
-  int span = a->force_span > 0 ? a->force_span : split_span(a, sms);
+  int span = a->force_span > 0 ? a->force_span : SPLIT_DEFAULT_SPAN;
   if (span > sl_moe_chunks_per_row(a->hidden, PREFILL_UNROLL)) span = sl_moe_chunks_per_row(a->hidden, PREFILL_UNROLL);
   const long spans = sl_moe_cdiv(sl_moe_chunks_per_row(a->hidden, PREFILL_UNROLL), span);
   void *cargs[] = {&x,      &ids,   &T,     &E,      &begin,     &end,   &cap,  &ex,
