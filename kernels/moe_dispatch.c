@@ -102,6 +102,14 @@ static sl_status_t validate(const sl_moe_dispatch_args_t *a) {
                   a->expert_begin, a->expert_end, a->num_experts, SL_MOE_MAX_LOCAL_EXPERTS);
   if (a->capacity < 1) return SL_ERR(SL_ERR_INVALID, "moe dispatch: capacity %d < 1", a->capacity);
   if (a->force_span < 0) return SL_ERR(SL_ERR_INVALID, "moe dispatch: force_span %d < 0", a->force_span);
+  const int rr = a->force_route_rounds;
+  if (rr != 0 && rr != 1 && rr != 2 && rr != 4 && rr != 8)
+    return SL_ERR(SL_ERR_INVALID, "moe dispatch: force_route_rounds %d is not 0 (default), 1, 2, 4 or 8", rr);
+  if (a->force_repl_rank < 0 || a->force_repl_rank > SL_MOE_REPL_RANK_SCAN)
+    return SL_ERR(SL_ERR_INVALID,
+                  "moe dispatch: force_repl_rank %d is not 0 (default), SL_MOE_REPL_RANK_HIST or "
+                  "SL_MOE_REPL_RANK_SCAN",
+                  a->force_repl_rank);
   if ((int)a->payload < SL_MOE_PAYLOAD_BF16 || a->payload > SL_MOE_PAYLOAD_NVFP4)
     return SL_ERR(SL_ERR_UNSUPPORTED, "moe dispatch: payload %d unknown (bf16, fp8-g128, mxfp8, mxfp4, nvfp4)",
                   (int)a->payload);
@@ -157,7 +165,16 @@ sl_moe_path_t sl_moe_dispatch_choose_path(const sl_moe_dispatch_args_t *a, int n
 
 sl_status_t sl_moe_dispatch_spec(int hidden, int top_k, int num_local, sl_moe_payload_t payload, int quant_rule,
                                  int which, sl_jit_spec_t *spec) {
+  return sl_moe_dispatch_spec_variant(hidden, top_k, num_local, payload, quant_rule, which, 0, spec);
+}
+
+sl_status_t sl_moe_dispatch_spec_variant(int hidden, int top_k, int num_local, sl_moe_payload_t payload,
+                                         int quant_rule, int which, int variant, sl_jit_spec_t *spec) {
   if (which < 0 || which > 3) return SL_ERR(SL_ERR_INVALID, "moe dispatch spec: kernel %d", which);
+  if (which == ENTRY_ROUTE && variant != 0 && variant != 1 && variant != 2 && variant != 4 && variant != 8)
+    return SL_ERR(SL_ERR_INVALID, "moe dispatch spec: routing rounds %d (1, 2, 4 or 8)", variant);
+  if (which == ENTRY_REPL && (variant < 0 || variant > SL_MOE_REPL_RANK_SCAN))
+    return SL_ERR(SL_ERR_INVALID, "moe dispatch spec: replicated ranking %d", variant);
   sl_jit_spec_init(spec, "kernels/moe_dispatch.cu", entries[which]);
   /* The routing kernel does not touch rows: one compiled point per (K, E_local). */
   const bool route = which == ENTRY_ROUTE;
@@ -173,6 +190,9 @@ sl_status_t sl_moe_dispatch_spec(int hidden, int top_k, int num_local, sl_moe_pa
   SL_CHECK(sl_jit_spec_define(spec, "MOE_QRULE", "%d",
                               route || payload == SL_MOE_PAYLOAD_BF16 || payload == SL_MOE_PAYLOAD_NVFP4 ? 0
                                                                                                         : quant_rule));
+  if (route) SL_CHECK(sl_jit_spec_define(spec, "MOE_ROUTE_ROUNDS", "%d", variant ? variant : SL_MOE_ROUTE_ROUNDS));
+  if (which == ENTRY_REPL)
+    SL_CHECK(sl_jit_spec_define(spec, "MOE_REPL_RANK", "%d", variant == SL_MOE_REPL_RANK_SCAN ? 0 : 1));
   return SL_OK;
 }
 
@@ -192,6 +212,13 @@ sl_status_t sl_moe_dispatch_jit_points(int arch, sl_status_t (*fn)(const sl_jit_
       SL_CHECK(sl_moe_dispatch_spec(shapes[i][0], shapes[i][1], shapes[i][2], SL_MOE_PAYLOAD_BF16, 0, which, &spec));
       SL_CHECK(fn(&spec, user));
     }
+    /* The benchmark's comparison variants: 8-round routing, the scan ranking. */
+    SL_CHECK(sl_moe_dispatch_spec_variant(shapes[i][0], shapes[i][1], shapes[i][2], SL_MOE_PAYLOAD_BF16, 0,
+                                          ENTRY_ROUTE, 8, &spec));
+    SL_CHECK(fn(&spec, user));
+    SL_CHECK(sl_moe_dispatch_spec_variant(shapes[i][0], shapes[i][1], shapes[i][2], SL_MOE_PAYLOAD_BF16, 0,
+                                          ENTRY_REPL, SL_MOE_REPL_RANK_SCAN, &spec));
+    SL_CHECK(fn(&spec, user));
     if (shapes[i][2] != 128) continue; /* the quantized payloads: one shape */
     static const int qentries[] = {ENTRY_FUSED, ENTRY_COPY, ENTRY_REPL};
     for (size_t q = 0; q < sizeof quant / sizeof quant[0]; q++)
@@ -316,7 +343,8 @@ static sl_status_t dispatch_cuda(sl_device_t *dev, const sl_moe_dispatch_args_t 
 
   if (path == SL_MOE_PATH_REPLICATED) {
     /* No co-residency needed: one warp per item, every block routes all pairs itself. */
-    SL_CHECK(sl_moe_dispatch_spec(a->hidden, a->top_k, local, a->payload, a->quant_rule, ENTRY_REPL, &spec));
+    SL_CHECK(sl_moe_dispatch_spec_variant(a->hidden, a->top_k, local, a->payload, a->quant_rule, ENTRY_REPL,
+                                          a->force_repl_rank, &spec));
     SL_CHECK(sl_jit_get_kernel(dev, &spec, &k));
     void *args[] = {&x, &ids, &T, &E, &begin, &end, &cap, &ex, &es, &gscale, &ec, &slots, &state};
     sl_launch_t l = {.grid = {(unsigned)copy_blocks(a, DECODE_UNROLL)}, .block = {SL_MOE_FUSED_THREADS},
@@ -350,8 +378,12 @@ static sl_status_t dispatch_cuda(sl_device_t *dev, const sl_moe_dispatch_args_t 
     return sl_kernel_launch(k, &l, args);
   }
 
-  const int route_blocks = sl_moe_cdiv((long)T * a->top_k, SL_MOE_ROUTE_PAIRS);
-  SL_CHECK(sl_moe_dispatch_spec(a->hidden, a->top_k, local, a->payload, a->quant_rule, ENTRY_ROUTE, &spec));
+  const int rounds = a->force_route_rounds ? a->force_route_rounds : SL_MOE_ROUTE_ROUNDS;
+  int route_shift = 0; /* log2(512 x rounds): pairs per routing block */
+  while ((1 << route_shift) < SL_MOE_ROUTE_THREADS * rounds) route_shift++;
+  const int route_blocks = sl_moe_cdiv((long)T * a->top_k, 1L << route_shift);
+  SL_CHECK(sl_moe_dispatch_spec_variant(a->hidden, a->top_k, local, a->payload, a->quant_rule, ENTRY_ROUTE, rounds,
+                                        &spec));
   SL_CHECK(sl_jit_get_kernel(dev, &spec, &k));
   void *rargs[] = {&ids, &T, &E, &begin, &end, &cap, &ec, &state, &done, &counts, &offsets, &pair_rank};
   sl_launch_t rl = {.grid = {(unsigned)route_blocks}, .block = {SL_MOE_ROUTE_THREADS}, .stream = stream};
@@ -361,8 +393,8 @@ static sl_status_t dispatch_cuda(sl_device_t *dev, const sl_moe_dispatch_args_t 
   int span = a->force_span > 0 ? a->force_span : SPLIT_DEFAULT_SPAN;
   if (span > sl_moe_chunks_per_row(a->hidden, PREFILL_UNROLL)) span = sl_moe_chunks_per_row(a->hidden, PREFILL_UNROLL);
   const long spans = sl_moe_cdiv(sl_moe_chunks_per_row(a->hidden, PREFILL_UNROLL), span);
-  void *cargs[] = {&x,      &ids,   &T,     &E,      &begin,     &end,   &cap,  &ex,
-                   &es,     &gscale, &slots, &offsets, &pair_rank, &state, &span};
+  void *cargs[] = {&x,     &ids,   &T,       &E,         &begin, &end,  &cap,        &ex,
+                   &es,    &gscale, &slots,  &offsets,   &pair_rank, &state, &span, &route_shift};
   sl_launch_t cl = {.grid = {(unsigned)sl_moe_cdiv((long)T * spans, SL_MOE_COPY_THREADS / 32)},
                     .block = {SL_MOE_COPY_THREADS}, .stream = stream};
   return sl_kernel_launch(k, &cl, cargs);
