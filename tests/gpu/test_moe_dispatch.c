@@ -73,17 +73,32 @@ static void run_compare(moe_case_t *c, bool try_fused, bool try_split) {
   if ((c->T * c->K + 255) / 256 > sl_device_info(gpu)->sm_count) try_fused = false;
   /* The replicated path (every block routes all pairs) takes up to SL_MOE_REPL_MAX_PAIRS. */
   const bool try_repl = (long)c->T * c->K <= SL_MOE_REPL_MAX_PAIRS;
-  const int paths[] = {0, SL_MOE_PATH_FUSED, SL_MOE_PATH_SPLIT, SL_MOE_PATH_REPLICATED};
-  for (int i = 0; i < 4; i++) {
-    if ((paths[i] == SL_MOE_PATH_FUSED && !try_fused) || (paths[i] == SL_MOE_PATH_SPLIT && !try_split) ||
-        (paths[i] == SL_MOE_PATH_REPLICATED && !try_repl))
+  /* Each path with each of its variants: the split path's routing rounds (default 2, and
+   * 1, 4, 8: 8 is the previous kernel), the replicated path's ranking (histogram, scan). */
+  static const struct {
+    int path, route_rounds, repl_rank;
+  } runs[] = {{0, 0, 0},
+              {SL_MOE_PATH_FUSED, 0, 0},
+              {SL_MOE_PATH_SPLIT, 0, 0},
+              {SL_MOE_PATH_SPLIT, 1, 0},
+              {SL_MOE_PATH_SPLIT, 4, 0},
+              {SL_MOE_PATH_SPLIT, 8, 0},
+              {SL_MOE_PATH_REPLICATED, 0, SL_MOE_REPL_RANK_HIST},
+              {SL_MOE_PATH_REPLICATED, 0, SL_MOE_REPL_RANK_SCAN}};
+  for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+    const int path = runs[i].path;
+    if ((path == SL_MOE_PATH_FUSED && !try_fused) || (path == SL_MOE_PATH_SPLIT && !try_split) ||
+        (path == SL_MOE_PATH_REPLICATED && !try_repl))
       continue;
     moe_case_t g = clone_inputs(c);
-    moe_case_run(gpu, &g, paths[i]);
-    char what[160];
-    snprintf(what, sizeof what, "T=%d H=%d K=%d experts [%d,%d) of %d cap %d, %s payload, path %s", c->T, c->H, c->K,
-             c->begin, c->end, c->E, c->capacity, sl_moe_payload_name(c->payload), sl_moe_path_name(g.path));
-    if (c->T > 0 && paths[i]) assert_int_equal(g.path, paths[i]);
+    g.route_rounds = runs[i].route_rounds;
+    g.repl_rank = runs[i].repl_rank;
+    moe_case_run(gpu, &g, path);
+    char what[200];
+    snprintf(what, sizeof what, "T=%d H=%d K=%d experts [%d,%d) of %d cap %d, %s payload, path %s (rounds %d, rank %d)",
+             c->T, c->H, c->K, c->begin, c->end, c->E, c->capacity, sl_moe_payload_name(c->payload),
+             sl_moe_path_name(g.path), runs[i].route_rounds, runs[i].repl_rank);
+    if (c->T > 0 && path) assert_int_equal(g.path, path);
     assert_same(&g, c, what);
     printf("  ok %s\n", what);
     moe_case_free(&g);
@@ -109,6 +124,7 @@ static void test_qwen3_shapes(void **s) {
 static void test_deepseek_shapes(void **s) {
   random_case(1, 7168, 8, 256, 0, 256, 0, false, true, true);
   random_case(32, 7168, 8, 256, 0, 256, 0, true, true, true);
+  random_case(128, 7168, 8, 256, 0, 256, 0, false, true, true); /* the replicated bound: 1024 pairs, 448 blocks */
   random_case(300, 7168, 8, 256, 0, 256, 0, false, true, true);
 }
 
