@@ -105,6 +105,8 @@ static sl_status_t validate(const sl_moe_dispatch_args_t *a) {
   const int rr = a->force_route_rounds;
   if (rr != 0 && rr != 1 && rr != 2 && rr != 4 && rr != 8)
     return SL_ERR(SL_ERR_INVALID, "moe dispatch: force_route_rounds %d is not 0 (default), 1, 2, 4 or 8", rr);
+  if (a->split_no_pdl != 0 && a->split_no_pdl != 1)
+    return SL_ERR(SL_ERR_INVALID, "moe dispatch: split_no_pdl %d is not 0 or 1", a->split_no_pdl);
   if (a->force_repl_rank < 0 || a->force_repl_rank > SL_MOE_REPL_RANK_SCAN)
     return SL_ERR(SL_ERR_INVALID,
                   "moe dispatch: force_repl_rank %d is not 0 (default), SL_MOE_REPL_RANK_HIST or "
@@ -155,6 +157,17 @@ static int copy_blocks(const sl_moe_dispatch_args_t *a, int unroll) {
  * one warp walking a 14 KB row. Whole rows stay available (force_span) for the comparison row. */
 enum { SPLIT_DEFAULT_SPAN = 1 };
 
+/* Prefill routing: pairs per thread (512 threads per block). The fewest rounds with routing
+ * blocks <= SMs (one block per SM, one wave), at most SL_MOE_ROUTE_MAX_ROUNDS: T=16384 x K=8
+ * -> 2 rounds, 128 blocks (was a fixed 8: 32 blocks on 132 SMs, each 8 serial rounds of
+ * 3 block barriers). The last block's scan reads blocks x E_local counts with all 512
+ * threads (Qwen3: 4 block ranges per expert, 32 blocks each = one batch of loads). */
+static int route_rounds(long pairs, int num_sms) {
+  int r = 1;
+  while (r < SL_MOE_ROUTE_MAX_ROUNDS && sl_moe_cdiv(pairs, (long)SL_MOE_ROUTE_THREADS * r) > num_sms) r *= 2;
+  return r;
+}
+
 sl_moe_path_t sl_moe_dispatch_choose_path(const sl_moe_dispatch_args_t *a, int num_sms) {
   if (a->num_tokens == 0) return SL_MOE_PATH_NONE;
   if ((long)a->num_tokens * a->top_k <= SL_MOE_REPL_MAX_PAIRS) return SL_MOE_PATH_REPLICATED;
@@ -190,7 +203,8 @@ sl_status_t sl_moe_dispatch_spec_variant(int hidden, int top_k, int num_local, s
   SL_CHECK(sl_jit_spec_define(spec, "MOE_QRULE", "%d",
                               route || payload == SL_MOE_PAYLOAD_BF16 || payload == SL_MOE_PAYLOAD_NVFP4 ? 0
                                                                                                         : quant_rule));
-  if (route) SL_CHECK(sl_jit_spec_define(spec, "MOE_ROUTE_ROUNDS", "%d", variant ? variant : SL_MOE_ROUTE_ROUNDS));
+  /* Variant 0 of the routing kernel: 2 rounds, the host's choice at T*K <= 1024 x SMs. */
+  if (route) SL_CHECK(sl_jit_spec_define(spec, "MOE_ROUTE_ROUNDS", "%d", variant ? variant : 2));
   if (which == ENTRY_REPL)
     SL_CHECK(sl_jit_spec_define(spec, "MOE_REPL_RANK", "%d", variant == SL_MOE_REPL_RANK_SCAN ? 0 : 1));
   return SL_OK;
@@ -208,17 +222,16 @@ sl_status_t sl_moe_dispatch_jit_points(int arch, sl_status_t (*fn)(const sl_jit_
   (void)arch;
   sl_jit_spec_t spec;
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
-    for (int which = 0; which < 4; which++) {
-      SL_CHECK(sl_moe_dispatch_spec(shapes[i][0], shapes[i][1], shapes[i][2], SL_MOE_PAYLOAD_BF16, 0, which, &spec));
+    /* Every kernel; the routing kernel at each round count the host may pick (1, 2, 4, 8);
+     * the replicated kernel with both rankings (the scan: the benchmark's comparison). */
+    static const int variants[][2] = {{ENTRY_FUSED, 0}, {ENTRY_ROUTE, 1}, {ENTRY_ROUTE, 2}, {ENTRY_ROUTE, 4},
+                                      {ENTRY_ROUTE, 8}, {ENTRY_COPY, 0},  {ENTRY_REPL, SL_MOE_REPL_RANK_HIST},
+                                      {ENTRY_REPL, SL_MOE_REPL_RANK_SCAN}};
+    for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) {
+      SL_CHECK(sl_moe_dispatch_spec_variant(shapes[i][0], shapes[i][1], shapes[i][2], SL_MOE_PAYLOAD_BF16, 0,
+                                            variants[v][0], variants[v][1], &spec));
       SL_CHECK(fn(&spec, user));
     }
-    /* The benchmark's comparison variants: 8-round routing, the scan ranking. */
-    SL_CHECK(sl_moe_dispatch_spec_variant(shapes[i][0], shapes[i][1], shapes[i][2], SL_MOE_PAYLOAD_BF16, 0,
-                                          ENTRY_ROUTE, 8, &spec));
-    SL_CHECK(fn(&spec, user));
-    SL_CHECK(sl_moe_dispatch_spec_variant(shapes[i][0], shapes[i][1], shapes[i][2], SL_MOE_PAYLOAD_BF16, 0,
-                                          ENTRY_REPL, SL_MOE_REPL_RANK_SCAN, &spec));
-    SL_CHECK(fn(&spec, user));
     if (shapes[i][2] != 128) continue; /* the quantized payloads: one shape */
     static const int qentries[] = {ENTRY_FUSED, ENTRY_COPY, ENTRY_REPL};
     for (size_t q = 0; q < sizeof quant / sizeof quant[0]; q++)
@@ -378,7 +391,7 @@ static sl_status_t dispatch_cuda(sl_device_t *dev, const sl_moe_dispatch_args_t 
     return sl_kernel_launch(k, &l, args);
   }
 
-  const int rounds = a->force_route_rounds ? a->force_route_rounds : SL_MOE_ROUTE_ROUNDS;
+  const int rounds = a->force_route_rounds ? a->force_route_rounds : route_rounds((long)T * a->top_k, sms);
   int route_shift = 0; /* log2(512 x rounds): pairs per routing block */
   while ((1 << route_shift) < SL_MOE_ROUTE_THREADS * rounds) route_shift++;
   const int route_blocks = sl_moe_cdiv((long)T * a->top_k, 1L << route_shift);
@@ -387,6 +400,7 @@ static sl_status_t dispatch_cuda(sl_device_t *dev, const sl_moe_dispatch_args_t 
   SL_CHECK(sl_jit_get_kernel(dev, &spec, &k));
   void *rargs[] = {&ids, &T, &E, &begin, &end, &cap, &ec, &state, &done, &counts, &offsets, &pair_rank};
   sl_launch_t rl = {.grid = {(unsigned)route_blocks}, .block = {SL_MOE_ROUTE_THREADS}, .stream = stream};
+  const bool pdl = !a->split_no_pdl && sl_device_info(dev)->arch >= SL_ARCH_HOPPER;
   SL_CHECK(sl_kernel_launch(k, &rl, rargs));
   SL_CHECK(sl_moe_dispatch_spec(a->hidden, a->top_k, local, a->payload, a->quant_rule, ENTRY_COPY, &spec));
   SL_CHECK(sl_jit_get_kernel(dev, &spec, &k));
@@ -396,7 +410,7 @@ static sl_status_t dispatch_cuda(sl_device_t *dev, const sl_moe_dispatch_args_t 
   void *cargs[] = {&x,     &ids,   &T,       &E,         &begin, &end,  &cap,        &ex,
                    &es,    &gscale, &slots,  &offsets,   &pair_rank, &state, &span, &route_shift};
   sl_launch_t cl = {.grid = {(unsigned)sl_moe_cdiv((long)T * spans, SL_MOE_COPY_THREADS / 32)},
-                    .block = {SL_MOE_COPY_THREADS}, .stream = stream};
+                    .block = {SL_MOE_COPY_THREADS}, .stream = stream, .pdl = pdl};
   return sl_kernel_launch(k, &cl, cargs);
 }
 

@@ -107,6 +107,21 @@ __device__ __forceinline__ QuantVec quantize_vec(const uint4 &v, float global_sc
 }
 #endif
 
+// Programmatic dependent launch (sm_90+; no-ops when the launch had no PDL attribute): the
+// routing kernel lets the copy kernel launch at once; the copy issues its first loads (x,
+// topk ids: inputs, not routing results) and then waits for the routing grid to complete
+// and its writes to be visible before it reads ranks and offsets.
+__device__ __forceinline__ void moe_pdl_trigger() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void moe_pdl_wait() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 __device__ __forceinline__ unsigned sl_moe_atom_add_acq_rel_u32(unsigned *p, unsigned v) {
   unsigned old;
   asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
@@ -312,6 +327,8 @@ __device__ __forceinline__ void copy_item(long item, int span, int spans, ItemIn
   }
 }
 
+// The split path's copy: grid-strided items. Launched with PDL after the routing kernel: a
+// warp issues its first item's loads, then waits for the routing grid (once).
 template <typename OffsetFn>
 __device__ __forceinline__ void copy_items(const __nv_bfloat16 *__restrict__ x, const int *__restrict__ topk_ids,
                                            int num_tokens, int span, int num_experts, int expert_begin,
@@ -321,10 +338,15 @@ __device__ __forceinline__ void copy_items(const __nv_bfloat16 *__restrict__ x, 
   const int warps_per_block = blockDim.x / 32;
   const int spans = (MOE_CHUNKS + span - 1) / span;
   const long num_items = (long)num_tokens * spans;
+  bool waited = false;
   for (long item = (long)blockIdx.x * warps_per_block + threadIdx.x / 32; item < num_items;
        item += (long)gridDim.x * warps_per_block) {
     ItemInput in;
     load_item(item, span, spans, x, topk_ids, in);
+    if (!waited) {
+      moe_pdl_wait();
+      waited = true;
+    }
     copy_item(item, span, spans, in, x, num_experts, expert_begin, expert_end, capacity, expert_x, expert_scales,
               global_scale, err, slots, offset_fn);
   }
@@ -408,6 +430,7 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_ROUTE_THREADS)
   __shared__ int tag[(SL_MOE_ROUTE_THREADS / 32) * MOE_LOCAL];
   __shared__ int is_last;
   __shared__ int seg_total[MOE_SCAN_SEGS * MOE_LOCAL];
+  moe_pdl_trigger(); // the copy kernel may launch now (it waits for this grid before reading ranks)
   const int num_pairs = num_tokens * MOE_TOPK;
   route_pairs<SL_MOE_ROUTE_THREADS, MOE_ROUTE_ROUNDS>(blockIdx.x, num_pairs, topk_ids, num_experts, expert_begin,
                                                       expert_end, counts, pair_rank, &state->error, base, tag);
@@ -421,7 +444,7 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_ROUTE_THREADS)
   __syncthreads();
   if (!is_last) return;
   const int blocks = gridDim.x;
-  constexpr int BATCH = 16;
+  constexpr int BATCH = 32; // the host keeps routing blocks <= SMs: Qwen3 T=16384, 128 blocks: one batch
   const int e = threadIdx.x % MOE_LOCAL, seg = threadIdx.x / MOE_LOCAL;
   const bool scans = seg < MOE_SCAN_SEGS;
   const int per = (blocks + MOE_SCAN_SEGS - 1) / MOE_SCAN_SEGS;

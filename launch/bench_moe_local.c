@@ -114,10 +114,12 @@ static sl_status_t time_both(sl_bench_t *b, sl_bench_fn fn, void *ctx, bool grap
 
 /* One forced-variant dispatch row next to the default one (same inputs, same bytes). */
 static sl_status_t dispatch_variant_row(sl_bench_t *b, const ctx_t *c, const char *shape, double dbytes,
-                                        int route_rounds, int repl_rank, const char *label, const char *note) {
+                                        int route_rounds, int no_pdl, int repl_rank, const char *label,
+                                        const char *note) {
   ctx_t f = *c;
   sl_moe_path_t fpath = SL_MOE_PATH_NONE;
   f.da.force_route_rounds = route_rounds;
+  f.da.split_no_pdl = no_pdl;
   f.da.force_repl_rank = repl_rank;
   f.da.path_taken = &fpath;
   double us = 0, gus = -1;
@@ -201,7 +203,7 @@ static sl_status_t bench_dispatch_combine(sl_bench_t *b, const model_t *m, const
           goto out;
         }
         sl_bench_row(b, "moe_dispatch", shape, sl_moe_path_name(fpath), fus, dbytes, fgus, "forced (comparison)");
-        r = dispatch_variant_row(b, &c, shape, dbytes, 0, SL_MOE_REPL_RANK_SCAN, "replicated scan",
+        r = dispatch_variant_row(b, &c, shape, dbytes, 0, 0, SL_MOE_REPL_RANK_SCAN, "replicated scan",
                                  "forced (comparison: scan ranking, the previous kernel)");
         if (r != SL_OK) {
           sl_device_free(dev, ex);
@@ -222,8 +224,11 @@ static sl_status_t bench_dispatch_combine(sl_bench_t *b, const model_t *m, const
         }
         sl_bench_row(b, "moe_dispatch", shape, "route+copy rows", fus, dbytes, fgus,
                      "forced (comparison: whole rows per warp item)");
-        r = dispatch_variant_row(b, &c, shape, dbytes, 8, 0, "route+copy r8",
-                                 "forced (comparison: 8-round routing blocks, the previous shape)");
+        r = dispatch_variant_row(b, &c, shape, dbytes, 0, 1, 0, "route+copy nopdl",
+                                 "forced (comparison: no PDL between routing and copy)");
+        if (r == SL_OK)
+          r = dispatch_variant_row(b, &c, shape, dbytes, 8, 1, 0, "route+copy r8 nopdl",
+                                   "forced (comparison: 8-round routing blocks, no PDL: the previous launches)");
         if (r != SL_OK) {
           sl_device_free(dev, ex);
           s = r;

@@ -73,18 +73,22 @@ static void run_compare(moe_case_t *c, bool try_fused, bool try_split) {
   if ((c->T * c->K + 255) / 256 > sl_device_info(gpu)->sm_count) try_fused = false;
   /* The replicated path (every block routes all pairs) takes up to SL_MOE_REPL_MAX_PAIRS. */
   const bool try_repl = (long)c->T * c->K <= SL_MOE_REPL_MAX_PAIRS;
-  /* Each path with each of its variants: the split path's routing rounds (default 2, and
-   * 1, 4, 8: 8 is the previous kernel), the replicated path's ranking (histogram, scan). */
+  /* Each path with each of its variants: the split path's routing rounds (host choice, and
+   * 1, 2, 4, 8 forced; 8 was the fixed shape before) with and without PDL between its two
+   * launches, the replicated path's ranking (histogram, scan). */
   static const struct {
-    int path, route_rounds, repl_rank;
-  } runs[] = {{0, 0, 0},
-              {SL_MOE_PATH_FUSED, 0, 0},
-              {SL_MOE_PATH_SPLIT, 0, 0},
-              {SL_MOE_PATH_SPLIT, 1, 0},
-              {SL_MOE_PATH_SPLIT, 4, 0},
-              {SL_MOE_PATH_SPLIT, 8, 0},
-              {SL_MOE_PATH_REPLICATED, 0, SL_MOE_REPL_RANK_HIST},
-              {SL_MOE_PATH_REPLICATED, 0, SL_MOE_REPL_RANK_SCAN}};
+    int path, route_rounds, repl_rank, no_pdl;
+  } runs[] = {{0, 0, 0, 0},
+              {SL_MOE_PATH_FUSED, 0, 0, 0},
+              {SL_MOE_PATH_SPLIT, 0, 0, 0},
+              {SL_MOE_PATH_SPLIT, 1, 0, 0},
+              {SL_MOE_PATH_SPLIT, 2, 0, 0},
+              {SL_MOE_PATH_SPLIT, 4, 0, 0},
+              {SL_MOE_PATH_SPLIT, 8, 0, 0},
+              {SL_MOE_PATH_SPLIT, 0, 0, 1},
+              {SL_MOE_PATH_SPLIT, 8, 0, 1},
+              {SL_MOE_PATH_REPLICATED, 0, SL_MOE_REPL_RANK_HIST, 0},
+              {SL_MOE_PATH_REPLICATED, 0, SL_MOE_REPL_RANK_SCAN, 0}};
   for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
     const int path = runs[i].path;
     if ((path == SL_MOE_PATH_FUSED && !try_fused) || (path == SL_MOE_PATH_SPLIT && !try_split) ||
@@ -93,11 +97,13 @@ static void run_compare(moe_case_t *c, bool try_fused, bool try_split) {
     moe_case_t g = clone_inputs(c);
     g.route_rounds = runs[i].route_rounds;
     g.repl_rank = runs[i].repl_rank;
+    g.no_pdl = runs[i].no_pdl;
     moe_case_run(gpu, &g, path);
     char what[200];
-    snprintf(what, sizeof what, "T=%d H=%d K=%d experts [%d,%d) of %d cap %d, %s payload, path %s (rounds %d, rank %d)",
-             c->T, c->H, c->K, c->begin, c->end, c->E, c->capacity, sl_moe_payload_name(c->payload),
-             sl_moe_path_name(g.path), runs[i].route_rounds, runs[i].repl_rank);
+    snprintf(what, sizeof what,
+             "T=%d H=%d K=%d experts [%d,%d) of %d cap %d, %s payload, path %s (rounds %d, rank %d, no_pdl %d)", c->T,
+             c->H, c->K, c->begin, c->end, c->E, c->capacity, sl_moe_payload_name(c->payload),
+             sl_moe_path_name(g.path), runs[i].route_rounds, runs[i].repl_rank, runs[i].no_pdl);
     if (c->T > 0 && path) assert_int_equal(g.path, path);
     assert_same(&g, c, what);
     printf("  ok %s\n", what);
@@ -140,6 +146,9 @@ static void test_odd_shapes_and_ranges(void **s) {
    * last span), and whole rows; H = 1032 ends in a partial chunk. */
   random_case(3000, 1032, 2, 16, 0, 16, 0, false, false, true);
   random_case(4500, 1032, 2, 16, 0, 16, 0, true, false, true);
+  /* The routing kernel's last-block scan with one block range per expert (512 local
+   * experts) over 33 routing blocks at 1 round: more than one batch of 32 loads. */
+  random_case(2100, 64, 8, 512, 0, 512, 100, false, false, true);
 }
 
 static void fixed_case(int T, int H, int K, int E, int capacity, const int32_t *pattern, int len) {

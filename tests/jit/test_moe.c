@@ -33,7 +33,7 @@ static sl_status_t compile_point(const sl_jit_spec_t *spec, void *user) {
 
 static void walk(int arch) {
   static const char *modules[] = {"grid_barrier", "moe_dispatch", "moe_combine", "moe_ffn"};
-  static const int min_points[] = {1, 24, 4, 7};
+  static const int min_points[] = {1, 32, 4, 7};
   for (int i = 0; i < 4; i++) {
     walk_t w = {.arch = arch};
     SL_ASSERT_OK(sl_jit_points(modules[i], arch, compile_point, &w));

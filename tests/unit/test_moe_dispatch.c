@@ -266,6 +266,12 @@ static void test_bad_arguments(void **state) {
   a.force_repl_rank = SL_MOE_REPL_RANK_SCAN;
   SL_ASSERT_OK(sl_moe_dispatch(dev, &a, NULL));
   a.force_repl_rank = 0;
+  a.split_no_pdl = 2;
+  assert_int_equal(sl_moe_dispatch(dev, &a, NULL), SL_ERR_INVALID);
+  assert_non_null(strstr(sl_last_error(), "split_no_pdl"));
+  a.split_no_pdl = 1;
+  SL_ASSERT_OK(sl_moe_dispatch(dev, &a, NULL));
+  a.split_no_pdl = 0;
   sl_device_close(dev);
 }
 
