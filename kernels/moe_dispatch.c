@@ -12,8 +12,14 @@
  *    H200 run 3: the fused path cost 3.8 us in a graph at T=1, of which the grid barrier is
  *    1.26 us and the global rank/count round trips after it another L2 latency or two.
  *    Issue #4: ranking all 1024 pairs in every block (4 warp-match rounds, 12 block
- *    barriers) was most of DSv3 T=128's 9.3 us; the per-block ranking is <= 16 LDS.128
- *    per thread and two barriers (kernels/NOTES.md).
+ *    barriers) was most of DSv3 T=128's 9.3 us; the per-block scan ranking (<= 16 LDS.128
+ *    per thread, two barriers) measured 6.72 us. Now (default, SL_MOE_REPL_RANK_HIST) a
+ *    block adds the pairs below its own window to a shared per-expert histogram (<= 4
+ *    shared atomics per thread) and its k < K lanes count the few earlier window pairs;
+ *    the scan stays selectable (force_repl_rank, bench row "replicated scan").
+ *    DSv3 T=128 bf16 and quantized payloads take about the same time (6.6-7.2 us for 3.7
+ *    to 14.7 MB written), so the per-block ranking work (448 blocks, 3.4 per SM), not the
+ *    store drain, was the excess (kernels/NOTES.md).
  *  - The split path's copy takes one 16-byte chunk per warp item by default (measured faster
  *    than whole rows per item at every prefill shape: see SPLIT_DEFAULT_SPAN); whole rows
  *    (a token's K rows computed once) stay selectable by force_span.
@@ -27,8 +33,12 @@
  *    the split path's routing kernel (one 512-thread block for <= 4096 pairs, 8 rounds, then
  *    a ticket-ordered scan) plus a second launch cost more than the grid-stride loop.
  *    At 4 waves a warp copies <= 4 items (2 at 2 blocks per SM).
- *    Else a routing launch (512 threads x 8 pairs per block; the last block scans the
- *    per-block counts) and a copy launch over copy_blocks blocks.
+ *    Else a routing launch (512 threads x 1/2/4/8 pairs per block, the fewest rounds with
+ *    routing blocks <= SMs: route_rounds; the last block scans the per-block counts with
+ *    all 512 threads) and a copy launch over copy_blocks blocks, launched with PDL: its
+ *    warps issue their first item's x loads while the routing runs (split_no_pdl: off).
+ *    The H200 ncu run put DSv3 T=16384's copy kernel at 574 us of the 587 us dispatch:
+ *    ~12 us of routing + launch gap, 7 % of Qwen3's 180 us, the lever at Qwen3 size.
  *  - All paths rank the pairs of an expert in pair order (t * K + k): the slots, hence the
  *    expert buffers, are identical across paths and equal to the CPU reference. */
 #include <stdio.h>
