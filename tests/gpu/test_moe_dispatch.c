@@ -73,26 +73,30 @@ static void run_compare(moe_case_t *c, bool try_fused, bool try_split) {
   if ((c->T * c->K + 255) / 256 > sl_device_info(gpu)->sm_count) try_fused = false;
   /* The replicated path (every block routes all pairs) takes up to SL_MOE_REPL_MAX_PAIRS. */
   const bool try_repl = (long)c->T * c->K <= SL_MOE_REPL_MAX_PAIRS;
-  /* Each path with each of its variants: the split path's routing rounds (host choice, and
-   * 1, 2, 4, 8 forced; 8 was the fixed shape before) with and without PDL between its two
-   * launches, the replicated path's ranking (histogram, scan). */
+  /* Each path with each of its variants: the split path by default (host's routing rounds,
+   * PDL between its launches) and as before (8 rounds, no PDL), the replicated path with
+   * both rankings (histogram, scan); on every payload. The routing kernel does not depend
+   * on the payload: the other forced round counts (1, 2, 4, and 8 with PDL) and the default
+   * without PDL run on the bf16 cases whose expert buffers are small (<= 256 MB). */
   static const struct {
     int path, route_rounds, repl_rank, no_pdl;
-  } runs[] = {{0, 0, 0, 0},
-              {SL_MOE_PATH_FUSED, 0, 0, 0},
-              {SL_MOE_PATH_SPLIT, 0, 0, 0},
-              {SL_MOE_PATH_SPLIT, 1, 0, 0},
-              {SL_MOE_PATH_SPLIT, 2, 0, 0},
-              {SL_MOE_PATH_SPLIT, 4, 0, 0},
-              {SL_MOE_PATH_SPLIT, 8, 0, 0},
-              {SL_MOE_PATH_SPLIT, 0, 0, 1},
-              {SL_MOE_PATH_SPLIT, 8, 0, 1},
-              {SL_MOE_PATH_REPLICATED, 0, SL_MOE_REPL_RANK_HIST, 0},
-              {SL_MOE_PATH_REPLICATED, 0, SL_MOE_REPL_RANK_SCAN, 0}};
+    bool extra;
+  } runs[] = {{0, 0, 0, 0, false},
+              {SL_MOE_PATH_FUSED, 0, 0, 0, false},
+              {SL_MOE_PATH_SPLIT, 0, 0, 0, false},
+              {SL_MOE_PATH_SPLIT, 8, 0, 1, false},
+              {SL_MOE_PATH_SPLIT, 1, 0, 0, true},
+              {SL_MOE_PATH_SPLIT, 2, 0, 0, true},
+              {SL_MOE_PATH_SPLIT, 4, 0, 0, true},
+              {SL_MOE_PATH_SPLIT, 8, 0, 0, true},
+              {SL_MOE_PATH_SPLIT, 0, 0, 1, true},
+              {SL_MOE_PATH_REPLICATED, 0, SL_MOE_REPL_RANK_HIST, 0, false},
+              {SL_MOE_PATH_REPLICATED, 0, SL_MOE_REPL_RANK_SCAN, 0, false}};
+  const bool extra = c->payload == SL_MOE_PAYLOAD_BF16 && moe_case_rows(c) * moe_case_row_bytes(c) <= (256u << 20);
   for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
     const int path = runs[i].path;
     if ((path == SL_MOE_PATH_FUSED && !try_fused) || (path == SL_MOE_PATH_SPLIT && !try_split) ||
-        (path == SL_MOE_PATH_REPLICATED && !try_repl))
+        (path == SL_MOE_PATH_REPLICATED && !try_repl) || (runs[i].extra && !extra))
       continue;
     moe_case_t g = clone_inputs(c);
     g.route_rounds = runs[i].route_rounds;
