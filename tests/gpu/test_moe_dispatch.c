@@ -1,7 +1,8 @@
 /* MoE dispatch + combine on the GPU against the CPU backend, bit for bit (both paths rank
  * the pairs of an expert in pair order, combine sums in k order with fmaf): decode (fused
- * cooperative) and prefill (route + copy) paths, each forced on the same inputs, odd
- * shapes, expert ranges, skewed routing, capacity overflow, bad ids, and a CUDA graph of
+ * cooperative, replicated with both rankings) and prefill (route + copy: routing rounds
+ * 1/2/4/8, with and without PDL) paths, each forced on the same inputs, odd shapes,
+ * expert ranges, skewed routing, capacity overflow, bad ids, and a CUDA graph of
  * dispatch + combine replayed on new inputs. */
 #include <stdio.h>
 #include <string.h>
