@@ -42,18 +42,23 @@
 typedef struct {
   int head_dim, rope; /* entry applies to this head_dim and RoPE (0/1) */
   int warps, items, grid;
+  int cache;                       /* JIT CACHE (0: no hints) */
+  int rsq, wf32, pipe, rsplit;     /* JIT RSQ, WF32, PIPE, RSPLIT (0/1) */
 } qk_entry_t;
-/* head_dim 128: MEASURED on the H200 (`sluice bench kernels --tune --only norm`, 2026-11-29,
+/* Fields: head_dim, RoPE, warps, items, grid, then the layout knobs CACHE, RSQ, WF32, PIPE,
+ * RSPLIT (all 0 = the measured v3 kernel; 2026-11-29 helper qkn added them, NOT MEASURED: the
+ * table keeps the measured entries until a `--tune` run prints lines with the knobs).
+ * head_dim 128: MEASURED on the H200 (`sluice bench kernels --tune --only norm`, 2026-11-29,
  * bench/results/2026-11-29-s2-h200-tune/): the configuration with the smallest mean slowdown
  * against each shape's best over T = 1024..32768, 32+4 and 64+4 heads (1.010 without RoPE,
  * 1.003 with). 64 and 256 are not measured (the previous reasoned defaults). */
 static const qk_entry_t hopper_prefill[] = {
-    {64, 0, 8, 4, SL_QKNORM_GRID_FULL},  {128, 0, 2, 2, SL_QKNORM_GRID_FULL},     {256, 0, 8, 4, SL_QKNORM_GRID_FULL},
-    {64, 1, 8, 2, SL_QKNORM_GRID_FULL},  {128, 1, 1, 2, SL_QKNORM_GRID_RESIDENT}, {256, 1, 8, 2, SL_QKNORM_GRID_FULL},
+    {64, 0, 8, 4, SL_QKNORM_GRID_FULL, 0, 0, 0, 0, 0},  {128, 0, 2, 2, SL_QKNORM_GRID_FULL, 0, 0, 0, 0, 0},     {256, 0, 8, 4, SL_QKNORM_GRID_FULL, 0, 0, 0, 0, 0},
+    {64, 1, 8, 2, SL_QKNORM_GRID_FULL, 0, 0, 0, 0, 0},  {128, 1, 1, 2, SL_QKNORM_GRID_RESIDENT, 0, 0, 0, 0, 0}, {256, 1, 8, 2, SL_QKNORM_GRID_FULL, 0, 0, 0, 0, 0},
 };
 static const qk_entry_t blackwell_prefill[] = {
-    {64, 0, 8, 4, SL_QKNORM_GRID_FULL},  {128, 0, 8, 4, SL_QKNORM_GRID_FULL}, {256, 0, 8, 4, SL_QKNORM_GRID_FULL},
-    {64, 1, 8, 2, SL_QKNORM_GRID_FULL},  {128, 1, 8, 2, SL_QKNORM_GRID_FULL}, {256, 1, 8, 2, SL_QKNORM_GRID_FULL},
+    {64, 0, 8, 4, SL_QKNORM_GRID_FULL, 0, 0, 0, 0, 0},  {128, 0, 8, 4, SL_QKNORM_GRID_FULL, 0, 0, 0, 0, 0}, {256, 0, 8, 4, SL_QKNORM_GRID_FULL, 0, 0, 0, 0, 0},
+    {64, 1, 8, 2, SL_QKNORM_GRID_FULL, 0, 0, 0, 0, 0},  {128, 1, 8, 2, SL_QKNORM_GRID_FULL, 0, 0, 0, 0, 0}, {256, 1, 8, 2, SL_QKNORM_GRID_FULL, 0, 0, 0, 0, 0},
 };
 
 static qk_entry_t table_entry(int arch, int head_dim, bool rope) {
@@ -61,7 +66,7 @@ static qk_entry_t table_entry(int arch, int head_dim, bool rope) {
   size_t n = arch >= SL_ARCH_BLACKWELL ? sizeof blackwell_prefill / sizeof *t : sizeof hopper_prefill / sizeof *t;
   for (size_t i = 0; i < n; i++)
     if (t[i].head_dim == head_dim && t[i].rope == (int)rope) return t[i];
-  return (qk_entry_t){head_dim, rope, 8, rope ? 2 : 4, SL_QKNORM_GRID_RESIDENT};
+  return (qk_entry_t){head_dim, rope, 8, rope ? 2 : 4, SL_QKNORM_GRID_RESIDENT, 0, 0, 0, 0, 0};
 }
 
 static int table_warps(int arch, int head_dim) {
@@ -98,6 +103,16 @@ static sl_status_t validate_shape(const sl_qknorm_args_t *a) {
     return SL_ERR(SL_ERR_INVALID, "qknorm: items %d must be 0 (the choice), 1, 2 or 4 head groups per warp", a->items);
   if (a->grid_policy < SL_QKNORM_GRID_AUTO || a->grid_policy > SL_QKNORM_GRID_FULL)
     return SL_ERR(SL_ERR_INVALID, "qknorm: grid_policy %d is not AUTO (0), RESIDENT (1) or FULL (2)", a->grid_policy);
+  if (a->cache < SL_QKNORM_CACHE_AUTO || a->cache > SL_QKNORM_CACHE_STREAM)
+    return SL_ERR(SL_ERR_INVALID, "qknorm: cache %d is not AUTO (0), NONE (1), STREAM_STORES (2) or STREAM (3)",
+                  a->cache);
+  const int knobs[] = {a->fast_rsqrt, a->weights_f32, a->pipeline, a->rope_split};
+  static const char *knob_names[] = {"fast_rsqrt", "weights_f32", "pipeline", "rope_split"};
+  for (int i = 0; i < 4; i++)
+    if (knobs[i] < SL_QKNORM_AUTO || knobs[i] > SL_QKNORM_ON)
+      return SL_ERR(SL_ERR_INVALID, "qknorm: %s %d is not AUTO (0), OFF (1) or ON (2)", knob_names[i], knobs[i]);
+  if (a->rope && a->pipeline == SL_QKNORM_ON)
+    return SL_ERR(SL_ERR_INVALID, "qknorm: pipeline ON is for the plain norm, not with RoPE (leave it AUTO or OFF)");
   if ((long long)a->tokens * (a->q_heads + a->kv_heads) > (1ll << 30))
     return SL_ERR(SL_ERR_INVALID, "qknorm: tokens %d x heads %d exceeds 2^30 heads per call (the kernel indexes heads in "
                   "32 bits); split the call", a->tokens, a->q_heads + a->kv_heads);
@@ -144,6 +159,23 @@ static int pow2_floor(long n) {
   return p;
 }
 
+/* A tri-state knob: explicit, else the table's value. */
+static bool knob(int v, int table) {
+  return v == SL_QKNORM_AUTO ? table != 0 : v == SL_QKNORM_ON;
+}
+
+/* The layout knobs: explicit, else the table entry's. The per-head ones (cache hints, rsqrt,
+ * fp32 weights, split rotation) apply to every shape; the pipelined loop only where the table
+ * applies (large prefill) on a resident grid -- decode and one-wave prefill run one iteration
+ * per warp, where it only costs registers. */
+static void choose_knobs(const sl_qknorm_args_t *a, const qk_entry_t *e, bool large, sl_qknorm_point_t *pt) {
+  pt->cache = a->cache == SL_QKNORM_CACHE_AUTO ? e->cache : a->cache - 1;
+  pt->rsq = knob(a->fast_rsqrt, e->rsq);
+  pt->wf32 = knob(a->weights_f32, e->wf32);
+  pt->pipe = !a->rope && knob(a->pipeline, large && !pt->full_grid ? e->pipe : 0);
+  pt->rsplit = a->rope && knob(a->rope_split, e->rsplit);
+}
+
 sl_status_t sl_qknorm_choose(const sl_qknorm_args_t *a, int arch, int sm_count, sl_qknorm_point_t *pt) {
   SL_CHECK(validate_shape(a));
   memset(pt, 0, sizeof *pt);
@@ -163,11 +195,13 @@ sl_status_t sl_qknorm_choose(const sl_qknorm_args_t *a, int arch, int sm_count, 
   if (a->warps) {
     pt->warps = a->warps;
     pt->items = a->items ? a->items : sl_qknorm_items(decode, a->rope, pt->warps);
+    choose_knobs(a, &e, !decode, pt);
     return SL_OK;
   }
   if (decode) { /* fewer head groups than SMs: one warp per block, spread */
     pt->warps = 1;
     pt->items = a->items ? a->items : 1;
+    choose_knobs(a, &e, false, pt);
     return SL_OK;
   }
   /* Small prefill (T ~ 16-128): the whole job fits in one wave of <= 32 warps per SM with 1 or
@@ -183,11 +217,13 @@ sl_status_t sl_qknorm_choose(const sl_qknorm_args_t *a, int arch, int sm_count, 
       int w = pow2_floor(need / sm_count);
       pt->warps = w < 8 ? w : 8;
       pt->items = a->items ? a->items : items;
+      choose_knobs(a, &e, false, pt);
       return SL_OK;
     }
   }
   pt->warps = e.warps;
   pt->items = a->items ? a->items : e.items;
+  choose_knobs(a, &e, true, pt);
   return SL_OK;
 }
 
@@ -201,6 +237,11 @@ sl_status_t sl_qknorm_spec(sl_jit_spec_t *spec, const sl_qknorm_point_t *pt) {
   SL_CHECK(sl_jit_spec_define(spec, "WARPS", "%d", pt->warps));
   SL_CHECK(sl_jit_spec_define(spec, "ROT_DIM", "%d", pt->rot_dim));
   SL_CHECK(sl_jit_spec_define(spec, "ITEMS", "%d", pt->items));
+  SL_CHECK(sl_jit_spec_define(spec, "CACHE", "%d", pt->cache));
+  SL_CHECK(sl_jit_spec_define(spec, "RSQ", "%d", pt->rsq ? 1 : 0));
+  SL_CHECK(sl_jit_spec_define(spec, "WF32", "%d", pt->wf32 ? 1 : 0));
+  SL_CHECK(sl_jit_spec_define(spec, "PIPE", "%d", pt->pipe && pt->rot_dim == 0 ? 1 : 0));
+  SL_CHECK(sl_jit_spec_define(spec, "RSPLIT", "%d", pt->rsplit && pt->rot_dim > 0 ? 1 : 0));
   return SL_OK;
 }
 
@@ -342,6 +383,25 @@ sl_status_t sl_qknorm_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t
                                .eps = 1e-6f,
                                .warps = corner ? 32 : table_warps(arch, 128),
                                .items = corner ? (rot ? 2 : 4) : 1};
+      SL_CHECK(sl_qknorm_spec(&spec, &pt));
+      SL_CHECK(fn(&spec, user));
+    }
+  /* The layout knobs' corners: every knob on at the largest block (1024 threads) with the most
+   * items it sweeps (pipelined plain norm at 2 items; split RoPE at 2), and on at one warp. */
+  for (int rot = 0; rot <= 128; rot += 128)
+    for (int corner = 0; corner < 2; corner++) {
+      pt = (sl_qknorm_point_t){.head_dim = 128,
+                               .rot_dim = rot,
+                               .dtype = SL_DTYPE_BF16,
+                               .w_dtype = SL_DTYPE_BF16,
+                               .eps = 1e-6f,
+                               .warps = corner ? 32 : 1,
+                               .items = 2,
+                               .cache = corner ? 2 : 1,
+                               .rsq = true,
+                               .wf32 = true,
+                               .pipe = rot == 0,
+                               .rsplit = rot != 0};
       SL_CHECK(sl_qknorm_spec(&spec, &pt));
       SL_CHECK(fn(&spec, user));
     }

@@ -26,11 +26,30 @@
 #ifndef ROT_DIM
 #error "ROT_DIM (0: no RoPE; else the rotated dims, a power of two in [16, HEAD_DIM]) must be defined by the JIT"
 #endif
+#ifndef CACHE
+#error "CACHE (Q/K cache hints: 0 none, 1 streaming stores st.global.cs, 2 streaming loads and stores) must be defined by the JIT"
+#endif
+#ifndef RSQ
+#error "RSQ (0: 1/sqrtf as the CPU reference; 1: rsqrtf, <= 2 fp32 ulp) must be defined by the JIT"
+#endif
+#ifndef WF32
+#error "WF32 (0: weights kept packed, unpacked per item; 1: unpacked and biased once, fp32 in registers) must be defined by the JIT"
+#endif
+#ifndef PIPE
+#error "PIPE (0: one iteration's heads at a time; 1: the next iteration's loads issued before this one's reductions) must be defined by the JIT"
+#endif
+#ifndef RSPLIT
+#error "RSPLIT (RoPE: 0 each lane of a pair reads 8 cos + 8 sin; 1 each reads 4 + 4 and computes half the pairs) must be defined by the JIT"
+#endif
 
 static_assert(HEAD_DIM == 64 || HEAD_DIM == 128 || HEAD_DIM == 256, "HEAD_DIM must be 64, 128 or 256");
 static_assert(ITEMS >= 1 && ITEMS <= 8, "ITEMS must be in [1, 8]");
 static_assert(ROT_DIM == 0 || (ROT_DIM >= 16 && ROT_DIM <= HEAD_DIM && (ROT_DIM & (ROT_DIM - 1)) == 0),
               "ROT_DIM must be 0 or a power of two in [16, HEAD_DIM]");
+static_assert(CACHE >= 0 && CACHE <= 2, "CACHE must be 0, 1 or 2");
+static_assert((RSQ == 0 || RSQ == 1) && (WF32 == 0 || WF32 == 1) && (PIPE == 0 || PIPE == 1) &&
+                  (RSPLIT == 0 || RSPLIT == 1),
+              "RSQ, WF32, PIPE and RSPLIT are 0 or 1");
 
 // Layout: a head is LANES consecutive lanes (an aligned sub-warp), each holding VEC consecutive
 // elements as 16-byte packets; the warp holds HEADS_PER_WARP heads (4 at 64, 2 at 128, 1 at 256),
@@ -75,6 +94,94 @@ constexpr int MIN_BLOCKS = ESZ == 2 ? 24 / WARPS : 1;
 #define SL_QK_BOUNDS __launch_bounds__(WARPS * SL_WARP_SIZE)
 #endif
 
+// Q/K packets (16 bytes each): plain, or with the streaming hints of CACHE -- st.global.cs (1, 2)
+// and ld.global.cs (2): evict-first in L1 and L2, so the in-place lines leave L2 early instead
+// of crowding it until the next kernel evicts them. Rounding is sl_store_vec's (sl_pack_u32).
+__device__ __forceinline__ void sl_qk_load(const char *p, raw_t &r) {
+#pragma unroll
+  for (int i = 0; i < raw_t::bytes / 16; i++) {
+    const uint4 *a = reinterpret_cast<const uint4 *>(p) + i;
+    uint4 v;
+    if constexpr (CACHE == 2)
+      v = __ldcs(a);
+    else
+      v = *a;
+    r.w[4 * i] = v.x;
+    r.w[4 * i + 1] = v.y;
+    r.w[4 * i + 2] = v.z;
+    r.w[4 * i + 3] = v.w;
+  }
+}
+__device__ __forceinline__ void sl_qk_store(char *p, const float (&f)[VEC]) {
+  raw_t r;
+  sl_raw_from_f32<DTYPE, VEC>(f, r);
+#pragma unroll
+  for (int i = 0; i < raw_t::bytes / 16; i++) {
+    uint4 *a = reinterpret_cast<uint4 *>(p) + i;
+    const uint4 v = make_uint4(r.w[4 * i], r.w[4 * i + 1], r.w[4 * i + 2], r.w[4 * i + 3]);
+    if constexpr (CACHE >= 1)
+      __stcs(a, v);
+    else
+      *a = v;
+  }
+}
+
+// The heads of one warp iteration (base = its first head): item u is head base + u*HEADS_PER_WARP
+// + sub. Their loads are issued here; nothing waits on them.
+struct sl_qk_iter {
+  raw_t raw[ITEMS];
+  char *p[ITEMS];
+  bool active[ITEMS], is_q[ITEMS];
+};
+__device__ __forceinline__ void sl_qk_issue(unsigned base, unsigned heads, unsigned total, int q_heads, int sub, int l,
+                                            void *q, void *k, long q_row_stride, long k_row_stride, sl_qk_iter &it) {
+  const unsigned t0 = base / heads, h0 = base - t0 * heads;
+#pragma unroll
+  for (int u = 0; u < ITEMS; u++) {
+    const unsigned o = u * HEADS_PER_WARP + sub;
+    unsigned tk, h;
+    sl_qk_locate(t0, h0, o, heads, tk, h);
+    it.active[u] = base + o < total;
+    if (!it.active[u]) tk = 0u; // (the pointer of an inactive item is never dereferenced)
+    it.is_q[u] = (int)h < q_heads;
+    it.p[u] = it.is_q[u] ? (char *)q + ((long)tk * q_row_stride + (long)h * HEAD_DIM + l * VEC) * ESZ
+                         : (char *)k + ((long)tk * k_row_stride + (long)((int)h - q_heads) * HEAD_DIM + l * VEC) * ESZ;
+    if (it.active[u])
+      sl_qk_load(it.p[u], it.raw[u]);
+    else
+      sl_raw_zero<DTYPE, VEC>(it.raw[u]);
+  }
+}
+
+using raw_w = sl_raw<DTYPE_W, VEC>;
+constexpr float SL_QK_BIAS = WEIGHT_BIAS;
+
+// A weight slice as fp32, biased. A bias of 0 is not added: (x*inv)*w equals (x*inv)*(0+w)
+// except for the sign of a zero product when w is -0.0.
+__device__ __forceinline__ void sl_qk_weight_f32(const raw_w &r, float (&w)[VEC]) {
+  sl_raw_to_f32<DTYPE_W, VEC>(r, w);
+  if constexpr (SL_QK_BIAS != 0.0f) {
+#pragma unroll
+    for (int i = 0; i < VEC; i++)
+      w[i] = SL_QK_BIAS + w[i];
+  }
+}
+
+// Sum of squares over the head's lanes, then 1/sqrt(mean + eps): IEEE sqrt and division as the
+// CPU reference, or (RSQ) the hardware reciprocal square root (<= 2 fp32 ulp; far below a bf16 ulp).
+__device__ __forceinline__ float sl_qk_inv_rms(const float (&v)[VEC]) {
+  float ss = 0.0f;
+#pragma unroll
+  for (int i = 0; i < VEC; i++)
+    ss += v[i] * v[i];
+  ss = sl_butterfly_sum<ROUNDS>(ss);
+  const float ms = ss / (float)HEAD_DIM + EPS;
+  if constexpr (RSQ)
+    return rsqrtf(ms);
+  else
+    return 1.0f / sqrtf(ms);
+}
+
 extern "C" __global__ void SL_QK_BOUNDS
     sl_qknorm_fwd(void *q, void *k, long q_row_stride, long k_row_stride, int tokens, int q_heads, int kv_heads,
                   const void *__restrict__ q_weight, const void *__restrict__ k_weight,
@@ -83,21 +190,48 @@ extern "C" __global__ void SL_QK_BOUNDS
   const int lane = threadIdx.x & (SL_WARP_SIZE - 1);
   const int sub = lane / LANES; // head slot within the warp
   const int l = lane % LANES;   // lane within the head: elements [l*VEC, l*VEC + VEC)
-  // Head indices are 32-bit (the host checks tokens * heads < 2^30): one 32-bit division per
-  // warp iteration instead of a 64-bit one per head, which made the kernel issue-bound.
+  // Head indices are 32-bit (the host checks tokens * heads < 2^30): one 32-bit division per warp
+  // iteration instead of a 64-bit one per head, which made the kernel issue-bound.
   const unsigned heads = (unsigned)(q_heads + kv_heads);
   const unsigned total = (unsigned)tokens * heads;
 
   // Both weight slices stay in registers for the whole loop, packed (4 words each for 16-bit
-  // weights instead of 8 floats), and are unpacked and biased at use. v2 converted and added the
-  // bias before the loop: ptxas placed those FADDs ahead of the first Q/K load, so every warp
-  // waited one full load latency for the weights before it issued its heads' loads -- once per
-  // warp, which the full grid (one iteration per warp) would pay on every iteration. Same fp32
-  // operations at use: bit-identical results.
-  using raw_w = sl_raw<DTYPE_W, VEC>;
+  // weights instead of 8 floats), and are unpacked and biased at use (WF32 = 0), or unpacked and
+  // biased once, after the first iteration's Q/K loads are issued (WF32 = 1: 16 registers, no
+  // per-item conversion: fewer instructions per head for a grid-stride loop). v2 converted them
+  // before the loop: ptxas placed those FADDs ahead of the first Q/K load, so every warp waited
+  // one full load latency for the weights before it issued its heads' loads. Same fp32
+  // operations either way: bit-identical results.
   raw_w wq, wk;
   sl_raw_load<DTYPE_W, VEC>((const char *)q_weight + l * VEC * sl_elem<DTYPE_W>::bytes, wq);
   sl_raw_load<DTYPE_W, VEC>((const char *)k_weight + l * VEC * sl_elem<DTYPE_W>::bytes, wk);
+#if WF32
+  float wqf[VEC], wkf[VEC];
+  bool wready = false;
+#endif
+
+  // Normalize, scale, (rotate) and store one item whose packed values are in `raw`. Only one
+  // item's fp32 values are live at a time (the others stay packed), which keeps registers -- and
+  // so occupancy -- for the loads in flight; other warps hide the shuffle and sqrt latencies.
+  auto norm_item = [&](const raw_t &raw, bool is_q, float (&v)[VEC]) {
+    sl_raw_to_f32<DTYPE, VEC>(raw, v);
+    const float inv = sl_qk_inv_rms(v);
+    float w[VEC];
+#if WF32
+#pragma unroll
+    for (int i = 0; i < VEC; i++)
+      w[i] = is_q ? wqf[i] : wkf[i];
+#else
+    raw_w ws; // the item's weight, selected word by word (a select of the structs went to the stack)
+#pragma unroll
+    for (int j = 0; j < raw_w::words; j++)
+      ws.w[j] = is_q ? wq.w[j] : wk.w[j];
+    sl_qk_weight_f32(ws, w);
+#endif
+#pragma unroll
+    for (int i = 0; i < VEC; i++)
+      v[i] = (v[i] * inv) * w[i];
+  };
 
   // Grid-stride over blocks of ITEMS x HEADS_PER_WARP consecutive heads, uniform per warp: every
   // lane runs every iteration, so the full-mask shuffles below are always legal. Item u of an
@@ -108,6 +242,32 @@ extern "C" __global__ void SL_QK_BOUNDS
   const unsigned warp_stride = gridDim.x * WARPS;
   constexpr int SPAN = ITEMS * HEADS_PER_WARP;
   const unsigned step = warp_stride * SPAN;
+#if PIPE
+  // Software pipelining (resident grid): the next iteration's loads are issued before this
+  // iteration's reductions and stores, so a warp always has a head group's loads in flight
+  // (as kernels/rmsnorm.cu does for plain rows). ITEMS more packed raws live (4 registers each
+  // at 16 bits). Plain norm only (the host rejects PIPE with RoPE).
+  static_assert(ROT_DIM == 0, "PIPE is for the plain norm");
+  unsigned base = warp_id * SPAN;
+  if (base >= total) return; // warp-uniform; no block-wide synchronisation in this kernel
+  sl_qk_iter cur;
+  sl_qk_issue(base, heads, total, q_heads, sub, l, q, k, q_row_stride, k_row_stride, cur);
+#if WF32
+  sl_qk_weight_f32(wq, wqf);
+  sl_qk_weight_f32(wk, wkf);
+#endif
+  for (; base < total; base += step) {
+    sl_qk_iter nxt;
+    if (base + step < total) sl_qk_issue(base + step, heads, total, q_heads, sub, l, q, k, q_row_stride, k_row_stride, nxt);
+#pragma unroll
+    for (int u = 0; u < ITEMS; u++) {
+      float v[VEC];
+      norm_item(cur.raw[u], cur.is_q[u], v);
+      if (cur.active[u]) sl_qk_store(cur.p[u], v);
+    }
+    cur = nxt;
+  }
+#else
 #if ROT_DIM > 0
   // RoPE: the positions of an iteration's tokens are loaded one iteration ahead (prologue, then
   // at the end of each iteration), so the cos/sin loads, which need them, go out together with
@@ -124,39 +284,30 @@ extern "C" __global__ void SL_QK_BOUNDS
   }
 #endif
   for (unsigned base = warp_id * SPAN; base < total; base += step) {
-    const unsigned t0 = base / heads, h0 = base - t0 * heads;
-    raw_t raw[ITEMS];
-    char *p[ITEMS];
-    bool active[ITEMS], is_q[ITEMS];
-#pragma unroll
-    for (int u = 0; u < ITEMS; u++) {
-      const unsigned o = u * HEADS_PER_WARP + sub;
-      unsigned tk, h;
-      sl_qk_locate(t0, h0, o, heads, tk, h);
-      active[u] = base + o < total;
-      if (!active[u]) tk = 0u; // (the pointer of an inactive item is never dereferenced)
-      is_q[u] = (int)h < q_heads;
-      p[u] = is_q[u] ? (char *)q + ((long)tk * q_row_stride + (long)h * HEAD_DIM + l * VEC) * ESZ
-                     : (char *)k + ((long)tk * k_row_stride + (long)((int)h - q_heads) * HEAD_DIM + l * VEC) * ESZ;
-      if (active[u])
-        sl_raw_load<DTYPE, VEC>(p[u], raw[u]);
-      else
-        sl_raw_zero<DTYPE, VEC>(raw[u]);
-    }
+    sl_qk_iter it;
+    sl_qk_issue(base, heads, total, q_heads, sub, l, q, k, q_row_stride, k_row_stride, it);
 #if ROT_DIM > 0
     // cos/sin rows of this iteration's positions (loaded last iteration), issued before the
     // reductions so their latency overlaps them; then the next iteration's positions.
+    // RSPLIT = 0: both lanes of a rotation pair (lane, lane ^ HALF/VEC) read the same 8 cos and
+    // 8 sin values (16 registers per item); RSPLIT = 1: each reads 4 + 4 (its half of the pairs).
     constexpr int HALF = ROT_DIM / 2;
+    constexpr int CSN = RSPLIT ? VEC / 2 : VEC;
+    const bool first = l * VEC < HALF;
     bool rotate[ITEMS];
-    float cs[ITEMS][VEC], sn[ITEMS][VEC];
+    float cs[ITEMS][CSN], sn[ITEMS][CSN];
 #pragma unroll
     for (int u = 0; u < ITEMS; u++) {
       const int pos = pos_next[u];
-      rotate[u] = active[u] && pos >= 0 && pos < max_pos && l * VEC < ROT_DIM;
+      rotate[u] = it.active[u] && pos >= 0 && pos < max_pos && l * VEC < ROT_DIM;
       if (rotate[u]) {
-        const long off = (long)pos * HALF + (l * VEC) % HALF;
-        sl_load_vec<SL_DTYPE_F32, VEC>(cos_cache + off, cs[u]);
-        sl_load_vec<SL_DTYPE_F32, VEC>(sin_cache + off, sn[u]);
+        const long off = (long)pos * HALF + (l * VEC) % HALF + (RSPLIT && !first ? VEC / 2 : 0);
+        sl_load_vec<SL_DTYPE_F32, CSN>(cos_cache + off, cs[u]);
+        sl_load_vec<SL_DTYPE_F32, CSN>(sin_cache + off, sn[u]);
+      } else {
+#pragma unroll
+        for (int i = 0; i < CSN; i++)
+          cs[u][i] = sn[u][i] = 0.0f;
       }
     }
     {
@@ -170,43 +321,68 @@ extern "C" __global__ void SL_QK_BOUNDS
       }
     }
 #endif
-    // Then one item at a time: its sum of squares, scale and store. Only one item's fp32 values
-    // are live (the others stay packed), which keeps registers -- and so occupancy -- for the
-    // loads in flight; other warps hide the shuffle and sqrt latencies.
+#if WF32
+    if (!wready) { // once, after the first iteration's loads are out
+      sl_qk_weight_f32(wq, wqf);
+      sl_qk_weight_f32(wk, wkf);
+      wready = true;
+    }
+#endif
+    // Then one item at a time: its sum of squares, scale and store.
 #pragma unroll
     for (int u = 0; u < ITEMS; u++) {
       float v[VEC];
-      sl_raw_to_f32<DTYPE, VEC>(raw[u], v);
-      float ss = 0.0f;
-#pragma unroll
-      for (int i = 0; i < VEC; i++)
-        ss += v[i] * v[i];
-      ss = sl_butterfly_sum<ROUNDS>(ss);
-      const float inv = 1.0f / sqrtf(ss / (float)HEAD_DIM + EPS);
-      raw_w ws; // the item's weight, selected word by word (a select of the structs went to the stack)
-#pragma unroll
-      for (int j = 0; j < raw_w::words; j++)
-        ws.w[j] = is_q[u] ? wq.w[j] : wk.w[j];
-      float w[VEC];
-      sl_raw_to_f32<DTYPE_W, VEC>(ws, w);
-#pragma unroll
-      for (int i = 0; i < VEC; i++)
-        v[i] = (v[i] * inv) * (WEIGHT_BIAS + w[i]);
+      norm_item(it.raw[u], it.is_q[u], v);
 #if ROT_DIM > 0
       // Element i pairs with i + HALF, held by the lane HALF/VEC away; HALF/VEC is a power of
-      // two below the head's lane count, so the partner is lane ^ (HALF/VEC), in the same head.
+      // two below the head's lane count, so the partner is lane ^ (HALF/VEC), in the same head
+      // (and rotates exactly when this lane does: same head, same position, both < ROT_DIM).
+#if RSPLIT
+      // The first lane of a pair computes both outputs of pairs 0..3 of its 8, the second lane
+      // those of pairs 4..7: one exchange of 4 inputs, one of 4 outputs (8 shuffles, as below),
+      // with half the cos/sin registers and loads. Same expressions as RSPLIT = 0.
+      float snd[VEC / 2], rcv[VEC / 2];
+#pragma unroll
+      for (int i = 0; i < VEC / 2; i++)
+        snd[i] = first ? v[VEC / 2 + i] : v[i];
+#pragma unroll
+      for (int i = 0; i < VEC / 2; i++)
+        rcv[i] = __shfl_xor_sync(0xffffffffu, snd[i], HALF / VEC);
+      float keep[VEC / 2];
+#pragma unroll
+      for (int i = 0; i < VEC / 2; i++) {
+        const float x1 = first ? v[i] : rcv[i];                // element j
+        const float x2 = first ? rcv[i] : v[VEC / 2 + i];      // element j + HALF
+        const float o1 = x1 * cs[u][i] - x2 * sn[u][i];
+        const float o2 = x2 * cs[u][i] + x1 * sn[u][i];
+        keep[i] = first ? o1 : o2;
+        snd[i] = first ? o2 : o1; // the partner's
+      }
+#pragma unroll
+      for (int i = 0; i < VEC / 2; i++)
+        rcv[i] = __shfl_xor_sync(0xffffffffu, snd[i], HALF / VEC);
+      if (rotate[u]) {
+#pragma unroll
+        for (int i = 0; i < VEC / 2; i++) {
+          const float lo = first ? keep[i] : rcv[i], hi = first ? rcv[i] : keep[i];
+          v[i] = lo;
+          v[VEC / 2 + i] = hi;
+        }
+      }
+#else
       float partner[VEC];
 #pragma unroll
       for (int i = 0; i < VEC; i++)
         partner[i] = __shfl_xor_sync(0xffffffffu, v[i], HALF / VEC);
       if (rotate[u]) {
-        const bool first = l * VEC < HALF;
 #pragma unroll
         for (int i = 0; i < VEC; i++)
           v[i] = first ? v[i] * cs[u][i] - partner[i] * sn[u][i] : v[i] * cs[u][i] + partner[i] * sn[u][i];
       }
 #endif
-      if (active[u]) sl_store_vec<DTYPE, VEC>(p[u], v);
+#endif
+      if (it.active[u]) sl_qk_store(it.p[u], v);
     }
   }
+#endif
 }

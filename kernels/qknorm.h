@@ -47,9 +47,21 @@ typedef struct {
                       or the table), else 1, 2 or 4 (what --tune sweeps) */
   int grid_policy; /* SL_QKNORM_GRID_AUTO (0, the table's), _RESIDENT (1: a grid capped at the
                       resident blocks, striding) or _FULL (2: every warp one iteration) */
+  /* Layout knobs (what --tune sweeps); 0 = the table's choice for each: */
+  int cache;       /* Q/K cache hints: SL_QKNORM_CACHE_AUTO, _NONE, _STREAM_STORES (st.global.cs),
+                      _STREAM (ld.global.cs + st.global.cs) */
+  int fast_rsqrt;  /* SL_QKNORM_AUTO / _OFF / _ON: rsqrtf instead of 1/sqrtf (<= 2 fp32 ulp) */
+  int weights_f32; /* AUTO / OFF / ON: weights unpacked and biased once (fp32 registers) instead of
+                      per item */
+  int pipeline;    /* AUTO / OFF / ON: next iteration's loads before this one's reductions (plain
+                      norm only; ON with RoPE is rejected; it matters on a resident grid) */
+  int rope_split;  /* AUTO / OFF / ON (RoPE): each lane of a rotation pair reads half the cos/sin
+                      values and computes half the pairs */
 } sl_qknorm_args_t;
 
 enum { SL_QKNORM_GRID_AUTO = 0, SL_QKNORM_GRID_RESIDENT = 1, SL_QKNORM_GRID_FULL = 2 };
+enum { SL_QKNORM_CACHE_AUTO = 0, SL_QKNORM_CACHE_NONE = 1, SL_QKNORM_CACHE_STREAM_STORES = 2, SL_QKNORM_CACHE_STREAM = 3 };
+enum { SL_QKNORM_AUTO = 0, SL_QKNORM_OFF = 1, SL_QKNORM_ON = 2 };
 
 typedef struct {
   int head_dim, rot_dim; /* rot_dim 0: no RoPE */
@@ -58,6 +70,11 @@ typedef struct {
   int warps;
   int items;      /* head groups per warp per iteration (sl_qknorm_items) */
   bool full_grid; /* launch shape, not a JIT constant: one block per group of warps' heads */
+  int cache;      /* JIT CACHE: 0 none, 1 streaming stores, 2 streaming loads and stores */
+  bool rsq;       /* JIT RSQ: rsqrtf */
+  bool wf32;      /* JIT WF32: weights in fp32 registers */
+  bool pipe;      /* JIT PIPE: software-pipelined grid-stride loop (no RoPE) */
+  bool rsplit;    /* JIT RSPLIT: split rotation pairs (RoPE only; false without) */
 } sl_qknorm_point_t;
 
 /* Head groups a warp loads before reducing: 1 for decode; for prefill as many as the register
