@@ -43,10 +43,11 @@ typedef struct {
   int head_dim, rope; /* entry applies to this head_dim and RoPE (0/1) */
   int warps, items, grid;
   int cache;                       /* JIT CACHE (0: no hints) */
-  int rsq, wf32, pipe, rsplit;     /* JIT RSQ, WF32, PIPE, RSPLIT (0/1) */
+  int rsq, wf32, pipe;             /* JIT RSQ, WF32, PIPE (0/1) */
+  int rlayout;                     /* JIT RLAYOUT (0 shuffle, 1 split, 2 pairs in a lane) */
 } qk_entry_t;
 /* Fields: head_dim, RoPE, warps, items, grid, then the layout knobs CACHE, RSQ, WF32, PIPE,
- * RSPLIT (all 0 = the measured v3 kernel; 2026-11-29 helper qkn added them, NOT MEASURED: the
+ * RLAYOUT (all 0 = the measured v3 kernel; 2026-11-29 helper qkn added them, NOT MEASURED: the
  * table keeps the measured entries until a `--tune` run prints lines with the knobs).
  * head_dim 128: MEASURED on the H200 (`sluice bench kernels --tune --only norm`, 2026-11-29,
  * bench/results/2026-11-29-s2-h200-tune/): the configuration with the smallest mean slowdown
@@ -106,11 +107,17 @@ static sl_status_t validate_shape(const sl_qknorm_args_t *a) {
   if (a->cache < SL_QKNORM_CACHE_AUTO || a->cache > SL_QKNORM_CACHE_STREAM)
     return SL_ERR(SL_ERR_INVALID, "qknorm: cache %d is not AUTO (0), NONE (1), STREAM_STORES (2) or STREAM (3)",
                   a->cache);
-  const int knobs[] = {a->fast_rsqrt, a->weights_f32, a->pipeline, a->rope_split};
-  static const char *knob_names[] = {"fast_rsqrt", "weights_f32", "pipeline", "rope_split"};
-  for (int i = 0; i < 4; i++)
+  const int knobs[] = {a->fast_rsqrt, a->weights_f32, a->pipeline};
+  static const char *knob_names[] = {"fast_rsqrt", "weights_f32", "pipeline"};
+  for (int i = 0; i < 3; i++)
     if (knobs[i] < SL_QKNORM_AUTO || knobs[i] > SL_QKNORM_ON)
       return SL_ERR(SL_ERR_INVALID, "qknorm: %s %d is not AUTO (0), OFF (1) or ON (2)", knob_names[i], knobs[i]);
+  if (a->rope_layout < SL_QKNORM_ROPE_AUTO || a->rope_layout > SL_QKNORM_ROPE_PAIRS)
+    return SL_ERR(SL_ERR_INVALID, "qknorm: rope_layout %d is not AUTO (0), SHUFFLE (1), SPLIT (2) or PAIRS (3)",
+                  a->rope_layout);
+  if (a->rope && a->rope_layout == SL_QKNORM_ROPE_PAIRS && a->rot_dim != a->head_dim)
+    return SL_ERR(SL_ERR_INVALID, "qknorm: rope_layout PAIRS needs full rotary (rot_dim %d != head_dim %d); use SPLIT",
+                  a->rot_dim, a->head_dim);
   if (a->rope && a->pipeline == SL_QKNORM_ON)
     return SL_ERR(SL_ERR_INVALID, "qknorm: pipeline ON is for the plain norm, not with RoPE (leave it AUTO or OFF)");
   if ((long long)a->tokens * (a->q_heads + a->kv_heads) > (1ll << 30))
@@ -173,7 +180,12 @@ static void choose_knobs(const sl_qknorm_args_t *a, const qk_entry_t *e, bool la
   pt->rsq = knob(a->fast_rsqrt, e->rsq);
   pt->wf32 = knob(a->weights_f32, e->wf32);
   pt->pipe = !a->rope && knob(a->pipeline, large && !pt->full_grid ? e->pipe : 0);
-  pt->rsplit = a->rope && knob(a->rope_split, e->rsplit);
+  /* RoPE layout: explicit, else the table's, where PAIRS (full rotary only) becomes SPLIT */
+  pt->rlayout = 0;
+  if (a->rope) {
+    pt->rlayout = a->rope_layout != SL_QKNORM_ROPE_AUTO ? a->rope_layout - 1 : e->rlayout;
+    if (pt->rlayout == 2 && a->rot_dim != a->head_dim) pt->rlayout = 1;
+  }
 }
 
 sl_status_t sl_qknorm_choose(const sl_qknorm_args_t *a, int arch, int sm_count, sl_qknorm_point_t *pt) {
@@ -241,7 +253,7 @@ sl_status_t sl_qknorm_spec(sl_jit_spec_t *spec, const sl_qknorm_point_t *pt) {
   SL_CHECK(sl_jit_spec_define(spec, "RSQ", "%d", pt->rsq ? 1 : 0));
   SL_CHECK(sl_jit_spec_define(spec, "WF32", "%d", pt->wf32 ? 1 : 0));
   SL_CHECK(sl_jit_spec_define(spec, "PIPE", "%d", pt->pipe && pt->rot_dim == 0 ? 1 : 0));
-  SL_CHECK(sl_jit_spec_define(spec, "RSPLIT", "%d", pt->rsplit && pt->rot_dim > 0 ? 1 : 0));
+  SL_CHECK(sl_jit_spec_define(spec, "RLAYOUT", "%d", pt->rot_dim > 0 ? pt->rlayout : 0));
   return SL_OK;
 }
 
@@ -309,7 +321,10 @@ sl_status_t sl_qknorm(sl_device_t *dev, const sl_qknorm_args_t *a, sl_stream_t *
   const void *qw = a->q_weight ? a->q_weight : a->k_weight, *kw = a->k_weight ? a->k_weight : a->q_weight;
   const int32_t *positions = a->rope ? a->positions : NULL;
   const float *cs = a->rope ? a->cos_cache : NULL, *sn = a->rope ? a->sin_cache : NULL;
-  void *args[] = {&q, &kk, &qs, &ks, &tokens, &qh, &kh, &qw, &kw, &positions, &cs, &sn, &max_pos};
+  unsigned div_m;
+  int div_s;
+  sl_qknorm_magic((unsigned)(qh + kh), &div_m, &div_s);
+  void *args[] = {&q, &kk, &qs, &ks, &tokens, &qh, &kh, &qw, &kw, &positions, &cs, &sn, &max_pos, &div_m, &div_s};
   SL_CHECK(sl_kernel_launch(k, &l, args));
   return SL_OK;
 }
@@ -386,8 +401,9 @@ sl_status_t sl_qknorm_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t
       SL_CHECK(sl_qknorm_spec(&spec, &pt));
       SL_CHECK(fn(&spec, user));
     }
-  /* The layout knobs' corners: every knob on at the largest block (1024 threads) with the most
-   * items it sweeps (pipelined plain norm at 2 items; split RoPE at 2), and on at one warp. */
+  /* The layout knobs' corners: every knob on at one warp and at the largest block --tune gives
+   * them (1024 threads: a 64-register budget) for the pipelined plain norm at 2 items; RoPE
+   * split (one warp) and pairs-in-a-lane (8 warps: at 32 the RoPE kernels spill) at 2 items. */
   for (int rot = 0; rot <= 128; rot += 128)
     for (int corner = 0; corner < 2; corner++) {
       pt = (sl_qknorm_point_t){.head_dim = 128,
@@ -395,13 +411,13 @@ sl_status_t sl_qknorm_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t
                                .dtype = SL_DTYPE_BF16,
                                .w_dtype = SL_DTYPE_BF16,
                                .eps = 1e-6f,
-                               .warps = corner ? 32 : 1,
+                               .warps = corner ? (rot ? 8 : 32) : 1,
                                .items = 2,
                                .cache = corner ? 2 : 1,
                                .rsq = true,
                                .wf32 = true,
                                .pipe = rot == 0,
-                               .rsplit = rot != 0};
+                               .rlayout = rot ? 1 + corner : 0};
       SL_CHECK(sl_qknorm_spec(&spec, &pt));
       SL_CHECK(fn(&spec, user));
     }

@@ -38,8 +38,8 @@
 #ifndef PIPE
 #error "PIPE (0: one iteration's heads at a time; 1: the next iteration's loads issued before this one's reductions) must be defined by the JIT"
 #endif
-#ifndef RSPLIT
-#error "RSPLIT (RoPE: 0 each lane of a pair reads 8 cos + 8 sin; 1 each reads 4 + 4 and computes half the pairs) must be defined by the JIT"
+#ifndef RLAYOUT
+#error "RLAYOUT (RoPE: 0 pairs across lanes, 8 cos + 8 sin per lane; 1 the same, split: 4 + 4; 2 pairs within a lane) must be defined by the JIT"
 #endif
 
 static_assert(HEAD_DIM == 64 || HEAD_DIM == 128 || HEAD_DIM == 256, "HEAD_DIM must be 64, 128 or 256");
@@ -47,9 +47,10 @@ static_assert(ITEMS >= 1 && ITEMS <= 8, "ITEMS must be in [1, 8]");
 static_assert(ROT_DIM == 0 || (ROT_DIM >= 16 && ROT_DIM <= HEAD_DIM && (ROT_DIM & (ROT_DIM - 1)) == 0),
               "ROT_DIM must be 0 or a power of two in [16, HEAD_DIM]");
 static_assert(CACHE >= 0 && CACHE <= 2, "CACHE must be 0, 1 or 2");
-static_assert((RSQ == 0 || RSQ == 1) && (WF32 == 0 || WF32 == 1) && (PIPE == 0 || PIPE == 1) &&
-                  (RSPLIT == 0 || RSPLIT == 1),
-              "RSQ, WF32, PIPE and RSPLIT are 0 or 1");
+static_assert((RSQ == 0 || RSQ == 1) && (WF32 == 0 || WF32 == 1) && (PIPE == 0 || PIPE == 1),
+              "RSQ, WF32 and PIPE are 0 or 1");
+static_assert(RLAYOUT >= 0 && RLAYOUT <= 2 && (RLAYOUT == 0 || ROT_DIM > 0), "RLAYOUT is 0, 1 or 2 (1, 2: RoPE only)");
+static_assert(RLAYOUT != 2 || ROT_DIM == HEAD_DIM, "RLAYOUT 2 (pairs within a lane) needs full rotary");
 
 // Layout: a head is LANES consecutive lanes (an aligned sub-warp), each holding VEC consecutive
 // elements as 16-byte packets; the warp holds HEADS_PER_WARP heads (4 at 64, 2 at 128, 1 at 256),
@@ -63,22 +64,15 @@ constexpr int ESZ = sl_elem<DTYPE>::bytes;
 
 using raw_t = sl_raw<DTYPE, VEC>;
 
-// (token, head) of head o of an iteration starting at head `base` (t0 = base / heads, h0 = the
-// remainder): o < ITEMS * HEADS_PER_WARP crosses into the next token at most once when
-// heads >= that span (the usual case); small head counts take a division.
-__device__ __forceinline__ void sl_qk_locate(unsigned t0, unsigned h0, unsigned o, unsigned heads, unsigned &tk,
-                                             unsigned &h) {
-  h = h0 + o;
-  tk = t0;
-  if (h >= heads) {
-    h -= heads;
-    tk++;
-    if (h >= heads) {
-      const unsigned more = h / heads;
-      tk += more;
-      h -= more * heads;
-    }
-  }
+// RLAYOUT 2 (full-rotary RoPE): lane l of a head holds elements [4l, 4l+4) and their rotation
+// partners [HD/2 + 4l, HD/2 + 4l + 4) -- two 8-byte packets at 16 bits, each half-warp access
+// still 128 contiguous bytes -- so the rotation needs no shuffle and a lane reads 4 cos + 4 sin.
+// Otherwise lane l holds [8l, 8l+8), one 16-byte packet (two at fp32).
+constexpr bool PAIRS = RLAYOUT == 2;
+constexpr int HALF_VEC = VEC / 2;
+constexpr int HI_OFF = PAIRS ? HEAD_DIM / 2 : HALF_VEC; // elements from a lane's first half to its second
+__device__ __forceinline__ int sl_qk_lane_off(int l) {
+  return PAIRS ? l * HALF_VEC : l * VEC;
 }
 
 // Occupancy: the RoPE variant of 16-bit heads (~92 registers unbounded: 2 blocks of 8 warps per
@@ -94,36 +88,79 @@ constexpr int MIN_BLOCKS = ESZ == 2 ? 24 / WARPS : 1;
 #define SL_QK_BOUNDS __launch_bounds__(WARPS * SL_WARP_SIZE)
 #endif
 
-// Q/K packets (16 bytes each): plain, or with the streaming hints of CACHE -- st.global.cs (1, 2)
-// and ld.global.cs (2): evict-first in L1 and L2, so the in-place lines leave L2 early instead
-// of crowding it until the next kernel evicts them. Rounding is sl_store_vec's (sl_pack_u32).
-__device__ __forceinline__ void sl_qk_load(const char *p, raw_t &r) {
+// A lane's packets: VEC elements as two halves of 4 (8 bytes at 16 bits, 16 at fp32), at
+// p and p + HI_OFF elements: contiguous (one 16-byte access at 16 bits) unless PAIRS.
+template <int DT> __device__ __forceinline__ void sl_qk_load_raw(const char *p, sl_raw<DT, VEC> &r, bool stream) {
+  constexpr int eb = sl_elem<DT>::bytes;
+  if constexpr (!PAIRS && eb == 2) {
+    const uint4 *a = reinterpret_cast<const uint4 *>(p);
+    const uint4 v = stream ? __ldcs(a) : *a;
+    r.w[0] = v.x, r.w[1] = v.y, r.w[2] = v.z, r.w[3] = v.w;
+  } else if constexpr (eb == 2) {
 #pragma unroll
-  for (int i = 0; i < raw_t::bytes / 16; i++) {
-    const uint4 *a = reinterpret_cast<const uint4 *>(p) + i;
-    uint4 v;
-    if constexpr (CACHE == 2)
-      v = __ldcs(a);
-    else
-      v = *a;
-    r.w[4 * i] = v.x;
-    r.w[4 * i + 1] = v.y;
-    r.w[4 * i + 2] = v.z;
-    r.w[4 * i + 3] = v.w;
+    for (int h = 0; h < 2; h++) {
+      const uint2 *a = reinterpret_cast<const uint2 *>(p + h * HI_OFF * eb);
+      const uint2 v = stream ? __ldcs(a) : *a;
+      r.w[2 * h] = v.x, r.w[2 * h + 1] = v.y;
+    }
+  } else {
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      const uint4 *a = reinterpret_cast<const uint4 *>(p + h * HI_OFF * eb);
+      const uint4 v = stream ? __ldcs(a) : *a;
+      r.w[4 * h] = v.x, r.w[4 * h + 1] = v.y, r.w[4 * h + 2] = v.z, r.w[4 * h + 3] = v.w;
+    }
   }
+}
+// Q/K: plain, or with the streaming hints of CACHE -- st.global.cs (1, 2) and ld.global.cs (2):
+// evict-first in L1 and L2, so the in-place lines leave L2 early instead of crowding it until
+// the next kernel evicts them. Rounding is sl_store_vec's (sl_pack_u32).
+__device__ __forceinline__ void sl_qk_load(const char *p, raw_t &r) {
+  sl_qk_load_raw<DTYPE>(p, r, CACHE == 2);
 }
 __device__ __forceinline__ void sl_qk_store(char *p, const float (&f)[VEC]) {
   raw_t r;
   sl_raw_from_f32<DTYPE, VEC>(f, r);
-#pragma unroll
-  for (int i = 0; i < raw_t::bytes / 16; i++) {
-    uint4 *a = reinterpret_cast<uint4 *>(p) + i;
-    const uint4 v = make_uint4(r.w[4 * i], r.w[4 * i + 1], r.w[4 * i + 2], r.w[4 * i + 3]);
+  if constexpr (!PAIRS && ESZ == 2) {
+    uint4 *a = reinterpret_cast<uint4 *>(p);
+    const uint4 v = make_uint4(r.w[0], r.w[1], r.w[2], r.w[3]);
     if constexpr (CACHE >= 1)
       __stcs(a, v);
     else
       *a = v;
+  } else if constexpr (ESZ == 2) {
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      uint2 *a = reinterpret_cast<uint2 *>(p + h * HI_OFF * ESZ);
+      const uint2 v = make_uint2(r.w[2 * h], r.w[2 * h + 1]);
+      if constexpr (CACHE >= 1)
+        __stcs(a, v);
+      else
+        *a = v;
+    }
+  } else {
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      uint4 *a = reinterpret_cast<uint4 *>(p + h * HI_OFF * ESZ);
+      const uint4 v = make_uint4(r.w[4 * h], r.w[4 * h + 1], r.w[4 * h + 2], r.w[4 * h + 3]);
+      if constexpr (CACHE >= 1)
+        __stcs(a, v);
+      else
+        *a = v;
+    }
   }
+}
+
+// Where heads are: head n (of tokens x heads) is token n / heads (sl_qknorm_div with the host's
+// magic m, s), head n % heads of it, in Q below q_heads, else in K.
+struct sl_qk_geo {
+  char *q, *k;
+  long qsb, ksb; // row strides in bytes
+  unsigned heads, total, m;
+  int s, q_heads;
+};
+__device__ __forceinline__ unsigned sl_qk_token(const sl_qk_geo &g, unsigned n) {
+  return sl_qknorm_div(n, g.m, g.s);
 }
 
 // The heads of one warp iteration (base = its first head): item u is head base + u*HEADS_PER_WARP
@@ -133,19 +170,18 @@ struct sl_qk_iter {
   char *p[ITEMS];
   bool active[ITEMS], is_q[ITEMS];
 };
-__device__ __forceinline__ void sl_qk_issue(unsigned base, unsigned heads, unsigned total, int q_heads, int sub, int l,
-                                            void *q, void *k, long q_row_stride, long k_row_stride, sl_qk_iter &it) {
-  const unsigned t0 = base / heads, h0 = base - t0 * heads;
+__device__ __forceinline__ void sl_qk_issue(unsigned base, const sl_qk_geo &g, int sub, int l, sl_qk_iter &it) {
 #pragma unroll
   for (int u = 0; u < ITEMS; u++) {
-    const unsigned o = u * HEADS_PER_WARP + sub;
-    unsigned tk, h;
-    sl_qk_locate(t0, h0, o, heads, tk, h);
-    it.active[u] = base + o < total;
+    const unsigned n = base + u * HEADS_PER_WARP + sub;
+    it.active[u] = n < g.total;
+    unsigned tk = sl_qk_token(g, n);
+    const int h = (int)(n - tk * g.heads);
     if (!it.active[u]) tk = 0u; // (the pointer of an inactive item is never dereferenced)
-    it.is_q[u] = (int)h < q_heads;
-    it.p[u] = it.is_q[u] ? (char *)q + ((long)tk * q_row_stride + (long)h * HEAD_DIM + l * VEC) * ESZ
-                         : (char *)k + ((long)tk * k_row_stride + (long)((int)h - q_heads) * HEAD_DIM + l * VEC) * ESZ;
+    it.is_q[u] = h < g.q_heads;
+    const int hh = it.is_q[u] ? h : h - g.q_heads;
+    it.p[u] = (it.is_q[u] ? g.q : g.k) + (long)tk * (it.is_q[u] ? g.qsb : g.ksb) +
+              (long)((hh * HEAD_DIM + sl_qk_lane_off(l)) * ESZ);
     if (it.active[u])
       sl_qk_load(it.p[u], it.raw[u]);
     else
@@ -186,14 +222,18 @@ extern "C" __global__ void SL_QK_BOUNDS
     sl_qknorm_fwd(void *q, void *k, long q_row_stride, long k_row_stride, int tokens, int q_heads, int kv_heads,
                   const void *__restrict__ q_weight, const void *__restrict__ k_weight,
                   const int *__restrict__ positions, const float *__restrict__ cos_cache,
-                  const float *__restrict__ sin_cache, int max_pos) {
+                  const float *__restrict__ sin_cache, int max_pos, unsigned div_m, int div_s) {
   const int lane = threadIdx.x & (SL_WARP_SIZE - 1);
   const int sub = lane / LANES; // head slot within the warp
   const int l = lane % LANES;   // lane within the head: elements [l*VEC, l*VEC + VEC)
-  // Head indices are 32-bit (the host checks tokens * heads < 2^30): one 32-bit division per warp
-  // iteration instead of a 64-bit one per head, which made the kernel issue-bound.
+  // Head indices are 32-bit (the host checks tokens * heads < 2^30, so every index below, at
+  // most total + one grid stride, is < 2^31) and divided by the head count with the host's
+  // magic multiplier: v1's 64-bit division per head made it issue-bound, v3's 32-bit division
+  // per iteration plus a branchy wrap per item still cost ~20% of the plain kernel's instructions.
   const unsigned heads = (unsigned)(q_heads + kv_heads);
   const unsigned total = (unsigned)tokens * heads;
+  const sl_qk_geo g = {(char *)q,  (char *)k, q_row_stride * ESZ, k_row_stride * ESZ, heads, total, div_m,
+                       div_s,     q_heads};
 
   // Both weight slices stay in registers for the whole loop, packed (4 words each for 16-bit
   // weights instead of 8 floats), and are unpacked and biased at use (WF32 = 0), or unpacked and
@@ -203,8 +243,8 @@ extern "C" __global__ void SL_QK_BOUNDS
   // one full load latency for the weights before it issued its heads' loads. Same fp32
   // operations either way: bit-identical results.
   raw_w wq, wk;
-  sl_raw_load<DTYPE_W, VEC>((const char *)q_weight + l * VEC * sl_elem<DTYPE_W>::bytes, wq);
-  sl_raw_load<DTYPE_W, VEC>((const char *)k_weight + l * VEC * sl_elem<DTYPE_W>::bytes, wk);
+  sl_qk_load_raw<DTYPE_W>((const char *)q_weight + sl_qk_lane_off(l) * sl_elem<DTYPE_W>::bytes, wq, false);
+  sl_qk_load_raw<DTYPE_W>((const char *)k_weight + sl_qk_lane_off(l) * sl_elem<DTYPE_W>::bytes, wk, false);
 #if WF32
   float wqf[VEC], wkf[VEC];
   bool wready = false;
@@ -251,14 +291,14 @@ extern "C" __global__ void SL_QK_BOUNDS
   unsigned base = warp_id * SPAN;
   if (base >= total) return; // warp-uniform; no block-wide synchronisation in this kernel
   sl_qk_iter cur;
-  sl_qk_issue(base, heads, total, q_heads, sub, l, q, k, q_row_stride, k_row_stride, cur);
+  sl_qk_issue(base, g, sub, l, cur);
 #if WF32
   sl_qk_weight_f32(wq, wqf);
   sl_qk_weight_f32(wk, wkf);
 #endif
   for (; base < total; base += step) {
     sl_qk_iter nxt;
-    if (base + step < total) sl_qk_issue(base + step, heads, total, q_heads, sub, l, q, k, q_row_stride, k_row_stride, nxt);
+    if (base + step < total) sl_qk_issue(base + step, g, sub, l, nxt);
 #pragma unroll
     for (int u = 0; u < ITEMS; u++) {
       float v[VEC];
@@ -273,35 +313,32 @@ extern "C" __global__ void SL_QK_BOUNDS
   // at the end of each iteration), so the cos/sin loads, which need them, go out together with
   // the loads of Q/K instead of one memory round trip later.
   int pos_next[ITEMS];
-  {
-    const unsigned b = warp_id * SPAN, t0 = b / heads, h0 = b - t0 * heads;
 #pragma unroll
-    for (int u = 0; u < ITEMS; u++) {
-      unsigned tk, h;
-      sl_qk_locate(t0, h0, u * HEADS_PER_WARP + sub, heads, tk, h);
-      pos_next[u] = b + u * HEADS_PER_WARP + sub < total ? positions[tk] : -1;
-    }
+  for (int u = 0; u < ITEMS; u++) {
+    const unsigned n = warp_id * SPAN + u * HEADS_PER_WARP + sub;
+    pos_next[u] = n < total ? positions[sl_qk_token(g, n)] : -1;
   }
 #endif
   for (unsigned base = warp_id * SPAN; base < total; base += step) {
     sl_qk_iter it;
-    sl_qk_issue(base, heads, total, q_heads, sub, l, q, k, q_row_stride, k_row_stride, it);
+    sl_qk_issue(base, g, sub, l, it);
 #if ROT_DIM > 0
     // cos/sin rows of this iteration's positions (loaded last iteration), issued before the
     // reductions so their latency overlaps them; then the next iteration's positions.
-    // RSPLIT = 0: both lanes of a rotation pair (lane, lane ^ HALF/VEC) read the same 8 cos and
-    // 8 sin values (16 registers per item); RSPLIT = 1: each reads 4 + 4 (its half of the pairs).
+    // RLAYOUT 0: both lanes of a rotation pair (lane, lane ^ HALF/VEC) read the same 8 cos and
+    // 8 sin values (16 registers per item); 1: each reads 4 + 4 (its half of the pairs); 2: a
+    // lane holds its pairs, 4 + 4 at 4l.
     constexpr int HALF = ROT_DIM / 2;
-    constexpr int CSN = RSPLIT ? VEC / 2 : VEC;
+    constexpr int CSN = RLAYOUT ? VEC / 2 : VEC;
     const bool first = l * VEC < HALF;
     bool rotate[ITEMS];
     float cs[ITEMS][CSN], sn[ITEMS][CSN];
 #pragma unroll
     for (int u = 0; u < ITEMS; u++) {
       const int pos = pos_next[u];
-      rotate[u] = it.active[u] && pos >= 0 && pos < max_pos && l * VEC < ROT_DIM;
+      rotate[u] = it.active[u] && pos >= 0 && pos < max_pos && (PAIRS || l * VEC < ROT_DIM);
       if (rotate[u]) {
-        const long off = (long)pos * HALF + (l * VEC) % HALF + (RSPLIT && !first ? VEC / 2 : 0);
+        const long off = (long)pos * HALF + (PAIRS ? l * HALF_VEC : (l * VEC) % HALF + (RLAYOUT == 1 && !first ? VEC / 2 : 0));
         sl_load_vec<SL_DTYPE_F32, CSN>(cos_cache + off, cs[u]);
         sl_load_vec<SL_DTYPE_F32, CSN>(sin_cache + off, sn[u]);
       } else {
@@ -310,15 +347,10 @@ extern "C" __global__ void SL_QK_BOUNDS
           cs[u][i] = sn[u][i] = 0.0f;
       }
     }
-    {
-      const unsigned b = base + step; // may pass total (then every item is inactive)
-      const unsigned nt0 = b / heads, nh0 = b - nt0 * heads;
 #pragma unroll
-      for (int u = 0; u < ITEMS; u++) {
-        unsigned tk, h;
-        sl_qk_locate(nt0, nh0, u * HEADS_PER_WARP + sub, heads, tk, h);
-        pos_next[u] = b < total && b + u * HEADS_PER_WARP + sub < total ? positions[tk] : -1;
-      }
+    for (int u = 0; u < ITEMS; u++) { // the next iteration's (past total: none)
+      const unsigned n = base + step + u * HEADS_PER_WARP + sub;
+      pos_next[u] = n < total ? positions[sl_qk_token(g, n)] : -1;
     }
 #endif
 #if WF32
@@ -337,10 +369,20 @@ extern "C" __global__ void SL_QK_BOUNDS
       // Element i pairs with i + HALF, held by the lane HALF/VEC away; HALF/VEC is a power of
       // two below the head's lane count, so the partner is lane ^ (HALF/VEC), in the same head
       // (and rotates exactly when this lane does: same head, same position, both < ROT_DIM).
-#if RSPLIT
+#if RLAYOUT == 2
+      // v[i] and v[i + 4] are elements 4l + i and 4l + i + HALF: rotated in place.
+      if (rotate[u]) {
+#pragma unroll
+        for (int i = 0; i < HALF_VEC; i++) {
+          const float x1 = v[i], x2 = v[HALF_VEC + i];
+          v[i] = x1 * cs[u][i] - x2 * sn[u][i];
+          v[HALF_VEC + i] = x2 * cs[u][i] + x1 * sn[u][i];
+        }
+      }
+#elif RLAYOUT == 1
       // The first lane of a pair computes both outputs of pairs 0..3 of its 8, the second lane
       // those of pairs 4..7: one exchange of 4 inputs, one of 4 outputs (8 shuffles, as below),
-      // with half the cos/sin registers and loads. Same expressions as RSPLIT = 0.
+      // with half the cos/sin registers and loads. Same expressions as RLAYOUT 0.
       float snd[VEC / 2], rcv[VEC / 2];
 #pragma unroll
       for (int i = 0; i < VEC / 2; i++)

@@ -333,7 +333,7 @@ static sl_status_t qk_rope(void *p, int iter, sl_stream_t *stream) {
  *  A. warps per block (1..32) x head groups per warp (1, 2, 4; RoPE 1, 2: 4 spills) x grid
  *     policy (resident, full), the layout knobs off (the measured v3 kernel): 36 / 24 configs;
  *  B. the layout knobs (kernels/qknorm.cu: CACHE 0-2 x RSQ x WF32, and PIPE on resident grids
- *     at <= 2 items without RoPE, RSPLIT with RoPE) around the configurations that measured
+ *     at <= 2 items without RoPE, RLAYOUT 0-2 with RoPE) around the configurations that measured
  *     best in 2026-11-29-s2-h200-tune (plain: 1x4, 2x2, 2x4, 4x2 full; 2x2, 8x2 resident;
  *     RoPE: 1x2, 2x2 resident, 2x2 full): 90 / 69 configs.
  * Grid is a launch choice; ~100 JIT variants per RoPE setting. Besides each shape's best, the
@@ -343,7 +343,8 @@ enum { QK_TUNE_SHAPES = 16, QK_TUNE_CONFIGS = 160 };
 typedef struct {
   int warps, items, grid; /* grid: SL_QKNORM_GRID_RESIDENT / _FULL */
   int cache;              /* JIT CACHE 0..2 */
-  int rsq, wf32, pipe, rsplit;
+  int rsq, wf32, pipe;
+  int rlayout; /* JIT RLAYOUT: 0 shuffle, 1 split, 2 pairs in a lane */
 } qk_cfg_t;
 typedef struct {
   int n_cfg, n_shapes;
@@ -377,8 +378,8 @@ static void qk_build_configs(qk_tune_t *t, bool rope) {
   const int nb = rope ? 3 : 6;
   for (int b = 0; b < nb; b++) {
     const int *base = rope ? roped[b] : plain[b];
-    /* the 4th knob: RSPLIT with RoPE; PIPE on a resident grid at <= 2 items without */
-    const int last = rope ? 1 : (base[2] == SL_QKNORM_GRID_RESIDENT && base[1] <= 2);
+    /* the 4th knob: RLAYOUT with RoPE; PIPE on a resident grid at <= 2 items without */
+    const int last = rope ? 2 : (base[2] == SL_QKNORM_GRID_RESIDENT && base[1] <= 2);
     for (int cache = 0; cache < 3; cache++)
       for (int rsq = 0; rsq < 2; rsq++)
         for (int wf32 = 0; wf32 < 2; wf32++)
@@ -391,7 +392,7 @@ static void qk_build_configs(qk_tune_t *t, bool rope) {
                                  .rsq = rsq,
                                  .wf32 = wf32,
                                  .pipe = rope ? 0 : k4,
-                                 .rsplit = rope ? k4 : 0});
+                                 .rlayout = rope ? k4 : 0});
           }
   }
 }
@@ -399,7 +400,7 @@ static void qk_build_configs(qk_tune_t *t, bool rope) {
 static void qk_cfg_name(const qk_cfg_t *c, char *buf, size_t n) {
   snprintf(buf, n, "w=%d i=%d%s%s%s%s%s%s", c->warps, c->items, c->grid == SL_QKNORM_GRID_FULL ? " full" : "",
            c->cache == 1 ? " st.cs" : c->cache == 2 ? " cs" : "", c->rsq ? " rsq" : "", c->wf32 ? " wf32" : "",
-           c->pipe ? " pipe" : "", c->rsplit ? " split" : "");
+           c->pipe ? " pipe" : "", c->rlayout == 1 ? " split" : c->rlayout == 2 ? " pairs" : "");
 }
 
 static void qk_cfg_args(const qk_cfg_t *c, sl_qknorm_args_t *a) {
@@ -410,7 +411,7 @@ static void qk_cfg_args(const qk_cfg_t *c, sl_qknorm_args_t *a) {
   a->fast_rsqrt = c->rsq ? SL_QKNORM_ON : SL_QKNORM_OFF;
   a->weights_f32 = c->wf32 ? SL_QKNORM_ON : SL_QKNORM_OFF;
   a->pipeline = c->pipe ? SL_QKNORM_ON : SL_QKNORM_OFF;
-  a->rope_split = c->rsplit ? SL_QKNORM_ON : SL_QKNORM_OFF;
+  a->rope_layout = SL_QKNORM_ROPE_SHUFFLE + c->rlayout;
 }
 
 static qk_cfg_t qk_point_cfg(const sl_qknorm_point_t *pt) {
@@ -421,7 +422,7 @@ static qk_cfg_t qk_point_cfg(const sl_qknorm_point_t *pt) {
                     .rsq = pt->rsq,
                     .wf32 = pt->wf32,
                     .pipe = pt->pipe,
-                    .rsplit = pt->rsplit};
+                    .rlayout = pt->rlayout};
 }
 static const char *qk_point_name(const sl_qknorm_point_t *pt, char *buf, size_t n) {
   qk_cfg_t c = qk_point_cfg(pt);
@@ -490,7 +491,7 @@ static void print_qknorm_table(const sl_bench_t *b) {
            "%.3f over %d shapes):\n    {128, %d, %d, %d, %s, %d, %d, %d, %d, %d},\n",
            sl_device_info(b->rt->dev)->arch, rope ? "RoPE" : "no RoPE", best_score, t->n_shapes, rope, c->warps,
            c->items, c->grid == SL_QKNORM_GRID_FULL ? "SL_QKNORM_GRID_FULL" : "SL_QKNORM_GRID_RESIDENT", c->cache,
-           c->rsq, c->wf32, c->pipe, c->rsplit);
+           c->rsq, c->wf32, c->pipe, c->rlayout);
   }
 }
 

@@ -424,7 +424,7 @@ typedef struct {
   int tokens, q_heads, kv_heads, head_dim, rot_dim, packed, warps;
   sl_dtype_t dt;
   int items, grid; /* 0: the choice; else head groups per warp and SL_QKNORM_GRID_* */
-  int cache, rsq, wf32, pipe, rsplit; /* layout knobs, args values (0: the choice) */
+  int cache, rsq, wf32, pipe, rlayout; /* layout knobs, args values (0: the choice) */
   float bias;                         /* weight_bias */
 } qk_case_t;
 
@@ -460,7 +460,7 @@ static sl_qknorm_args_t qk_args(const qk_case_t *c, long q_stride, long k_stride
                             .fast_rsqrt = c->rsq,
                             .weights_f32 = c->wf32,
                             .pipeline = c->pipe,
-                            .rope_split = c->rsplit};
+                            .rope_layout = c->rlayout};
 }
 
 static void qk_check(const qk_case_t *c) {
@@ -539,9 +539,9 @@ static void qk_check(const qk_case_t *c) {
   }
   if (bad)
     fail_msg("qknorm tokens %d heads %d+%d dim %d rot %d %s packed %d warps %d items %d grid %d cache %d rsq %d "
-             "wf32 %d pipe %d rsplit %d bias %g: %zu mismatches",
+             "wf32 %d pipe %d rope_layout %d bias %g: %zu mismatches",
              c->tokens, c->q_heads, c->kv_heads, D, c->rot_dim, sl_dtype_name(c->dt), c->packed, c->warps, c->items,
-             c->grid, c->cache, c->rsq, c->wf32, c->pipe, c->rsplit, (double)c->bias, bad);
+             c->grid, c->cache, c->rsq, c->wf32, c->pipe, c->rlayout, (double)c->bias, bad);
   sl_device_free(dev, dq);
   sl_device_free(dev, dk);
   sl_device_free(dev, dqw);
@@ -662,7 +662,7 @@ static void test_qknorm_every_tune_point(void **state) {
 }
 
 /* Every configuration part B of the QK-norm --tune can launch (launch/bench_kernels.c: the
- * layout knobs CACHE x RSQ x WF32 x PIPE / RSPLIT around the measured bases), at the bench's
+ * layout knobs CACHE x RSQ x WF32 x PIPE / RoPE layout around the measured bases), at the bench's
  * Qwen3 layouts (32+4 separate Q/K; 64+4 packed QKV with RoPE, 2001 / 1001 tokens: several
  * grid-stride rounds on a resident grid, a partly empty last block on a full grid); then the
  * knobs at the edges: every dtype and head_dim, partial rotary (rot 16 of 64: pairs on adjacent
@@ -678,7 +678,7 @@ static void test_qknorm_layout_knobs(void **state) {
   for (int rope = 0; rope < 2; rope++)
     for (int b = 0; b < (rope ? 3 : 6); b++) {
       const int *base = rope ? roped[b] : plain[b];
-      const int last = rope ? 1 : (base[2] == SL_QKNORM_GRID_RESIDENT && base[1] <= 2);
+      const int last = rope ? 2 : (base[2] == SL_QKNORM_GRID_RESIDENT && base[1] <= 2);
       for (int cache = 0; cache < 3; cache++)
         for (int rsq = 0; rsq < 2; rsq++)
           for (int wf32 = 0; wf32 < 2; wf32++)
@@ -697,34 +697,37 @@ static void test_qknorm_layout_knobs(void **state) {
                              .rsq = rsq ? SL_QKNORM_ON : SL_QKNORM_OFF,
                              .wf32 = wf32 ? SL_QKNORM_ON : SL_QKNORM_OFF,
                              .pipe = !rope && k4 ? SL_QKNORM_ON : SL_QKNORM_OFF,
-                             .rsplit = rope && k4 ? SL_QKNORM_ON : SL_QKNORM_OFF};
+                             .rlayout = rope ? SL_QKNORM_ROPE_SHUFFLE + k4 : SL_QKNORM_ROPE_AUTO};
               qk_check(&c);
             }
     }
-  /* every knob on, every dtype x head_dim x rotary (none, full, half, 16) x separate/packed */
+  /* every knob on, every dtype x head_dim x rotary (none, full, half, 16: pairs on adjacent
+   * lanes) x separate/packed, each RoPE layout the rotary allows (pairs-in-a-lane: full only) */
   static const int dims[] = {64, 128, 256};
   for (int d = 0; d < 3; d++)
     for (int h = 0; h < 3; h++)
-      for (int rope = 0; rope < 4; rope++) {
-        const int rot = rope == 0 ? 0 : rope == 1 ? dims[h] : rope == 2 ? dims[h] / 2 : 16;
-        qk_case_t c = {.tokens = 777,
-                       .q_heads = 8,
-                       .kv_heads = 2,
-                       .head_dim = dims[h],
-                       .rot_dim = rot,
-                       .packed = rope & 1,
-                       .warps = 4,
-                       .items = 2,
-                       .grid = SL_QKNORM_GRID_RESIDENT,
-                       .dt = sl_test_float_dtypes[d],
-                       .cache = SL_QKNORM_CACHE_STREAM,
-                       .rsq = SL_QKNORM_ON,
-                       .wf32 = SL_QKNORM_ON,
-                       .pipe = rot ? SL_QKNORM_OFF : SL_QKNORM_ON,
-                       .rsplit = rot ? SL_QKNORM_ON : SL_QKNORM_OFF,
-                       .bias = d == 1 ? 1.0f : 0.0f};
-        qk_check(&c);
-      }
+      for (int rope = 0; rope < 4; rope++)
+        for (int lay = SL_QKNORM_ROPE_SHUFFLE; lay <= SL_QKNORM_ROPE_PAIRS; lay++) {
+          const int rot = rope == 0 ? 0 : rope == 1 ? dims[h] : rope == 2 ? dims[h] / 2 : 16;
+          if ((!rot && lay != SL_QKNORM_ROPE_SHUFFLE) || (lay == SL_QKNORM_ROPE_PAIRS && rot != dims[h])) continue;
+          qk_case_t c = {.tokens = 777,
+                         .q_heads = 8,
+                         .kv_heads = 2,
+                         .head_dim = dims[h],
+                         .rot_dim = rot,
+                         .packed = rope & 1,
+                         .warps = 4,
+                         .items = 2,
+                         .grid = SL_QKNORM_GRID_RESIDENT,
+                         .dt = sl_test_float_dtypes[d],
+                         .cache = SL_QKNORM_CACHE_STREAM,
+                         .rsq = SL_QKNORM_ON,
+                         .wf32 = SL_QKNORM_ON,
+                         .pipe = rot ? SL_QKNORM_OFF : SL_QKNORM_ON,
+                         .rlayout = rot ? lay : SL_QKNORM_ROPE_AUTO,
+                         .bias = d == 1 ? 1.0f : 0.0f};
+          qk_check(&c);
+        }
   /* few heads per token (items span tokens), resident and full grids, with and without RoPE */
   for (int rope = 0; rope < 2; rope++)
     for (int grid = SL_QKNORM_GRID_RESIDENT; grid <= SL_QKNORM_GRID_FULL; grid++)
@@ -743,7 +746,7 @@ static void test_qknorm_layout_knobs(void **state) {
                          .rsq = SL_QKNORM_OFF,
                          .wf32 = SL_QKNORM_ON,
                          .pipe = rope ? SL_QKNORM_OFF : SL_QKNORM_ON,
-                         .rsplit = rope ? SL_QKNORM_ON : SL_QKNORM_OFF,
+                         .rlayout = !rope ? SL_QKNORM_ROPE_AUTO : items == 1 ? SL_QKNORM_ROPE_SPLIT : SL_QKNORM_ROPE_PAIRS,
                          .bias = 1.0f};
         qk_check(&few);
       }
@@ -759,7 +762,7 @@ static void test_qknorm_layout_knobs(void **state) {
                    .cache = SL_QKNORM_CACHE_STREAM,
                    .rsq = SL_QKNORM_ON,
                    .wf32 = SL_QKNORM_ON,
-                   .rsplit = SL_QKNORM_ON};
+                   .rlayout = SL_QKNORM_ROPE_PAIRS};
     qk_check(&t);
   }
 }

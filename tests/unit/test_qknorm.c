@@ -297,8 +297,32 @@ static void test_small_prefill_covers_all_sms(void **state) {
   assert_non_null(strstr(sl_last_error(), "2^30"));
 }
 
+/* The kernel's division by the head count (kernels/qknorm.h): exact against '/' for every head
+ * count up to 70000 and the largest ones a call allows, at indices 0..2^31-1 (every boundary
+ * near a multiple of d and the top of the range, plus random ones). */
+static void test_head_division_magic(void **state) {
+  uint64_t r = 0x9e3779b97f4a7c15ull;
+  for (unsigned d = 1; d <= 70000 + 64; d++) {
+    const unsigned dd = d <= 70000 ? d : (1u << 30) - (d - 70001); /* then 2^30 - 63 .. 2^30 */
+    unsigned m;
+    int sh;
+    sl_qknorm_magic(dd, &m, &sh);
+    const unsigned top = 0x7fffffffu;
+    unsigned ns[12] = {0, 1, dd - 1, dd, dd + 1, top, top - 1, top - top % dd, top - top % dd - 1};
+    for (int i = 9; i < 12; i++) {
+      r = r * 6364136223846793005ull + 1442695040888963407ull;
+      ns[i] = (unsigned)(r >> 33); /* < 2^31 */
+    }
+    for (int i = 0; i < 12; i++) {
+      if (ns[i] > top) continue;
+      if (sl_qknorm_div(ns[i], m, sh) != ns[i] / dd) fail_msg("head division: %u / %u", ns[i], dd);
+    }
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_head_division_magic),
       cmocka_unit_test(test_every_dtype_dim_layout_and_rope),
       cmocka_unit_test(test_rejects_bad_arguments),
       cmocka_unit_test(test_configuration_choice),
