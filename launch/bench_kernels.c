@@ -335,8 +335,8 @@ static sl_status_t qk_rope(void *p, int iter, sl_stream_t *stream) {
  *  B. the layout knobs (kernels/qknorm.cu: CACHE 0-2 x RSQ x WF32, and PIPE on resident grids
  *     at <= 2 items without RoPE, RLAYOUT 0-2 with RoPE) around the configurations that measured
  *     best in 2026-11-29-s2-h200-tune (plain: 1x4, 2x2, 2x4, 4x2 full; 2x2, 8x2 resident;
- *     RoPE: 1x2, 2x2 resident, 2x2 full): 90 / 69 configs.
- * Grid is a launch choice; ~100 JIT variants per RoPE setting. Besides each shape's best, the
+ *     RoPE: 1x2, 2x2 resident, 2x2 full): 90 / 105 configs.
+ * Grid is a launch choice; ~100-130 JIT variants per RoPE setting. Besides each shape's best, the
  * bench prints at the end of the QK-norm section the configuration with the smallest mean
  * slowdown against each shape's best, as a line of kernels/qknorm.c's table. */
 enum { QK_TUNE_SHAPES = 16, QK_TUNE_CONFIGS = 160 };
