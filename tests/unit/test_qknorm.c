@@ -1,5 +1,7 @@
 /* Unit tests of the QK-norm CPU reference: per-head RMSNorm of Q and K (separate tensors or
  * strided slices of a packed QKV row) and neox RoPE, against double-precision formulas. */
+#include <string.h>
+
 #include "kernels/qknorm.h"
 #include "sl_test_kernels.h"
 
@@ -260,6 +262,50 @@ static void test_configuration_choice(void **state) {
   a.tokens = 1;
   SL_ASSERT_OK(sl_qknorm_choose(&a, SL_ARCH_HOPPER, 132, &pt));
   assert_false(pt.full_grid);
+  /* Layout knobs: the table's (all off until a --tune run) unless told; the JIT constants
+   * follow; pipeline ON with RoPE and pairs-in-a-lane with partial rotary are rejected. */
+  a.tokens = 4096;
+  SL_ASSERT_OK(sl_qknorm_choose(&a, SL_ARCH_HOPPER, 132, &pt));
+  assert_int_equal(pt.cache, 0);
+  assert_false(pt.rsq || pt.wf32 || pt.pipe);
+  assert_int_equal(pt.rlayout, 0);
+  a.cache = SL_QKNORM_CACHE_STREAM;
+  a.fast_rsqrt = a.weights_f32 = a.pipeline = SL_QKNORM_ON;
+  a.rope_layout = SL_QKNORM_ROPE_PAIRS; /* ignored without RoPE */
+  SL_ASSERT_OK(sl_qknorm_choose(&a, SL_ARCH_HOPPER, 132, &pt));
+  assert_int_equal(pt.cache, 2);
+  assert_true(pt.rsq && pt.wf32 && pt.pipe);
+  assert_int_equal(pt.rlayout, 0);
+  sl_jit_spec_t spec;
+  SL_ASSERT_OK(sl_qknorm_spec(&spec, &pt));
+  int seen = 0;
+  for (int i = 0; i < spec.num_defines; i++) {
+    const char *n = spec.defines[i].name, *v = spec.defines[i].value;
+    if (!strcmp(n, "CACHE")) seen += !strcmp(v, "2");
+    if (!strcmp(n, "RSQ") || !strcmp(n, "WF32") || !strcmp(n, "PIPE")) seen += !strcmp(v, "1");
+    if (!strcmp(n, "RLAYOUT")) seen += !strcmp(v, "0");
+  }
+  assert_int_equal(seen, 5);
+  a.rope = true;
+  a.rot_dim = 128;
+  a.max_pos = 100;
+  assert_int_equal(sl_qknorm_choose(&a, SL_ARCH_HOPPER, 132, &pt), SL_ERR_INVALID); /* pipeline + RoPE */
+  assert_non_null(strstr(sl_last_error(), "pipeline"));
+  a.pipeline = SL_QKNORM_AUTO;
+  SL_ASSERT_OK(sl_qknorm_choose(&a, SL_ARCH_HOPPER, 132, &pt));
+  assert_false(pt.pipe);
+  assert_int_equal(pt.rlayout, 2);
+  a.rot_dim = 64;
+  assert_int_equal(sl_qknorm_choose(&a, SL_ARCH_HOPPER, 132, &pt), SL_ERR_INVALID); /* pairs need full rotary */
+  assert_non_null(strstr(sl_last_error(), "PAIRS"));
+  a.rope_layout = SL_QKNORM_ROPE_SPLIT;
+  SL_ASSERT_OK(sl_qknorm_choose(&a, SL_ARCH_HOPPER, 132, &pt));
+  assert_int_equal(pt.rlayout, 1);
+  a.cache = 4;
+  assert_int_equal(sl_qknorm_choose(&a, SL_ARCH_HOPPER, 132, &pt), SL_ERR_INVALID);
+  a.cache = 0;
+  a.weights_f32 = 3;
+  assert_int_equal(sl_qknorm_choose(&a, SL_ARCH_HOPPER, 132, &pt), SL_ERR_INVALID);
 }
 
 /* Small prefill (one wave): the grid must cover every SM, with 1-2 head groups per warp; the
