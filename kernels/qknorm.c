@@ -54,12 +54,20 @@ typedef struct {
  * against each shape's best over T = 1024..32768, 32+4 and 64+4 heads (1.010 without RoPE,
  * 1.003 with). 64 and 256 are not measured (the previous reasoned defaults). */
 static const qk_entry_t hopper_prefill[] = {
-    {64, 0, 8, 4, SL_QKNORM_GRID_FULL, 0, 0, 0, 0, 0},  {128, 0, 2, 2, SL_QKNORM_GRID_FULL, 0, 0, 0, 0, 0},     {256, 0, 8, 4, SL_QKNORM_GRID_FULL, 0, 0, 0, 0, 0},
-    {64, 1, 8, 2, SL_QKNORM_GRID_FULL, 0, 0, 0, 0, 0},  {128, 1, 1, 2, SL_QKNORM_GRID_RESIDENT, 0, 0, 0, 0, 0}, {256, 1, 8, 2, SL_QKNORM_GRID_FULL, 0, 0, 0, 0, 0},
+    {64, 0, 8, 4, SL_QKNORM_GRID_FULL, 0, 0, 0, 0, 0},
+    {128, 0, 2, 2, SL_QKNORM_GRID_FULL, 0, 0, 0, 0, 0},
+    {256, 0, 8, 4, SL_QKNORM_GRID_FULL, 0, 0, 0, 0, 0},
+    {64, 1, 8, 2, SL_QKNORM_GRID_FULL, 0, 0, 0, 0, 0},
+    {128, 1, 1, 2, SL_QKNORM_GRID_RESIDENT, 0, 0, 0, 0, 0},
+    {256, 1, 8, 2, SL_QKNORM_GRID_FULL, 0, 0, 0, 0, 0},
 };
 static const qk_entry_t blackwell_prefill[] = {
-    {64, 0, 8, 4, SL_QKNORM_GRID_FULL, 0, 0, 0, 0, 0},  {128, 0, 8, 4, SL_QKNORM_GRID_FULL, 0, 0, 0, 0, 0}, {256, 0, 8, 4, SL_QKNORM_GRID_FULL, 0, 0, 0, 0, 0},
-    {64, 1, 8, 2, SL_QKNORM_GRID_FULL, 0, 0, 0, 0, 0},  {128, 1, 8, 2, SL_QKNORM_GRID_FULL, 0, 0, 0, 0, 0}, {256, 1, 8, 2, SL_QKNORM_GRID_FULL, 0, 0, 0, 0, 0},
+    {64, 0, 8, 4, SL_QKNORM_GRID_FULL, 0, 0, 0, 0, 0},
+    {128, 0, 8, 4, SL_QKNORM_GRID_FULL, 0, 0, 0, 0, 0},
+    {256, 0, 8, 4, SL_QKNORM_GRID_FULL, 0, 0, 0, 0, 0},
+    {64, 1, 8, 2, SL_QKNORM_GRID_FULL, 0, 0, 0, 0, 0},
+    {128, 1, 8, 2, SL_QKNORM_GRID_FULL, 0, 0, 0, 0, 0},
+    {256, 1, 8, 2, SL_QKNORM_GRID_FULL, 0, 0, 0, 0, 0},
 };
 
 static qk_entry_t table_entry(int arch, int head_dim, bool rope) {

@@ -181,11 +181,26 @@ __device__ __forceinline__ void sl_qk_issue(unsigned base, const sl_qk_geo &g, i
     it.is_q[u] = h < g.q_heads;
     const int hh = it.is_q[u] ? h : h - g.q_heads;
     it.p[u] = (it.is_q[u] ? g.q : g.k) + (long)tk * (it.is_q[u] ? g.qsb : g.ksb) +
-              (long)((hh * HEAD_DIM + sl_qk_lane_off(l)) * ESZ);
+              ((long)hh * HEAD_DIM + sl_qk_lane_off(l)) * ESZ;
     if (it.active[u])
       sl_qk_load(it.p[u], it.raw[u]);
     else
       sl_raw_zero<DTYPE, VEC>(it.raw[u]);
+  }
+}
+
+// Packed words -> fp32. bf16 is the top half of an fp32: element 2j is `w << 16`, element
+// 2j + 1 is `w & 0xffff0000` (2 instructions per word; __bfloat1622float2 compiles to 3:
+// PRMT + IMAD.U32 + SHF). Bit-identical to sl_raw_to_f32.
+template <int DT> __device__ __forceinline__ void sl_qk_to_f32(const sl_raw<DT, VEC> &r, float (&f)[VEC]) {
+  if constexpr (DT == SL_DTYPE_BF16) {
+#pragma unroll
+    for (int j = 0; j < sl_raw<DT, VEC>::words; j++) {
+      f[2 * j] = __uint_as_float(r.w[j] << 16);
+      f[2 * j + 1] = __uint_as_float(r.w[j] & 0xffff0000u);
+    }
+  } else {
+    sl_raw_to_f32<DT, VEC>(r, f);
   }
 }
 
@@ -195,7 +210,7 @@ constexpr float SL_QK_BIAS = WEIGHT_BIAS;
 // A weight slice as fp32, biased. A bias of 0 is not added: (x*inv)*w equals (x*inv)*(0+w)
 // except for the sign of a zero product when w is -0.0.
 __device__ __forceinline__ void sl_qk_weight_f32(const raw_w &r, float (&w)[VEC]) {
-  sl_raw_to_f32<DTYPE_W, VEC>(r, w);
+  sl_qk_to_f32<DTYPE_W>(r, w);
   if constexpr (SL_QK_BIAS != 0.0f) {
 #pragma unroll
     for (int i = 0; i < VEC; i++)
@@ -254,7 +269,7 @@ extern "C" __global__ void SL_QK_BOUNDS
   // item's fp32 values are live at a time (the others stay packed), which keeps registers -- and
   // so occupancy -- for the loads in flight; other warps hide the shuffle and sqrt latencies.
   auto norm_item = [&](const raw_t &raw, bool is_q, float (&v)[VEC]) {
-    sl_raw_to_f32<DTYPE, VEC>(raw, v);
+    sl_qk_to_f32<DTYPE>(raw, v);
     const float inv = sl_qk_inv_rms(v);
     float w[VEC];
 #if WF32
