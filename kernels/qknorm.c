@@ -38,7 +38,16 @@
  * 48 -> 40; 4 items 58 -> 32; v2 39/54/60). The kernel no longer waits for the weights before
  * its first Q/K load (kernels/qknorm.cu), which a full grid would pay per warp. Best guess, NOT MEASURED YET: full grid from the large-prefill rule on, 8 warps, items
  * as before (4; 2 with RoPE). `sluice bench kernels --tune` sweeps warps (1..32) x items (1, 2,
- * 4; 1, 2 with RoPE) x grid per shape and prints table lines. */
+ * 4; 1, 2 with RoPE) x grid per shape and prints table lines.
+ *
+ * v4 (kernels/NOTES.md, QK-norm v4; NOT MEASURED): per-head instructions were the budget again
+ * (ncu: 2.1 IPC per SM, L1TEX stalls, DRAM half busy): heads are located with a magic-number
+ * division (kernels/qknorm.h) and bf16 unpacked by shift/mask in every configuration (-24 %
+ * instructions plain, -22 % RoPE), and five layout knobs are JIT constants that the table
+ * entries carry and `--tune` sweeps (part B): CACHE (streaming hints), RSQ (rsqrtf), WF32
+ * (fp32 weights), PIPE (pipelined resident loop, plain only) and RLAYOUT (RoPE pairs across
+ * lanes, split, or within a lane). The entries keep them off (v3's measured kernel) until a
+ * GPU run picks. */
 typedef struct {
   int head_dim, rope; /* entry applies to this head_dim and RoPE (0/1) */
   int warps, items, grid;
