@@ -683,7 +683,9 @@ static void test_qknorm_layout_knobs(void **state) {
         for (int rsq = 0; rsq < 2; rsq++)
           for (int wf32 = 0; wf32 < 2; wf32++)
             for (int k4 = 0; k4 <= last; k4++) {
-              qk_case_t c = {.tokens = rope ? 1001 : 2001,
+              /* ~200 cases: 501 / 251 tokens keep the test's time in bounds; the grid-stride rounds
+               * at 2001 tokens are covered by test_qknorm_every_tune_point */
+              qk_case_t c = {.tokens = rope ? 251 : 501,
                              .q_heads = rope ? 64 : 32,
                              .kv_heads = 4,
                              .head_dim = 128,
