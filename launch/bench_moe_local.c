@@ -402,16 +402,18 @@ static sl_status_t bench_layer(sl_bench_t *b, const model_t *m, const int *Ts, i
       snprintf(path_name, sizeof path_name, "%s/%s", sl_moe_path_name(path),
                exact                                  ? "exact"
                : variant == 3                         ? (auto_split ? "gemv-wide" : "gemv-split")
-               : variant == 4                         ? (fused ? (gemv ? "gemv/fused" : "padded/fused")
-                                                               : (gemv ? "gemv/unfused" : "padded/unfused"))
+               : variant == 4 && fuse == SL_MOE_FUSE_ON ? (fused ? (gemv ? "gemv/fused" : "padded/fused")
+                                                                       : "fused-not-taken")
+               : variant == 4                         ? (gemv ? "gemv/unfused" : "padded/unfused")
                : variant == 0 && gemv                 ? "gemv"
                                                       : "padded");
       snprintf(extra, sizeof extra, "%d experts touched, weights %.1f MB, stream %.1f us, ratio %.2f, %d input sets%s",
                touched, bytes / 1e6, stream_us, stream_us > 0 ? best / stream_us : 0.0, sets,
                variant == 0 && gemv ? (auto_split ? ", split kernels" : ", wide kernels")
                : variant == 3       ? ", comparison: the other streaming variant (forced)"
-               : variant == 4       ? (fused ? ", top-k in dispatch + PDL edges (fuse_small on)"
-                                             : ", fuse_small off (comparison)")
+               : variant == 4       ? (fused                    ? ", top-k in dispatch + PDL edges (fuse_small on)"
+                                       : fuse == SL_MOE_FUSE_ON ? ", fuse_small on but not applicable here"
+                                                                : ", fuse_small off (comparison)")
                                     : "");
       sl_bench_row(b, "moe_layer", shape, path_name, us, bytes, gus, extra);
     }
