@@ -356,7 +356,8 @@ static void fuse_case(int T, bool residual, bool graph, bool want_fused) {
   sl_stream_t *st;
   SL_ASSERT_OK(sl_stream_create(gpu, &st));
   const size_t xbytes = (size_t)(T > 0 ? T : 1) * H * 2, idbytes = (size_t)(T > 0 ? T : 1) * K * 4;
-  uint16_t *x = malloc(xbytes), *res = residual ? malloc(xbytes) : NULL, *ref = malloc(xbytes), *got = malloc(xbytes);
+  uint16_t *x = calloc(1, xbytes), *res = residual ? calloc(1, xbytes) : NULL, *ref = malloc(xbytes),
+           *got = malloc(xbytes);
   int32_t *ref_ids = malloc(idbytes), *ids = malloc(idbytes);
   float *ref_w = malloc(idbytes), *wts = malloc(idbytes);
   assert_true(x && ref && got && ref_ids && ids && ref_w && wts && (!residual || res));
