@@ -6,7 +6,7 @@
  * scaling 2.5) at T = 1, 5, 16, all experts local and an expert range (EP-style: pairs of
  * other ranks get slot -1); logits with exact ties (tie to the lower id) and a NaN; the
  * programmatic-dependent launch flag (eager: a plain serialised launch, same results); T = 17
- * (not fusable: sl_router then dispatch, same results). */
+ * (not fusable: sl_router then dispatch, same results); both replicated rankings. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -16,6 +16,7 @@
 #include "unit/moe_test_util.h"
 
 static sl_device_t *gpu;
+static int g_rank; /* sl_moe_dispatch_args_t.force_repl_rank for route_case */
 
 static int setup(void **s) {
   gpu = sl_test_open_gpu_or_skip(0);
@@ -92,7 +93,7 @@ static void route_case(const cfg_t *cf, int T, int begin, int end, bool pdl, boo
                                .expert_end = end, .capacity = cap, .x = dx, .topk_ids = dids, .expert_x = dex,
                                .expert_counts = dcounts, .slots = dslots, .workspace = ws,
                                .workspace_bytes = ws_bytes, .path_taken = &path, .route = &gr, .route_pdl = pdl,
-                               .route_fused = &fused};
+                               .route_fused = &fused, .force_repl_rank = g_rank};
   assert_int_equal(sl_moe_dispatch_route_fusable(&gd, sl_device_info(gpu)->sm_count), want_fused);
   SL_ASSERT_OK(sl_moe_dispatch(gpu, &gd, NULL));
   SL_ASSERT_OK(sl_moe_dispatch_check(gpu, ws, NULL));
@@ -143,6 +144,10 @@ static void test_qwen3(void **s) {
     route_case(&qwen, Ts[i], 16, 32, true, true, false); /* an eighth of the experts */
   }
   route_case(&qwen, 16, 0, 128, true, true, true);
+  g_rank = SL_MOE_REPL_RANK_SCAN; /* the replicated kernel's other ranking, with the top-k inside */
+  route_case(&qwen, 5, 16, 32, true, true, false);
+  route_case(&qwen, 16, 0, 128, false, true, true);
+  g_rank = 0;
   route_case(&qwen, 17, 0, 128, true, false, false); /* not fusable: router, then dispatch */
 }
 
