@@ -54,6 +54,9 @@ sl_status_t sl_moe_combine_jit_points(int arch, sl_status_t (*fn)(const sl_jit_s
       sl_jit_spec_t spec;
       SL_CHECK(sl_moe_combine_spec(hiddens[i], 8, decode ? 1 : -1, 132, &spec, NULL));
       SL_CHECK(fn(&spec, user));
+      if (!decode) continue;
+      SL_CHECK(sl_jit_spec_define(&spec, "MOE_PDL", "1")); /* the small-T layer's PDL build */
+      SL_CHECK(fn(&spec, user));
     }
   return SL_OK;
 }
@@ -85,6 +88,10 @@ sl_status_t sl_moe_combine(sl_device_t *dev, const sl_moe_combine_args_t *a, sl_
   int unroll;
   SL_CHECK(sl_moe_combine_spec(a->hidden, a->top_k, a->force_unroll == 2 ? -1 : a->num_tokens,
                                sl_device_info(dev)->sm_count, &spec, &unroll));
+  /* PDL build (kernels/moe_combine.cu, MOE_PDL): slots and weights read before
+   * griddepcontrol.wait. A separate build so the default kernel is unchanged. */
+  const bool pdl = a->pdl && sl_device_info(dev)->arch >= SL_ARCH_HOPPER;
+  if (pdl) SL_CHECK(sl_jit_spec_define(&spec, "MOE_PDL", "1"));
   sl_kernel_t *k;
   SL_CHECK(sl_jit_get_kernel(dev, &spec, &k));
   long items = (long)a->num_tokens * sl_moe_chunks_per_row(a->hidden, unroll);
@@ -95,7 +102,6 @@ sl_status_t sl_moe_combine(sl_device_t *dev, const sl_moe_combine_args_t *a, sl_
   void *out = a->out;
   int T = a->num_tokens;
   void *args[] = {&eo, &slots, &w, &res, &out, &T};
-  sl_launch_t l = {.grid = {(unsigned)blocks}, .block = {SL_MOE_COPY_THREADS},
-                   .stream = stream};
+  sl_launch_t l = {.grid = {(unsigned)blocks}, .block = {SL_MOE_COPY_THREADS}, .stream = stream, .pdl = pdl};
   return sl_kernel_launch(k, &l, args);
 }

@@ -3,6 +3,7 @@
 #include <cuda_bf16.h>
 
 #include "kernels/moe_layout.h"
+#include "kernels/moe_pdl.cuh"
 #include "kernels/vec.cuh"
 
 #ifndef MOE_HIDDEN
@@ -16,6 +17,13 @@
 #endif
 #if MOE_HIDDEN % 8 != 0 || MOE_TOPK < 1 || MOE_TOPK > SL_MOE_MAX_TOPK
 #error "MoE combine constants out of range"
+#endif
+// MOE_PDL (optional, 0 if absent): 1 = launched as a programmatic dependent of the FFN's last
+// kernel: the first item's slot and weight are loaded (through L2) before griddepcontrol.wait
+// (written by dispatch, which the FFN waited for before letting us launch), the expert rows
+// after it.
+#ifndef MOE_PDL
+#define MOE_PDL 0
 #endif
 
 #define MOE_CHUNK (32 * SL_MOE_VEC_ELEMS * MOE_UNROLL)
@@ -47,9 +55,17 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_COPY_THREADS, MOE_COMBINE_MI
   float next_w = 0.0f;
   if (item < num_items && lane < MOE_TOPK) {
     const int t = (int)(item / MOE_CHUNKS);
+#if MOE_PDL
+    next_row = __ldcg(&slots[t * MOE_TOPK + lane]);
+    next_w = __ldcg(&topk_weights[t * MOE_TOPK + lane]);
+#else
     next_row = __ldg(&slots[t * MOE_TOPK + lane]);
     next_w = __ldg(&topk_weights[t * MOE_TOPK + lane]);
+#endif
   }
+#if MOE_PDL
+  sl_moe_pdl_wait(); // the expert rows come from the FFN's last kernel
+#endif
   for (; item < num_items; item += stride) {
     const int t = (int)(item / MOE_CHUNKS), c = (int)(item % MOE_CHUNKS);
     const int my_row = next_row;

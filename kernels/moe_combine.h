@@ -25,6 +25,11 @@ typedef struct {
   const void *residual;       /* [T, H] bf16, added after the sum; NULL for none */
   void *out;                  /* [T, H] bf16; may alias residual */
   int force_unroll;           /* 0: the host's choice; 1 or 2: that kernel (benchmark comparison) */
+  /* GPU, sm_90+: launch as a programmatic dependent of the previous kernel (kernels/moe_pdl.cuh).
+   * The kernel loads its first slots and weights before griddepcontrol.wait, so those (and
+   * the residual) must be complete when the previous kernel starts: in the MoE layer they come
+   * from dispatch, which the FFN kernels wait for before they let combine launch. Same results. */
+  bool pdl;
 } sl_moe_combine_args_t;
 
 sl_status_t sl_moe_combine(sl_device_t *dev, const sl_moe_combine_args_t *a, sl_stream_t *stream);

@@ -220,6 +220,28 @@ sl_status_t sl_moe_dispatch_spec_variant(int hidden, int top_k, int num_local, s
   return SL_OK;
 }
 
+sl_status_t sl_moe_dispatch_route_spec(int hidden, int top_k, int num_local, int repl_rank,
+                                       const sl_router_args_t *route, sl_jit_spec_t *spec) {
+  if (route->top_k != top_k)
+    return SL_ERR(SL_ERR_INVALID, "moe dispatch route spec: router top_k %d != dispatch top_k %d", route->top_k,
+                  top_k);
+  SL_CHECK(sl_moe_dispatch_spec_variant(hidden, top_k, num_local, SL_MOE_PAYLOAD_BF16, 0, ENTRY_REPL, repl_rank,
+                                        spec));
+  SL_CHECK(sl_jit_spec_define(spec, "MOE_ROUTE", "1"));
+  return sl_router_define_constants(route, spec);
+}
+
+bool sl_moe_dispatch_route_fusable(const sl_moe_dispatch_args_t *a, int num_sms) {
+  if (!a->route || a->payload != SL_MOE_PAYLOAD_BF16 || a->num_tokens < 1 ||
+      a->num_tokens > SL_MOE_TOPK_FUSED_MAX_TOKENS)
+    return false;
+  sl_moe_path_t path = sl_moe_dispatch_choose_path(a, num_sms);
+  if (a->force_path == SL_MOE_PATH_FUSED || a->force_path == SL_MOE_PATH_SPLIT ||
+      a->force_path == SL_MOE_PATH_REPLICATED)
+    path = (sl_moe_path_t)a->force_path;
+  return path == SL_MOE_PATH_REPLICATED; /* the router's own checks run at the launch */
+}
+
 sl_status_t sl_moe_dispatch_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t *spec, void *user),
                                        void *user) {
   /* Qwen3-30B-A3B (E=128, K=8, H=2048) and DeepSeek-V3 (E=256, K=8, H=7168), at TP=1 and
@@ -242,6 +264,14 @@ sl_status_t sl_moe_dispatch_jit_points(int arch, sl_status_t (*fn)(const sl_jit_
                                             variants[v][0], variants[v][1], &spec));
       SL_CHECK(fn(&spec, user));
     }
+    /* The replicated kernel computing the top-k itself (the small-T layer): Qwen3-MoE softmax
+     * 128/8 and DeepSeek-V3 grouped sigmoid 256/8 (8 groups, top 4), fp32 logits. */
+    const bool ds = shapes[i][0] == 7168;
+    const sl_router_args_t r = {.kind = ds ? SL_ROUTER_SIGMOID_GROUPED : SL_ROUTER_SOFTMAX_TOPK,
+                                .num_experts = ds ? 256 : 128, .top_k = shapes[i][1], .num_groups = ds ? 8 : 1,
+                                .topk_groups = ds ? 4 : 1, .logits_dtype = SL_DTYPE_F32};
+    SL_CHECK(sl_moe_dispatch_route_spec(shapes[i][0], shapes[i][1], shapes[i][2], 0, &r, &spec));
+    SL_CHECK(fn(&spec, user));
     if (shapes[i][2] != 128) continue; /* the quantized payloads: one shape */
     static const int qentries[] = {ENTRY_FUSED, ENTRY_COPY, ENTRY_REPL};
     for (size_t q = 0; q < sizeof quant / sizeof quant[0]; q++)
@@ -349,6 +379,9 @@ static sl_status_t dispatch_cuda(sl_device_t *dev, const sl_moe_dispatch_args_t 
     return SL_ERR(SL_ERR_INVALID, "moe dispatch: replicated path takes at most %d pairs, not %d tokens x %d",
                   SL_MOE_REPL_MAX_PAIRS, a->num_tokens, a->top_k);
   if (a->path_taken) *a->path_taken = a->num_tokens ? path : SL_MOE_PATH_NONE;
+  const bool route_fused = sl_moe_dispatch_route_fusable(a, sms);
+  if (a->route_fused) *a->route_fused = route_fused;
+  if (a->route && !route_fused) SL_CHECK(sl_router(dev, a->route, stream)); /* then the ids as usual */
   if (a->num_tokens == 0) return sl_memset(dev, a->expert_counts, 0, (size_t)local * 4, stream);
 
   const sl_moe_ws_layout_t ws = sl_moe_ws_layout(a->num_tokens, a->top_k, local);
@@ -363,6 +396,27 @@ static sl_status_t dispatch_cuda(sl_device_t *dev, const sl_moe_dispatch_args_t 
   int T = a->num_tokens, E = a->num_experts, begin = a->expert_begin, end = a->expert_end, cap = a->capacity;
   sl_jit_spec_t spec;
   sl_kernel_t *k;
+
+  if (route_fused) {
+    /* The replicated kernel with the router's warp routine in front (MOE_ROUTE = 1): every
+     * block computes the top-k of all T <= 16 tokens from the logits (block 0 stores ids and
+     * weights), then ranks and copies as below. Saves the router launch and its dependent
+     * round trip (logits -> ids -> dispatch) at decode. */
+    const sl_router_args_t *r = a->route;
+    SL_CHECK(sl_router_check_gpu(r));
+    SL_CHECK(sl_moe_dispatch_route_spec(a->hidden, a->top_k, local, a->force_repl_rank, r, &spec));
+    SL_CHECK(sl_jit_get_kernel(dev, &spec, &k));
+    const void *logits = r->logits;
+    const float *bias = r->kind == SL_ROUTER_SIGMOID_GROUPED ? r->correction_bias : NULL;
+    int32_t *ids_out = r->topk_ids;
+    float *w_out = r->topk_weights, sc = sl_router_scaling(r);
+    int renorm = r->renormalize;
+    void *args[] = {&x,     &ids,   &T,     &E,    &begin,   &end,  &cap,   &ex,   &es,
+                    &gscale, &ec,   &slots, &state, &logits, &bias, &ids_out, &w_out, &renorm, &sc};
+    sl_launch_t l = {.grid = {(unsigned)copy_blocks(a, DECODE_UNROLL)}, .block = {SL_MOE_FUSED_THREADS},
+                     .stream = stream, .pdl = a->route_pdl && sl_device_info(dev)->arch >= SL_ARCH_HOPPER};
+    return sl_kernel_launch(k, &l, args);
+  }
 
   if (path == SL_MOE_PATH_REPLICATED) {
     /* No co-residency needed: one warp per item, every block routes all pairs itself. */
@@ -426,7 +480,16 @@ static sl_status_t dispatch_cuda(sl_device_t *dev, const sl_moe_dispatch_args_t 
 
 sl_status_t sl_moe_dispatch(sl_device_t *dev, const sl_moe_dispatch_args_t *a, sl_stream_t *stream) {
   SL_CHECK(validate(a));
+  const sl_router_args_t *r = a->route;
+  if (r && (r->num_tokens != a->num_tokens || r->top_k != a->top_k || r->num_experts != a->num_experts ||
+            r->topk_ids != a->topk_ids || !r->topk_weights))
+    return SL_ERR(SL_ERR_INVALID,
+                  "moe dispatch: route (T %d, K %d, E %d) must match the dispatch (T %d, K %d, E %d), write the ids "
+                  "the dispatch reads (topk_ids) and have topk_weights",
+                  r->num_tokens, r->top_k, r->num_experts, a->num_tokens, a->top_k, a->num_experts);
   if (sl_device_backend(dev) == SL_BACKEND_CUDA) return dispatch_cuda(dev, a, stream);
+  if (a->route_fused) *a->route_fused = false;
+  if (r) SL_CHECK(sl_router_ref(r));
   return sl_moe_dispatch_ref(a);
 }
 

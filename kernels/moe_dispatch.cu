@@ -1,6 +1,7 @@
 // MoE dispatch kernels: deterministic slot ranking (pair order t*K+k within an expert),
 // then 16-byte copies of each token into the rows of its K experts.
 //   sl_moe_dispatch_replicated  decode: each block ranks its own pairs from all ids in shared memory
+//                               (MOE_ROUTE = 1: it first computes the top-k from router logits)
 //   sl_moe_dispatch_fused  decode: route, grid barrier, copy in one cooperative launch
 //   sl_moe_dispatch_route  prefill: rank pairs per block; the last block scans the counts
 //   sl_moe_dispatch_copy   prefill: copy over many blocks
@@ -12,6 +13,10 @@
 #include "kernels/moe_layout.h"
 #include "kernels/quant_formats.h"
 #include "kernels/vec.cuh"
+#if MOE_ROUTE
+#include "kernels/moe_pdl.cuh"
+#include "kernels/router_topk.cuh"
+#endif
 
 #ifndef MOE_HIDDEN
 #error "MOE_HIDDEN (hidden size, a multiple of 8) must be defined by the JIT"
@@ -33,6 +38,25 @@
 #endif
 #ifndef MOE_QRULE
 #error "MOE_QRULE (an SL_QRULE_* scale rule) must be defined by the JIT"
+#endif
+// MOE_ROUTE (optional, 0 if absent): 1 = the replicated kernel takes the router logits instead
+// of the ids and runs the router's warp routine itself (kernels/router_topk.cuh, which then
+// needs the router's constants KIND, NUM_EXPERTS, TOPK = MOE_TOPK, NUM_GROUPS, TOPK_GROUPS,
+// DTYPE); bf16 payload, T <= SL_MOE_TOPK_FUSED_MAX_TOKENS.
+#ifndef MOE_ROUTE
+#define MOE_ROUTE 0
+#endif
+#if MOE_ROUTE
+#if MOE_KERNEL != 3 || MOE_PAYLOAD >= 0
+#error "MOE_ROUTE: replicated kernel (MOE_KERNEL 3), bf16 payload only"
+#endif
+#if !defined(KIND) || !defined(NUM_EXPERTS) || !defined(TOPK) || !defined(NUM_GROUPS) || !defined(TOPK_GROUPS) || \
+    !defined(DTYPE)
+#error "MOE_ROUTE needs the router's KIND, NUM_EXPERTS, TOPK, NUM_GROUPS, TOPK_GROUPS and DTYPE"
+#endif
+#if TOPK != MOE_TOPK
+#error "MOE_ROUTE: TOPK must equal MOE_TOPK"
+#endif
 #endif
 #if MOE_HIDDEN % 8 != 0 || MOE_TOPK < 1 || MOE_TOPK > SL_MOE_MAX_TOPK || MOE_LOCAL < 1 || \
     MOE_LOCAL > SL_MOE_MAX_LOCAL_EXPERTS
@@ -561,12 +585,67 @@ struct HistRank {
   }
 };
 
+#if MOE_ROUTE
+// The top-k of all T <= SL_MOE_TOPK_FUSED_MAX_TOKENS tokens from the router logits, computed
+// by every block (the same redundant-compute trick as the ranking: no block waits for another),
+// one warp per token with the router kernel's warp routine, so ids and weights equal
+// sl_router's bit for bit; first this warp's x chunk is loaded (a layer input, complete before
+// the router logits kernel started). Ids go to shared memory (returned); block 0 also writes
+// ids and weights to global memory (combine reads the weights; sl_moe_layer_last_routing the
+// ids). Launched as a programmatic dependent of the router logits kernel: the bias is a
+// constant and is loaded before griddepcontrol.wait, the logits after it. Every thread of the
+// block calls it (it ends with a block barrier).
+__device__ __forceinline__ const int *moe_repl_route(long item, long num_items, const __nv_bfloat16 *__restrict__ x,
+                                                     ItemInput &in, const void *__restrict__ logits,
+                                                     const float *__restrict__ bias, int num_tokens, int renormalize,
+                                                     float scaling, int *__restrict__ ids_out,
+                                                     float *__restrict__ weights_out) {
+  __shared__ int topk_s[SL_MOE_TOPK_FUSED_MAX_TOKENS * MOE_TOPK];
+  const int lane = threadIdx.x & 31;
+  if (item < num_items) load_chunk(x, (int)(item / MOE_CHUNKS), (int)(item % MOE_CHUNKS), in.v);
+  sl_router_lane_t ls;
+  sl_router_lane_init(logits, bias, lane, ls);
+  sl_moe_pdl_wait();
+  for (int t = threadIdx.x / 32; t < num_tokens; t += SL_MOE_FUSED_THREADS / 32) {
+    int id;
+    float w;
+    sl_router_token(logits, t, lane, ls, renormalize, scaling, id, w);
+    if (lane < MOE_TOPK) {
+      topk_s[t * MOE_TOPK + lane] = id;
+      if (blockIdx.x == 0) {
+        ids_out[t * MOE_TOPK + lane] = id;
+        weights_out[t * MOE_TOPK + lane] = w;
+      }
+    }
+  }
+  __syncthreads();
+  if (item < num_items) in.id = lane < MOE_TOPK ? topk_s[(int)(item / MOE_CHUNKS) * MOE_TOPK + lane] : -1;
+  return topk_s;
+}
+// The warp's item (x chunk and ids) and the source of the ids, on either build.
+#define MOE_REPL_START()                                                                                      \
+  const int *topk_s = moe_repl_route(item, num_items, x, in, logits, bias, num_tokens, renormalize, scaling, \
+                                     ids_out, weights_out)
+#define MOE_REPL_ID(p) topk_s[p]
+#else
+#define MOE_REPL_START()                                                                                      \
+  if (item < num_items) load_item(item, 1, MOE_CHUNKS, x, topk_ids, in)
+#define MOE_REPL_ID(p) __ldg(&topk_ids[p])
+#endif
+
 extern "C" __global__ void __launch_bounds__(SL_MOE_FUSED_THREADS)
     sl_moe_dispatch_replicated(const __nv_bfloat16 *__restrict__ x, const int *__restrict__ topk_ids,
                                int num_tokens, int num_experts, int expert_begin, int expert_end, int capacity,
                                void *__restrict__ expert_x, void *__restrict__ expert_scales, float global_scale,
                                int *__restrict__ expert_counts, int *__restrict__ slots,
-                               sl_grid_barrier_state_t *state) {
+                               sl_grid_barrier_state_t *state
+#if MOE_ROUTE
+                               ,
+                               const void *__restrict__ logits, const float *__restrict__ bias,
+                               int *__restrict__ ids_out, float *__restrict__ weights_out, int renormalize,
+                               float scaling
+#endif
+) {
 #if MOE_REPL_RANK == 1
   constexpr int NT = SL_MOE_FUSED_THREADS, NW = NT / 32;
   constexpr int ROUNDS = SL_MOE_REPL_MAX_PAIRS / NT;
@@ -579,7 +658,7 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_FUSED_THREADS)
   const long item = (long)blockIdx.x * NW + threadIdx.x / 32;
   // This warp's item does not depend on the routing: its loads go first, then all ids.
   ItemInput in;
-  if (item < num_items) load_item(item, 1, MOE_CHUNKS, x, topk_ids, in);
+  MOE_REPL_START();
   const bool counts_block = blockIdx.x == gridDim.x - 1;
   // The block's tokens [t0, t1] and its pairs [q0, q0 + n), n <= MOE_REPL_NEED.
   const long first = (long)blockIdx.x * NW;
@@ -597,7 +676,7 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_FUSED_THREADS)
 #pragma unroll
   for (int r = 0; r < ROUNDS; r++) {
     const int p = r * NT + threadIdx.x;
-    idv[r] = p < id_end ? __ldg(&topk_ids[p]) : 0;
+    idv[r] = p < id_end ? MOE_REPL_ID(p) : 0;
   }
   constexpr int LOCAL_ROUNDS = (MOE_LOCAL + NT - 1) / NT;
 #pragma unroll
@@ -644,7 +723,7 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_FUSED_THREADS)
   const long item = (long)blockIdx.x * NW + threadIdx.x / 32;
   // This warp's item does not depend on the routing: its loads go first.
   ItemInput in;
-  if (item < num_items) load_item(item, 1, MOE_CHUNKS, x, topk_ids, in);
+  MOE_REPL_START();
   const bool counts_block = blockIdx.x == gridDim.x - 1;
   if (counts_block)
     for (int e = threadIdx.x; e < MOE_LOCAL; e += NT) hist[e] = 0;
@@ -657,7 +736,7 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_FUSED_THREADS)
 #pragma unroll
   for (int r = 0; r < ROUNDS; r++) {
     const int p = r * NT + threadIdx.x;
-    idv[r] = p < num_pairs ? __ldg(&topk_ids[p]) : -1;
+    idv[r] = p < num_pairs ? MOE_REPL_ID(p) : -1;
   }
 #pragma unroll
   for (int r = 0; r < ROUNDS; r++) {
@@ -716,4 +795,6 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_FUSED_THREADS)
               expert_scales, global_scale, &state->error, slots, ReplicatedRank{rank_s, q0});
 #endif
 }
+#undef MOE_REPL_START
+#undef MOE_REPL_ID
 #endif

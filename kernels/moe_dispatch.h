@@ -11,6 +11,7 @@
 #include "kernels/moe_layout.h"
 #include "kernels/quant_formats.h" /* SL_QRULE_* */
 #include "kernels/sl_dtype.h"
+#include "kernels/router.h"
 #include "runtime/sl_device.h"
 #include "runtime/sl_jit.h"
 #include "runtime/sl_status.h"
@@ -80,6 +81,18 @@ typedef struct {
                                  * launch (comparison; the result is the same) */
   int force_repl_rank;          /* 0: default (SL_MOE_REPL_RANK_HIST); SL_MOE_REPL_RANK_*: the replicated
                                  * path's ranking (comparison; the result is the same) */
+  /* Optional (NULL: none): the top-k router to run first, on route->logits, writing
+   * route->topk_ids / topk_weights; topk_ids above must be route->topk_ids, and T, K and E
+   * must agree. On the GPU, when sl_moe_dispatch_route_fusable holds, the replicated kernel
+   * computes the top-k itself (kernels/router_topk.cuh: the router kernel's warp routine, so
+   * the same ids and weights bit for bit) -- one launch instead of two; otherwise sl_router
+   * runs first. route_pdl (sm_90+, fused only): the kernel is launched as a programmatic
+   * dependent of the previous kernel in the stream, which must be the one writing the logits
+   * (it waits with griddepcontrol.wait before reading them; x, and everything it writes, must
+   * not depend on that kernel). route_fused (optional out): whether the fused kernel ran. */
+  const sl_router_args_t *route;
+  bool route_pdl;
+  bool *route_fused;
 } sl_moe_dispatch_args_t;
 
 /* Ranking of the replicated (decode) path: a shared histogram of the pairs below the block's
@@ -109,6 +122,15 @@ sl_moe_path_t sl_moe_dispatch_choose_path(const sl_moe_dispatch_args_t *a, int n
 /* The CPU reference (also the CPU backend); host pointers. Errors go to the workspace's
  * record exactly as on the GPU (lowest offending pair / expert first). */
 sl_status_t sl_moe_dispatch_ref(const sl_moe_dispatch_args_t *a);
+
+/* Whether the GPU dispatch computes the top-k inside the replicated kernel for these arguments
+ * (route set, bf16 payload, 1 <= T <= SL_MOE_TOPK_FUSED_MAX_TOKENS, the replicated path chosen
+ * or forced); the router's own argument checks run at the launch. */
+bool sl_moe_dispatch_route_fusable(const sl_moe_dispatch_args_t *a, int num_sms);
+/* JIT spec of the replicated kernel computing the top-k itself (route: the router's arguments;
+ * repl_rank: the ranking as sl_moe_dispatch_args_t.force_repl_rank, 0 default). */
+sl_status_t sl_moe_dispatch_route_spec(int hidden, int top_k, int num_local, int repl_rank,
+                                       const sl_router_args_t *route, sl_jit_spec_t *spec);
 
 /* JIT spec of kernel `which` (0 fused, 1 route, 2 copy, 3 replicated) for these dimensions and
  * payload, default variant. */

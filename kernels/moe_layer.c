@@ -82,40 +82,61 @@ sl_status_t sl_moe_layer_forward(sl_moe_layer_t *l, const sl_moe_layer_args_t *a
   if ((a->topk_ids == NULL) != (a->topk_weights == NULL))
     return SL_ERR(SL_ERR_INVALID, "moe layer: pass both topk_ids and topk_weights, or neither");
   if (!a->topk_ids && !c->w_router) return SL_ERR(SL_ERR_INVALID, "moe layer: no router weights and no routing given");
+  if (a->fuse_small < SL_MOE_FUSE_AUTO || a->fuse_small > SL_MOE_FUSE_ON)
+    return SL_ERR(SL_ERR_INVALID, "moe layer: fuse_small %d (0 auto, 1 off, 2 on)", a->fuse_small);
   const bool cpu = sl_device_backend(l->dev) != SL_BACKEND_CUDA;
   const int32_t *ids = a->topk_ids;
   const float *weights = a->topk_weights;
-  if (!ids) {
-    SL_CHECK(sl_moe_gate_logits(l->dev, T, c->num_experts, c->hidden, a->x, c->w_router, l->logits, stream));
-    sl_router_args_t ra = {.kind = c->router_kind, .num_tokens = T, .num_experts = c->num_experts,
-                           .top_k = c->top_k, .renormalize = c->renormalize, .num_groups = c->num_groups,
-                           .topk_groups = c->topk_groups, .routed_scaling = c->routed_scaling,
-                           .logits_dtype = SL_DTYPE_F32, .logits = l->logits, .correction_bias = c->correction_bias,
-                           .topk_ids = l->topk_ids, .topk_weights = l->topk_weights};
-    if (T > 0) SL_CHECK(sl_router(l->dev, &ra, stream));
-    ids = l->topk_ids;
-    weights = l->topk_weights;
-  }
-  l->last_ids = ids;
-  l->last_weights = weights;
   sl_moe_dispatch_args_t da = {.num_tokens = T, .hidden = c->hidden, .top_k = c->top_k,
                                .num_experts = c->num_experts, .expert_begin = c->expert_begin,
                                .expert_end = c->expert_end, .capacity = capacity, .x = a->x, .topk_ids = ids,
                                .expert_x = l->expert_x, .expert_counts = l->counts, .slots = l->slots,
                                .workspace = l->dispatch_ws, .workspace_bytes = l->dispatch_ws_bytes,
                                .force_path = a->force_path, .path_taken = a->path_taken};
-  SL_CHECK(sl_moe_dispatch(l->dev, &da, stream));
-  if (cpu) SL_CHECK(sl_moe_dispatch_check(l->dev, l->dispatch_ws, stream)); /* free on the CPU */
+  /* Small-T fusion (the header says what; kernels/NOTES.md "Expert FFN and layer" why). */
+  const int fuse = a->fuse_small == SL_MOE_FUSE_AUTO ? (SL_MOE_LAYER_FUSE_SMALL_AUTO ? SL_MOE_FUSE_ON : SL_MOE_FUSE_OFF)
+                                                     : a->fuse_small;
+  bool fused = false;
+  sl_router_args_t ra = {0};
+  const unsigned stages = a->stages ? a->stages : SL_MOE_STAGE_ALL;
+  if (stages & ~(unsigned)SL_MOE_STAGE_ALL) return SL_ERR(SL_ERR_INVALID, "moe layer: stages 0x%x", stages);
+  if (!ids) {
+    if (stages & SL_MOE_STAGE_LOGITS)
+        SL_CHECK(sl_moe_gate_logits(l->dev, T, c->num_experts, c->hidden, a->x, c->w_router, l->logits, stream));
+    ra = (sl_router_args_t){.kind = c->router_kind, .num_tokens = T, .num_experts = c->num_experts,
+                            .top_k = c->top_k, .renormalize = c->renormalize, .num_groups = c->num_groups,
+                            .topk_groups = c->topk_groups, .routed_scaling = c->routed_scaling,
+                            .logits_dtype = SL_DTYPE_F32, .logits = l->logits, .correction_bias = c->correction_bias,
+                            .topk_ids = l->topk_ids, .topk_weights = l->topk_weights};
+    ids = l->topk_ids;
+    weights = l->topk_weights;
+    da.topk_ids = ids;
+    da.route = &ra;
+    fused = !cpu && fuse == SL_MOE_FUSE_ON &&
+            sl_moe_dispatch_route_fusable(&da, sl_device_info(l->dev)->sm_count);
+    if (!fused) {
+      da.route = NULL;
+      if (T > 0 && (stages & SL_MOE_STAGE_TOPK)) SL_CHECK(sl_router(l->dev, &ra, stream));
+    }
+  }
+  if (a->fused_taken) *a->fused_taken = fused;
+  l->last_ids = ids;
+  l->last_weights = weights;
+  /* Fused: the dispatch kernel follows the router logits kernel directly (PDL edge 1). */
+  da.route_pdl = fused;
+  if (stages & SL_MOE_STAGE_DISPATCH) SL_CHECK(sl_moe_dispatch(l->dev, &da, stream));
+  if (cpu && (stages & SL_MOE_STAGE_DISPATCH)) SL_CHECK(sl_moe_dispatch_check(l->dev, l->dispatch_ws, stream)); /* free on the CPU */
   sl_moe_ffn_args_t fa = {.num_local_experts = l->local, .capacity = capacity, .hidden = c->hidden,
                           .inter = c->inter, .num_tokens = T, .top_k = c->top_k, .x = l->expert_x,
                           .expert_counts = l->counts, .w_gate_up = c->w_gate_up, .w_down = c->w_down,
                           .y = l->expert_y, .workspace = l->ffn_ws, .workspace_bytes = l->ffn_ws_bytes,
                           .exact_rows = a->allow_host_sync && capacity > SL_MOE_FFN_PADDED_MAX_ROWS,
                           .small_rows = a->ffn_small_rows, .gemv_variant = a->ffn_gemv_variant};
-  SL_CHECK(sl_moe_ffn(l->dev, &fa, stream));
+  if (stages & SL_MOE_STAGE_FFN) SL_CHECK(sl_moe_ffn(l->dev, &fa, stream));
   sl_moe_combine_args_t ca = {.num_tokens = T, .hidden = c->hidden, .top_k = c->top_k, .expert_out = l->expert_y,
-                              .slots = l->slots, .topk_weights = weights, .residual = a->residual, .out = a->out};
-  return sl_moe_combine(l->dev, &ca, stream);
+                              .slots = l->slots, .topk_weights = weights, .residual = a->residual, .out = a->out,
+                              .pdl = fused}; /* PDL edge 2: its slot/weight loads overlap the FFN's drain */
+  return stages & SL_MOE_STAGE_COMBINE ? sl_moe_combine(l->dev, &ca, stream) : SL_OK;
 }
 
 sl_status_t sl_moe_layer_check(sl_moe_layer_t *l, sl_stream_t *stream) {

@@ -31,6 +31,23 @@ typedef struct {
 
 typedef struct sl_moe_layer sl_moe_layer_t;
 
+/* Small-T fusion of the layer's non-FFN launches (sl_moe_layer_args_t.fuse_small). */
+typedef enum { SL_MOE_FUSE_AUTO = 0, SL_MOE_FUSE_OFF = 1, SL_MOE_FUSE_ON = 2 } sl_moe_fuse_t;
+/* What AUTO means: 0 = off. Off until a GPU run (`sluice bench moe-local --only moe_layer`,
+ * rows `.../fused` next to the default at T <= 16) shows the fused chain faster. */
+#define SL_MOE_LAYER_FUSE_SMALL_AUTO 0
+
+/* The layer's stages (sl_moe_layer_args_t.stages). With fuse_small the top-k runs inside
+ * the dispatch stage (SL_MOE_STAGE_TOPK then launches nothing). */
+enum {
+  SL_MOE_STAGE_LOGITS = 1,   /* router logits GEMM/GEMV */
+  SL_MOE_STAGE_TOPK = 2,     /* router top-k */
+  SL_MOE_STAGE_DISPATCH = 4,
+  SL_MOE_STAGE_FFN = 8,
+  SL_MOE_STAGE_COMBINE = 16,
+  SL_MOE_STAGE_ALL = 31,
+};
+
 /* Allocate the layer's buffers for calls of up to max_tokens tokens (weights are borrowed,
  * not copied). The dispatch capacity is dropless (max_tokens rows per local expert). */
 sl_status_t sl_moe_layer_create(sl_device_t *dev, const sl_moe_layer_config_t *cfg, int max_tokens,
@@ -54,6 +71,16 @@ typedef struct {
   int ffn_small_rows;          /* expert FFN in padded mode: sl_moe_ffn_args_t.small_rows (0 automatic) */
   int ffn_gemv_variant;        /* streaming kernels' variant: sl_moe_ffn_args_t.gemv_variant (0 automatic) */
   sl_moe_path_t *path_taken;   /* optional out */
+  /* sl_moe_fuse_t. ON (GPU, the layer's own router, 1 <= T <= SL_MOE_TOPK_FUSED_MAX_TOKENS,
+   * replicated dispatch): the router top-k runs inside the dispatch kernel (one launch fewer,
+   * sl_moe_dispatch_args_t.route), which is launched as a programmatic dependent of the router
+   * logits kernel, and combine as a programmatic dependent of the FFN (sm_90+). The FFN is
+   * unchanged. Results are bit-identical to OFF. AUTO: SL_MOE_LAYER_FUSE_SMALL_AUTO. */
+  int fuse_small;
+  bool *fused_taken;           /* optional out: whether the fused chain ran */
+  /* Benchmarks only: run just these stages (SL_MOE_STAGE_* bits; 0 = all) on the layer's
+   * buffers as the previous call left them (per-stage timing in a graph). */
+  unsigned stages;
 } sl_moe_layer_args_t;
 
 /* Asynchronous on CUDA. Data errors (bad ids, capacity) are reported by sl_moe_layer_check

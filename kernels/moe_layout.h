@@ -18,6 +18,7 @@
 #define SL_MOE_FUSED_THREADS 256  /* decode: one cooperative kernel; 256 pairs routed per block */
 #define SL_MOE_FUSED_MAX_WAVES 4  /* fused while copy blocks (8 warps, unroll 1) <= this x SMs */
 #define SL_MOE_REPL_MAX_PAIRS 1024 /* replicated routing (every block ranks all pairs) up to T*K */
+#define SL_MOE_TOPK_FUSED_MAX_TOKENS 16 /* replicated dispatch computing the top-k itself: up to T */
 #define SL_MOE_ROUTE_THREADS 512  /* prefill routing kernel */
 #define SL_MOE_ROUTE_MAX_ROUNDS 8 /* pairs per thread of the prefill routing kernel: 1, 2, 4 or 8
                                    * (host choice or force_route_rounds); 512 x rounds per block */

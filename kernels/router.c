@@ -43,6 +43,10 @@ static float scaling_of(const sl_router_args_t *a) {
   return a->routed_scaling == 0.0f ? 1.0f : a->routed_scaling;
 }
 
+float sl_router_scaling(const sl_router_args_t *a) {
+  return scaling_of(a);
+}
+
 /* The k largest keys, ties to the lower index, in descending order. Entries taken are set to
  * SL_ROUTER_KEY_NONE (below every score), so `key` is consumed; callers guarantee at least k
  * entries above SL_ROUTER_KEY_NONE, hence every pick is a real, distinct entry. */
@@ -142,15 +146,24 @@ sl_status_t sl_router_ref(const sl_router_args_t *a) {
 
 /* ---- GPU ------------------------------------------------------------------------------------ */
 
-static sl_status_t spec_at(int kind, int E, int K, int G, int TG, sl_dtype_t dt, int warps, sl_jit_spec_t *spec) {
-  sl_jit_spec_init(spec, "kernels/router.cu", "sl_router_kernel");
+static sl_status_t define_constants(int kind, int E, int K, int G, int TG, sl_dtype_t dt, sl_jit_spec_t *spec) {
   if (kind == SL_ROUTER_SOFTMAX_TOPK) G = TG = 1;
   SL_CHECK(sl_jit_spec_define(spec, "KIND", "%d", kind));
   SL_CHECK(sl_jit_spec_define(spec, "NUM_EXPERTS", "%d", E));
   SL_CHECK(sl_jit_spec_define(spec, "TOPK", "%d", K));
   SL_CHECK(sl_jit_spec_define(spec, "NUM_GROUPS", "%d", G));
   SL_CHECK(sl_jit_spec_define(spec, "TOPK_GROUPS", "%d", TG));
-  SL_CHECK(sl_jit_spec_define(spec, "DTYPE", "%d", (int)dt));
+  return sl_jit_spec_define(spec, "DTYPE", "%d", (int)dt);
+}
+
+sl_status_t sl_router_define_constants(const sl_router_args_t *a, sl_jit_spec_t *spec) {
+  return define_constants((int)a->kind, a->num_experts, a->top_k, a->num_groups, a->topk_groups, a->logits_dtype,
+                          spec);
+}
+
+static sl_status_t spec_at(int kind, int E, int K, int G, int TG, sl_dtype_t dt, int warps, sl_jit_spec_t *spec) {
+  sl_jit_spec_init(spec, "kernels/router.cu", "sl_router_kernel");
+  SL_CHECK(define_constants(kind, E, K, G, TG, dt, spec));
   SL_CHECK(sl_jit_spec_define(spec, "WARPS", "%d", warps));
   return SL_OK;
 }
@@ -160,8 +173,7 @@ sl_status_t sl_router_spec(const sl_router_args_t *a, int arch, int sm_count, sl
                  sl_kq_warps(arch, sm_count, a->num_tokens), spec);
 }
 
-sl_status_t sl_router(sl_device_t *dev, const sl_router_args_t *a, sl_stream_t *stream) {
-  if (sl_device_backend(dev) == SL_BACKEND_CPU) return sl_router_ref(a);
+sl_status_t sl_router_check_gpu(const sl_router_args_t *a) {
   SL_CHECK(check_args(a));
   if (a->kind == SL_ROUTER_SIGMOID_GROUPED) {
     int NE = (a->num_experts + 31) / 32, GS = a->num_experts / a->num_groups, lpg = GS / NE;
@@ -171,6 +183,12 @@ sl_status_t sl_router(sl_device_t *dev, const sl_router_args_t *a, sl_stream_t *
                     "(%d experts, %d groups); use the CPU backend or another grouping",
                     GS, NE, a->num_experts, a->num_groups);
   }
+  return SL_OK;
+}
+
+sl_status_t sl_router(sl_device_t *dev, const sl_router_args_t *a, sl_stream_t *stream) {
+  if (sl_device_backend(dev) == SL_BACKEND_CPU) return sl_router_ref(a);
+  SL_CHECK(sl_router_check_gpu(a));
   if (a->num_tokens == 0) return SL_OK;
   const sl_device_info_t *info = sl_device_info(dev);
   sl_jit_spec_t spec;

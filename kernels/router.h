@@ -51,6 +51,15 @@ sl_status_t sl_router(sl_device_t *dev, const sl_router_args_t *a, sl_stream_t *
 /* The CPU reference (also the CPU backend); pointers are host memory. */
 sl_status_t sl_router_ref(const sl_router_args_t *a);
 
+/* Checks the arguments as sl_router does on the GPU (SL_ERR_INVALID, or SL_ERR_UNSUPPORTED for
+ * a grouping the kernel's lane layout can't hold). */
+sl_status_t sl_router_check_gpu(const sl_router_args_t *a);
+/* The factor the weights are multiplied by (routed_scaling, 0 meaning 1). */
+float sl_router_scaling(const sl_router_args_t *a);
+/* The router's JIT constants (KIND, NUM_EXPERTS, TOPK, NUM_GROUPS, TOPK_GROUPS, DTYPE) added
+ * to `spec`: for kernels that run the router's warp routine (kernels/router_topk.cuh). */
+sl_status_t sl_router_define_constants(const sl_router_args_t *a, sl_jit_spec_t *spec);
+
 /* The JIT spec `sl_router` uses for these arguments on sm_<arch> with `sm_count` SMs. */
 sl_status_t sl_router_spec(const sl_router_args_t *a, int arch, int sm_count, sl_jit_spec_t *spec);
 

@@ -306,6 +306,48 @@ out:
   return s;
 }
 
+/* Per-stage breakdown of the layer at T tokens: each stage alone, captured in a graph
+ * (sl_moe_layer_args_t.stages), on the buffers the previous full call left (the routing of
+ * the last input set: the FFN stage re-reads the same experts' weights every repetition, so
+ * L2 may serve part of them -- its row is a lower bound). Unfused: logits, top-k, dispatch,
+ * FFN, combine; fused (fuse_small on): dispatch with the top-k inside, combine launched with
+ * PDL (its predecessor in the graph is the previous combine: the PDL overlap it gets there is
+ * not the in-layer one). Rows "stage/<name>"; the full layer's rows above give the total. */
+static sl_status_t bench_layer_stages(sl_bench_t *b, const model_t *m, sl_moe_layer_t *layer, void *x, void *out,
+                                      int T) {
+  static const struct {
+    unsigned stages;
+    int fuse;
+    const char *name, *what;
+  } st[] = {
+      {SL_MOE_STAGE_LOGITS, SL_MOE_FUSE_OFF, "stage/logits", "router logits GEMV alone"},
+      {SL_MOE_STAGE_TOPK, SL_MOE_FUSE_OFF, "stage/topk", "router top-k kernel alone"},
+      {SL_MOE_STAGE_DISPATCH, SL_MOE_FUSE_OFF, "stage/dispatch", "dispatch alone (ids given)"},
+      {SL_MOE_STAGE_DISPATCH, SL_MOE_FUSE_ON, "stage/topk+dispatch", "fused: top-k inside dispatch, alone"},
+      {SL_MOE_STAGE_FFN, SL_MOE_FUSE_OFF, "stage/ffn", "gate_up + down alone (same experts every rep: L2 helps)"},
+      {SL_MOE_STAGE_COMBINE, SL_MOE_FUSE_OFF, "stage/combine", "combine alone"},
+      {SL_MOE_STAGE_COMBINE, SL_MOE_FUSE_ON, "stage/combine-pdl", "combine PDL build alone"},
+      {SL_MOE_STAGE_LOGITS | SL_MOE_STAGE_TOPK | SL_MOE_STAGE_DISPATCH, SL_MOE_FUSE_OFF, "stage/prefix",
+       "logits + top-k + dispatch"},
+      {SL_MOE_STAGE_LOGITS | SL_MOE_STAGE_TOPK | SL_MOE_STAGE_DISPATCH, SL_MOE_FUSE_ON, "stage/prefix-fused",
+       "logits + fused top-k/dispatch (PDL)"},
+  };
+  char shape[64];
+  snprintf(shape, sizeof shape, "%s T=%d", m->name, T);
+  for (size_t i = 0; i < sizeof st / sizeof st[0]; i++) {
+    layer_ctx_t c = {.layer = layer, .x = x, .set_bytes = 0, .sets = 1};
+    c.la = (sl_moe_layer_args_t){.num_tokens = T, .x = x, .out = out, .fuse_small = st[i].fuse};
+    /* One full call first: the stage's inputs (logits, ids, rows) as this setting leaves them. */
+    SL_CHECK(run_layer(&c, 0, b->stream));
+    c.la.stages = st[i].stages;
+    double us = 0, gus = -1;
+    SL_CHECK(time_both(b, run_layer, &c, true, &us, &gus));
+    SL_CHECK(sl_moe_layer_check(layer, b->stream));
+    sl_bench_row(b, "moe_layer", shape, st[i].name, us, 0, gus, st[i].what);
+  }
+  return SL_OK;
+}
+
 /* The full layer (router GEMM, router, dispatch, FFN, combine) at Qwen3-30B-A3B size. */
 static sl_status_t bench_layer(sl_bench_t *b, const model_t *m, const int *Ts, int nT) {
   sl_device_t *dev = b->rt->dev;
@@ -357,8 +399,10 @@ static sl_status_t bench_layer(sl_bench_t *b, const model_t *m, const int *Ts, i
      * other streaming variant than the automatic one (sl_moe_ffn_gemv_variant: split while
      * rows per expert <= 8, else wide) where the streaming kernels ran, T <= 16: the rows
      * "<path>/gemv-wide" (T <= 8) and "<path>/gemv-split" (T = 9..16) compare the two in one
-     * run; the automatic row's extra column names the variant it ran. */
-    for (int variant = 0; variant < 4; variant++) {
+     * run; the automatic row's extra column names the variant it ran; 4 the small-T fusion
+     * (sl_moe_layer_args_t.fuse_small) set the other way than AUTO, at T <= 16: the row
+     * "<path>/gemv/fused" (or "/unfused" once AUTO means on) next to the default. */
+    for (int variant = 0; variant < 5; variant++) {
       const bool exact = variant == 2;
       const sl_moe_ffn_args_t probe = {.num_local_experts = E, .capacity = T, .num_tokens = T, .top_k = K};
       const bool gemv = sl_moe_ffn_uses_gemv(&probe);
@@ -366,6 +410,9 @@ static sl_status_t bench_layer(sl_bench_t *b, const model_t *m, const int *Ts, i
       if (exact ? T <= SL_MOE_FFN_PADDED_MAX_ROWS : T > 128) continue;
       if (variant == 1 && !gemv) continue;
       if (variant == 3 && (!gemv || T > 16)) continue;
+      if (variant == 4 && T > SL_MOE_TOPK_FUSED_MAX_TOKENS) continue;
+      const int fuse = variant != 4 ? SL_MOE_FUSE_AUTO : SL_MOE_LAYER_FUSE_SMALL_AUTO ? SL_MOE_FUSE_OFF : SL_MOE_FUSE_ON;
+      bool fused = false;
       const int gemv_variant = variant != 3 ? SL_MOE_FFN_GEMV_AUTO
                                : auto_split ? SL_MOE_FFN_GEMV_WIDE
                                             : SL_MOE_FFN_GEMV_SPLIT;
@@ -373,7 +420,7 @@ static sl_status_t bench_layer(sl_bench_t *b, const model_t *m, const int *Ts, i
       layer_ctx_t c = {.layer = layer, .x = x, .set_bytes = set_bytes, .sets = sets};
       c.la = (sl_moe_layer_args_t){.num_tokens = T, .x = x, .out = out, .allow_host_sync = exact,
                                    .ffn_small_rows = variant == 1 ? -1 : 0, .ffn_gemv_variant = gemv_variant,
-                                   .path_taken = &path};
+                                   .path_taken = &path, .fuse_small = fuse, .fused_taken = &fused};
       double us = 0, gus = -1;
       SL_CHECK_GOTO(time_both(b, run_layer, &c, !exact, &us, &gus), s, out);
       SL_CHECK_GOTO(sl_moe_layer_check(layer, b->stream), s, out);
@@ -389,15 +436,22 @@ static sl_status_t bench_layer(sl_bench_t *b, const model_t *m, const int *Ts, i
       snprintf(path_name, sizeof path_name, "%s/%s", sl_moe_path_name(path),
                exact                                  ? "exact"
                : variant == 3                         ? (auto_split ? "gemv-wide" : "gemv-split")
+               : variant == 4 && fuse == SL_MOE_FUSE_ON ? (fused ? (gemv ? "gemv/fused" : "padded/fused")
+                                                                       : "fused-not-taken")
+               : variant == 4                         ? (gemv ? "gemv/unfused" : "padded/unfused")
                : variant == 0 && gemv                 ? "gemv"
                                                       : "padded");
       snprintf(extra, sizeof extra, "%d experts touched, weights %.1f MB, stream %.1f us, ratio %.2f, %d input sets%s",
                touched, bytes / 1e6, stream_us, stream_us > 0 ? best / stream_us : 0.0, sets,
                variant == 0 && gemv ? (auto_split ? ", split kernels" : ", wide kernels")
                : variant == 3       ? ", comparison: the other streaming variant (forced)"
+               : variant == 4       ? (fused                    ? ", top-k in dispatch + PDL edges (fuse_small on)"
+                                       : fuse == SL_MOE_FUSE_ON ? ", fuse_small on but not applicable here"
+                                                                : ", fuse_small off (comparison)")
                                     : "");
       sl_bench_row(b, "moe_layer", shape, path_name, us, bytes, gus, extra);
     }
+    if (gpu_of(b) && (T == 1 || T == 8)) SL_CHECK_GOTO(bench_layer_stages(b, m, layer, x, out, T), s, out);
   }
 out:
   sl_stream_sync(dev, b->stream);

@@ -7,7 +7,10 @@
  * 32-row pass, and 40 rows, a 32-row and an 8-row pass; the other 120 experts empty),
  * prefill (fused and split dispatch, exact GEMMs after a count read, padded without host
  * sync: streaming kernels automatic and the GEMMs forced), residual add, and CUDA graphs of
- * the whole layer (T=8 and T=128: streaming kernels, programmatic dependent launch). */
+ * the whole layer (T=8 and T=128: streaming kernels, programmatic dependent launch); the
+ * small-T fusion (fuse_small: top-k inside dispatch, PDL edges) bit-equal to the unfused layer
+ * at T = 0, 1, 5, 16 (17: falls back), eagerly and in graphs, and two chained fused calls in
+ * one graph (T = 1, 16). */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -342,6 +345,181 @@ static void graph_case(int T) {
   free(wts);
 }
 
+/* Small-T fusion (sl_moe_layer_args_t.fuse_small ON: the top-k inside the dispatch kernel,
+ * PDL edges router logits -> dispatch and FFN -> combine) against the unfused layer on the
+ * same input: output, ids and weights bit for bit (the router's warp routine is shared, every
+ * kernel is deterministic), and the CPU layer at the usual tolerance. The unfused run's
+ * routing buffers and output are poisoned before the fused run, so stale values cannot pass.
+ * `graph`: both runs captured in graphs (each graph replayed twice on poisoned buffers).
+ * `want_fused`: whether the fused chain must run (T in 1..16). */
+static void fuse_case(int T, bool residual, bool graph, bool want_fused) {
+  uint64_t rng = sl_test_seed() * 31 + (uint64_t)T + (graph ? 1000 : 0);
+  sl_stream_t *st;
+  SL_ASSERT_OK(sl_stream_create(gpu, &st));
+  const size_t xbytes = (size_t)(T > 0 ? T : 1) * H * 2, idbytes = (size_t)(T > 0 ? T : 1) * K * 4;
+  uint16_t *x = calloc(1, xbytes), *res = residual ? calloc(1, xbytes) : NULL, *ref = malloc(xbytes),
+           *got = malloc(xbytes);
+  int32_t *ref_ids = malloc(idbytes), *ids = malloc(idbytes);
+  float *ref_w = malloc(idbytes), *wts = malloc(idbytes);
+  assert_true(x && ref && got && ref_ids && ids && ref_w && wts && (!residual || res));
+  moe_rand_bf16(&rng, (size_t)T * H, x);
+  if (res) moe_rand_bf16(&rng, (size_t)T * H, res);
+  void *dx = moe_dev_copy(gpu, x, xbytes), *dres = res ? moe_dev_copy(gpu, res, xbytes) : NULL;
+  void *dout = moe_dev_copy(gpu, NULL, xbytes);
+  const int32_t *d_ids;
+  const float *d_w;
+  char what[96];
+  for (int fused_run = 0; fused_run < 2; fused_run++) {
+    bool fused = !fused_run; /* must be overwritten */
+    sl_moe_layer_args_t a = {.num_tokens = T, .x = dx, .residual = dres, .out = dout,
+                             .fuse_small = fused_run ? SL_MOE_FUSE_ON : SL_MOE_FUSE_OFF, .fused_taken = &fused};
+    /* Poison the output and (once a call has set them) the layer's routing buffers. */
+    sl_moe_layer_last_routing(g_layer, &d_ids, &d_w);
+    SL_ASSERT_OK(sl_memset(gpu, dout, 0xFF, xbytes, st));
+    if (d_ids && T > 0) {
+      SL_ASSERT_OK(sl_memset(gpu, (void *)d_ids, 0xFF, (size_t)T * K * 4, st));
+      SL_ASSERT_OK(sl_memset(gpu, (void *)d_w, 0xFF, (size_t)T * K * 4, st));
+    }
+    if (!graph) {
+      SL_ASSERT_OK(sl_moe_layer_forward(g_layer, &a, st));
+    } else {
+      SL_ASSERT_OK(sl_moe_layer_forward(g_layer, &a, st)); /* JIT loads outside the capture */
+      SL_ASSERT_OK(sl_stream_sync(gpu, st));
+      SL_ASSERT_OK(sl_moe_layer_check(g_layer, st));
+      sl_graph_t *g;
+      SL_ASSERT_OK(sl_graph_begin_capture(gpu, st));
+      SL_ASSERT_OK(sl_moe_layer_forward(g_layer, &a, st));
+      SL_ASSERT_OK(sl_graph_end_capture(gpu, st, &g));
+      for (int rep = 0; rep < 2; rep++) {
+        SL_ASSERT_OK(sl_memset(gpu, dout, 0xFF, xbytes, st));
+        if (T > 0) {
+          sl_moe_layer_last_routing(g_layer, &d_ids, &d_w);
+          SL_ASSERT_OK(sl_memset(gpu, (void *)d_ids, 0xFF, (size_t)T * K * 4, st));
+          SL_ASSERT_OK(sl_memset(gpu, (void *)d_w, 0xFF, (size_t)T * K * 4, st));
+        }
+        SL_ASSERT_OK(sl_graph_launch(gpu, g, st));
+      }
+      sl_graph_destroy(gpu, g);
+    }
+    SL_ASSERT_OK(sl_stream_sync(gpu, st));
+    SL_ASSERT_OK(sl_moe_layer_check(g_layer, st));
+    assert_int_equal(fused, fused_run && want_fused);
+    if (T == 0) continue;
+    sl_moe_layer_last_routing(g_layer, &d_ids, &d_w);
+    SL_ASSERT_OK(sl_memcpy(gpu, fused_run ? got : ref, dout, (size_t)T * H * 2, st));
+    SL_ASSERT_OK(sl_memcpy(gpu, fused_run ? ids : ref_ids, d_ids, (size_t)T * K * 4, st));
+    SL_ASSERT_OK(sl_memcpy(gpu, fused_run ? wts : ref_w, d_w, (size_t)T * K * 4, st));
+    SL_ASSERT_OK(sl_stream_sync(gpu, st));
+  }
+  if (T > 0) {
+    snprintf(what, sizeof what, "T=%d fuse_small on%s%s", T, residual ? ", residual" : "", graph ? ", graph" : "");
+    assert_memory_equal(ids, ref_ids, (size_t)T * K * 4);
+    assert_memory_equal(wts, ref_w, (size_t)T * K * 4);
+    assert_memory_equal(got, ref, (size_t)T * H * 2);
+    compare_with_cpu(T, x, res, got, ids, wts, what);
+  } else {
+    /* T = 0: nothing written. */
+    uint8_t b[64];
+    SL_ASSERT_OK(sl_memcpy(gpu, b, dout, sizeof b, st));
+    SL_ASSERT_OK(sl_stream_sync(gpu, st));
+    for (size_t i = 0; i < sizeof b; i++) assert_int_equal(b[i], 0xFF);
+  }
+  sl_device_free(gpu, dx);
+  if (dres) sl_device_free(gpu, dres);
+  sl_device_free(gpu, dout);
+  sl_stream_destroy(gpu, st);
+  free(x);
+  free(res);
+  free(ref);
+  free(got);
+  free(ref_ids);
+  free(ids);
+  free(ref_w);
+  free(wts);
+}
+
+/* Two fused calls back to back in one graph on the same layer, the second reading the first's
+ * output (x of call 2 is read before griddepcontrol.wait: it must be complete when call 2's
+ * router logits kernel starts) and rewriting the buffers call 1's kernels read: bit-equal to
+ * the same two calls unfused, eagerly, with a sync between them. */
+static void fuse_chain_case(int T) {
+  uint64_t rng = sl_test_seed() * 37 + (uint64_t)T;
+  sl_stream_t *st;
+  SL_ASSERT_OK(sl_stream_create(gpu, &st));
+  const size_t xbytes = (size_t)T * H * 2;
+  uint16_t *x = malloc(xbytes), *ref1 = malloc(xbytes), *ref2 = malloc(xbytes), *got = malloc(xbytes);
+  assert_true(x && ref1 && ref2 && got);
+  moe_rand_bf16(&rng, (size_t)T * H, x);
+  void *dx = moe_dev_copy(gpu, x, xbytes), *d1 = moe_dev_copy(gpu, NULL, xbytes), *d2 = moe_dev_copy(gpu, NULL, xbytes);
+  sl_moe_layer_args_t a1 = {.num_tokens = T, .x = dx, .out = d1, .fuse_small = SL_MOE_FUSE_OFF},
+                      a2 = {.num_tokens = T, .x = d1, .out = d2, .residual = dx, .fuse_small = SL_MOE_FUSE_OFF};
+  SL_ASSERT_OK(sl_moe_layer_forward(g_layer, &a1, st));
+  SL_ASSERT_OK(sl_stream_sync(gpu, st));
+  SL_ASSERT_OK(sl_moe_layer_forward(g_layer, &a2, st));
+  SL_ASSERT_OK(sl_memcpy(gpu, ref1, d1, xbytes, st));
+  SL_ASSERT_OK(sl_memcpy(gpu, ref2, d2, xbytes, st));
+  SL_ASSERT_OK(sl_stream_sync(gpu, st));
+  SL_ASSERT_OK(sl_moe_layer_check(g_layer, st));
+  bool f1 = false, f2 = false;
+  a1.fuse_small = a2.fuse_small = SL_MOE_FUSE_ON;
+  a1.fused_taken = &f1;
+  a2.fused_taken = &f2;
+  sl_graph_t *g;
+  SL_ASSERT_OK(sl_graph_begin_capture(gpu, st));
+  SL_ASSERT_OK(sl_moe_layer_forward(g_layer, &a1, st));
+  SL_ASSERT_OK(sl_moe_layer_forward(g_layer, &a2, st));
+  SL_ASSERT_OK(sl_graph_end_capture(gpu, st, &g));
+  assert_true(f1 && f2);
+  for (int rep = 0; rep < 3; rep++) {
+    SL_ASSERT_OK(sl_memset(gpu, d1, 0xFF, xbytes, st));
+    SL_ASSERT_OK(sl_memset(gpu, d2, 0xFF, xbytes, st));
+    SL_ASSERT_OK(sl_graph_launch(gpu, g, st));
+    SL_ASSERT_OK(sl_memcpy(gpu, got, d1, xbytes, st));
+    SL_ASSERT_OK(sl_stream_sync(gpu, st));
+    SL_ASSERT_OK(sl_moe_layer_check(g_layer, st));
+    assert_memory_equal(got, ref1, xbytes);
+    SL_ASSERT_OK(sl_memcpy(gpu, got, d2, xbytes, st));
+    SL_ASSERT_OK(sl_stream_sync(gpu, st));
+    assert_memory_equal(got, ref2, xbytes);
+  }
+  printf("  fused chain T=%d: two calls in one graph bit-equal to the unfused eager calls\n", T);
+  sl_graph_destroy(gpu, g);
+  sl_device_free(gpu, dx);
+  sl_device_free(gpu, d1);
+  sl_device_free(gpu, d2);
+  sl_stream_destroy(gpu, st);
+  free(x);
+  free(ref1);
+  free(ref2);
+  free(got);
+}
+
+static void test_fuse_small(void **s) {
+  fuse_case(0, false, false, false);
+  fuse_case(1, false, false, true);
+  fuse_case(5, true, false, true);
+  fuse_case(16, false, false, true);
+  fuse_case(17, true, false, false); /* above SL_MOE_TOPK_FUSED_MAX_TOKENS: ON falls back, same results */
+  fuse_case(1, false, true, true);
+  fuse_case(5, true, true, true);
+  fuse_case(16, true, true, true);
+  fuse_chain_case(1);
+  fuse_chain_case(16);
+  /* AUTO is OFF until measured (SL_MOE_LAYER_FUSE_SMALL_AUTO); caller routing never fuses. */
+  bool fused = true;
+  void *dx = moe_dev_copy(gpu, NULL, (size_t)H * 2), *dout = moe_dev_copy(gpu, NULL, (size_t)H * 2);
+  SL_ASSERT_OK(sl_memset(gpu, dx, 0, (size_t)H * 2, NULL));
+  sl_moe_layer_args_t a = {.num_tokens = 1, .x = dx, .out = dout, .fused_taken = &fused};
+  SL_ASSERT_OK(sl_moe_layer_forward(g_layer, &a, NULL));
+  SL_ASSERT_OK(sl_moe_layer_check(g_layer, NULL));
+  assert_int_equal(fused, SL_MOE_LAYER_FUSE_SMALL_AUTO != 0);
+  a.fuse_small = 3;
+  assert_int_equal(sl_moe_layer_forward(g_layer, &a, NULL), SL_ERR_INVALID);
+  sl_clear_error();
+  sl_device_free(gpu, dx);
+  sl_device_free(gpu, dout);
+}
+
 static void test_graph(void **s) {
   graph_case(1); /* split variant (automatic) under capture */
   graph_case(8);
@@ -356,6 +534,7 @@ int main(void) {
       cmocka_unit_test(test_zero_tokens),
       cmocka_unit_test(test_skewed),
       cmocka_unit_test(test_graph),
+      cmocka_unit_test(test_fuse_small),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

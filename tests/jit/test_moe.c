@@ -1,4 +1,5 @@
-/* MoE JIT points (grid barrier, dispatch incl. replicated, combine, FFN plan and GEMV)
+/* MoE JIT points (grid barrier, dispatch incl. replicated and its top-k variant, combine incl.
+ * the PDL build, FFN plan and GEMV)
  * compile for sm_90 and sm_100; odd shapes compile too; out-of-range constants fail with a
  * message naming them. */
 #define _GNU_SOURCE /* memmem */
@@ -10,6 +11,7 @@
 #include "kernels/moe_combine.h"
 #include "kernels/moe_dispatch.h"
 #include "kernels/moe_ffn.h"
+#include "kernels/router.h"
 #include "sl_test.h"
 
 typedef struct {
@@ -70,6 +72,20 @@ static void test_odd_shapes(void **state) {
   }
   SL_ASSERT_OK(sl_moe_combine_spec(264, 3, 1, 132, &spec, NULL));
   SL_ASSERT_OK(compile_point(&spec, &w));
+  SL_ASSERT_OK(sl_jit_spec_define(&spec, "MOE_PDL", "1")); /* the small-T layer's PDL build */
+  SL_ASSERT_OK(compile_point(&spec, &w));
+  /* The replicated dispatch with the router top-k inside (MOE_ROUTE): odd softmax (60 experts,
+   * top 3, bf16 logits) and a grouped sigmoid (64 experts, 4 groups, top 2 groups, f16). */
+  const sl_router_args_t soft = {.kind = SL_ROUTER_SOFTMAX_TOPK, .num_experts = 60, .top_k = 3,
+                                 .logits_dtype = SL_DTYPE_BF16},
+                         grp = {.kind = SL_ROUTER_SIGMOID_GROUPED, .num_experts = 64, .top_k = 3, .num_groups = 4,
+                                .topk_groups = 2, .logits_dtype = SL_DTYPE_F16};
+  SL_ASSERT_OK(sl_moe_dispatch_route_spec(264, 3, 5, 0, &soft, &spec));
+  SL_ASSERT_OK(compile_point(&spec, &w));
+  SL_ASSERT_OK(sl_moe_dispatch_route_spec(264, 3, 64, SL_MOE_REPL_RANK_SCAN, &grp, &spec));
+  SL_ASSERT_OK(compile_point(&spec, &w));
+  assert_int_equal(sl_moe_dispatch_route_spec(264, 4, 5, 0, &soft, &spec), SL_ERR_INVALID); /* top_k differs */
+  sl_clear_error();
   SL_ASSERT_OK(sl_moe_combine_spec(8, 32, 100000, 132, &spec, NULL));
   SL_ASSERT_OK(compile_point(&spec, &w));
   SL_ASSERT_OK(sl_moe_ffn_plan_spec(5, &spec));

@@ -1,9 +1,10 @@
 /* The local MoE layer on the CPU backend against the direct double-precision formula
  * (router GEMM, softmax top-k, SiLU experts, weighted sum, residual), T = 0, 1, odd; skewed
  * routing given by the caller (every token on the same K experts, the others empty); a
- * fixed capacity that overflows is reported. */
+ * fixed capacity that overflows is reported; the small-T fusion switch and the stage mask. */
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "kernels/moe_layer.h"
 #include "unit/moe_layer_ref.h"
@@ -171,11 +172,106 @@ static void test_layer_capacity_overflow(void **state) {
   free(w.wd);
 }
 
+/* The small-T fusion switch and the benchmark's stage mask on the CPU backend: fuse_small ON
+ * runs the unfused layer there (fused_taken false) with the same output; an invalid value or
+ * stage mask is refused; the five stages run one call each, in order, give the full call's
+ * output bit for bit; the dispatch's route argument runs the router first (ids, weights, slots
+ * equal sl_router_ref + sl_moe_dispatch_ref) and is refused when it does not match. */
+static void test_layer_fuse_switch_and_stages(void **state) {
+  uint64_t rng = sl_test_seed() + 91;
+  weights_t w = make_weights(&rng);
+  sl_device_t *dev;
+  SL_ASSERT_OK(sl_device_open(SL_DEVICE_CPU, 0, &dev));
+  sl_moe_layer_config_t cfg = {.num_experts = E, .top_k = K, .hidden = H, .inter = IN, .expert_end = E,
+                               .router_kind = SL_ROUTER_SOFTMAX_TOPK, .renormalize = true, .w_router = w.wr,
+                               .w_gate_up = w.wgu, .w_down = w.wd};
+  sl_moe_layer_t *layer;
+  SL_ASSERT_OK(sl_moe_layer_create(dev, &cfg, TMAX, &layer));
+  const int T = 5;
+  uint16_t x[TMAX * H], res[TMAX * H], ref[TMAX * H], out[TMAX * H];
+  moe_rand_bf16(&rng, (size_t)T * H, x);
+  moe_rand_bf16(&rng, (size_t)T * H, res);
+  sl_moe_layer_args_t a = {.num_tokens = T, .x = x, .residual = res, .out = ref, .fuse_small = SL_MOE_FUSE_OFF};
+  SL_ASSERT_OK(sl_moe_layer_forward(layer, &a, NULL));
+  bool fused = true;
+  memset(out, 0xFF, sizeof out);
+  a.out = out;
+  a.fuse_small = SL_MOE_FUSE_ON;
+  a.fused_taken = &fused;
+  SL_ASSERT_OK(sl_moe_layer_forward(layer, &a, NULL));
+  assert_false(fused);
+  assert_memory_equal(out, ref, (size_t)T * H * 2);
+  a.fuse_small = 3;
+  assert_int_equal(sl_moe_layer_forward(layer, &a, NULL), SL_ERR_INVALID);
+  a.fuse_small = SL_MOE_FUSE_AUTO;
+  a.stages = 32;
+  assert_int_equal(sl_moe_layer_forward(layer, &a, NULL), SL_ERR_INVALID);
+  sl_clear_error();
+  /* Stage by stage (on the layer's buffers): the same output as one full call. */
+  memset(out, 0xFF, sizeof out);
+  const unsigned order[] = {SL_MOE_STAGE_LOGITS, SL_MOE_STAGE_TOPK, SL_MOE_STAGE_DISPATCH, SL_MOE_STAGE_FFN,
+                            SL_MOE_STAGE_COMBINE};
+  for (int i = 0; i < 5; i++) {
+    a.stages = order[i];
+    SL_ASSERT_OK(sl_moe_layer_forward(layer, &a, NULL));
+    if (i < 4) assert_int_equal(out[0], 0xFFFF); /* combine has not run yet */
+  }
+  assert_memory_equal(out, ref, (size_t)T * H * 2);
+  /* The dispatch's route argument on the CPU: sl_router_ref, then the reference dispatch. */
+  float logits[TMAX * E], wts[TMAX * K], wts_ref[TMAX * K];
+  int32_t ids[TMAX * K], ids_ref[TMAX * K], slots[TMAX * K], slots_ref[TMAX * K], counts[E], counts_ref[E];
+  uint16_t ex[E * TMAX * H], ex_ref[E * TMAX * H];
+  for (int i = 0; i < T * E; i++) logits[i] = sl_test_rand_normal(&rng);
+  sl_router_args_t r = {.kind = SL_ROUTER_SOFTMAX_TOPK, .num_tokens = T, .num_experts = E, .top_k = K,
+                        .renormalize = true, .logits_dtype = SL_DTYPE_F32, .logits = logits, .topk_ids = ids_ref,
+                        .topk_weights = wts_ref};
+  SL_ASSERT_OK(sl_router_ref(&r));
+  const size_t ws_bytes = sl_moe_dispatch_workspace_bytes(TMAX, K, E);
+  void *ws = calloc(1, ws_bytes);
+  assert_non_null(ws);
+  memset(ex_ref, 0, sizeof ex_ref);
+  memset(ex, 0, sizeof ex);
+  sl_moe_dispatch_args_t d = {.num_tokens = T, .hidden = H, .top_k = K, .num_experts = E, .expert_end = E,
+                              .capacity = T, .x = x, .topk_ids = ids_ref, .expert_x = ex_ref,
+                              .expert_counts = counts_ref, .slots = slots_ref, .workspace = ws,
+                              .workspace_bytes = ws_bytes};
+  SL_ASSERT_OK(sl_moe_dispatch_ref(&d));
+  r.topk_ids = ids;
+  r.topk_weights = wts;
+  d.topk_ids = ids;
+  d.expert_x = ex;
+  d.expert_counts = counts;
+  d.slots = slots;
+  d.route = &r;
+  d.route_fused = &fused;
+  fused = true;
+  SL_ASSERT_OK(sl_moe_dispatch(dev, &d, NULL));
+  assert_false(fused);
+  assert_memory_equal(ids, ids_ref, (size_t)T * K * 4);
+  assert_memory_equal(wts, wts_ref, (size_t)T * K * 4);
+  assert_memory_equal(slots, slots_ref, (size_t)T * K * 4);
+  assert_memory_equal(counts, counts_ref, sizeof counts);
+  assert_memory_equal(ex, ex_ref, sizeof ex);
+  d.topk_ids = ids_ref; /* the route must write the ids the dispatch reads */
+  assert_int_equal(sl_moe_dispatch(dev, &d, NULL), SL_ERR_INVALID);
+  d.topk_ids = ids;
+  r.num_tokens = T + 1;
+  assert_int_equal(sl_moe_dispatch(dev, &d, NULL), SL_ERR_INVALID);
+  sl_clear_error();
+  free(ws);
+  sl_moe_layer_destroy(layer);
+  sl_device_close(dev);
+  free(w.wr);
+  free(w.wgu);
+  free(w.wd);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_layer_matches_formula),
       cmocka_unit_test(test_layer_skewed_routing),
       cmocka_unit_test(test_layer_capacity_overflow),
+      cmocka_unit_test(test_layer_fuse_switch_and_stages),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

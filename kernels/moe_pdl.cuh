@@ -1,0 +1,18 @@
+// Programmatic dependent launch (PDL, sm_90+) for the small-T MoE layer's non-FFN edges
+// (kernels/moe_layer.c, fuse_small): router logits -> route+dispatch, FFN down -> combine.
+// griddepcontrol.wait blocks until the grids this one depends on have completed and their
+// memory is visible; every thread that reads the predecessor's output executes it first.
+// Before it a kernel may read only data complete when its predecessor started (inputs of
+// the layer, constants, outputs of kernels the predecessor itself waited for), through L2
+// (__ldcg) where an earlier call may have left the same addresses in L1. Without a PDL
+// launch the instruction is a no-op (the stream already serialises).
+#ifndef SL_MOE_PDL_CUH
+#define SL_MOE_PDL_CUH
+
+__device__ __forceinline__ void sl_moe_pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+#endif
