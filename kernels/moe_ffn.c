@@ -17,8 +17,9 @@
  *    streams a 16-row weight tile (gate_up: 8 gate + 8 up rows of the same intermediate
  *    indices, so SiLU-and-mul is fused in the thread holding both; down: 16 output columns)
  *    with 16-byte loads and an L2 prefetch ahead, and multiplies it with all of the expert's
- *    rows on tensor cores (mma m16n8k16, fp32 accumulation; 8/16/32 rows per pass; two
- *    compiled variants, wide and split, chosen by sl_moe_ffn_gemv_variant below). H200
+ *    rows on tensor cores (mma m16n8k16, fp32 accumulation; 8/16/32 rows per pass; three
+ *    compiled variants, wide, split and bulk (weights staged in shared memory by the
+ *    bulk-copy engine, ffn_bulk), chosen by sl_moe_ffn_gemv_variant below). H200
  *    runs before this measured the previous CUDA-core GEMV at ~60% of copy bandwidth
  *    (per-item latency bubbles, 4 KB in flight per warp) and cuBLAS's batched GEMMs at
  *    2.3-2.5x the weight-streaming time at T=1 (few CTAs along m, no split along k).
@@ -127,7 +128,14 @@ sl_status_t sl_moe_ffn_gemv_spec(int which, sl_jit_spec_t *spec) {
  *    Measured comparison: `sluice bench moe-local --only moe_layer` prints both at T <= 16
  *    (the row of the variant AUTO did not take); T = 9..256 are unchanged (wide).
  *  - NOT YET MEASURED: AUTO takes split only when SL_MOE_FFN_GEMV_SPLIT_AUTO is 1 (0 until a
- *    GPU run shows it faster; kernels/moe_ffn_gemv.h). */
+ *    GPU run shows it faster; kernels/moe_ffn_gemv.h). The H200 measured split slower
+ *    (layer T=1 41.9 vs 36.0 us): more register-held loads per SM are not the lever.
+ *  - Bulk (sm_90+; ffn_bulk above): the weights go global -> shared memory by cp.async.bulk
+ *    into an mbarrier ring (bytes in flight bounded by shared memory, not registers: ~96 KB
+ *    per SM, one instruction per 2 KB row chunk), a producer warp and 8 consumer warps.
+ *    AUTO takes it while min(capacity, T) <= SL_MOE_FFN_GEMV_BULK_MAX_ROWS only when
+ *    SL_MOE_FFN_GEMV_BULK_AUTO is 1 (0: NOT MEASURED; the bench's "gemv-bulk" rows decide);
+ *    below sm_90 the launcher then takes wide. */
 int sl_moe_ffn_gemv_variant(const sl_moe_ffn_args_t *a) {
   if (a->gemv_variant == SL_MOE_FFN_GEMV_WIDE || a->gemv_variant == SL_MOE_FFN_GEMV_SPLIT ||
       a->gemv_variant == SL_MOE_FFN_GEMV_BULK)
