@@ -525,7 +525,8 @@ extern "C" __global__ void __launch_bounds__(FFN_THREADS, 1)
 //    (on a fresh barrier parity 1 counts as completed: the first round does not wait).
 //  - Consumer warp w multiplies k-steps w, w + 8, ... of each chunk (lane (g, c): 16 bytes
 //    of rows g and g + 8 at 64 ks + 16 c, the same k permutation as the streaming kernels,
-//    zero past the row end) with the expert's token rows (global, via L1); at the end of a
+//    zero past the row end) with the expert's token rows (global, via L1), in rounds whose
+//    loads all issue before the first mma (BULK_PASS); at the end of a
 //    pass the 8 partial tiles meet in shared memory (named barriers 1 and 2, consumers
 //    only: the producer keeps copying) and warp (pass index % 8) adds them in warp order
 //    and stores, rounding exactly as the other variants.
@@ -537,6 +538,15 @@ extern "C" __global__ void __launch_bounds__(FFN_THREADS, 1)
 #define BULK_CONSUMERS SL_MOE_FFN_BULK_CONSUMERS
 #define BULK_BAR_PART_FREE 1 // named barriers of the consumer warps (0 is __syncthreads)
 #define BULK_BAR_PART_FULL 2
+// One tile pass: 1 n-tile (<= 8 rows) with 4 k-steps per round (a 2 KB chunk is 32 k-steps,
+// 4 per warp: one round), or 2 n-tiles with 2 per round (register cap of 2 blocks per SM).
+#define BULK_PASS(nrows, ...)                                                                                       \
+  do {                                                                                                               \
+    if ((nrows) <= 8)                                                                                                \
+      bulk_consume_pass<1, 4>(__VA_ARGS__);                                                                          \
+    else                                                                                                             \
+      bulk_consume_pass<2, 2>(__VA_ARGS__);                                                                          \
+  } while (0)
 
 __device__ __forceinline__ unsigned bulk_smem_addr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
 __device__ __forceinline__ void bulk_mbar_init(unsigned bar, unsigned count) {
@@ -620,7 +630,9 @@ __device__ __forceinline__ void bulk_produce(const bulk_walk_t &wk, const int *a
     const char *src = lane < 16 ? row_ptr(active[slot], t0, lane) : NULL;
     for (int r0 = 0; r0 < n; r0 += SL_MOE_FFN_BULK_ROWS)
       for (int ch = 0; ch < g.nch; ch++) {
-        if (!bulk_wait(empty0 + 8u * s, phase ^ 1u, gd, use, 1)) return;
+        // Every lane waits (each acquires the consumers' release before its own copy); the
+        // verdict is made warp-uniform so no lane continues alone.
+        if (!__all_sync(0xffffffffu, bulk_wait(empty0 + 8u * s, phase ^ 1u, gd, use, 1))) return;
         const int bytes = sl_moe_ffn_bulk_chunk(&g, ch);
         if (lane == 0) bulk_arrive_expect_tx(full0 + 8u * s, 16u * (unsigned)bytes);
         __syncwarp();
@@ -639,36 +651,50 @@ __device__ __forceinline__ void bulk_produce(const bulk_walk_t &wk, const int *a
 // Consumer warps: one tile pass (rows r0 .. min(n, r0 + 16)) over all chunks; acc gets this
 // warp's partial sums (its k-steps only). in: the pass's first token row, V = K / 8
 // vectors per row (the row stride of `in` too).
+template <int NT, int U>
 __device__ __forceinline__ void bulk_consume_pass(const sl_moe_ffn_bulk_geom_t &g, const char *ring,
                                                   unsigned long long bars, const bulk_guard_t &gd, int *s, int *use,
                                                   unsigned *phase, const uint4 *in, int nrows, int V, float acc[2][4]) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31, gq = lane >> 2, c = lane & 3;
   const unsigned full0 = (unsigned)bars, empty0 = full0 + 8u * g.stages;
-  const int nt = nrows > 8 ? 2 : 1;
 #pragma unroll
   for (int t = 0; t < 2; t++) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
   for (int ch = 0; ch < g.nch; ch++) {
-    if (bulk_wait(full0 + 8u * *s, *phase, gd, *use, 0)) {
+    // Warp-uniform verdict: mma.sync needs all 32 lanes (a timeout seen by one lane only
+    // would otherwise split the warp).
+    if (__all_sync(0xffffffffu, bulk_wait(full0 + 8u * *s, *phase, gd, *use, 0))) {
       const int nks = (sl_moe_ffn_bulk_chunk(&g, ch) + 63) / 64, v0 = ch * (g.chunk_bytes / 16);
       const char *lo = ring + sl_moe_ffn_bulk_offset(&g, *s, gq, 0, c);
       const char *hi = ring + sl_moe_ffn_bulk_offset(&g, *s, gq + 8, 0, c);
-#pragma unroll 4
-      for (int ks = warp; ks < nks; ks += BULK_CONSUMERS) {
-        const int v = v0 + 4 * ks + c; // this lane's 8 elements of the row
-        uint4 a = make_uint4(0u, 0u, 0u, 0u), b = a;
-        if (v < V) {
-          a = *(const uint4 *)(lo + 64 * ks);
-          b = *(const uint4 *)(hi + 64 * ks);
+      // Up to U k-steps per round, all their loads issued before the first mma (one
+      // shared + one L1/L2 round trip per round, not per k-step). No branch around a load:
+      // addresses are clamped into the stage / the token rows and the values past the row
+      // end, past the chunk's k-steps or past the token rows are replaced by zeros.
+      for (int ks0 = warp; ks0 < nks; ks0 += U * BULK_CONSUMERS) {
+        uint4 a[U], b[U], xv[NT][U];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+          const int ks = ks0 + u * BULK_CONSUMERS, v = v0 + 4 * ks + c; // this lane's 8 elements
+          const bool ok = ks < nks && v < V;
+          const int kc = ks < nks ? ks : ks0;
+          a[u] = *(const uint4 *)(lo + 64 * kc);
+          b[u] = *(const uint4 *)(hi + 64 * kc);
+          const long vx = ok ? v : 0; // vector 0 of a clamped row: always inside x
+#pragma unroll
+          for (int t = 0; t < NT; t++) {
+            const int row = t * 8 + gq;
+            xv[t][u] = in[(long)(row < nrows ? row : nrows - 1) * V + vx];
+            if (!ok || row >= nrows) xv[t][u] = make_uint4(0u, 0u, 0u, 0u);
+          }
+          if (!ok) a[u] = b[u] = make_uint4(0u, 0u, 0u, 0u);
         }
 #pragma unroll
-        for (int t = 0; t < 2; t++) {
-          if (t >= nt) continue;
-          const int row = t * 8 + gq;
-          uint4 xv = make_uint4(0u, 0u, 0u, 0u);
-          if (v < V && row < nrows) xv = in[(long)row * V + v];
-          ffn_mma(acc[t], a.x, b.x, a.y, b.y, xv.x, xv.y);
-          ffn_mma(acc[t], a.z, b.z, a.w, b.w, xv.z, xv.w);
-        }
+        for (int u = 0; u < U; u++)
+#pragma unroll
+          for (int t = 0; t < NT; t++) {
+            ffn_mma(acc[t], a[u].x, b[u].x, a[u].y, b[u].y, xv[t][u].x, xv[t][u].y);
+            ffn_mma(acc[t], a[u].z, b[u].z, a[u].w, b[u].w, xv[t][u].z, xv[t][u].w);
+          }
       }
     }
     __syncwarp();
@@ -767,8 +793,8 @@ extern "C" __global__ void __launch_bounds__(FFN_THREADS, 2)
     const __nv_bfloat16 *xe = x + (long)e * capacity * hidden;
     for (int r0 = 0; r0 < n; r0 += SL_MOE_FFN_BULK_ROWS, pass++) {
       float acc[2][4];
-      bulk_consume_pass(b.g, b.ring, b.bars, gd, &s, &use, &phase, (const uint4 *)(xe + (long)r0 * hidden), n - r0,
-                        hidden / 8, acc);
+      BULK_PASS(n - r0, b.g, b.ring, b.bars, gd, &s, &use, &phase, (const uint4 *)(xe + (long)r0 * hidden), n - r0,
+                hidden / 8, acc);
       if (bulk_reduce(b.part, pass % BULK_CONSUMERS, acc) && !abort_flag)
         ffn_gu_store<2>(acc, r0, n, slot, capacity, inter, j0, act);
     }
@@ -806,8 +832,8 @@ extern "C" __global__ void __launch_bounds__(FFN_THREADS, 2)
     const int slot = t / per_slot, h0 = 16 * (t % per_slot), e = b.active[slot], n = b.rows[slot];
     for (int r0 = 0; r0 < n; r0 += SL_MOE_FFN_BULK_ROWS, pass++) {
       float acc[2][4];
-      bulk_consume_pass(b.g, b.ring, b.bars, gd, &s, &use, &phase,
-                        (const uint4 *)(act + ((long)slot * capacity + r0) * inter), n - r0, inter / 8, acc);
+      BULK_PASS(n - r0, b.g, b.ring, b.bars, gd, &s, &use, &phase,
+                (const uint4 *)(act + ((long)slot * capacity + r0) * inter), n - r0, inter / 8, acc);
       if (bulk_reduce(b.part, pass % BULK_CONSUMERS, acc) && !abort_flag)
         ffn_dn_store<2>(acc, r0, n, e, capacity, hidden, h0, y);
     }

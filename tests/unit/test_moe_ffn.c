@@ -374,6 +374,17 @@ static void bulk_emulate(const bulk_emu_t *m, int tiles, int grid, double *got, 
                    (const char *)(m->w + (size_t)bulk_emu_row(m, t, r) * m->K) + (size_t)ch * g.chunk_bytes,
                    (size_t)bytes);
           const int nks = (bytes + 63) / 64, v0 = ch * (g.chunk_bytes / 16);
+          /* The kernel reads in rounds of U k-steps with addresses clamped to k-step ks0 of
+           * the round (values then zeroed): every such read must stay inside the stage. */
+          for (int w = 0; w < SL_MOE_FFN_BULK_CONSUMERS; w++)
+            for (int ks0 = w; ks0 < nks; ks0 += 4 * SL_MOE_FFN_BULK_CONSUMERS)
+              for (int u = 0; u < 4; u++) {
+                const int ks = ks0 + u * SL_MOE_FFN_BULK_CONSUMERS, kc = ks < nks ? ks : ks0;
+                for (int r = 0; r < 16; r++) {
+                  const int off = sl_moe_ffn_bulk_offset(&g, s, r, kc, 3);
+                  assert_true(off >= s * g.stage_bytes && off + 16 <= s * g.stage_bytes + (r + 1) * g.pitch);
+                }
+              }
           for (int w = 0; w < SL_MOE_FFN_BULK_CONSUMERS; w++)
             for (int ks = w; ks < nks; ks += SL_MOE_FFN_BULK_CONSUMERS)
               for (int tt = 0; tt < nt; tt++) {
