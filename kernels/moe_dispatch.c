@@ -12,8 +12,14 @@
  *    H200 run 3: the fused path cost 3.8 us in a graph at T=1, of which the grid barrier is
  *    1.26 us and the global rank/count round trips after it another L2 latency or two.
  *    Issue #4: ranking all 1024 pairs in every block (4 warp-match rounds, 12 block
- *    barriers) was most of DSv3 T=128's 9.3 us; the per-block ranking is <= 16 LDS.128
- *    per thread and two barriers (kernels/NOTES.md).
+ *    barriers) was most of DSv3 T=128's 9.3 us; the per-block scan ranking (<= 16 LDS.128
+ *    per thread, two barriers) measured 6.72 us. Now (default, SL_MOE_REPL_RANK_HIST) a
+ *    block adds the pairs below its own window to a shared per-expert histogram (<= 4
+ *    shared atomics per thread) and its k < K lanes count the few earlier window pairs;
+ *    the scan stays selectable (force_repl_rank, bench row "replicated scan").
+ *    DSv3 T=128 bf16 and quantized payloads take about the same time (6.6-7.2 us for 3.7
+ *    to 14.7 MB written), so the per-block ranking work (448 blocks, 3.4 per SM), not the
+ *    store drain, was the excess (kernels/NOTES.md).
  *  - The split path's copy takes one 16-byte chunk per warp item by default (measured faster
  *    than whole rows per item at every prefill shape: see SPLIT_DEFAULT_SPAN); whole rows
  *    (a token's K rows computed once) stay selectable by force_span.
@@ -27,8 +33,12 @@
  *    the split path's routing kernel (one 512-thread block for <= 4096 pairs, 8 rounds, then
  *    a ticket-ordered scan) plus a second launch cost more than the grid-stride loop.
  *    At 4 waves a warp copies <= 4 items (2 at 2 blocks per SM).
- *    Else a routing launch (512 threads x 8 pairs per block; the last block scans the
- *    per-block counts) and a copy launch over copy_blocks blocks.
+ *    Else a routing launch (512 threads x 1/2/4/8 pairs per block, the fewest rounds with
+ *    routing blocks <= SMs: route_rounds; the last block scans the per-block counts with
+ *    all 512 threads) and a copy launch over copy_blocks blocks, launched with PDL: its
+ *    warps issue their first item's x loads while the routing runs (split_no_pdl: off).
+ *    The H200 ncu run put DSv3 T=16384's copy kernel at 574 us of the 587 us dispatch:
+ *    ~12 us of routing + launch gap, 7 % of Qwen3's 180 us, the lever at Qwen3 size.
  *  - All paths rank the pairs of an expert in pair order (t * K + k): the slots, hence the
  *    expert buffers, are identical across paths and equal to the CPU reference. */
 #include <stdio.h>
@@ -102,6 +112,16 @@ static sl_status_t validate(const sl_moe_dispatch_args_t *a) {
                   a->expert_begin, a->expert_end, a->num_experts, SL_MOE_MAX_LOCAL_EXPERTS);
   if (a->capacity < 1) return SL_ERR(SL_ERR_INVALID, "moe dispatch: capacity %d < 1", a->capacity);
   if (a->force_span < 0) return SL_ERR(SL_ERR_INVALID, "moe dispatch: force_span %d < 0", a->force_span);
+  const int rr = a->force_route_rounds;
+  if (rr != 0 && rr != 1 && rr != 2 && rr != 4 && rr != 8)
+    return SL_ERR(SL_ERR_INVALID, "moe dispatch: force_route_rounds %d is not 0 (default), 1, 2, 4 or 8", rr);
+  if (a->split_no_pdl != 0 && a->split_no_pdl != 1)
+    return SL_ERR(SL_ERR_INVALID, "moe dispatch: split_no_pdl %d is not 0 or 1", a->split_no_pdl);
+  if (a->force_repl_rank < 0 || a->force_repl_rank > SL_MOE_REPL_RANK_SCAN)
+    return SL_ERR(SL_ERR_INVALID,
+                  "moe dispatch: force_repl_rank %d is not 0 (default), SL_MOE_REPL_RANK_HIST or "
+                  "SL_MOE_REPL_RANK_SCAN",
+                  a->force_repl_rank);
   if ((int)a->payload < SL_MOE_PAYLOAD_BF16 || a->payload > SL_MOE_PAYLOAD_NVFP4)
     return SL_ERR(SL_ERR_UNSUPPORTED, "moe dispatch: payload %d unknown (bf16, fp8-g128, mxfp8, mxfp4, nvfp4)",
                   (int)a->payload);
@@ -147,6 +167,17 @@ static int copy_blocks(const sl_moe_dispatch_args_t *a, int unroll) {
  * one warp walking a 14 KB row. Whole rows stay available (force_span) for the comparison row. */
 enum { SPLIT_DEFAULT_SPAN = 1 };
 
+/* Prefill routing: pairs per thread (512 threads per block). The fewest rounds with routing
+ * blocks <= SMs (one block per SM, one wave), at most SL_MOE_ROUTE_MAX_ROUNDS: T=16384 x K=8
+ * -> 2 rounds, 128 blocks (was a fixed 8: 32 blocks on 132 SMs, each 8 serial rounds of
+ * 3 block barriers). The last block's scan reads blocks x E_local counts with all 512
+ * threads (Qwen3: 4 block ranges per expert, 32 blocks each = one batch of loads). */
+static int route_rounds(long pairs, int num_sms) {
+  int r = 1;
+  while (r < SL_MOE_ROUTE_MAX_ROUNDS && sl_moe_cdiv(pairs, (long)SL_MOE_ROUTE_THREADS * r) > num_sms) r *= 2;
+  return r;
+}
+
 sl_moe_path_t sl_moe_dispatch_choose_path(const sl_moe_dispatch_args_t *a, int num_sms) {
   if (a->num_tokens == 0) return SL_MOE_PATH_NONE;
   if ((long)a->num_tokens * a->top_k <= SL_MOE_REPL_MAX_PAIRS) return SL_MOE_PATH_REPLICATED;
@@ -157,7 +188,16 @@ sl_moe_path_t sl_moe_dispatch_choose_path(const sl_moe_dispatch_args_t *a, int n
 
 sl_status_t sl_moe_dispatch_spec(int hidden, int top_k, int num_local, sl_moe_payload_t payload, int quant_rule,
                                  int which, sl_jit_spec_t *spec) {
+  return sl_moe_dispatch_spec_variant(hidden, top_k, num_local, payload, quant_rule, which, 0, spec);
+}
+
+sl_status_t sl_moe_dispatch_spec_variant(int hidden, int top_k, int num_local, sl_moe_payload_t payload,
+                                         int quant_rule, int which, int variant, sl_jit_spec_t *spec) {
   if (which < 0 || which > 3) return SL_ERR(SL_ERR_INVALID, "moe dispatch spec: kernel %d", which);
+  if (which == ENTRY_ROUTE && variant != 0 && variant != 1 && variant != 2 && variant != 4 && variant != 8)
+    return SL_ERR(SL_ERR_INVALID, "moe dispatch spec: routing rounds %d (1, 2, 4 or 8)", variant);
+  if (which == ENTRY_REPL && (variant < 0 || variant > SL_MOE_REPL_RANK_SCAN))
+    return SL_ERR(SL_ERR_INVALID, "moe dispatch spec: replicated ranking %d", variant);
   sl_jit_spec_init(spec, "kernels/moe_dispatch.cu", entries[which]);
   /* The routing kernel does not touch rows: one compiled point per (K, E_local). */
   const bool route = which == ENTRY_ROUTE;
@@ -173,6 +213,10 @@ sl_status_t sl_moe_dispatch_spec(int hidden, int top_k, int num_local, sl_moe_pa
   SL_CHECK(sl_jit_spec_define(spec, "MOE_QRULE", "%d",
                               route || payload == SL_MOE_PAYLOAD_BF16 || payload == SL_MOE_PAYLOAD_NVFP4 ? 0
                                                                                                         : quant_rule));
+  /* Variant 0 of the routing kernel: 2 rounds, the host's choice at T*K <= 1024 x SMs. */
+  if (route) SL_CHECK(sl_jit_spec_define(spec, "MOE_ROUTE_ROUNDS", "%d", variant ? variant : 2));
+  if (which == ENTRY_REPL)
+    SL_CHECK(sl_jit_spec_define(spec, "MOE_REPL_RANK", "%d", variant == SL_MOE_REPL_RANK_SCAN ? 0 : 1));
   return SL_OK;
 }
 
@@ -188,8 +232,14 @@ sl_status_t sl_moe_dispatch_jit_points(int arch, sl_status_t (*fn)(const sl_jit_
   (void)arch;
   sl_jit_spec_t spec;
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
-    for (int which = 0; which < 4; which++) {
-      SL_CHECK(sl_moe_dispatch_spec(shapes[i][0], shapes[i][1], shapes[i][2], SL_MOE_PAYLOAD_BF16, 0, which, &spec));
+    /* Every kernel; the routing kernel at each round count the host may pick (1, 2, 4, 8);
+     * the replicated kernel with both rankings (the scan: the benchmark's comparison). */
+    static const int variants[][2] = {{ENTRY_FUSED, 0}, {ENTRY_ROUTE, 1}, {ENTRY_ROUTE, 2}, {ENTRY_ROUTE, 4},
+                                      {ENTRY_ROUTE, 8}, {ENTRY_COPY, 0},  {ENTRY_REPL, SL_MOE_REPL_RANK_HIST},
+                                      {ENTRY_REPL, SL_MOE_REPL_RANK_SCAN}};
+    for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) {
+      SL_CHECK(sl_moe_dispatch_spec_variant(shapes[i][0], shapes[i][1], shapes[i][2], SL_MOE_PAYLOAD_BF16, 0,
+                                            variants[v][0], variants[v][1], &spec));
       SL_CHECK(fn(&spec, user));
     }
     if (shapes[i][2] != 128) continue; /* the quantized payloads: one shape */
@@ -316,7 +366,8 @@ static sl_status_t dispatch_cuda(sl_device_t *dev, const sl_moe_dispatch_args_t 
 
   if (path == SL_MOE_PATH_REPLICATED) {
     /* No co-residency needed: one warp per item, every block routes all pairs itself. */
-    SL_CHECK(sl_moe_dispatch_spec(a->hidden, a->top_k, local, a->payload, a->quant_rule, ENTRY_REPL, &spec));
+    SL_CHECK(sl_moe_dispatch_spec_variant(a->hidden, a->top_k, local, a->payload, a->quant_rule, ENTRY_REPL,
+                                          a->force_repl_rank, &spec));
     SL_CHECK(sl_jit_get_kernel(dev, &spec, &k));
     void *args[] = {&x, &ids, &T, &E, &begin, &end, &cap, &ex, &es, &gscale, &ec, &slots, &state};
     sl_launch_t l = {.grid = {(unsigned)copy_blocks(a, DECODE_UNROLL)}, .block = {SL_MOE_FUSED_THREADS},
@@ -350,21 +401,26 @@ static sl_status_t dispatch_cuda(sl_device_t *dev, const sl_moe_dispatch_args_t 
     return sl_kernel_launch(k, &l, args);
   }
 
-  const int route_blocks = sl_moe_cdiv((long)T * a->top_k, SL_MOE_ROUTE_PAIRS);
-  SL_CHECK(sl_moe_dispatch_spec(a->hidden, a->top_k, local, a->payload, a->quant_rule, ENTRY_ROUTE, &spec));
+  const int rounds = a->force_route_rounds ? a->force_route_rounds : route_rounds((long)T * a->top_k, sms);
+  int route_shift = 0; /* log2(512 x rounds): pairs per routing block */
+  while ((1 << route_shift) < SL_MOE_ROUTE_THREADS * rounds) route_shift++;
+  const int route_blocks = sl_moe_cdiv((long)T * a->top_k, 1L << route_shift);
+  SL_CHECK(sl_moe_dispatch_spec_variant(a->hidden, a->top_k, local, a->payload, a->quant_rule, ENTRY_ROUTE, rounds,
+                                        &spec));
   SL_CHECK(sl_jit_get_kernel(dev, &spec, &k));
   void *rargs[] = {&ids, &T, &E, &begin, &end, &cap, &ec, &state, &done, &counts, &offsets, &pair_rank};
   sl_launch_t rl = {.grid = {(unsigned)route_blocks}, .block = {SL_MOE_ROUTE_THREADS}, .stream = stream};
+  const bool pdl = !a->split_no_pdl && sl_device_info(dev)->arch >= SL_ARCH_HOPPER;
   SL_CHECK(sl_kernel_launch(k, &rl, rargs));
   SL_CHECK(sl_moe_dispatch_spec(a->hidden, a->top_k, local, a->payload, a->quant_rule, ENTRY_COPY, &spec));
   SL_CHECK(sl_jit_get_kernel(dev, &spec, &k));
   int span = a->force_span > 0 ? a->force_span : SPLIT_DEFAULT_SPAN;
   if (span > sl_moe_chunks_per_row(a->hidden, PREFILL_UNROLL)) span = sl_moe_chunks_per_row(a->hidden, PREFILL_UNROLL);
   const long spans = sl_moe_cdiv(sl_moe_chunks_per_row(a->hidden, PREFILL_UNROLL), span);
-  void *cargs[] = {&x,      &ids,   &T,     &E,      &begin,     &end,   &cap,  &ex,
-                   &es,     &gscale, &slots, &offsets, &pair_rank, &state, &span};
+  void *cargs[] = {&x,     &ids,   &T,       &E,         &begin, &end,  &cap,        &ex,
+                   &es,    &gscale, &slots,  &offsets,   &pair_rank, &state, &span, &route_shift};
   sl_launch_t cl = {.grid = {(unsigned)sl_moe_cdiv((long)T * spans, SL_MOE_COPY_THREADS / 32)},
-                    .block = {SL_MOE_COPY_THREADS}, .stream = stream};
+                    .block = {SL_MOE_COPY_THREADS}, .stream = stream, .pdl = pdl};
   return sl_kernel_launch(k, &cl, cargs);
 }
 

@@ -107,6 +107,21 @@ __device__ __forceinline__ QuantVec quantize_vec(const uint4 &v, float global_sc
 }
 #endif
 
+// Programmatic dependent launch (sm_90+; no-ops when the launch had no PDL attribute): the
+// routing kernel lets the copy kernel launch at once; the copy issues its first loads (x,
+// topk ids: inputs, not routing results) and then waits for the routing grid to complete
+// and its writes to be visible before it reads ranks and offsets.
+__device__ __forceinline__ void moe_pdl_trigger() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void moe_pdl_wait() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 __device__ __forceinline__ unsigned sl_moe_atom_add_acq_rel_u32(unsigned *p, unsigned v) {
   unsigned old;
   asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
@@ -153,11 +168,16 @@ __device__ __forceinline__ void route_pairs(int route_block, int num_pairs, cons
     if (leader && e >= 0) tag[warp * MOE_LOCAL + e] = ((r + 1) << 16) | __popc(peers);
     __syncthreads();
     if (e >= 0) {
+      // Every warp's tag is loaded at once (NW - 1 independent LDS; nothing writes the
+      // table between the two barriers around this), then the earlier warps' are added:
+      // no loop trip per earlier warp with its own shared-memory latency.
       int rank = base[e] + intra;
-      for (int w = 0; w < warp; w++) {
-        const int t = tag[w * MOE_LOCAL + e];
-        if ((t >> 16) == r + 1) rank += t & 0xffff;
-      }
+      int tw[NW > 1 ? NW - 1 : 1];
+#pragma unroll
+      for (int w = 0; w < NW - 1; w++) tw[w] = tag[w * MOE_LOCAL + e];
+#pragma unroll
+      for (int w = 0; w < NW - 1; w++)
+        if (w < warp && (tw[w] >> 16) == r + 1) rank += tw[w] & 0xffff;
       pair_rank[p] = rank;
     }
     __syncthreads();
@@ -307,6 +327,8 @@ __device__ __forceinline__ void copy_item(long item, int span, int spans, ItemIn
   }
 }
 
+// The split path's copy: grid-strided items. Launched with PDL after the routing kernel: a
+// warp issues its first item's loads, then waits for the routing grid (once).
 template <typename OffsetFn>
 __device__ __forceinline__ void copy_items(const __nv_bfloat16 *__restrict__ x, const int *__restrict__ topk_ids,
                                            int num_tokens, int span, int num_experts, int expert_begin,
@@ -316,10 +338,15 @@ __device__ __forceinline__ void copy_items(const __nv_bfloat16 *__restrict__ x, 
   const int warps_per_block = blockDim.x / 32;
   const int spans = (MOE_CHUNKS + span - 1) / span;
   const long num_items = (long)num_tokens * spans;
+  bool waited = false;
   for (long item = (long)blockIdx.x * warps_per_block + threadIdx.x / 32; item < num_items;
        item += (long)gridDim.x * warps_per_block) {
     ItemInput in;
     load_item(item, span, spans, x, topk_ids, in);
+    if (!waited) {
+      moe_pdl_wait();
+      waited = true;
+    }
     copy_item(item, span, spans, in, x, num_experts, expert_begin, expert_end, capacity, expert_x, expert_scales,
               global_scale, err, slots, offset_fn);
   }
@@ -380,6 +407,20 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_FUSED_THREADS)
 #endif
 
 #if MOE_KERNEL == 1
+#ifndef MOE_ROUTE_ROUNDS
+#error "MOE_ROUTE_ROUNDS (pairs per thread of the routing kernel: 1, 2, 4 or 8) must be defined by the JIT"
+#endif
+#if MOE_ROUTE_ROUNDS != 1 && MOE_ROUTE_ROUNDS != 2 && MOE_ROUTE_ROUNDS != 4 && MOE_ROUTE_ROUNDS != 8
+#error "MOE_ROUTE_ROUNDS must be 1, 2, 4 or 8"
+#endif
+// The last block's scan: the per-block counts of an expert are split into SCAN_SEGS
+// contiguous ranges of routing blocks, one thread per (expert, range), so all 512 threads
+// load (Qwen3 E=128: 4 ranges) instead of one thread per expert walking every block; the
+// range totals meet in shared memory. BATCH loads in flight per thread (L2-latency bound);
+// the first batch stays in registers for the offsets pass, later batches are re-read.
+#define MOE_SCAN_SEGS_RAW (SL_MOE_ROUTE_THREADS / MOE_LOCAL)
+#define MOE_SCAN_SEGS (MOE_SCAN_SEGS_RAW >= 16 ? 16 : MOE_SCAN_SEGS_RAW >= 8 ? 8 : MOE_SCAN_SEGS_RAW >= 4 ? 4 \
+                       : MOE_SCAN_SEGS_RAW >= 2 ? 2 : 1)
 extern "C" __global__ void __launch_bounds__(SL_MOE_ROUTE_THREADS)
     sl_moe_dispatch_route(const int *__restrict__ topk_ids, int num_tokens, int num_experts, int expert_begin,
                           int expert_end, int capacity, int *__restrict__ expert_counts,
@@ -388,10 +429,11 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_ROUTE_THREADS)
   __shared__ int base[MOE_LOCAL];
   __shared__ int tag[(SL_MOE_ROUTE_THREADS / 32) * MOE_LOCAL];
   __shared__ int is_last;
+  __shared__ int seg_total[MOE_SCAN_SEGS * MOE_LOCAL];
+  moe_pdl_trigger(); // the copy kernel may launch now (it waits for this grid before reading ranks)
   const int num_pairs = num_tokens * MOE_TOPK;
-  route_pairs<SL_MOE_ROUTE_THREADS, SL_MOE_ROUTE_ROUNDS>(blockIdx.x, num_pairs, topk_ids, num_experts,
-                                                         expert_begin, expert_end, counts, pair_rank,
-                                                         &state->error, base, tag);
+  route_pairs<SL_MOE_ROUTE_THREADS, MOE_ROUTE_ROUNDS>(blockIdx.x, num_pairs, topk_ids, num_experts, expert_begin,
+                                                      expert_end, counts, pair_rank, &state->error, base, tag);
   // The last block to finish scans the per-block counts. Same ordering argument as the grid
   // barrier: __syncthreads, then one acq_rel arrival per block on `done`.
   __syncthreads();
@@ -402,21 +444,47 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_ROUTE_THREADS)
   __syncthreads();
   if (!is_last) return;
   const int blocks = gridDim.x;
-  constexpr int BATCH = 16; // loads in flight per thread: the scan is L2-latency bound
-  for (int e = threadIdx.x; e < MOE_LOCAL; e += SL_MOE_ROUTE_THREADS) {
-    int acc = 0;
-    for (int b0 = 0; b0 < blocks; b0 += BATCH) {
+  constexpr int BATCH = 32; // the host keeps routing blocks <= SMs: Qwen3 T=16384, 128 blocks: one batch
+  const int e = threadIdx.x % MOE_LOCAL, seg = threadIdx.x / MOE_LOCAL;
+  const bool scans = seg < MOE_SCAN_SEGS;
+  const int per = (blocks + MOE_SCAN_SEGS - 1) / MOE_SCAN_SEGS;
+  const int b_begin = min(seg * per, blocks), b_end = min(b_begin + per, blocks);
+  int first[BATCH];
+  int sum = 0;
+  if (scans) {
+    for (int b0 = b_begin; b0 < b_end; b0 += BATCH) {
       int n[BATCH];
 #pragma unroll
-      for (int j = 0; j < BATCH; j++) n[j] = b0 + j < blocks ? __ldcg(&counts[(b0 + j) * MOE_LOCAL + e]) : 0;
+      for (int j = 0; j < BATCH; j++) n[j] = b0 + j < b_end ? __ldcg(&counts[(b0 + j) * MOE_LOCAL + e]) : 0;
 #pragma unroll
       for (int j = 0; j < BATCH; j++) {
-        if (b0 + j < blocks) offsets[(b0 + j) * MOE_LOCAL + e] = acc;
-        acc += n[j];
+        sum += n[j];
+        if (b0 == b_begin) first[j] = n[j];
       }
     }
-    finish_expert(e, acc, capacity, expert_begin, expert_counts, &state->error);
+    seg_total[seg * MOE_LOCAL + e] = sum;
   }
+  __syncthreads();
+  if (!scans) return;
+  int acc = 0, total = 0;
+#pragma unroll
+  for (int g = 0; g < MOE_SCAN_SEGS; g++) {
+    const int v = seg_total[g * MOE_LOCAL + e];
+    if (g < seg) acc += v;
+    total += v;
+  }
+  for (int b0 = b_begin; b0 < b_end; b0 += BATCH) {
+    int n[BATCH];
+#pragma unroll
+    for (int j = 0; j < BATCH; j++)
+      n[j] = b0 == b_begin ? first[j] : b0 + j < b_end ? __ldcg(&counts[(b0 + j) * MOE_LOCAL + e]) : 0;
+#pragma unroll
+    for (int j = 0; j < BATCH; j++) {
+      if (b0 + j < b_end) offsets[(b0 + j) * MOE_LOCAL + e] = acc;
+      acc += n[j];
+    }
+  }
+  if (seg == 0) finish_expert(e, total, capacity, expert_begin, expert_counts, &state->error);
   if (threadIdx.x == 0) *done = 0u; // ready for the next launch (kernel boundary orders it)
 }
 
@@ -425,8 +493,9 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_ROUTE_THREADS)
 #if MOE_KERNEL == 2
 struct SplitOffset {
   const int *offsets, *pair_rank;
+  int route_shift; // log2 of the pairs per routing block (512 x the routing kernel's rounds)
   __device__ int operator()(int p, int e) const {
-    return __ldcg(&pair_rank[p]) + __ldcg(&offsets[(p / SL_MOE_ROUTE_PAIRS) * MOE_LOCAL + e]);
+    return __ldcg(&pair_rank[p]) + __ldcg(&offsets[(p >> route_shift) * MOE_LOCAL + e]);
   }
 };
 
@@ -436,25 +505,33 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_COPY_THREADS)
                          int num_experts, int expert_begin, int expert_end, int capacity,
                          void *__restrict__ expert_x, void *__restrict__ expert_scales, float global_scale,
                          int *__restrict__ slots, const int *offsets, const int *pair_rank,
-                         sl_grid_barrier_state_t *state, int span) {
+                         sl_grid_barrier_state_t *state, int span, int route_shift) {
   copy_items(x, topk_ids, num_tokens, span, num_experts, expert_begin, expert_end, capacity, expert_x,
-             expert_scales, global_scale, &state->error, slots, SplitOffset{offsets, pair_rank});
+             expert_scales, global_scale, &state->error, slots, SplitOffset{offsets, pair_rank, route_shift});
 }
 #endif
 
 #if MOE_KERNEL == 3
+#ifndef MOE_REPL_RANK
+#error "MOE_REPL_RANK (replicated ranking: 1 histogram, 0 scan of the staged ids) must be defined by the JIT"
+#endif
 // Replicated routing (decode, T*K <= SL_MOE_REPL_MAX_PAIRS), one plain launch, one warp
 // per (token, chunk) item (grid = items / 8: every warp has at most one item). No block
 // waits for another: no grid barrier, no cooperative launch, no global rank round trip.
 // A block needs the ranks of its own pairs only (those of the <= 8 tokens its 8 items
-// touch): the rank of pair q is the number of earlier pairs with the same local expert,
-//   rank(q) = #{p < q : e(p) == e(q)}   (pair order t*K + k, as on every path),
-// counted from all T*K local expert ids staged once in shared memory: S threads per needed
-// pair (S = 32 when a block needs 8 pairs, 16 for 16) each scan every S-th 16-byte group of
-// ids below q and add their counts with S-lane butterflies. At T*K = 1024 that is <= 16
-// LDS.128 per thread and two __syncthreads per block, instead of every block running the
-// 4-round warp-match ranking of all 1024 pairs (12 block barriers). The expert totals come
-// from a shared-memory histogram in the last block (integer atomics: order-free, exact).
+// touch, pairs [q0, q0 + n)): the rank of pair q is the number of earlier pairs with the
+// same local expert,
+//   rank(q) = #{p < q : e(p) == e(q)}   (pair order t*K + k, as on every path).
+// MOE_REPL_RANK 1 (histogram, default): every thread loads its <= 4 ids (all loads up
+// front), validates them and adds the pairs below q0 to a shared per-expert histogram
+// with integer atomics (order-free, exact); rank(q) = below[e(q)] + the earlier pairs of
+// the block's own window [q0, q) with the same expert (<= n - 1 compares by the k < K
+// lanes, n = 8 or 16 at K=8). Per thread: 4 LDG + <= 4 ATOMS, two __syncthreads.
+// MOE_REPL_RANK 0 (scan, the comparison): the ids are staged in shared memory and S
+// threads per needed pair (S = 32 when a block needs 8 pairs, 16 for 16) each scan every
+// S-th 16-byte group of ids below q, S-lane butterflies: at T*K = 1024 up to 16 LDS.128
+// plus ~12 dependent ALU ops each per thread, in every one of the 448 blocks of DSv3 T=128.
+// The expert totals come from a shared-memory histogram of all pairs in the last block.
 // Every block validates all ids before copying, so a range error is recorded before any
 // copy-time (numeric) error, as on the other paths.
 #define MOE_REPL_NEED (8 * MOE_TOPK) // needed pairs per block: <= 8 tokens (one per warp)
@@ -463,6 +540,26 @@ struct ReplicatedRank {
   int q0;
   __device__ int operator()(int p, int e) const { return rank[p - q0]; }
 };
+struct HistRank {
+  const int *below; // shared [MOE_LOCAL]: pairs p < q0 per local expert
+  const int *win;   // shared [MOE_REPL_NEED]: local expert of pair q0 + i, or -1
+  int q0;
+  __device__ int operator()(int p, int e) const {
+    int rank = below[e];
+    const int i = p - q0; // earlier pairs of the window: whole 16-byte groups, then the group of p
+    const int4 *w4 = reinterpret_cast<const int4 *>(win);
+#pragma unroll 1
+    for (int g = 0; g < (i >> 2); g++) {
+      const int4 v = w4[g];
+      rank += (v.x == e) + (v.y == e) + (v.z == e) + (v.w == e);
+    }
+    if (i & 3) {
+      const int4 v = w4[i >> 2];
+      rank += (v.x == e) + ((i & 3) > 1 && v.y == e) + ((i & 3) > 2 && v.z == e);
+    }
+    return rank;
+  }
+};
 
 extern "C" __global__ void __launch_bounds__(SL_MOE_FUSED_THREADS)
     sl_moe_dispatch_replicated(const __nv_bfloat16 *__restrict__ x, const int *__restrict__ topk_ids,
@@ -470,6 +567,74 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_FUSED_THREADS)
                                void *__restrict__ expert_x, void *__restrict__ expert_scales, float global_scale,
                                int *__restrict__ expert_counts, int *__restrict__ slots,
                                sl_grid_barrier_state_t *state) {
+#if MOE_REPL_RANK == 1
+  constexpr int NT = SL_MOE_FUSED_THREADS, NW = NT / 32;
+  constexpr int ROUNDS = SL_MOE_REPL_MAX_PAIRS / NT;
+  static_assert(SL_MOE_REPL_MAX_PAIRS % NT == 0, "staging rounds");
+  __shared__ int below[MOE_LOCAL];
+  __shared__ int hist[MOE_LOCAL]; // last block only: all pairs
+  __shared__ __align__(16) int win[MOE_REPL_NEED];
+  const int num_pairs = num_tokens * MOE_TOPK; // <= SL_MOE_REPL_MAX_PAIRS (host)
+  const long num_items = (long)num_tokens * MOE_CHUNKS;
+  const long item = (long)blockIdx.x * NW + threadIdx.x / 32;
+  // This warp's item does not depend on the routing: its loads go first, then all ids.
+  ItemInput in;
+  if (item < num_items) load_item(item, 1, MOE_CHUNKS, x, topk_ids, in);
+  const bool counts_block = blockIdx.x == gridDim.x - 1;
+  // The block's tokens [t0, t1] and its pairs [q0, q0 + n), n <= MOE_REPL_NEED.
+  const long first = (long)blockIdx.x * NW;
+  const long last = min(first + NW, num_items) - 1;
+  const int t0 = (int)(first / MOE_CHUNKS), t1 = (int)(last / MOE_CHUNKS);
+  const int q0 = t0 * MOE_TOPK, n = (t1 - t0 + 1) * MOE_TOPK;
+  // Ids a block needs: those below the end of its window (half of all on average: L2 reads
+  // of 448 blocks x 4 KB at DSv3 T=128 were ~10 % of the kernel's sectors). The last block
+  // reads and validates all of them before it records capacity errors. A bf16 copy records
+  // no copy-time error, so a range error of a later pair, recorded by the last block (or
+  // another), still precedes every other error; a quantized payload can record a numeric
+  // error while copying, so there every block validates every id first, as before.
+  const int id_end = (MOE_PAYLOAD >= 0 || counts_block) ? num_pairs : q0 + n;
+  int idv[ROUNDS];
+#pragma unroll
+  for (int r = 0; r < ROUNDS; r++) {
+    const int p = r * NT + threadIdx.x;
+    idv[r] = p < id_end ? __ldg(&topk_ids[p]) : 0;
+  }
+  constexpr int LOCAL_ROUNDS = (MOE_LOCAL + NT - 1) / NT;
+#pragma unroll
+  for (int r = 0; r < LOCAL_ROUNDS; r++) {
+    const int e = r * NT + threadIdx.x;
+    if (e < MOE_LOCAL) {
+      below[e] = 0;
+      hist[e] = 0;
+    }
+  }
+  __syncthreads(); // the id loads are still in flight here
+#pragma unroll
+  for (int r = 0; r < ROUNDS; r++) {
+    const int p = r * NT + threadIdx.x;
+    if (p >= id_end) continue;
+    const int id = idv[r];
+    int e = -1;
+    if (id < 0 || id >= num_experts)
+      sl_dev_error_record(&state->error, SL_DEV_ERR_RANGE, p / MOE_TOPK, id, num_experts);
+    else
+      e = sl_moe_local_expert(id, expert_begin, expert_end);
+    if (e >= 0 && p < q0) atomicAdd(&below[e], 1);
+    if (e >= 0 && counts_block) atomicAdd(&hist[e], 1);
+    if (p >= q0 && p < q0 + n) win[p - q0] = e;
+  }
+  __syncthreads();
+  if (counts_block) {
+#pragma unroll
+    for (int r = 0; r < LOCAL_ROUNDS; r++) {
+      const int e = r * NT + threadIdx.x;
+      if (e < MOE_LOCAL) finish_expert(e, hist[e], capacity, expert_begin, expert_counts, &state->error);
+    }
+  }
+  if (item < num_items)
+    copy_item(item, 1, MOE_CHUNKS, in, x, num_experts, expert_begin, expert_end, capacity, expert_x,
+              expert_scales, global_scale, &state->error, slots, HistRank{below, win, q0});
+#else
   constexpr int NT = SL_MOE_FUSED_THREADS, NW = NT / 32;
   __shared__ __align__(16) int ids_s[SL_MOE_REPL_MAX_PAIRS]; // local expert of each pair, or -1
   __shared__ int rank_s[MOE_REPL_NEED];
@@ -549,5 +714,6 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_FUSED_THREADS)
   if (item < num_items)
     copy_item(item, 1, MOE_CHUNKS, in, x, num_experts, expert_begin, expert_end, capacity, expert_x,
               expert_scales, global_scale, &state->error, slots, ReplicatedRank{rank_s, q0});
+#endif
 }
 #endif

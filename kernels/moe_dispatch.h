@@ -73,7 +73,18 @@ typedef struct {
   sl_moe_path_t *path_taken;    /* optional out: which path ran */
   int force_span;               /* 0: host choice; > 0: chunks per warp item of the split path's copy
                                  * (benchmark comparison; the result is the same) */
+  int force_route_rounds;       /* 0: host choice (fewest rounds with routing blocks <= SMs); 1, 2, 4
+                                 * or 8: pairs per thread of the split path's routing kernel
+                                 * (comparison; the result is the same) */
+  int split_no_pdl;             /* 1: launch the split path's copy without programmatic dependent
+                                 * launch (comparison; the result is the same) */
+  int force_repl_rank;          /* 0: default (SL_MOE_REPL_RANK_HIST); SL_MOE_REPL_RANK_*: the replicated
+                                 * path's ranking (comparison; the result is the same) */
 } sl_moe_dispatch_args_t;
+
+/* Ranking of the replicated (decode) path: a shared histogram of the pairs below the block's
+ * own (default), or the scan of all staged ids per needed pair (the previous kernel). */
+enum { SL_MOE_REPL_RANK_HIST = 1, SL_MOE_REPL_RANK_SCAN = 2 };
 
 /* Workspace bytes for calls of up to `max_tokens` tokens. A workspace holds the grid
  * barrier word and the error record: one workspace per stream (two dispatches in flight
@@ -99,9 +110,14 @@ sl_moe_path_t sl_moe_dispatch_choose_path(const sl_moe_dispatch_args_t *a, int n
  * record exactly as on the GPU (lowest offending pair / expert first). */
 sl_status_t sl_moe_dispatch_ref(const sl_moe_dispatch_args_t *a);
 
-/* JIT spec of kernel `which` (0 fused, 1 route, 2 copy) for these dimensions and payload. */
+/* JIT spec of kernel `which` (0 fused, 1 route, 2 copy, 3 replicated) for these dimensions and
+ * payload, default variant. */
 sl_status_t sl_moe_dispatch_spec(int hidden, int top_k, int num_local, sl_moe_payload_t payload, int quant_rule,
                                  int which, sl_jit_spec_t *spec);
+/* The same with a variant: for the routing kernel (1) its rounds (1, 2, 4, 8), for the
+ * replicated kernel (3) an SL_MOE_REPL_RANK_*; 0 = default; ignored by the others. */
+sl_status_t sl_moe_dispatch_spec_variant(int hidden, int top_k, int num_local, sl_moe_payload_t payload,
+                                         int quant_rule, int which, int variant, sl_jit_spec_t *spec);
 /* Every configuration point (Qwen3-30B-A3B and DeepSeek-V3 shapes, TP 1/2/4/8 ranges). */
 sl_status_t sl_moe_dispatch_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t *spec, void *user),
                                        void *user);

@@ -19,8 +19,8 @@
 #define SL_MOE_FUSED_MAX_WAVES 4  /* fused while copy blocks (8 warps, unroll 1) <= this x SMs */
 #define SL_MOE_REPL_MAX_PAIRS 1024 /* replicated routing (every block ranks all pairs) up to T*K */
 #define SL_MOE_ROUTE_THREADS 512  /* prefill routing kernel */
-#define SL_MOE_ROUTE_ROUNDS 8     /* pairs per thread in the prefill routing kernel */
-#define SL_MOE_ROUTE_PAIRS (SL_MOE_ROUTE_THREADS * SL_MOE_ROUTE_ROUNDS)
+#define SL_MOE_ROUTE_MAX_ROUNDS 8 /* pairs per thread of the prefill routing kernel: 1, 2, 4 or 8
+                                   * (host choice or force_route_rounds); 512 x rounds per block */
 #define SL_MOE_COPY_THREADS 256   /* prefill copy and combine: 8 warps per block */
 #define SL_MOE_VEC_ELEMS 8        /* bf16 elements per 16-byte vector */
 #define SL_MOE_MAX_TOPK 32        /* one lane per k in the copy and combine warps */

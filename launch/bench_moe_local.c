@@ -112,6 +112,23 @@ static sl_status_t time_both(sl_bench_t *b, sl_bench_fn fn, void *ctx, bool grap
   return SL_OK;
 }
 
+/* One forced-variant dispatch row next to the default one (same inputs, same bytes). */
+static sl_status_t dispatch_variant_row(sl_bench_t *b, const ctx_t *c, const char *shape, double dbytes,
+                                        int route_rounds, int no_pdl, int repl_rank, const char *label,
+                                        const char *note) {
+  ctx_t f = *c;
+  sl_moe_path_t fpath = SL_MOE_PATH_NONE;
+  f.da.force_route_rounds = route_rounds;
+  f.da.split_no_pdl = no_pdl;
+  f.da.force_repl_rank = repl_rank;
+  f.da.path_taken = &fpath;
+  double us = 0, gus = -1;
+  SL_CHECK(time_both(b, run_dispatch, &f, true, &us, &gus));
+  SL_CHECK(sl_moe_dispatch_check(c->dev, f.da.workspace, b->stream));
+  sl_bench_row(b, "moe_dispatch", shape, label, us, dbytes, gus, note);
+  return SL_OK;
+}
+
 /* Dispatch and combine for one model over the token counts. */
 static sl_status_t bench_dispatch_combine(sl_bench_t *b, const model_t *m, const int *Ts, int nT) {
   sl_device_t *dev = b->rt->dev;
@@ -186,6 +203,13 @@ static sl_status_t bench_dispatch_combine(sl_bench_t *b, const model_t *m, const
           goto out;
         }
         sl_bench_row(b, "moe_dispatch", shape, sl_moe_path_name(fpath), fus, dbytes, fgus, "forced (comparison)");
+        r = dispatch_variant_row(b, &c, shape, dbytes, 0, 0, SL_MOE_REPL_RANK_SCAN, "replicated scan",
+                                 "forced (comparison: scan ranking, the previous kernel)");
+        if (r != SL_OK) {
+          sl_device_free(dev, ex);
+          s = r;
+          goto out;
+        }
       }
       if (path == SL_MOE_PATH_SPLIT && gpu_of(b)) { /* copy items of whole rows, for comparison */
         ctx_t f = c;
@@ -200,6 +224,16 @@ static sl_status_t bench_dispatch_combine(sl_bench_t *b, const model_t *m, const
         }
         sl_bench_row(b, "moe_dispatch", shape, "route+copy rows", fus, dbytes, fgus,
                      "forced (comparison: whole rows per warp item)");
+        r = dispatch_variant_row(b, &c, shape, dbytes, 0, 1, 0, "route+copy nopdl",
+                                 "forced (comparison: no PDL between routing and copy)");
+        if (r == SL_OK)
+          r = dispatch_variant_row(b, &c, shape, dbytes, 8, 1, 0, "route+copy r8 nopdl",
+                                   "forced (comparison: 8-round routing blocks, no PDL: the previous launches)");
+        if (r != SL_OK) {
+          sl_device_free(dev, ex);
+          s = r;
+          goto out;
+        }
       }
       /* Fused payload quantization: x read once, K quantized rows + scales written. */
       void *scales = NULL;

@@ -3,6 +3,7 @@
 #define SL_DEVICE_IMPL_H
 
 #include <pthread.h>
+#include <stdint.h>
 
 #include "sl_device.h"
 #include "sl_jit.h"
@@ -10,6 +11,7 @@
 struct sl_kernel {
   struct sl_kernel *next;
   char key[1024];       /* spec description + arch: the memo key */
+  uint64_t key_hash;    /* XXH3 of key: compared first on the per-launch lookup */
   char name[128];
   void *module;         /* CUmodule */
   void *function;       /* CUfunction */

@@ -37,18 +37,70 @@ void sl_jit_spec_init(sl_jit_spec_t *spec, const char *source, const char *entry
   spec->entry = entry;
 }
 
+/* Launchers build a spec on every call (the spec IS the lookup key of the loaded kernel), so
+ * this is on the host's per-launch path: vsnprintf of 10-20 constants plus the description cost
+ * ~5 us a call, more than the kernels it launches at decode. The two formats the kernels use
+ * get fast paths that produce exactly vsnprintf's text: "%d" by hand, and a float format
+ * ("%.9ef", "%af") through a small per-thread memo of the last values formatted. */
+static int format_int(char *out, size_t cap, int v) {
+  char tmp[16];
+  int n = 0;
+  unsigned u = v < 0 ? 0u - (unsigned)v : (unsigned)v;
+  do tmp[n++] = (char)('0' + u % 10u); while ((u /= 10u) != 0);
+  if (v < 0) tmp[n++] = '-';
+  if ((size_t)n >= cap) return -1;
+  for (int i = 0; i < n; i++) out[i] = tmp[n - 1 - i];
+  out[n] = '\0';
+  return n;
+}
+
+static int format_double_memo(char *out, size_t cap, const char *fmt, double v) {
+  enum { SLOTS = 8 };
+  static _Thread_local struct {
+    const char *fmt;
+    uint64_t bits;
+    char text[40];
+  } memo[SLOTS];
+  static _Thread_local unsigned next;
+  uint64_t bits;
+  memcpy(&bits, &v, sizeof bits);
+  for (int i = 0; i < SLOTS; i++)
+    if (memo[i].fmt == fmt && memo[i].bits == bits) {
+      size_t n = strlen(memo[i].text);
+      if (n >= cap) return -1;
+      memcpy(out, memo[i].text, n + 1);
+      return (int)n;
+    }
+  int n = snprintf(out, cap, fmt, v);
+  if (n > 0 && (size_t)n < sizeof memo[0].text && (size_t)n < cap) {
+    unsigned i = next++ % SLOTS;
+    memo[i].fmt = fmt; /* formats are string literals: the pointer identifies the format */
+    memo[i].bits = bits;
+    memcpy(memo[i].text, out, (size_t)n + 1);
+  }
+  return n;
+}
+
 sl_status_t sl_jit_spec_define(sl_jit_spec_t *spec, const char *name, const char *fmt, ...) {
   if (spec->num_defines >= SL_JIT_MAX_DEFINES)
     return SL_ERR(SL_ERR_CAPACITY, "kernel %s: more than %d JIT constants", spec->entry, SL_JIT_MAX_DEFINES);
-  if (strlen(name) >= sizeof spec->defines[0].name)
+  size_t name_len = strlen(name);
+  if (name_len >= sizeof spec->defines[0].name)
     return SL_ERR(SL_ERR_INVALID, "JIT constant name '%s' too long", name);
+  char *value = spec->defines[spec->num_defines].value;
+  const size_t cap = sizeof spec->defines[0].value;
   va_list ap;
   va_start(ap, fmt);
-  int n = vsnprintf(spec->defines[spec->num_defines].value, sizeof spec->defines[0].value, fmt, ap);
+  int n;
+  if (strcmp(fmt, "%d") == 0)
+    n = format_int(value, cap, va_arg(ap, int));
+  else if (strcmp(fmt, "%.9ef") == 0 || strcmp(fmt, "%af") == 0)
+    n = format_double_memo(value, cap, fmt, va_arg(ap, double));
+  else
+    n = vsnprintf(value, cap, fmt, ap);
   va_end(ap);
-  if (n < 0 || (size_t)n >= sizeof spec->defines[0].value)
-    return SL_ERR(SL_ERR_INVALID, "JIT constant %s: value too long", name);
-  snprintf(spec->defines[spec->num_defines].name, sizeof spec->defines[0].name, "%s", name);
+  if (n < 0 || (size_t)n >= cap) return SL_ERR(SL_ERR_INVALID, "JIT constant %s: value too long", name);
+  memcpy(spec->defines[spec->num_defines].name, name, name_len + 1);
   spec->num_defines++;
   return SL_OK;
 }
@@ -59,12 +111,29 @@ sl_status_t sl_jit_spec_define_f32(sl_jit_spec_t *spec, const char *name, float 
   return sl_jit_spec_define(spec, name, "%af", (double)value);
 }
 
+/* "entry[NAME=value NAME=value]", truncated to len - 1 (per launch, hence no snprintf). */
 void sl_jit_spec_describe(const sl_jit_spec_t *spec, char *buf, size_t len) {
-  size_t off = (size_t)snprintf(buf, len, "%s[", spec->entry);
-  for (int i = 0; i < spec->num_defines && off < len; i++)
-    off += (size_t)snprintf(buf + off, len - off, "%s%s=%s", i ? " " : "", spec->defines[i].name,
-                            spec->defines[i].value);
-  if (off < len) snprintf(buf + off, len - off, "]");
+  if (len == 0) return;
+  size_t off = 0;
+#define SL_PUT(str)                                         \
+  do {                                                      \
+    const char *p_ = (str);                                 \
+    size_t n_ = strlen(p_);                                 \
+    if (n_ > len - 1 - off) n_ = len - 1 - off;             \
+    memcpy(buf + off, p_, n_);                              \
+    off += n_;                                              \
+  } while (0)
+  SL_PUT(spec->entry);
+  SL_PUT("[");
+  for (int i = 0; i < spec->num_defines; i++) {
+    if (i) SL_PUT(" ");
+    SL_PUT(spec->defines[i].name);
+    SL_PUT("=");
+    SL_PUT(spec->defines[i].value);
+  }
+  SL_PUT("]");
+#undef SL_PUT
+  buf[off] = '\0';
 }
 
 /* ---- cache file format -------------------------------------------------------------

@@ -34,6 +34,7 @@ sl_status_t sl_kernel_resident_blocks(sl_kernel_t *k, int block_threads, size_t 
 
 #include <cuda.h>
 #include <cuda_runtime.h>
+#include <xxhash.h>
 
 #include "cuda_check.h"
 
@@ -87,9 +88,17 @@ sl_status_t sl_jit_get_kernel(sl_device_t *dev, const sl_jit_spec_t *spec, sl_ke
   size_t kl = strlen(key);
   snprintf(key + kl, sizeof key - kl, "@%s@sm_%d", spec->source, dev->info.arch);
 
+  kl += strlen(key + kl);
+  const uint64_t hash = XXH3_64bits(key, kl);
+
   pthread_mutex_lock(&dev->lock);
-  for (sl_kernel_t *k = dev->kernels; k; k = k->next)
-    if (strcmp(k->key, key) == 0) {
+  for (sl_kernel_t **link = &dev->kernels, *k; (k = *link) != NULL; link = &k->next)
+    if (k->key_hash == hash && strcmp(k->key, key) == 0) {
+      if (link != &dev->kernels) { /* most recently used first: a layer's few kernels stay in front */
+        *link = k->next;
+        k->next = dev->kernels;
+        dev->kernels = k;
+      }
       pthread_mutex_unlock(&dev->lock);
       *out = k;
       return SL_OK;
@@ -107,6 +116,7 @@ sl_status_t sl_jit_get_kernel(sl_device_t *dev, const sl_jit_spec_t *spec, sl_ke
     return SL_ERR(SL_ERR_NOMEM, "kernel handle");
   }
   snprintf(k->key, sizeof k->key, "%s", key);
+  k->key_hash = hash;
   snprintf(k->name, sizeof k->name, "%s", spec->entry);
   cudaSetDevice(dev->info.ordinal); /* makes the primary context current on this thread */
   CUmodule mod;

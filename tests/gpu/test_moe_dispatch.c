@@ -1,7 +1,8 @@
 /* MoE dispatch + combine on the GPU against the CPU backend, bit for bit (both paths rank
  * the pairs of an expert in pair order, combine sums in k order with fmaf): decode (fused
- * cooperative) and prefill (route + copy) paths, each forced on the same inputs, odd
- * shapes, expert ranges, skewed routing, capacity overflow, bad ids, and a CUDA graph of
+ * cooperative, replicated with both rankings) and prefill (route + copy: routing rounds
+ * 1/2/4/8, with and without PDL) paths, each forced on the same inputs, odd shapes,
+ * expert ranges, skewed routing, capacity overflow, bad ids, and a CUDA graph of
  * dispatch + combine replayed on new inputs. */
 #include <stdio.h>
 #include <string.h>
@@ -73,17 +74,42 @@ static void run_compare(moe_case_t *c, bool try_fused, bool try_split) {
   if ((c->T * c->K + 255) / 256 > sl_device_info(gpu)->sm_count) try_fused = false;
   /* The replicated path (every block routes all pairs) takes up to SL_MOE_REPL_MAX_PAIRS. */
   const bool try_repl = (long)c->T * c->K <= SL_MOE_REPL_MAX_PAIRS;
-  const int paths[] = {0, SL_MOE_PATH_FUSED, SL_MOE_PATH_SPLIT, SL_MOE_PATH_REPLICATED};
-  for (int i = 0; i < 4; i++) {
-    if ((paths[i] == SL_MOE_PATH_FUSED && !try_fused) || (paths[i] == SL_MOE_PATH_SPLIT && !try_split) ||
-        (paths[i] == SL_MOE_PATH_REPLICATED && !try_repl))
+  /* Each path with each of its variants: the split path by default (host's routing rounds,
+   * PDL between its launches) and as before (8 rounds, no PDL), the replicated path with
+   * both rankings (histogram, scan); on every payload. The routing kernel does not depend
+   * on the payload: the other forced round counts (1, 2, 4, and 8 with PDL) and the default
+   * without PDL run on the bf16 cases whose expert buffers are small (<= 256 MB). */
+  static const struct {
+    int path, route_rounds, repl_rank, no_pdl;
+    bool extra;
+  } runs[] = {{0, 0, 0, 0, false},
+              {SL_MOE_PATH_FUSED, 0, 0, 0, false},
+              {SL_MOE_PATH_SPLIT, 0, 0, 0, false},
+              {SL_MOE_PATH_SPLIT, 8, 0, 1, false},
+              {SL_MOE_PATH_SPLIT, 1, 0, 0, true},
+              {SL_MOE_PATH_SPLIT, 2, 0, 0, true},
+              {SL_MOE_PATH_SPLIT, 4, 0, 0, true},
+              {SL_MOE_PATH_SPLIT, 8, 0, 0, true},
+              {SL_MOE_PATH_SPLIT, 0, 0, 1, true},
+              {SL_MOE_PATH_REPLICATED, 0, SL_MOE_REPL_RANK_HIST, 0, false},
+              {SL_MOE_PATH_REPLICATED, 0, SL_MOE_REPL_RANK_SCAN, 0, false}};
+  const bool extra = c->payload == SL_MOE_PAYLOAD_BF16 && moe_case_rows(c) * moe_case_row_bytes(c) <= (256u << 20);
+  for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+    const int path = runs[i].path;
+    if ((path == SL_MOE_PATH_FUSED && !try_fused) || (path == SL_MOE_PATH_SPLIT && !try_split) ||
+        (path == SL_MOE_PATH_REPLICATED && !try_repl) || (runs[i].extra && !extra))
       continue;
     moe_case_t g = clone_inputs(c);
-    moe_case_run(gpu, &g, paths[i]);
-    char what[160];
-    snprintf(what, sizeof what, "T=%d H=%d K=%d experts [%d,%d) of %d cap %d, %s payload, path %s", c->T, c->H, c->K,
-             c->begin, c->end, c->E, c->capacity, sl_moe_payload_name(c->payload), sl_moe_path_name(g.path));
-    if (c->T > 0 && paths[i]) assert_int_equal(g.path, paths[i]);
+    g.route_rounds = runs[i].route_rounds;
+    g.repl_rank = runs[i].repl_rank;
+    g.no_pdl = runs[i].no_pdl;
+    moe_case_run(gpu, &g, path);
+    char what[200];
+    snprintf(what, sizeof what,
+             "T=%d H=%d K=%d experts [%d,%d) of %d cap %d, %s payload, path %s (rounds %d, rank %d, no_pdl %d)", c->T,
+             c->H, c->K, c->begin, c->end, c->E, c->capacity, sl_moe_payload_name(c->payload),
+             sl_moe_path_name(g.path), runs[i].route_rounds, runs[i].repl_rank, runs[i].no_pdl);
+    if (c->T > 0 && path) assert_int_equal(g.path, path);
     assert_same(&g, c, what);
     printf("  ok %s\n", what);
     moe_case_free(&g);
@@ -109,6 +135,7 @@ static void test_qwen3_shapes(void **s) {
 static void test_deepseek_shapes(void **s) {
   random_case(1, 7168, 8, 256, 0, 256, 0, false, true, true);
   random_case(32, 7168, 8, 256, 0, 256, 0, true, true, true);
+  random_case(128, 7168, 8, 256, 0, 256, 0, false, true, true); /* the replicated bound: 1024 pairs, 448 blocks */
   random_case(300, 7168, 8, 256, 0, 256, 0, false, true, true);
 }
 
@@ -124,6 +151,9 @@ static void test_odd_shapes_and_ranges(void **s) {
    * last span), and whole rows; H = 1032 ends in a partial chunk. */
   random_case(3000, 1032, 2, 16, 0, 16, 0, false, false, true);
   random_case(4500, 1032, 2, 16, 0, 16, 0, true, false, true);
+  /* The routing kernel's last-block scan with one block range per expert (512 local
+   * experts) over 33 routing blocks at 1 round: more than one batch of 32 loads. */
+  random_case(2100, 64, 8, 512, 0, 512, 100, false, false, true);
 }
 
 static void fixed_case(int T, int H, int K, int E, int capacity, const int32_t *pattern, int len) {

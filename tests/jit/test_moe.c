@@ -33,7 +33,7 @@ static sl_status_t compile_point(const sl_jit_spec_t *spec, void *user) {
 
 static void walk(int arch) {
   static const char *modules[] = {"grid_barrier", "moe_dispatch", "moe_combine", "moe_ffn"};
-  static const int min_points[] = {1, 16, 4, 7};
+  static const int min_points[] = {1, 32, 4, 7};
   for (int i = 0; i < 4; i++) {
     walk_t w = {.arch = arch};
     SL_ASSERT_OK(sl_jit_points(modules[i], arch, compile_point, &w));
@@ -50,6 +50,22 @@ static void test_odd_shapes(void **state) {
   sl_jit_spec_t spec;
   for (int which = 0; which < 4; which++) {
     SL_ASSERT_OK(sl_moe_dispatch_spec(264, 3, 5, SL_MOE_PAYLOAD_BF16, 0, which, &spec));
+    SL_ASSERT_OK(compile_point(&spec, &w));
+  }
+  /* Dispatch variants: every routing round count (odd E_local: 16 scan ranges of 5 experts;
+   * 512 local experts: one range), both replicated rankings. */
+  const int rounds[] = {1, 2, 4, 8};
+  for (int i = 0; i < 4; i++) {
+    SL_ASSERT_OK(sl_moe_dispatch_spec_variant(264, 3, 5, SL_MOE_PAYLOAD_BF16, 0, 1, rounds[i], &spec));
+    SL_ASSERT_OK(compile_point(&spec, &w));
+  }
+  SL_ASSERT_OK(sl_moe_dispatch_spec_variant(264, 3, 512, SL_MOE_PAYLOAD_BF16, 0, 1, 1, &spec));
+  SL_ASSERT_OK(compile_point(&spec, &w));
+  assert_int_equal(sl_moe_dispatch_spec_variant(264, 3, 5, SL_MOE_PAYLOAD_BF16, 0, 1, 3, &spec), SL_ERR_INVALID);
+  for (int rank = SL_MOE_REPL_RANK_HIST; rank <= SL_MOE_REPL_RANK_SCAN; rank++) {
+    SL_ASSERT_OK(sl_moe_dispatch_spec_variant(264, 3, 5, SL_MOE_PAYLOAD_BF16, 0, 3, rank, &spec));
+    SL_ASSERT_OK(compile_point(&spec, &w));
+    SL_ASSERT_OK(sl_moe_dispatch_spec_variant(128, 32, 512, SL_MOE_PAYLOAD_NVFP4, 0, 3, rank, &spec));
     SL_ASSERT_OK(compile_point(&spec, &w));
   }
   SL_ASSERT_OK(sl_moe_combine_spec(264, 3, 1, 132, &spec, NULL));

@@ -43,6 +43,8 @@ typedef struct {
   sl_moe_payload_t payload; /* bf16 unless set; quantized payloads skip combine */
   int rule;
   float gscale;
+  int route_rounds, repl_rank, no_pdl; /* dispatch variants (force_route_rounds, force_repl_rank,
+                                        * split_no_pdl); 0 = default */
   /* outputs */
   uint16_t *expert_x;   /* [E_local * capacity + guard rows] x row bytes, poisoned before the run */
   uint8_t *scales;      /* [E_local * capacity + guard rows] x scales per row (quantized payloads) */
@@ -125,7 +127,9 @@ static inline void moe_case_run(sl_device_t *dev, moe_case_t *c, int force_path)
                                .x = dx, .topk_ids = dids, .expert_x = dex, .expert_scales = dsc,
                                .expert_counts = dcounts,
                                .slots = dslots, .workspace = ws, .workspace_bytes = ws_bytes,
-                               .force_path = force_path, .path_taken = &c->path};
+                               .force_path = force_path, .path_taken = &c->path,
+                               .force_route_rounds = c->route_rounds, .force_repl_rank = c->repl_rank,
+                               .split_no_pdl = c->no_pdl};
   SL_ASSERT_OK(sl_moe_dispatch(dev, &da, NULL));
   c->check = sl_moe_dispatch_check(dev, ws, NULL);
   sl_moe_combine_args_t ca = {.num_tokens = c->T, .hidden = c->H, .top_k = c->K, .expert_out = dex,

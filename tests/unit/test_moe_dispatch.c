@@ -247,6 +247,31 @@ static void test_bad_arguments(void **state) {
   SL_ASSERT_OK(sl_moe_dispatch(dev, &a, NULL));
   a.force_span = 0;
   SL_ASSERT_OK(sl_moe_dispatch(dev, &a, NULL));
+  /* Routing rounds 1, 2, 4, 8 (or 0, the default) and the two replicated rankings are GPU
+   * knobs: out of range is refused, valid values give the reference result on the CPU. */
+  const int bad_rounds[] = {-1, 3, 16};
+  for (size_t i = 0; i < 3; i++) {
+    a.force_route_rounds = bad_rounds[i];
+    assert_int_equal(sl_moe_dispatch(dev, &a, NULL), SL_ERR_INVALID);
+    assert_non_null(strstr(sl_last_error(), "force_route_rounds"));
+  }
+  a.force_route_rounds = 8;
+  SL_ASSERT_OK(sl_moe_dispatch(dev, &a, NULL));
+  a.force_route_rounds = 0;
+  a.force_repl_rank = SL_MOE_REPL_RANK_SCAN + 1;
+  assert_int_equal(sl_moe_dispatch(dev, &a, NULL), SL_ERR_INVALID);
+  assert_non_null(strstr(sl_last_error(), "force_repl_rank"));
+  a.force_repl_rank = -1;
+  assert_int_equal(sl_moe_dispatch(dev, &a, NULL), SL_ERR_INVALID);
+  a.force_repl_rank = SL_MOE_REPL_RANK_SCAN;
+  SL_ASSERT_OK(sl_moe_dispatch(dev, &a, NULL));
+  a.force_repl_rank = 0;
+  a.split_no_pdl = 2;
+  assert_int_equal(sl_moe_dispatch(dev, &a, NULL), SL_ERR_INVALID);
+  assert_non_null(strstr(sl_last_error(), "split_no_pdl"));
+  a.split_no_pdl = 1;
+  SL_ASSERT_OK(sl_moe_dispatch(dev, &a, NULL));
+  a.split_no_pdl = 0;
   sl_device_close(dev);
 }
 
