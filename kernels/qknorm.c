@@ -38,22 +38,45 @@
  * 48 -> 40; 4 items 58 -> 32; v2 39/54/60). The kernel no longer waits for the weights before
  * its first Q/K load (kernels/qknorm.cu), which a full grid would pay per warp. Best guess, NOT MEASURED YET: full grid from the large-prefill rule on, 8 warps, items
  * as before (4; 2 with RoPE). `sluice bench kernels --tune` sweeps warps (1..32) x items (1, 2,
- * 4; 1, 2 with RoPE) x grid per shape and prints table lines. */
+ * 4; 1, 2 with RoPE) x grid per shape and prints table lines.
+ *
+ * v4 (kernels/NOTES.md, QK-norm v4; NOT MEASURED): per-head instructions were the budget again
+ * (ncu: 2.1 IPC per SM, L1TEX stalls, DRAM half busy): heads are located with a magic-number
+ * division (kernels/qknorm.h) and bf16 unpacked by shift/mask in every configuration (-24 %
+ * instructions plain, -22 % RoPE), and five layout knobs are JIT constants that the table
+ * entries carry and `--tune` sweeps (part B): CACHE (streaming hints), RSQ (rsqrtf), WF32
+ * (fp32 weights), PIPE (pipelined resident loop, plain only) and RLAYOUT (RoPE pairs across
+ * lanes, split, or within a lane). The entries keep them off (v3's measured kernel) until a
+ * GPU run picks. */
 typedef struct {
   int head_dim, rope; /* entry applies to this head_dim and RoPE (0/1) */
   int warps, items, grid;
+  int cache;                       /* JIT CACHE (0: no hints) */
+  int rsq, wf32, pipe;             /* JIT RSQ, WF32, PIPE (0/1) */
+  int rlayout;                     /* JIT RLAYOUT (0 shuffle, 1 split, 2 pairs in a lane) */
 } qk_entry_t;
-/* head_dim 128: MEASURED on the H200 (`sluice bench kernels --tune --only norm`, 2026-11-29,
+/* Fields: head_dim, RoPE, warps, items, grid, then the layout knobs CACHE, RSQ, WF32, PIPE,
+ * RLAYOUT (all 0 = the measured v3 kernel; 2026-11-29 helper qkn added them, NOT MEASURED: the
+ * table keeps the measured entries until a `--tune` run prints lines with the knobs).
+ * head_dim 128: MEASURED on the H200 (`sluice bench kernels --tune --only norm`, 2026-11-29,
  * bench/results/2026-11-29-s2-h200-tune/): the configuration with the smallest mean slowdown
  * against each shape's best over T = 1024..32768, 32+4 and 64+4 heads (1.010 without RoPE,
  * 1.003 with). 64 and 256 are not measured (the previous reasoned defaults). */
 static const qk_entry_t hopper_prefill[] = {
-    {64, 0, 8, 4, SL_QKNORM_GRID_FULL},  {128, 0, 2, 2, SL_QKNORM_GRID_FULL},     {256, 0, 8, 4, SL_QKNORM_GRID_FULL},
-    {64, 1, 8, 2, SL_QKNORM_GRID_FULL},  {128, 1, 1, 2, SL_QKNORM_GRID_RESIDENT}, {256, 1, 8, 2, SL_QKNORM_GRID_FULL},
+    {64, 0, 8, 4, SL_QKNORM_GRID_FULL, 0, 0, 0, 0, 0},
+    {128, 0, 2, 2, SL_QKNORM_GRID_FULL, 0, 0, 0, 0, 0},
+    {256, 0, 8, 4, SL_QKNORM_GRID_FULL, 0, 0, 0, 0, 0},
+    {64, 1, 8, 2, SL_QKNORM_GRID_FULL, 0, 0, 0, 0, 0},
+    {128, 1, 1, 2, SL_QKNORM_GRID_RESIDENT, 0, 0, 0, 0, 0},
+    {256, 1, 8, 2, SL_QKNORM_GRID_FULL, 0, 0, 0, 0, 0},
 };
 static const qk_entry_t blackwell_prefill[] = {
-    {64, 0, 8, 4, SL_QKNORM_GRID_FULL},  {128, 0, 8, 4, SL_QKNORM_GRID_FULL}, {256, 0, 8, 4, SL_QKNORM_GRID_FULL},
-    {64, 1, 8, 2, SL_QKNORM_GRID_FULL},  {128, 1, 8, 2, SL_QKNORM_GRID_FULL}, {256, 1, 8, 2, SL_QKNORM_GRID_FULL},
+    {64, 0, 8, 4, SL_QKNORM_GRID_FULL, 0, 0, 0, 0, 0},
+    {128, 0, 8, 4, SL_QKNORM_GRID_FULL, 0, 0, 0, 0, 0},
+    {256, 0, 8, 4, SL_QKNORM_GRID_FULL, 0, 0, 0, 0, 0},
+    {64, 1, 8, 2, SL_QKNORM_GRID_FULL, 0, 0, 0, 0, 0},
+    {128, 1, 8, 2, SL_QKNORM_GRID_FULL, 0, 0, 0, 0, 0},
+    {256, 1, 8, 2, SL_QKNORM_GRID_FULL, 0, 0, 0, 0, 0},
 };
 
 static qk_entry_t table_entry(int arch, int head_dim, bool rope) {
@@ -61,7 +84,7 @@ static qk_entry_t table_entry(int arch, int head_dim, bool rope) {
   size_t n = arch >= SL_ARCH_BLACKWELL ? sizeof blackwell_prefill / sizeof *t : sizeof hopper_prefill / sizeof *t;
   for (size_t i = 0; i < n; i++)
     if (t[i].head_dim == head_dim && t[i].rope == (int)rope) return t[i];
-  return (qk_entry_t){head_dim, rope, 8, rope ? 2 : 4, SL_QKNORM_GRID_RESIDENT};
+  return (qk_entry_t){head_dim, rope, 8, rope ? 2 : 4, SL_QKNORM_GRID_RESIDENT, 0, 0, 0, 0, 0};
 }
 
 static int table_warps(int arch, int head_dim) {
@@ -98,6 +121,22 @@ static sl_status_t validate_shape(const sl_qknorm_args_t *a) {
     return SL_ERR(SL_ERR_INVALID, "qknorm: items %d must be 0 (the choice), 1, 2 or 4 head groups per warp", a->items);
   if (a->grid_policy < SL_QKNORM_GRID_AUTO || a->grid_policy > SL_QKNORM_GRID_FULL)
     return SL_ERR(SL_ERR_INVALID, "qknorm: grid_policy %d is not AUTO (0), RESIDENT (1) or FULL (2)", a->grid_policy);
+  if (a->cache < SL_QKNORM_CACHE_AUTO || a->cache > SL_QKNORM_CACHE_STREAM)
+    return SL_ERR(SL_ERR_INVALID, "qknorm: cache %d is not AUTO (0), NONE (1), STREAM_STORES (2) or STREAM (3)",
+                  a->cache);
+  const int knobs[] = {a->fast_rsqrt, a->weights_f32, a->pipeline};
+  static const char *knob_names[] = {"fast_rsqrt", "weights_f32", "pipeline"};
+  for (int i = 0; i < 3; i++)
+    if (knobs[i] < SL_QKNORM_AUTO || knobs[i] > SL_QKNORM_ON)
+      return SL_ERR(SL_ERR_INVALID, "qknorm: %s %d is not AUTO (0), OFF (1) or ON (2)", knob_names[i], knobs[i]);
+  if (a->rope_layout < SL_QKNORM_ROPE_AUTO || a->rope_layout > SL_QKNORM_ROPE_PAIRS)
+    return SL_ERR(SL_ERR_INVALID, "qknorm: rope_layout %d is not AUTO (0), SHUFFLE (1), SPLIT (2) or PAIRS (3)",
+                  a->rope_layout);
+  if (a->rope && a->rope_layout == SL_QKNORM_ROPE_PAIRS && a->rot_dim != a->head_dim)
+    return SL_ERR(SL_ERR_INVALID, "qknorm: rope_layout PAIRS needs full rotary (rot_dim %d != head_dim %d); use SPLIT",
+                  a->rot_dim, a->head_dim);
+  if (a->rope && a->pipeline == SL_QKNORM_ON)
+    return SL_ERR(SL_ERR_INVALID, "qknorm: pipeline ON is for the plain norm, not with RoPE (leave it AUTO or OFF)");
   if ((long long)a->tokens * (a->q_heads + a->kv_heads) > (1ll << 30))
     return SL_ERR(SL_ERR_INVALID, "qknorm: tokens %d x heads %d exceeds 2^30 heads per call (the kernel indexes heads in "
                   "32 bits); split the call", a->tokens, a->q_heads + a->kv_heads);
@@ -144,6 +183,28 @@ static int pow2_floor(long n) {
   return p;
 }
 
+/* A tri-state knob: explicit, else the table's value. */
+static bool knob(int v, int table) {
+  return v == SL_QKNORM_AUTO ? table != 0 : v == SL_QKNORM_ON;
+}
+
+/* The layout knobs: explicit, else the table entry's. The per-head ones (cache hints, rsqrt,
+ * fp32 weights, split rotation) apply to every shape; the pipelined loop only where the table
+ * applies (large prefill) on a resident grid -- decode and one-wave prefill run one iteration
+ * per warp, where it only costs registers. */
+static void choose_knobs(const sl_qknorm_args_t *a, const qk_entry_t *e, bool large, sl_qknorm_point_t *pt) {
+  pt->cache = a->cache == SL_QKNORM_CACHE_AUTO ? e->cache : a->cache - 1;
+  pt->rsq = knob(a->fast_rsqrt, e->rsq);
+  pt->wf32 = knob(a->weights_f32, e->wf32);
+  pt->pipe = !a->rope && knob(a->pipeline, large && !pt->full_grid ? e->pipe : 0);
+  /* RoPE layout: explicit, else the table's, where PAIRS (full rotary only) becomes SPLIT */
+  pt->rlayout = 0;
+  if (a->rope) {
+    pt->rlayout = a->rope_layout != SL_QKNORM_ROPE_AUTO ? a->rope_layout - 1 : e->rlayout;
+    if (pt->rlayout == 2 && a->rot_dim != a->head_dim) pt->rlayout = 1;
+  }
+}
+
 sl_status_t sl_qknorm_choose(const sl_qknorm_args_t *a, int arch, int sm_count, sl_qknorm_point_t *pt) {
   SL_CHECK(validate_shape(a));
   memset(pt, 0, sizeof *pt);
@@ -163,11 +224,13 @@ sl_status_t sl_qknorm_choose(const sl_qknorm_args_t *a, int arch, int sm_count, 
   if (a->warps) {
     pt->warps = a->warps;
     pt->items = a->items ? a->items : sl_qknorm_items(decode, a->rope, pt->warps);
+    choose_knobs(a, &e, !decode, pt);
     return SL_OK;
   }
   if (decode) { /* fewer head groups than SMs: one warp per block, spread */
     pt->warps = 1;
     pt->items = a->items ? a->items : 1;
+    choose_knobs(a, &e, false, pt);
     return SL_OK;
   }
   /* Small prefill (T ~ 16-128): the whole job fits in one wave of <= 32 warps per SM with 1 or
@@ -183,11 +246,13 @@ sl_status_t sl_qknorm_choose(const sl_qknorm_args_t *a, int arch, int sm_count, 
       int w = pow2_floor(need / sm_count);
       pt->warps = w < 8 ? w : 8;
       pt->items = a->items ? a->items : items;
+      choose_knobs(a, &e, false, pt);
       return SL_OK;
     }
   }
   pt->warps = e.warps;
   pt->items = a->items ? a->items : e.items;
+  choose_knobs(a, &e, true, pt);
   return SL_OK;
 }
 
@@ -201,6 +266,11 @@ sl_status_t sl_qknorm_spec(sl_jit_spec_t *spec, const sl_qknorm_point_t *pt) {
   SL_CHECK(sl_jit_spec_define(spec, "WARPS", "%d", pt->warps));
   SL_CHECK(sl_jit_spec_define(spec, "ROT_DIM", "%d", pt->rot_dim));
   SL_CHECK(sl_jit_spec_define(spec, "ITEMS", "%d", pt->items));
+  SL_CHECK(sl_jit_spec_define(spec, "CACHE", "%d", pt->cache));
+  SL_CHECK(sl_jit_spec_define(spec, "RSQ", "%d", pt->rsq ? 1 : 0));
+  SL_CHECK(sl_jit_spec_define(spec, "WF32", "%d", pt->wf32 ? 1 : 0));
+  SL_CHECK(sl_jit_spec_define(spec, "PIPE", "%d", pt->pipe && pt->rot_dim == 0 ? 1 : 0));
+  SL_CHECK(sl_jit_spec_define(spec, "RLAYOUT", "%d", pt->rot_dim > 0 ? pt->rlayout : 0));
   return SL_OK;
 }
 
@@ -268,7 +338,10 @@ sl_status_t sl_qknorm(sl_device_t *dev, const sl_qknorm_args_t *a, sl_stream_t *
   const void *qw = a->q_weight ? a->q_weight : a->k_weight, *kw = a->k_weight ? a->k_weight : a->q_weight;
   const int32_t *positions = a->rope ? a->positions : NULL;
   const float *cs = a->rope ? a->cos_cache : NULL, *sn = a->rope ? a->sin_cache : NULL;
-  void *args[] = {&q, &kk, &qs, &ks, &tokens, &qh, &kh, &qw, &kw, &positions, &cs, &sn, &max_pos};
+  unsigned div_m;
+  int div_s;
+  sl_qknorm_magic((unsigned)(qh + kh), &div_m, &div_s);
+  void *args[] = {&q, &kk, &qs, &ks, &tokens, &qh, &kh, &qw, &kw, &positions, &cs, &sn, &max_pos, &div_m, &div_s};
   SL_CHECK(sl_kernel_launch(k, &l, args));
   return SL_OK;
 }
@@ -342,6 +415,26 @@ sl_status_t sl_qknorm_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t
                                .eps = 1e-6f,
                                .warps = corner ? 32 : table_warps(arch, 128),
                                .items = corner ? (rot ? 2 : 4) : 1};
+      SL_CHECK(sl_qknorm_spec(&spec, &pt));
+      SL_CHECK(fn(&spec, user));
+    }
+  /* The layout knobs' corners: every knob on at one warp and at the largest block --tune gives
+   * them (1024 threads: a 64-register budget) for the pipelined plain norm at 2 items; RoPE
+   * split (one warp) and pairs-in-a-lane (8 warps: at 32 the RoPE kernels spill) at 2 items. */
+  for (int rot = 0; rot <= 128; rot += 128)
+    for (int corner = 0; corner < 2; corner++) {
+      pt = (sl_qknorm_point_t){.head_dim = 128,
+                               .rot_dim = rot,
+                               .dtype = SL_DTYPE_BF16,
+                               .w_dtype = SL_DTYPE_BF16,
+                               .eps = 1e-6f,
+                               .warps = corner ? (rot ? 8 : 32) : 1,
+                               .items = 2,
+                               .cache = corner ? 2 : 1,
+                               .rsq = true,
+                               .wf32 = true,
+                               .pipe = rot == 0,
+                               .rlayout = rot ? 1 + corner : 0};
       SL_CHECK(sl_qknorm_spec(&spec, &pt));
       SL_CHECK(fn(&spec, user));
     }

@@ -20,6 +20,26 @@
 #define SL_QKNORM_ELTS_PER_LANE 8
 #define SL_QKNORM_LANES_PER_HEAD(head_dim) ((head_dim) / SL_QKNORM_ELTS_PER_LANE)
 
+/* Division by the head count without a divide instruction sequence (both sides): for n < 2^31
+ * and d >= 1, n / d == (n * m) >> s with s = 31 + ceil(log2 d), m = ceil(2^s / d) < 2^32
+ * (Granlund & Montgomery 1994, Thm 4.2: 2^s <= m*d <= 2^s + 2^(s-31)). The kernel locates
+ * every head it touches with it (2 instructions instead of a ~20-instruction division or a
+ * branchy wrap-around). The host computes m and s once per call (sl_qknorm_magic). */
+#if defined(__CUDACC_RTC__) || defined(__CUDACC__)
+#define SL_QKNORM_HD __host__ __device__
+#else
+#define SL_QKNORM_HD
+#endif
+SL_QKNORM_HD static inline unsigned sl_qknorm_div(unsigned n, unsigned m, int s) {
+  return (unsigned)(((unsigned long long)n * m) >> s);
+}
+SL_QKNORM_HD static inline void sl_qknorm_magic(unsigned d, unsigned *m, int *s) {
+  int l = 0;
+  while ((1ull << l) < d) l++;
+  *s = 31 + l;
+  *m = (unsigned)(((1ull << *s) + d - 1) / d);
+}
+
 #ifndef __CUDACC_RTC__
 #include <stdbool.h>
 #include <stdint.h>
@@ -47,9 +67,23 @@ typedef struct {
                       or the table), else 1, 2 or 4 (what --tune sweeps) */
   int grid_policy; /* SL_QKNORM_GRID_AUTO (0, the table's), _RESIDENT (1: a grid capped at the
                       resident blocks, striding) or _FULL (2: every warp one iteration) */
+  /* Layout knobs (what --tune sweeps); 0 = the table's choice for each: */
+  int cache;       /* Q/K cache hints: SL_QKNORM_CACHE_AUTO, _NONE, _STREAM_STORES (st.global.cs),
+                      _STREAM (ld.global.cs + st.global.cs) */
+  int fast_rsqrt;  /* SL_QKNORM_AUTO / _OFF / _ON: rsqrtf instead of 1/sqrtf (<= 2 fp32 ulp) */
+  int weights_f32; /* AUTO / OFF / ON: weights unpacked and biased once (fp32 registers) instead of
+                      per item */
+  int pipeline;    /* AUTO / OFF / ON: next iteration's loads before this one's reductions (plain
+                      norm only; ON with RoPE is rejected; it matters on a resident grid) */
+  int rope_layout; /* RoPE: SL_QKNORM_ROPE_AUTO, _SHUFFLE (pairs across lanes, 8 + 8 cos/sin per
+                      lane), _SPLIT (the same, each lane of a pair 4 + 4), _PAIRS (a lane holds
+                      elements 4l.. and their partners: no shuffle; full rotary only) */
 } sl_qknorm_args_t;
 
 enum { SL_QKNORM_GRID_AUTO = 0, SL_QKNORM_GRID_RESIDENT = 1, SL_QKNORM_GRID_FULL = 2 };
+enum { SL_QKNORM_CACHE_AUTO = 0, SL_QKNORM_CACHE_NONE = 1, SL_QKNORM_CACHE_STREAM_STORES = 2, SL_QKNORM_CACHE_STREAM = 3 };
+enum { SL_QKNORM_AUTO = 0, SL_QKNORM_OFF = 1, SL_QKNORM_ON = 2 };
+enum { SL_QKNORM_ROPE_AUTO = 0, SL_QKNORM_ROPE_SHUFFLE = 1, SL_QKNORM_ROPE_SPLIT = 2, SL_QKNORM_ROPE_PAIRS = 3 };
 
 typedef struct {
   int head_dim, rot_dim; /* rot_dim 0: no RoPE */
@@ -58,6 +92,11 @@ typedef struct {
   int warps;
   int items;      /* head groups per warp per iteration (sl_qknorm_items) */
   bool full_grid; /* launch shape, not a JIT constant: one block per group of warps' heads */
+  int cache;      /* JIT CACHE: 0 none, 1 streaming stores, 2 streaming loads and stores */
+  bool rsq;       /* JIT RSQ: rsqrtf */
+  bool wf32;      /* JIT WF32: weights in fp32 registers */
+  bool pipe;      /* JIT PIPE: software-pipelined grid-stride loop (no RoPE) */
+  int rlayout;    /* JIT RLAYOUT: 0 shuffle, 1 split, 2 pairs in a lane (RoPE only; 0 without) */
 } sl_qknorm_point_t;
 
 /* Head groups a warp loads before reducing: 1 for decode; for prefill as many as the register

@@ -329,14 +329,26 @@ static sl_status_t qk_rope(void *p, int iter, sl_stream_t *stream) {
   return sl_qknorm(c->dev, &a, stream);
 }
 
-/* --tune for QK-norm: warps per block (1..32) x head groups per warp (1, 2, 4; RoPE 1, 2: 4
- * spills) x grid policy (resident, full) per prefill shape: 18 kernels without RoPE and 12 with
- * (grid is a launch choice). The table has one entry per (head_dim, RoPE) for every prefill
- * beyond one wave, so besides each shape's best the bench prints, at the end of the QK-norm
- * section, the configuration with the smallest mean slowdown against each shape's best. */
-enum { QK_TUNE_SHAPES = 16, QK_TUNE_CONFIGS = 36 };
+/* --tune for QK-norm, in two parts measured at every tuned shape:
+ *  A. warps per block (1..32) x head groups per warp (1, 2, 4; RoPE 1, 2: 4 spills) x grid
+ *     policy (resident, full), the layout knobs off (the measured v3 kernel): 36 / 24 configs;
+ *  B. the layout knobs (kernels/qknorm.cu: CACHE 0-2 x RSQ x WF32, and PIPE on resident grids
+ *     at <= 2 items without RoPE, RLAYOUT 0-2 with RoPE) around the configurations that measured
+ *     best in 2026-11-29-s2-h200-tune (plain: 1x4, 2x2, 2x4, 4x2 full; 2x2, 8x2 resident;
+ *     RoPE: 1x2, 2x2 resident, 2x2 full): 90 / 105 configs.
+ * Grid is a launch choice; ~100-130 JIT variants per RoPE setting. Besides each shape's best, the
+ * bench prints at the end of the QK-norm section the configuration with the smallest mean
+ * slowdown against each shape's best, as a line of kernels/qknorm.c's table. */
+enum { QK_TUNE_SHAPES = 16, QK_TUNE_CONFIGS = 160 };
 typedef struct {
-  int n_shapes;
+  int warps, items, grid; /* grid: SL_QKNORM_GRID_RESIDENT / _FULL */
+  int cache;              /* JIT CACHE 0..2 */
+  int rsq, wf32, pipe;
+  int rlayout; /* JIT RLAYOUT: 0 shuffle, 1 split, 2 pairs in a lane */
+} qk_cfg_t;
+typedef struct {
+  int n_cfg, n_shapes;
+  qk_cfg_t cfg[QK_TUNE_CONFIGS];
   double us[QK_TUNE_SHAPES][QK_TUNE_CONFIGS]; /* 0: not measured */
 } qk_tune_t;
 static qk_tune_t qk_tuned[2]; /* [rope] */
@@ -348,42 +360,108 @@ static bool qk_tuned_shape(const sl_device_info_t *info, int tokens, int heads) 
   return (long)tokens * heads > 4L * 32 * info->sm_count;
 }
 
-static void qk_config(int i, int *warps, int *items, int *grid) {
-  *warps = 1 << (i / 6);          /* 1..32 */
-  *items = 1 << ((i / 2) % 3);    /* 1, 2, 4 */
-  *grid = 1 + i % 2;              /* RESIDENT, FULL */
+static void qk_add(qk_tune_t *t, qk_cfg_t c) {
+  if (t->n_cfg < QK_TUNE_CONFIGS) t->cfg[t->n_cfg++] = c;
+}
+
+static void qk_build_configs(qk_tune_t *t, bool rope) {
+  if (t->n_cfg) return;
+  for (int w = 1; w <= 32; w *= 2)
+    for (int it = 1; it <= (rope ? 2 : 4); it *= 2)
+      for (int g = SL_QKNORM_GRID_RESIDENT; g <= SL_QKNORM_GRID_FULL; g++)
+        qk_add(t, (qk_cfg_t){.warps = w, .items = it, .grid = g});
+  static const int plain[][3] = {{1, 4, SL_QKNORM_GRID_FULL},     {2, 2, SL_QKNORM_GRID_FULL},
+                                 {2, 4, SL_QKNORM_GRID_FULL},     {4, 2, SL_QKNORM_GRID_FULL},
+                                 {2, 2, SL_QKNORM_GRID_RESIDENT}, {8, 2, SL_QKNORM_GRID_RESIDENT}};
+  static const int roped[][3] = {
+      {1, 2, SL_QKNORM_GRID_RESIDENT}, {2, 2, SL_QKNORM_GRID_RESIDENT}, {2, 2, SL_QKNORM_GRID_FULL}};
+  const int nb = rope ? 3 : 6;
+  for (int b = 0; b < nb; b++) {
+    const int *base = rope ? roped[b] : plain[b];
+    /* the 4th knob: RLAYOUT with RoPE; PIPE on a resident grid at <= 2 items without */
+    const int last = rope ? 2 : (base[2] == SL_QKNORM_GRID_RESIDENT && base[1] <= 2);
+    for (int cache = 0; cache < 3; cache++)
+      for (int rsq = 0; rsq < 2; rsq++)
+        for (int wf32 = 0; wf32 < 2; wf32++)
+          for (int k4 = 0; k4 <= last; k4++) {
+            if (!cache && !rsq && !wf32 && !k4) continue; /* part A has it */
+            qk_add(t, (qk_cfg_t){.warps = base[0],
+                                 .items = base[1],
+                                 .grid = base[2],
+                                 .cache = cache,
+                                 .rsq = rsq,
+                                 .wf32 = wf32,
+                                 .pipe = rope ? 0 : k4,
+                                 .rlayout = rope ? k4 : 0});
+          }
+  }
+}
+
+static void qk_cfg_name(const qk_cfg_t *c, char *buf, size_t n) {
+  snprintf(buf, n, "w=%d i=%d%s%s%s%s%s%s", c->warps, c->items, c->grid == SL_QKNORM_GRID_FULL ? " full" : "",
+           c->cache == 1 ? " st.cs" : c->cache == 2 ? " cs" : "", c->rsq ? " rsq" : "", c->wf32 ? " wf32" : "",
+           c->pipe ? " pipe" : "", c->rlayout == 1 ? " split" : c->rlayout == 2 ? " pairs" : "");
+}
+
+static void qk_cfg_args(const qk_cfg_t *c, sl_qknorm_args_t *a) {
+  a->warps = c->warps;
+  a->items = c->items;
+  a->grid_policy = c->grid;
+  a->cache = c->cache + 1; /* SL_QKNORM_CACHE_NONE + JIT value */
+  a->fast_rsqrt = c->rsq ? SL_QKNORM_ON : SL_QKNORM_OFF;
+  a->weights_f32 = c->wf32 ? SL_QKNORM_ON : SL_QKNORM_OFF;
+  a->pipeline = c->pipe ? SL_QKNORM_ON : SL_QKNORM_OFF;
+  a->rope_layout = SL_QKNORM_ROPE_SHUFFLE + c->rlayout;
+}
+
+static qk_cfg_t qk_point_cfg(const sl_qknorm_point_t *pt) {
+  return (qk_cfg_t){.warps = pt->warps,
+                    .items = pt->items,
+                    .grid = pt->full_grid ? SL_QKNORM_GRID_FULL : SL_QKNORM_GRID_RESIDENT,
+                    .cache = pt->cache,
+                    .rsq = pt->rsq,
+                    .wf32 = pt->wf32,
+                    .pipe = pt->pipe,
+                    .rlayout = pt->rlayout};
+}
+static const char *qk_point_name(const sl_qknorm_point_t *pt, char *buf, size_t n) {
+  qk_cfg_t c = qk_point_cfg(pt);
+  qk_cfg_name(&c, buf, n);
+  return buf;
 }
 
 static sl_status_t tune_qknorm_shape(sl_bench_t *b, qk_ctx_t *c, sl_bench_fn fn, const char *op, const char *shape,
                                      double moved, const sl_qknorm_point_t *chosen) {
   const bool rope = c->a.rope;
   qk_tune_t *t = &qk_tuned[rope];
+  qk_build_configs(t, rope);
   const int si = t->n_shapes < QK_TUNE_SHAPES ? t->n_shapes++ : QK_TUNE_SHAPES - 1;
   int best = -1;
-  char path[48];
-  for (int i = 0; i < QK_TUNE_CONFIGS; i++) {
-    int w, it, g;
-    qk_config(i, &w, &it, &g);
-    t->us[si][i] = 0;
-    if (rope && it > 2) continue;
-    c->a.warps = w;
-    c->a.items = it;
-    c->a.grid_policy = g;
+  char name[96], path[112];
+  const sl_qknorm_args_t saved = c->a;
+  for (int i = 0; i < t->n_cfg; i++) {
+    qk_cfg_args(&t->cfg[i], &c->a);
     double us;
-    SL_CHECK(sl_bench_time(b, fn, c, false, &us));
+    sl_status_t s = sl_bench_time(b, fn, c, false, &us);
+    if (s != SL_OK) {
+      c->a = saved;
+      return s;
+    }
     t->us[si][i] = us;
-    snprintf(path, sizeof path, "tune w=%d i=%d%s", w, it, g == SL_QKNORM_GRID_FULL ? " full" : "");
+    qk_cfg_name(&t->cfg[i], name, sizeof name);
+    snprintf(path, sizeof path, "tune %s", name);
     sl_bench_row(b, op, shape, path, us, moved, -1, NULL);
     if (best < 0 || us < t->us[si][best]) best = i;
   }
-  c->a.warps = c->a.items = 0;
-  c->a.grid_policy = SL_QKNORM_GRID_AUTO;
-  int w, it, g;
-  qk_config(best, &w, &it, &g);
+  c->a = saved;
+  qk_cfg_name(&t->cfg[best], name, sizeof name);
+  const qk_cfg_t ch = qk_point_cfg(chosen);
+  char cname[96];
+  qk_cfg_name(&ch, cname, sizeof cname);
   if (b->rt->boot.rank == 0)
-    printf("tune %s %s: best w=%d i=%d %s (%.2f us); table chose w=%d i=%d %s\n", op, shape, w, it,
-           g == SL_QKNORM_GRID_FULL ? "full" : "resident", t->us[si][best], chosen->warps, chosen->items,
-           chosen->full_grid ? "full" : "resident");
+    printf("tune %s %s: best %s%s (%.2f us); table chose %s%s\n", op, shape, name,
+           t->cfg[best].grid == SL_QKNORM_GRID_FULL ? "" : " resident", t->us[si][best], cname,
+           ch.grid == SL_QKNORM_GRID_FULL ? "" : " resident");
   return SL_OK;
 }
 
@@ -394,26 +472,26 @@ static void print_qknorm_table(const sl_bench_t *b) {
     if (t->n_shapes == 0) continue;
     int best = -1;
     double best_score = 0;
-    for (int i = 0; i < QK_TUNE_CONFIGS; i++) {
+    for (int i = 0; i < t->n_cfg; i++) {
       double score = 0;
       int n = 0;
       for (int s = 0; s < t->n_shapes; s++) {
         double lo = 0;
-        for (int j = 0; j < QK_TUNE_CONFIGS; j++)
+        for (int j = 0; j < t->n_cfg; j++)
           if (t->us[s][j] > 0 && (lo == 0 || t->us[s][j] < lo)) lo = t->us[s][j];
         if (t->us[s][i] > 0 && lo > 0) score += t->us[s][i] / lo, n++;
       }
-      if (n != t->n_shapes) continue; /* not measured at every shape (RoPE x 4 items) */
+      if (n != t->n_shapes) continue; /* not measured at every shape */
       score /= n;
       if (best < 0 || score < best_score) best = i, best_score = score;
     }
     if (best < 0) continue;
-    int w, it, g;
-    qk_config(best, &w, &it, &g);
+    const qk_cfg_t *c = &t->cfg[best];
     printf("# --tune: QK-norm table line for sm_%d (head_dim 128, %s; mean slowdown vs each shape's best "
-           "%.3f over %d shapes):\n    {128, %d, %d, %d, %s},\n",
-           sl_device_info(b->rt->dev)->arch, rope ? "RoPE" : "no RoPE", best_score, t->n_shapes, rope, w, it,
-           g == SL_QKNORM_GRID_FULL ? "SL_QKNORM_GRID_FULL" : "SL_QKNORM_GRID_RESIDENT");
+           "%.3f over %d shapes):\n    {128, %d, %d, %d, %s, %d, %d, %d, %d, %d},\n",
+           sl_device_info(b->rt->dev)->arch, rope ? "RoPE" : "no RoPE", best_score, t->n_shapes, rope, c->warps,
+           c->items, c->grid == SL_QKNORM_GRID_FULL ? "SL_QKNORM_GRID_FULL" : "SL_QKNORM_GRID_RESIDENT", c->cache,
+           c->rsq, c->wf32, c->pipe, c->rlayout);
   }
 }
 
@@ -477,13 +555,13 @@ static sl_status_t bench_qknorm_shape(sl_bench_t *b, int tokens, int q_heads, in
   c.rk = c.rq;
   c.rk.rows = tokens * kv_heads;
   double moved = 2.0 * (double)(qn + kn) * 2; /* Q and K read and written */
-  char shape[64], path[32], extra[160];
+  char shape[64], path[112], extra[160], name[96];
   snprintf(shape, sizeof shape, "T=%d %d+%dx%d bf16", tokens, q_heads, kv_heads, D);
   sl_qknorm_point_t pt;
   SL_CHECK_GOTO(sl_qknorm_choose(&c.a, info->arch, info->sm_count, &pt), s, out);
   path_name(b, pt.warps, path, sizeof path);
   if (sl_device_backend(dev) == SL_BACKEND_CUDA)
-    snprintf(path, sizeof path, "w=%d i=%d%s", pt.warps, pt.items, pt.full_grid ? " full" : "");
+    snprintf(path, sizeof path, "%s", qk_point_name(&pt, name, sizeof name));
   double us = 0, gus = -1, gen_us = 0, gen_gus = -1;
   if (sl_bench_selected(b, "qknorm")) {
     /* At the reference shape also in a graph: device time without the per-launch overhead that
@@ -519,7 +597,7 @@ static sl_status_t bench_qknorm_shape(sl_bench_t *b, int tokens, int q_heads, in
     sl_qknorm_point_t rpt;
     SL_CHECK_GOTO(sl_qknorm_choose(&c.a, info->arch, info->sm_count, &rpt), s, out);
     if (sl_device_backend(dev) == SL_BACKEND_CUDA)
-      snprintf(path, sizeof path, "qkv w=%d i=%d%s", rpt.warps, rpt.items, rpt.full_grid ? " full" : "");
+      snprintf(path, sizeof path, "qkv %s", qk_point_name(&rpt, name, sizeof name));
     else
       snprintf(path, sizeof path, "qkv-packed");
     sl_bench_row(b, "qknorm+rope", shape, path, us, rope_moved, gus, NULL);

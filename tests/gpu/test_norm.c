@@ -1,6 +1,7 @@
 /* GPU: RMSNorm (plain, fused residual), QK-norm (separate/packed, RoPE) and embedding kernels
- * against their CPU references on fresh random inputs with poisoned outputs; every warps
- * candidate; grid-stride paths; one RMSNorm captured in a CUDA graph. */
+ * against their CPU references on fresh random inputs with poisoned outputs (QK-norm is in
+ * place: its V slice and every head are compared); every warps candidate and layout knob;
+ * grid-stride paths; one RMSNorm captured in a CUDA graph. */
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -423,6 +424,8 @@ typedef struct {
   int tokens, q_heads, kv_heads, head_dim, rot_dim, packed, warps;
   sl_dtype_t dt;
   int items, grid; /* 0: the choice; else head groups per warp and SL_QKNORM_GRID_* */
+  int cache, rsq, wf32, pipe, rlayout; /* layout knobs, args values (0: the choice) */
+  float bias;                         /* weight_bias */
 } qk_case_t;
 
 enum { QK_MAX_POS = 300 };
@@ -443,6 +446,7 @@ static sl_qknorm_args_t qk_args(const qk_case_t *c, long q_stride, long k_stride
                             .dtype = c->dt,
                             .w_dtype = c->dt,
                             .eps = 1e-6f,
+                            .weight_bias = c->bias,
                             .rope = c->rot_dim > 0,
                             .rot_dim = c->rot_dim,
                             .positions = pos,
@@ -451,7 +455,12 @@ static sl_qknorm_args_t qk_args(const qk_case_t *c, long q_stride, long k_stride
                             .max_pos = QK_MAX_POS,
                             .warps = c->warps,
                             .items = c->items,
-                            .grid_policy = c->grid};
+                            .grid_policy = c->grid,
+                            .cache = c->cache,
+                            .fast_rsqrt = c->rsq,
+                            .weights_f32 = c->wf32,
+                            .pipeline = c->pipe,
+                            .rope_layout = c->rlayout};
 }
 
 static void qk_check(const qk_case_t *c) {
@@ -529,9 +538,10 @@ static void qk_check(const qk_case_t *c) {
     bad += sl_test_compare_dtype("k", c->dt, gk, hk, kn, 2, atol, 1e-5f);
   }
   if (bad)
-    fail_msg("qknorm tokens %d heads %d+%d dim %d rot %d %s packed %d warps %d items %d grid %d: %zu mismatches",
+    fail_msg("qknorm tokens %d heads %d+%d dim %d rot %d %s packed %d warps %d items %d grid %d cache %d rsq %d "
+             "wf32 %d pipe %d rope_layout %d bias %g: %zu mismatches",
              c->tokens, c->q_heads, c->kv_heads, D, c->rot_dim, sl_dtype_name(c->dt), c->packed, c->warps, c->items,
-             c->grid, bad);
+             c->grid, c->cache, c->rsq, c->wf32, c->pipe, c->rlayout, (double)c->bias, bad);
   sl_device_free(dev, dq);
   sl_device_free(dev, dk);
   sl_device_free(dev, dqw);
@@ -651,6 +661,112 @@ static void test_qknorm_every_tune_point(void **state) {
   }
 }
 
+/* Every configuration part B of the QK-norm --tune can launch (launch/bench_kernels.c: the
+ * layout knobs CACHE x RSQ x WF32 x PIPE / RoPE layout around the measured bases), at the bench's
+ * Qwen3 layouts (32+4 separate Q/K; 64+4 packed QKV with RoPE, 2001 / 1001 tokens: several
+ * grid-stride rounds on a resident grid, a partly empty last block on a full grid); then the
+ * knobs at the edges: every dtype and head_dim, partial rotary (rot 16 of 64: pairs on adjacent
+ * lanes; 64 of 128), the few-heads layout (3 heads per token: an iteration's items span tokens,
+ * positions per item), a Gemma-style weight bias, 4 items with the pipeline, and the table's
+ * own choice with every knob forced on. */
+static void test_qknorm_layout_knobs(void **state) {
+  static const int plain[][3] = {{1, 4, SL_QKNORM_GRID_FULL},     {2, 2, SL_QKNORM_GRID_FULL},
+                                 {2, 4, SL_QKNORM_GRID_FULL},     {4, 2, SL_QKNORM_GRID_FULL},
+                                 {2, 2, SL_QKNORM_GRID_RESIDENT}, {8, 2, SL_QKNORM_GRID_RESIDENT}};
+  static const int roped[][3] = {
+      {1, 2, SL_QKNORM_GRID_RESIDENT}, {2, 2, SL_QKNORM_GRID_RESIDENT}, {2, 2, SL_QKNORM_GRID_FULL}};
+  for (int rope = 0; rope < 2; rope++)
+    for (int b = 0; b < (rope ? 3 : 6); b++) {
+      const int *base = rope ? roped[b] : plain[b];
+      const int last = rope ? 2 : (base[2] == SL_QKNORM_GRID_RESIDENT && base[1] <= 2);
+      for (int cache = 0; cache < 3; cache++)
+        for (int rsq = 0; rsq < 2; rsq++)
+          for (int wf32 = 0; wf32 < 2; wf32++)
+            for (int k4 = 0; k4 <= last; k4++) {
+              qk_case_t c = {.tokens = rope ? 1001 : 2001,
+                             .q_heads = rope ? 64 : 32,
+                             .kv_heads = 4,
+                             .head_dim = 128,
+                             .rot_dim = rope ? 128 : 0,
+                             .packed = rope,
+                             .warps = base[0],
+                             .items = base[1],
+                             .grid = base[2],
+                             .dt = SL_DTYPE_BF16,
+                             .cache = SL_QKNORM_CACHE_NONE + cache,
+                             .rsq = rsq ? SL_QKNORM_ON : SL_QKNORM_OFF,
+                             .wf32 = wf32 ? SL_QKNORM_ON : SL_QKNORM_OFF,
+                             .pipe = !rope && k4 ? SL_QKNORM_ON : SL_QKNORM_OFF,
+                             .rlayout = rope ? SL_QKNORM_ROPE_SHUFFLE + k4 : SL_QKNORM_ROPE_AUTO};
+              qk_check(&c);
+            }
+    }
+  /* every knob on, every dtype x head_dim x rotary (none, full, half, 16: pairs on adjacent
+   * lanes) x separate/packed, each RoPE layout the rotary allows (pairs-in-a-lane: full only) */
+  static const int dims[] = {64, 128, 256};
+  for (int d = 0; d < 3; d++)
+    for (int h = 0; h < 3; h++)
+      for (int rope = 0; rope < 4; rope++)
+        for (int lay = SL_QKNORM_ROPE_SHUFFLE; lay <= SL_QKNORM_ROPE_PAIRS; lay++) {
+          const int rot = rope == 0 ? 0 : rope == 1 ? dims[h] : rope == 2 ? dims[h] / 2 : 16;
+          if ((!rot && lay != SL_QKNORM_ROPE_SHUFFLE) || (lay == SL_QKNORM_ROPE_PAIRS && rot != dims[h])) continue;
+          qk_case_t c = {.tokens = 777,
+                         .q_heads = 8,
+                         .kv_heads = 2,
+                         .head_dim = dims[h],
+                         .rot_dim = rot,
+                         .packed = rope & 1,
+                         .warps = 4,
+                         .items = 2,
+                         .grid = SL_QKNORM_GRID_RESIDENT,
+                         .dt = sl_test_float_dtypes[d],
+                         .cache = SL_QKNORM_CACHE_STREAM,
+                         .rsq = SL_QKNORM_ON,
+                         .wf32 = SL_QKNORM_ON,
+                         .pipe = rot ? SL_QKNORM_OFF : SL_QKNORM_ON,
+                         .rlayout = rot ? lay : SL_QKNORM_ROPE_AUTO,
+                         .bias = d == 1 ? 1.0f : 0.0f};
+          qk_check(&c);
+        }
+  /* few heads per token (items span tokens), resident and full grids, with and without RoPE */
+  for (int rope = 0; rope < 2; rope++)
+    for (int grid = SL_QKNORM_GRID_RESIDENT; grid <= SL_QKNORM_GRID_FULL; grid++)
+      for (int items = 1; items <= 4; items *= 2) {
+        qk_case_t few = {.tokens = 3001,
+                         .q_heads = 2,
+                         .kv_heads = 1,
+                         .head_dim = 64,
+                         .rot_dim = rope ? 64 : 0,
+                         .packed = rope,
+                         .warps = 8,
+                         .items = items,
+                         .grid = grid,
+                         .dt = SL_DTYPE_BF16,
+                         .cache = SL_QKNORM_CACHE_STREAM_STORES,
+                         .rsq = SL_QKNORM_OFF,
+                         .wf32 = SL_QKNORM_ON,
+                         .pipe = rope ? SL_QKNORM_OFF : SL_QKNORM_ON,
+                         .rlayout = !rope ? SL_QKNORM_ROPE_AUTO : items == 1 ? SL_QKNORM_ROPE_SPLIT : SL_QKNORM_ROPE_PAIRS,
+                         .bias = 1.0f};
+        qk_check(&few);
+      }
+  /* the table's warps/items/grid (AUTO) at the bench's large shape with every knob on */
+  for (int rope = 0; rope < 2; rope++) {
+    qk_case_t t = {.tokens = 4097,
+                   .q_heads = 32,
+                   .kv_heads = 4,
+                   .head_dim = 128,
+                   .rot_dim = rope ? 128 : 0,
+                   .packed = rope,
+                   .dt = SL_DTYPE_BF16,
+                   .cache = SL_QKNORM_CACHE_STREAM,
+                   .rsq = SL_QKNORM_ON,
+                   .wf32 = SL_QKNORM_ON,
+                   .rlayout = SL_QKNORM_ROPE_PAIRS};
+    qk_check(&t);
+  }
+}
+
 /* ---- embedding ------------------------------------------------------------------------------ */
 static void emb_check(sl_dtype_t dt, int hidden, int tokens, int warps, int with_bad_ids) {
   const int vocab = 3000;
@@ -731,7 +847,7 @@ int main(void) {
                                     test_rmsnorm_every_warps_candidate, test_rmsnorm_every_tune_point,
                                     test_rmsnorm_table_points,     test_rmsnorm_in_cuda_graph,
                                     test_qknorm_every_dtype_dim_layout_rope, test_qknorm_qwen3_shapes_and_warps,
-                                    test_qknorm_every_tune_point};
+                                    test_qknorm_every_tune_point, test_qknorm_layout_knobs};
   const int n_ahead = (int)(sizeof ahead / sizeof *ahead);
   const char *only = getenv("SL_TEST_COLLECT_ARCH");
   if (only && *only) { /* the compile-ahead step alone, no GPU (see above) */
@@ -755,6 +871,7 @@ int main(void) {
       cmocka_unit_test(test_qknorm_every_dtype_dim_layout_rope),
       cmocka_unit_test(test_qknorm_qwen3_shapes_and_warps),
       cmocka_unit_test(test_qknorm_every_tune_point),
+      cmocka_unit_test(test_qknorm_layout_knobs),
       cmocka_unit_test(test_embedding_matches_cpu),
       cmocka_unit_test(test_embedding_out_of_range_reported),
   };

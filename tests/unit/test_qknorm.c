@@ -1,5 +1,7 @@
 /* Unit tests of the QK-norm CPU reference: per-head RMSNorm of Q and K (separate tensors or
  * strided slices of a packed QKV row) and neox RoPE, against double-precision formulas. */
+#include <string.h>
+
 #include "kernels/qknorm.h"
 #include "sl_test_kernels.h"
 
@@ -260,6 +262,50 @@ static void test_configuration_choice(void **state) {
   a.tokens = 1;
   SL_ASSERT_OK(sl_qknorm_choose(&a, SL_ARCH_HOPPER, 132, &pt));
   assert_false(pt.full_grid);
+  /* Layout knobs: the table's (all off until a --tune run) unless told; the JIT constants
+   * follow; pipeline ON with RoPE and pairs-in-a-lane with partial rotary are rejected. */
+  a.tokens = 4096;
+  SL_ASSERT_OK(sl_qknorm_choose(&a, SL_ARCH_HOPPER, 132, &pt));
+  assert_int_equal(pt.cache, 0);
+  assert_false(pt.rsq || pt.wf32 || pt.pipe);
+  assert_int_equal(pt.rlayout, 0);
+  a.cache = SL_QKNORM_CACHE_STREAM;
+  a.fast_rsqrt = a.weights_f32 = a.pipeline = SL_QKNORM_ON;
+  a.rope_layout = SL_QKNORM_ROPE_PAIRS; /* ignored without RoPE */
+  SL_ASSERT_OK(sl_qknorm_choose(&a, SL_ARCH_HOPPER, 132, &pt));
+  assert_int_equal(pt.cache, 2);
+  assert_true(pt.rsq && pt.wf32 && pt.pipe);
+  assert_int_equal(pt.rlayout, 0);
+  sl_jit_spec_t spec;
+  SL_ASSERT_OK(sl_qknorm_spec(&spec, &pt));
+  int seen = 0;
+  for (int i = 0; i < spec.num_defines; i++) {
+    const char *n = spec.defines[i].name, *v = spec.defines[i].value;
+    if (!strcmp(n, "CACHE")) seen += !strcmp(v, "2");
+    if (!strcmp(n, "RSQ") || !strcmp(n, "WF32") || !strcmp(n, "PIPE")) seen += !strcmp(v, "1");
+    if (!strcmp(n, "RLAYOUT")) seen += !strcmp(v, "0");
+  }
+  assert_int_equal(seen, 5);
+  a.rope = true;
+  a.rot_dim = 128;
+  a.max_pos = 100;
+  assert_int_equal(sl_qknorm_choose(&a, SL_ARCH_HOPPER, 132, &pt), SL_ERR_INVALID); /* pipeline + RoPE */
+  assert_non_null(strstr(sl_last_error(), "pipeline"));
+  a.pipeline = SL_QKNORM_AUTO;
+  SL_ASSERT_OK(sl_qknorm_choose(&a, SL_ARCH_HOPPER, 132, &pt));
+  assert_false(pt.pipe);
+  assert_int_equal(pt.rlayout, 2);
+  a.rot_dim = 64;
+  assert_int_equal(sl_qknorm_choose(&a, SL_ARCH_HOPPER, 132, &pt), SL_ERR_INVALID); /* pairs need full rotary */
+  assert_non_null(strstr(sl_last_error(), "PAIRS"));
+  a.rope_layout = SL_QKNORM_ROPE_SPLIT;
+  SL_ASSERT_OK(sl_qknorm_choose(&a, SL_ARCH_HOPPER, 132, &pt));
+  assert_int_equal(pt.rlayout, 1);
+  a.cache = 4;
+  assert_int_equal(sl_qknorm_choose(&a, SL_ARCH_HOPPER, 132, &pt), SL_ERR_INVALID);
+  a.cache = 0;
+  a.weights_f32 = 3;
+  assert_int_equal(sl_qknorm_choose(&a, SL_ARCH_HOPPER, 132, &pt), SL_ERR_INVALID);
 }
 
 /* Small prefill (one wave): the grid must cover every SM, with 1-2 head groups per warp; the
@@ -297,8 +343,32 @@ static void test_small_prefill_covers_all_sms(void **state) {
   assert_non_null(strstr(sl_last_error(), "2^30"));
 }
 
+/* The kernel's division by the head count (kernels/qknorm.h): exact against '/' for every head
+ * count up to 70000 and the largest ones a call allows, at indices 0..2^31-1 (every boundary
+ * near a multiple of d and the top of the range, plus random ones). */
+static void test_head_division_magic(void **state) {
+  uint64_t r = 0x9e3779b97f4a7c15ull;
+  for (unsigned d = 1; d <= 70000 + 64; d++) {
+    const unsigned dd = d <= 70000 ? d : (1u << 30) - (d - 70001); /* then 2^30 - 63 .. 2^30 */
+    unsigned m;
+    int sh;
+    sl_qknorm_magic(dd, &m, &sh);
+    const unsigned top = 0x7fffffffu;
+    unsigned ns[12] = {0, 1, dd - 1, dd, dd + 1, top, top - 1, top - top % dd, top - top % dd - 1};
+    for (int i = 9; i < 12; i++) {
+      r = r * 6364136223846793005ull + 1442695040888963407ull;
+      ns[i] = (unsigned)(r >> 33); /* < 2^31 */
+    }
+    for (int i = 0; i < 12; i++) {
+      if (ns[i] > top) continue;
+      if (sl_qknorm_div(ns[i], m, sh) != ns[i] / dd) fail_msg("head division: %u / %u", ns[i], dd);
+    }
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_head_division_magic),
       cmocka_unit_test(test_every_dtype_dim_layout_and_rope),
       cmocka_unit_test(test_rejects_bad_arguments),
       cmocka_unit_test(test_configuration_choice),
