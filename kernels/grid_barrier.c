@@ -28,6 +28,12 @@ sl_status_t sl_dev_error_status(const sl_dev_error_t *e, const char *what) {
                   "%s: token %d holds NaN/Inf in block %d (elements %d..%d); its quantized payload carries the "
                   "format's NaN marker. Check the layer that produced the activations",
                   what, e->a, e->b, e->b * e->c, e->b * e->c + e->c - 1);
+  case SL_DEV_ERR_PIPE_TIMEOUT:
+    return SL_ERR(SL_ERR_TIMEOUT,
+                  "%s: a bulk-copy pipeline wait timed out in block %d at stage use %d (%s); a copy never "
+                  "completed or a warp stopped consuming (expected bytes out of step with the copies?). Raise "
+                  "SL_TIMEOUT_MS if the device is shared; outputs of this call are invalid",
+                  what, e->a, e->b, e->c ? "waiting for a stage to be released" : "waiting for a stage's data");
   default: return SL_ERR(SL_ERR_INTERNAL, "%s: unknown device error code %d (%d %d %d)", what, e->code, e->a, e->b, e->c);
   }
 }

@@ -18,6 +18,8 @@ typedef enum {
   SL_DEV_ERR_RANGE = 2,    /* a = token, b = expert id, c = number of experts */
   SL_DEV_ERR_CAPACITY = 3, /* a = expert, b = tokens routed to it, c = capacity */
   SL_DEV_ERR_NUMERIC = 4,  /* a = token, b = block of the row, c = block size */
+  SL_DEV_ERR_PIPE_TIMEOUT = 5, /* a shared-memory pipeline (bulk copies + mbarriers) stalled:
+                                * a = block, b = stage use, c = 0 data wait / 1 release wait */
 } sl_dev_error_code_t;
 
 typedef struct {

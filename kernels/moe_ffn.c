@@ -17,8 +17,9 @@
  *    streams a 16-row weight tile (gate_up: 8 gate + 8 up rows of the same intermediate
  *    indices, so SiLU-and-mul is fused in the thread holding both; down: 16 output columns)
  *    with 16-byte loads and an L2 prefetch ahead, and multiplies it with all of the expert's
- *    rows on tensor cores (mma m16n8k16, fp32 accumulation; 8/16/32 rows per pass; two
- *    compiled variants, wide and split, chosen by sl_moe_ffn_gemv_variant below). H200
+ *    rows on tensor cores (mma m16n8k16, fp32 accumulation; 8/16/32 rows per pass; three
+ *    compiled variants, wide, split and bulk (weights staged in shared memory by the
+ *    bulk-copy engine, ffn_bulk), chosen by sl_moe_ffn_gemv_variant below). H200
  *    runs before this measured the previous CUDA-core GEMV at ~60% of copy bandwidth
  *    (per-item latency bubbles, 4 KB in flight per warp) and cuBLAS's batched GEMMs at
  *    2.3-2.5x the weight-streaming time at T=1 (few CTAs along m, no split along k).
@@ -32,6 +33,7 @@
 #include "kernels/moe_ffn.h"
 #include "kernels/moe_ffn_gemv.h"
 #include "kernels/sl_dtype.h"
+#include "runtime/sl_config.h"
 
 #define PTR_ARRAYS 6
 
@@ -64,8 +66,9 @@ size_t sl_moe_ffn_workspace_bytes(int num_local_experts, int capacity, int max_t
 }
 
 static sl_status_t validate(const sl_moe_ffn_args_t *a) {
-  if (a->gemv_variant < SL_MOE_FFN_GEMV_AUTO || a->gemv_variant > SL_MOE_FFN_GEMV_SPLIT)
-    return SL_ERR(SL_ERR_INVALID, "moe ffn: gemv_variant %d (0 automatic, 1 wide, 2 split)", a->gemv_variant);
+  if (a->gemv_variant < SL_MOE_FFN_GEMV_AUTO || a->gemv_variant > SL_MOE_FFN_GEMV_BULK)
+    return SL_ERR(SL_ERR_INVALID, "moe ffn: gemv_variant %d (0 automatic, 1 wide, 2 split, 3 bulk)",
+                  a->gemv_variant);
   if (a->num_local_experts < 1 || a->num_local_experts > 1024 || a->capacity < 1 || a->hidden < 8 ||
       a->hidden % 8 || a->inter < 8 || a->inter % 8 || a->num_tokens < 0 || a->top_k < 1)
     return SL_ERR(SL_ERR_INVALID,
@@ -90,12 +93,14 @@ sl_status_t sl_moe_ffn_gemv_variant_spec(int which, int variant, sl_jit_spec_t *
   static const char *const names[] = {"sl_moe_ffn_gemv_gate_up", "sl_moe_ffn_gemv_down", "sl_moe_gate_gemv"};
   if (which < 0 || which > 2)
     return SL_ERR(SL_ERR_INVALID, "moe ffn gemv spec: kernel %d (0 gate_up, 1 down, 2 router logits)", which);
-  if (variant != SL_MOE_FFN_GEMV_WIDE && variant != SL_MOE_FFN_GEMV_SPLIT)
-    return SL_ERR(SL_ERR_INVALID, "moe ffn gemv spec: variant %d (SL_MOE_FFN_GEMV_WIDE %d or _SPLIT %d)", variant,
-                  SL_MOE_FFN_GEMV_WIDE, SL_MOE_FFN_GEMV_SPLIT);
+  if (variant != SL_MOE_FFN_GEMV_WIDE && variant != SL_MOE_FFN_GEMV_SPLIT && variant != SL_MOE_FFN_GEMV_BULK)
+    return SL_ERR(SL_ERR_INVALID,
+                  "moe ffn gemv spec: variant %d (SL_MOE_FFN_GEMV_WIDE %d, _SPLIT %d or _BULK %d)", variant,
+                  SL_MOE_FFN_GEMV_WIDE, SL_MOE_FFN_GEMV_SPLIT, SL_MOE_FFN_GEMV_BULK);
   sl_jit_spec_init(spec, "kernels/moe_ffn_gemv.cu", names[which]);
-  /* The router-logits kernel ignores FFN_SPLIT: always compiled as 0 (one cubin). */
-  return sl_jit_spec_define(spec, "FFN_SPLIT", "%d", which < 2 && variant == SL_MOE_FFN_GEMV_SPLIT ? 1 : 0);
+  /* The router-logits kernel ignores FFN_SPLIT / FFN_BULK: always compiled as 0 (one cubin). */
+  SL_CHECK(sl_jit_spec_define(spec, "FFN_SPLIT", "%d", which < 2 && variant == SL_MOE_FFN_GEMV_SPLIT ? 1 : 0));
+  return sl_jit_spec_define(spec, "FFN_BULK", "%d", which < 2 && variant == SL_MOE_FFN_GEMV_BULK ? 1 : 0);
 }
 
 sl_status_t sl_moe_ffn_gemv_spec(int which, sl_jit_spec_t *spec) {
@@ -123,10 +128,20 @@ sl_status_t sl_moe_ffn_gemv_spec(int which, sl_jit_spec_t *spec) {
  *    Measured comparison: `sluice bench moe-local --only moe_layer` prints both at T <= 16
  *    (the row of the variant AUTO did not take); T = 9..256 are unchanged (wide).
  *  - NOT YET MEASURED: AUTO takes split only when SL_MOE_FFN_GEMV_SPLIT_AUTO is 1 (0 until a
- *    GPU run shows it faster; kernels/moe_ffn_gemv.h). */
+ *    GPU run shows it faster; kernels/moe_ffn_gemv.h). The H200 measured split slower
+ *    (layer T=1 41.9 vs 36.0 us): more register-held loads per SM are not the lever.
+ *  - Bulk (sm_90+; ffn_bulk above): the weights go global -> shared memory by cp.async.bulk
+ *    into an mbarrier ring (bytes in flight bounded by shared memory, not registers: ~96 KB
+ *    per SM, one instruction per 2 KB row chunk), a producer warp and 8 consumer warps.
+ *    AUTO takes it while min(capacity, T) <= SL_MOE_FFN_GEMV_BULK_MAX_ROWS only when
+ *    SL_MOE_FFN_GEMV_BULK_AUTO is 1 (0: NOT MEASURED; the bench's "gemv-bulk" rows decide);
+ *    below sm_90 the launcher then takes wide. */
 int sl_moe_ffn_gemv_variant(const sl_moe_ffn_args_t *a) {
-  if (a->gemv_variant == SL_MOE_FFN_GEMV_WIDE || a->gemv_variant == SL_MOE_FFN_GEMV_SPLIT) return a->gemv_variant;
+  if (a->gemv_variant == SL_MOE_FFN_GEMV_WIDE || a->gemv_variant == SL_MOE_FFN_GEMV_SPLIT ||
+      a->gemv_variant == SL_MOE_FFN_GEMV_BULK)
+    return a->gemv_variant;
   const int m = a->capacity < a->num_tokens ? a->capacity : a->num_tokens;
+  if (SL_MOE_FFN_GEMV_BULK_AUTO && m <= SL_MOE_FFN_GEMV_BULK_MAX_ROWS) return SL_MOE_FFN_GEMV_BULK;
   return SL_MOE_FFN_GEMV_SPLIT_AUTO && m <= SL_MOE_FFN_GEMV_SPLIT_MAX_ROWS ? SL_MOE_FFN_GEMV_SPLIT
                                                                          : SL_MOE_FFN_GEMV_WIDE;
 }
@@ -148,7 +163,6 @@ bool sl_moe_ffn_uses_gemv(const sl_moe_ffn_args_t *a) {
 
 sl_status_t sl_moe_ffn_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t *spec, void *user), void *user) {
   static const int locals[] = {128, 16, 256, 32}; /* Qwen3-30B-A3B / DeepSeek-V3 at TP 1 and 8 */
-  (void)arch;
   for (int i = 0; i < 4; i++) {
     sl_jit_spec_t spec;
     SL_CHECK(sl_moe_ffn_plan_spec(locals[i], &spec));
@@ -162,6 +176,12 @@ sl_status_t sl_moe_ffn_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_
   for (int which = 0; which < 2; which++) {
     sl_jit_spec_t spec;
     SL_CHECK(sl_moe_ffn_gemv_variant_spec(which, SL_MOE_FFN_GEMV_SPLIT, &spec));
+    SL_CHECK(fn(&spec, user));
+  }
+  /* The bulk variant uses sm_90 instructions (cp.async.bulk, mbarrier expect_tx). */
+  for (int which = 0; which < 2 && arch >= SL_ARCH_HOPPER; which++) {
+    sl_jit_spec_t spec;
+    SL_CHECK(sl_moe_ffn_gemv_variant_spec(which, SL_MOE_FFN_GEMV_BULK, &spec));
     SL_CHECK(fn(&spec, user));
   }
   return SL_OK;
@@ -260,7 +280,9 @@ static sl_status_t ffn_cuda(sl_device_t *dev, const sl_moe_ffn_args_t *a, sl_str
  * weight loads while gate_up drains, and waits before it reads the activations; gate_up's
  * warps prefetch the start of their down tiles into L2 (it is given down's grid). */
 static int gemv_threads(int variant) {
-  return variant == SL_MOE_FFN_GEMV_SPLIT ? SL_MOE_FFN_GEMV_SPLIT_THREADS : SL_MOE_FFN_GEMV_THREADS;
+  return variant == SL_MOE_FFN_GEMV_SPLIT  ? SL_MOE_FFN_GEMV_SPLIT_THREADS
+         : variant == SL_MOE_FFN_GEMV_BULK ? SL_MOE_FFN_BULK_THREADS
+                                           : SL_MOE_FFN_GEMV_THREADS;
 }
 
 static sl_status_t gemv_grid(sl_device_t *dev, int which, int variant, long tiles, sl_kernel_t **k, long *grid) {
@@ -282,6 +304,59 @@ static sl_status_t gemv_launch(sl_device_t *dev, sl_kernel_t *k, int variant, lo
   return sl_kernel_launch(k, &l, args);
 }
 
+/* The bulk variant (kernels/moe_ffn_gemv.cu, FFN_BULK; sm_90+): one block per SM for each
+ * kernel, 288 threads (8 consumer warps + 1 producer warp), dynamic shared memory from
+ * sl_moe_ffn_bulk_geom (<= SL_MOE_FFN_BULK_SMEM_BUDGET: gate_up 3 stages of 16 x 2 KB rows
+ * and down 4 stages of 16 x 1.5 KB at Qwen3 size, ~110 KB each), so a gate_up block and a
+ * down block share an SM: with programmatic dependent launch down's producer streams its
+ * weights while gate_up drains (no L2 hand-over prefetch needed). Why one block per SM:
+ * the ring already keeps ~96 KB of copies in flight per SM (12.7 MB over 132 SMs, above
+ * the ~8 MB that HBM latency x bandwidth asks for), and a second block of the same kernel
+ * would halve each block's tile range without adding bytes in flight. */
+static sl_status_t bulk_kernel(sl_device_t *dev, int which, int k, int local, long tiles, sl_kernel_t **kern,
+                               long *grid, unsigned *smem) {
+  sl_jit_spec_t spec;
+  SL_CHECK(sl_moe_ffn_gemv_variant_spec(which, SL_MOE_FFN_GEMV_BULK, &spec));
+  SL_CHECK(sl_jit_get_kernel(dev, &spec, kern));
+  const sl_moe_ffn_bulk_geom_t g = sl_moe_ffn_bulk_geom(k, local);
+  *smem = (unsigned)g.smem_bytes;
+  SL_CHECK(sl_kernel_set_max_shared(*kern, *smem)); /* opt-in above 48 KB; remembered per kernel */
+  int per_sm = 0;
+  SL_CHECK(sl_kernel_occupancy(*kern, SL_MOE_FFN_BULK_THREADS, *smem, &per_sm));
+  if (per_sm < 1)
+    return SL_ERR(SL_ERR_UNSUPPORTED,
+                  "moe ffn bulk: kernel %s does not fit an SM with %u bytes of dynamic shared memory (K %d, %d local "
+                  "experts); use gemv_variant SL_MOE_FFN_GEMV_WIDE",
+                  sl_kernel_name(*kern), *smem, k, local);
+  const long sms = sl_device_info(dev)->sm_count;
+  *grid = tiles < sms ? tiles : sms;
+  if (*grid < 1) *grid = 1;
+  return SL_OK;
+}
+
+static sl_status_t ffn_bulk(sl_device_t *dev, const sl_moe_ffn_args_t *a, sl_stream_t *stream) {
+  ffn_layout_t l = ffn_layout(a->num_local_experts, a->capacity, a->num_tokens, a->top_k, a->hidden, a->inter);
+  int local = a->num_local_experts, slots = (int)padded_slots(local, a->num_tokens, a->top_k), cap = a->capacity,
+      H = a->hidden, In = a->inter;
+  const void *counts = a->expert_counts, *x = a->x, *wgu = a->w_gate_up, *wd = a->w_down;
+  void *act = (char *)a->workspace + l.act, *y = a->y, *err = a->error;
+  const void *cact = act;
+  unsigned long long timeout_ns = (unsigned long long)sl_config()->timeout_ms * 1000000ull;
+  sl_kernel_t *k_gu, *k_dn;
+  long g_gu, g_dn;
+  unsigned s_gu, s_dn;
+  SL_CHECK(bulk_kernel(dev, 0, H, local, (long)slots * (In / 8), &k_gu, &g_gu, &s_gu));
+  SL_CHECK(bulk_kernel(dev, 1, In, local, (long)slots * ((H + 15) / 16), &k_dn, &g_dn, &s_dn));
+  void *gu_args[] = {&counts, &local, &slots, &cap, &H, &In, &x, &wgu, &act, &err, &timeout_ns};
+  sl_launch_t lg = {.grid = {(unsigned)g_gu}, .block = {SL_MOE_FFN_BULK_THREADS}, .shared_bytes = s_gu,
+                    .stream = stream, .pdl = true};
+  SL_CHECK(sl_kernel_launch(k_gu, &lg, gu_args));
+  void *dn_args[] = {&counts, &local, &slots, &cap, &H, &In, &cact, &wd, &y, &err, &timeout_ns};
+  sl_launch_t ld = {.grid = {(unsigned)g_dn}, .block = {SL_MOE_FFN_BULK_THREADS}, .shared_bytes = s_dn,
+                    .stream = stream, .pdl = true};
+  return sl_kernel_launch(k_dn, &ld, dn_args);
+}
+
 static sl_status_t ffn_gemv(sl_device_t *dev, const sl_moe_ffn_args_t *a, sl_stream_t *stream) {
   if (a->num_local_experts > SL_MOE_FFN_GEMV_MAX_LOCAL)
     return SL_ERR(SL_ERR_INVALID, "moe ffn gemv: %d local experts > %d", a->num_local_experts,
@@ -294,7 +369,15 @@ static sl_status_t ffn_gemv(sl_device_t *dev, const sl_moe_ffn_args_t *a, sl_str
   const void *cact = act;
   sl_kernel_t *k_gu, *k_dn;
   long g_gu, g_dn;
-  const int variant = sl_moe_ffn_gemv_variant(a); /* both kernels: gate_up computes down's split */
+  int variant = sl_moe_ffn_gemv_variant(a); /* both kernels: gate_up computes down's split */
+  if (variant == SL_MOE_FFN_GEMV_BULK) {
+    if (sl_device_info(dev)->arch >= SL_ARCH_HOPPER) return ffn_bulk(dev, a, stream);
+    if (a->gemv_variant == SL_MOE_FFN_GEMV_BULK)
+      return SL_ERR(SL_ERR_UNSUPPORTED, "moe ffn: the bulk streaming variant needs sm_90 or newer (device sm_%d); "
+                                        "use SL_MOE_FFN_GEMV_WIDE or automatic",
+                    sl_device_info(dev)->arch);
+    variant = SL_MOE_FFN_GEMV_WIDE;
+  }
   SL_CHECK(gemv_grid(dev, 0, variant, (long)slots * (In / 8), &k_gu, &g_gu));
   SL_CHECK(gemv_grid(dev, 1, variant, (long)slots * ((H + 15) / 16), &k_dn, &g_dn));
   int down_grid = (int)g_dn; /* gate_up prefetches the first down tiles of this split */

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "kernels/grid_barrier.h" /* sl_dev_error_t */
 #include "kernels/moe_ffn_gemv.h"
 #include "runtime/sl_device.h"
 #include "runtime/sl_jit.h"
@@ -46,11 +47,17 @@ typedef struct {
    * the batched GEMMs (tests, benchmarks). Streaming needs x, the weights and the workspace
    * 16-byte aligned (automatic: else the batched GEMMs; forced: SL_ERR_INVALID). */
   int small_rows;
-  /* Which streaming kernels (when they run): SL_MOE_FFN_GEMV_AUTO (0: split while
-   * min(capacity, T) <= SL_MOE_FFN_GEMV_SPLIT_MAX_ROWS, else wide; sl_moe_ffn_gemv_variant),
-   * SL_MOE_FFN_GEMV_WIDE or SL_MOE_FFN_GEMV_SPLIT (forced; both exact for any row count).
-   * Benchmarks compare the two; kernels/moe_ffn_gemv.h. */
+  /* Which streaming kernels (when they run): SL_MOE_FFN_GEMV_AUTO (0: sl_moe_ffn_gemv_variant),
+   * SL_MOE_FFN_GEMV_WIDE, SL_MOE_FFN_GEMV_SPLIT or SL_MOE_FFN_GEMV_BULK (forced; all exact
+   * for any row count; bulk needs sm_90+: SL_ERR_UNSUPPORTED below). Benchmarks compare
+   * them; kernels/moe_ffn_gemv.h. */
   int gemv_variant;
+  /* Optional device error record (zeroed by the caller; first writer wins), where the bulk
+   * variant records a timed-out pipeline wait (SL_DEV_ERR_PIPE_TIMEOUT; read it with
+   * sl_dev_error_status). NULL: such a kernel traps instead (the next synchronisation
+   * reports a CUDA launch failure). The layer passes its dispatch workspace's record, so
+   * sl_moe_layer_check reports it. */
+  sl_dev_error_t *error;
 } sl_moe_ffn_args_t;
 
 size_t sl_moe_ffn_workspace_bytes(int num_local_experts, int capacity, int max_tokens, int top_k, int hidden,
@@ -69,11 +76,12 @@ sl_status_t sl_moe_ffn_plan_spec(int num_local_experts, sl_jit_spec_t *spec);
 /* The streaming kernels: which = 0 gate_up + SiLU-and-mul, 1 down, 2 router logits (used
  * by sl_moe_gate_logits for T <= SL_MOE_FFN_GEMV_MAX_ROWS on the GPU). */
 sl_status_t sl_moe_ffn_gemv_spec(int which, sl_jit_spec_t *spec); /* the wide variant */
-/* Either variant of the FFN kernels (which 0, 1; SL_MOE_FFN_GEMV_WIDE or _SPLIT); which = 2
- * (router logits) has one variant. */
+/* Any variant of the FFN kernels (which 0, 1; SL_MOE_FFN_GEMV_WIDE, _SPLIT or _BULK); which
+ * = 2 (router logits) has one variant. */
 sl_status_t sl_moe_ffn_gemv_variant_spec(int which, int variant, sl_jit_spec_t *spec);
 /* The variant ffn_gemv launches for these arguments (reads capacity, num_tokens,
- * gemv_variant): SL_MOE_FFN_GEMV_WIDE or SL_MOE_FFN_GEMV_SPLIT. */
+ * gemv_variant): SL_MOE_FFN_GEMV_WIDE, _SPLIT or _BULK (the launcher takes wide instead of
+ * an automatic bulk choice below sm_90). */
 int sl_moe_ffn_gemv_variant(const sl_moe_ffn_args_t *a);
 /* Whether padded mode on the GPU takes the weight-streaming kernels for these arguments
  * (reads num_local_experts, capacity, num_tokens, top_k, exact_rows, small_rows). */

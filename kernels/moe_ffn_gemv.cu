@@ -7,6 +7,7 @@
 // warp's dot product in a fixed order (deterministic; no atomics).
 #include <cuda_bf16.h>
 
+#include "kernels/grid_barrier.cuh" // sl_dev_error_t, sl_dev_error_record (bulk variant)
 #include "kernels/moe_ffn_gemv.h"
 
 // FFN_SPLIT (JIT constant; host: kernels/moe_ffn.c, ffn_variant): 0 = the wide variant
@@ -14,11 +15,23 @@
 // 1 = the split variant for <= 8 rows per expert (512 threads, 8 token rows per pass, and
 // when a block has fewer tiles than warps each tile's K is split over up to
 // FFN_WARPS / tiles warps, partial sums added through shared memory in warp order).
+// FFN_BULK (JIT constant): 1 = the bulk variant (sm_90+; FFN_SPLIT 0): weights staged in
+// shared memory by the bulk-copy engine, a producer warp and SL_MOE_FFN_BULK_CONSUMERS
+// consumer warps (kernels/moe_ffn_gemv.h, "Bulk variant"); its kernels replace the two
+// FFN kernels below under the same names, with two more arguments (error record, timeout).
 #ifndef FFN_SPLIT
 #error "FFN_SPLIT (0 wide, 1 split) must be defined by the host (kernels/moe_ffn.c)"
 #endif
+#ifndef FFN_BULK
+#error "FFN_BULK (0, or 1 for the bulk-copy variant) must be defined by the host (kernels/moe_ffn.c)"
+#endif
+#if FFN_BULK && FFN_SPLIT
+#error "FFN_BULK and FFN_SPLIT are separate variants: define at most one of them as 1"
+#endif
 #define GEMV_WARPS (SL_MOE_FFN_GEMV_THREADS / 32) // router-logits kernel
-#if FFN_SPLIT
+#if FFN_BULK
+#define FFN_THREADS SL_MOE_FFN_BULK_THREADS
+#elif FFN_SPLIT
 #define FFN_THREADS SL_MOE_FFN_GEMV_SPLIT_THREADS
 #else
 #define FFN_THREADS SL_MOE_FFN_GEMV_THREADS
@@ -360,6 +373,7 @@ __device__ __forceinline__ void ffn_split_sum(const ffn_work_t &w, float (*part)
       for (int i = 0; i < 4; i++) acc[0][i] += part[warp + p][lane][i];
 }
 
+#if !FFN_BULK
 // act[slot, r, j] = bf16(silu(bf16(x_e[r] . Wgu_e[j])) * bf16(x_e[r] . Wgu_e[I + j])) for the
 // slot-th non-empty expert e and its rows r < min(count, capacity). Launched after dispatch
 // (programmatic dependent launch where the device has it: waits before reading the counts)
@@ -492,6 +506,340 @@ extern "C" __global__ void __launch_bounds__(FFN_THREADS, 1)
 #endif
   if (need_wait) ffn_pdl_wait();
 }
+
+#else // FFN_BULK
+// ---- Bulk variant: weights staged in shared memory by the bulk-copy engine ----------------
+//
+// Protocol (one block per SM; ring of g.stages stages, kernels/moe_ffn_gemv.h for the
+// geometry). The block's tiles [begin, end) (sl_moe_ffn_work, one contiguous balanced
+// range per block), each in passes of up to SL_MOE_FFN_BULK_ROWS token rows, each pass in
+// g.nch K chunks: the i-th (tile, pass, chunk) of that walk is "use i" of stage i % stages.
+//  - full[s] (count 1): lane 0 of the producer warp arrives with expect_tx(16 x chunk bytes)
+//    for use i, then lanes 0..15 each issue one cp.async.bulk of their weight row's chunk
+//    into row `lane` of the stage, completing its bytes on full[s]. The phase of use i
+//    completes when the arrival and all the bytes are in: consumers wait for parity
+//    (i / stages) & 1, which also makes the async-proxy writes visible to them.
+//  - empty[s] (count SL_MOE_FFN_BULK_CONSUMERS): every consumer warp, after its last shared
+//    read of use i (__syncwarp, then lane 0 arrives, release semantics), releases the stage;
+//    the producer waits for parity ((i / stages) & 1) ^ 1 before refilling stage s for use i
+//    (on a fresh barrier parity 1 counts as completed: the first round does not wait).
+//  - Consumer warp w multiplies k-steps w, w + 8, ... of each chunk (lane (g, c): 16 bytes
+//    of rows g and g + 8 at 64 ks + 16 c, the same k permutation as the streaming kernels,
+//    zero past the row end) with the expert's token rows (global, via L1), in rounds whose
+//    loads all issue before the first mma (BULK_PASS); at the end of a
+//    pass the 8 partial tiles meet in shared memory (named barriers 1 and 2, consumers
+//    only: the producer keeps copying) and warp (pass index % 8) adds them in warp order
+//    and stores, rounding exactly as the other variants.
+//  - Every wait is bounded: after timeout_ns (%globaltimer) the waiting warp records
+//    SL_DEV_ERR_PIPE_TIMEOUT (block, use, 0 full / 1 empty) in *err (no record: __trap) and
+//    sets the block's abort flag; from then on every wait returns at once, nothing is
+//    computed or stored, and the consumers still meet at every named barrier (same walk in
+//    every warp), so the block always finishes.
+#define BULK_CONSUMERS SL_MOE_FFN_BULK_CONSUMERS
+#define BULK_BAR_PART_FREE 1 // named barriers of the consumer warps (0 is __syncthreads)
+#define BULK_BAR_PART_FULL 2
+// One tile pass: 1 n-tile (<= 8 rows) with 4 k-steps per round (a 2 KB chunk is 32 k-steps,
+// 4 per warp: one round), or 2 n-tiles with 2 per round (register cap of 2 blocks per SM).
+#define BULK_PASS(nrows, ...)                                                                                       \
+  do {                                                                                                               \
+    if ((nrows) <= 8)                                                                                                \
+      bulk_consume_pass<1, 4>(__VA_ARGS__);                                                                          \
+    else                                                                                                             \
+      bulk_consume_pass<2, 2>(__VA_ARGS__);                                                                          \
+  } while (0)
+
+__device__ __forceinline__ unsigned bulk_smem_addr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void bulk_mbar_init(unsigned bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+// Makes the initialised barriers visible to the async proxy (the bulk copies' complete_tx).
+__device__ __forceinline__ void bulk_mbar_init_fence() { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
+__device__ __forceinline__ void bulk_arrive_expect_tx(unsigned bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void bulk_arrive(unsigned bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ bool bulk_try_wait(unsigned bar, unsigned parity) {
+  unsigned done;
+  asm volatile("{\n\t.reg .pred p;\n\t"
+               "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
+               "selp.u32 %0, 1, 0, p;\n\t}"
+               : "=r"(done)
+               : "r"(bar), "r"(parity)
+               : "memory");
+  return done != 0;
+}
+// One weight row's chunk, global -> shared (16-byte aligned, a multiple of 16 bytes), its
+// bytes counted on `bar`. A CTA's own shared::cta address is a valid shared::cluster one.
+__device__ __forceinline__ void bulk_copy(unsigned dst, const void *src, unsigned bytes, unsigned bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
+               "l"(src), "r"(bytes), "r"(bar)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_named_sync(int id) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(BULK_CONSUMERS * 32) : "memory");
+}
+__device__ __forceinline__ unsigned long long bulk_globaltimer() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+typedef struct {
+  volatile int *abort;
+  sl_dev_error_t *err;
+  unsigned long long timeout_ns;
+} bulk_guard_t;
+
+// Wait for the phase of `parity` of `bar` to complete; false on timeout or abort.
+__device__ __forceinline__ bool bulk_wait(unsigned bar, unsigned parity, const bulk_guard_t &gd, int use, int which) {
+  if (*gd.abort) return false;
+  if (bulk_try_wait(bar, parity)) return true;
+  const unsigned long long start = bulk_globaltimer();
+  while (!bulk_try_wait(bar, parity)) {
+    if (*gd.abort) return false;
+    if (bulk_globaltimer() - start > gd.timeout_ns) {
+      *gd.abort = 1;
+      if (!gd.err) __trap();
+      sl_dev_error_record(gd.err, SL_DEV_ERR_PIPE_TIMEOUT, (int)blockIdx.x, use, which);
+      return false;
+    }
+  }
+  return true;
+}
+
+// The walk both roles follow: tiles [begin, end), passes of SL_MOE_FFN_BULK_ROWS rows.
+typedef struct {
+  int begin, end, per_slot;
+} bulk_walk_t;
+
+// Producer warp: fills the ring along the walk. row_ptr(slot, t0, r) gives weight row r
+// (0..15) of the tile at index t0 within its slot (gate_up: rows j0 + r / I + j0 + r - 8;
+// down: column h0 + r, clamped to H - 1).
+template <typename RowPtr>
+__device__ __forceinline__ void bulk_produce(const bulk_walk_t &wk, const int *active, const int *rows,
+                                             const sl_moe_ffn_bulk_geom_t &g, char *ring, unsigned long long bars,
+                                             const bulk_guard_t &gd, RowPtr row_ptr) {
+  const int lane = threadIdx.x & 31;
+  const unsigned ring_addr = bulk_smem_addr(ring), full0 = (unsigned)bars, empty0 = full0 + 8u * g.stages;
+  int s = 0, use = 0;
+  unsigned phase = 0;
+  for (int t = wk.begin; t < wk.end; t++) {
+    const int slot = t / wk.per_slot, t0 = t % wk.per_slot, n = rows[slot];
+    const char *src = lane < 16 ? row_ptr(active[slot], t0, lane) : NULL;
+    for (int r0 = 0; r0 < n; r0 += SL_MOE_FFN_BULK_ROWS)
+      for (int ch = 0; ch < g.nch; ch++) {
+        // Every lane waits (each acquires the consumers' release before its own copy); the
+        // verdict is made warp-uniform so no lane continues alone.
+        if (!__all_sync(0xffffffffu, bulk_wait(empty0 + 8u * s, phase ^ 1u, gd, use, 1))) return;
+        const int bytes = sl_moe_ffn_bulk_chunk(&g, ch);
+        if (lane == 0) bulk_arrive_expect_tx(full0 + 8u * s, 16u * (unsigned)bytes);
+        __syncwarp();
+        if (lane < 16)
+          bulk_copy(ring_addr + (unsigned)sl_moe_ffn_bulk_offset(&g, s, lane, 0, 0), src + (long)ch * g.chunk_bytes,
+                    (unsigned)bytes, full0 + 8u * s);
+        use++;
+        if (++s == g.stages) {
+          s = 0;
+          phase ^= 1u;
+        }
+      }
+  }
+}
+
+// Consumer warps: one tile pass (rows r0 .. min(n, r0 + 16)) over all chunks; acc gets this
+// warp's partial sums (its k-steps only). in: the pass's first token row, V = K / 8
+// vectors per row (the row stride of `in` too).
+template <int NT, int U>
+__device__ __forceinline__ void bulk_consume_pass(const sl_moe_ffn_bulk_geom_t &g, const char *ring,
+                                                  unsigned long long bars, const bulk_guard_t &gd, int *s, int *use,
+                                                  unsigned *phase, const uint4 *in, int nrows, int V, float acc[2][4]) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31, gq = lane >> 2, c = lane & 3;
+  const unsigned full0 = (unsigned)bars, empty0 = full0 + 8u * g.stages;
+#pragma unroll
+  for (int t = 0; t < 2; t++) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
+  for (int ch = 0; ch < g.nch; ch++) {
+    // Warp-uniform verdict: mma.sync needs all 32 lanes (a timeout seen by one lane only
+    // would otherwise split the warp).
+    if (__all_sync(0xffffffffu, bulk_wait(full0 + 8u * *s, *phase, gd, *use, 0))) {
+      const int nks = (sl_moe_ffn_bulk_chunk(&g, ch) + 63) / 64, v0 = ch * (g.chunk_bytes / 16);
+      const char *lo = ring + sl_moe_ffn_bulk_offset(&g, *s, gq, 0, c);
+      const char *hi = ring + sl_moe_ffn_bulk_offset(&g, *s, gq + 8, 0, c);
+      // Up to U k-steps per round, all their loads issued before the first mma (one
+      // shared + one L1/L2 round trip per round, not per k-step). No branch around a load:
+      // addresses are clamped into the stage / the token rows and the values past the row
+      // end, past the chunk's k-steps or past the token rows are replaced by zeros.
+      for (int ks0 = warp; ks0 < nks; ks0 += U * BULK_CONSUMERS) {
+        uint4 a[U], b[U], xv[NT][U];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+          const int ks = ks0 + u * BULK_CONSUMERS, v = v0 + 4 * ks + c; // this lane's 8 elements
+          const bool ok = ks < nks && v < V;
+          const int kc = ks < nks ? ks : ks0;
+          a[u] = *(const uint4 *)(lo + 64 * kc);
+          b[u] = *(const uint4 *)(hi + 64 * kc);
+          const long vx = ok ? v : 0; // vector 0 of a clamped row: always inside x
+#pragma unroll
+          for (int t = 0; t < NT; t++) {
+            const int row = t * 8 + gq;
+            xv[t][u] = in[(long)(row < nrows ? row : nrows - 1) * V + vx];
+            if (!ok || row >= nrows) xv[t][u] = make_uint4(0u, 0u, 0u, 0u);
+          }
+          if (!ok) a[u] = b[u] = make_uint4(0u, 0u, 0u, 0u);
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++)
+#pragma unroll
+          for (int t = 0; t < NT; t++) {
+            ffn_mma(acc[t], a[u].x, b[u].x, a[u].y, b[u].y, xv[t][u].x, xv[t][u].y);
+            ffn_mma(acc[t], a[u].z, b[u].z, a[u].w, b[u].w, xv[t][u].z, xv[t][u].w);
+          }
+      }
+    }
+    __syncwarp();
+    if (lane == 0) bulk_arrive(empty0 + 8u * *s);
+    (*use)++;
+    if (++*s == g.stages) {
+      *s = 0;
+      *phase ^= 1u;
+    }
+  }
+}
+
+// End of a tile pass: the consumer warps' partial tiles summed in warp order (fp32) into
+// the accumulators of warp `owner`; true in that warp (which then stores).
+__device__ __forceinline__ bool bulk_reduce(float (*part)[32][8], int owner, float acc[2][4]) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+  bulk_named_sync(BULK_BAR_PART_FREE); // the previous pass's owner has read `part`
+#pragma unroll
+  for (int i = 0; i < 8; i++) part[warp][lane][i] = acc[i / 4][i % 4];
+  bulk_named_sync(BULK_BAR_PART_FULL);
+  if (warp != owner) return false;
+#pragma unroll
+  for (int i = 0; i < 8; i++) {
+    float sum = part[0][lane][i];
+    for (int w = 1; w < BULK_CONSUMERS; w++) sum += part[w][lane][i];
+    acc[i / 4][i % 4] = sum;
+  }
+  return true;
+}
+
+// Kernel set-up shared by both: the ring, barriers, tables in dynamic shared memory; the
+// non-empty experts; the block's tile range. Called by all threads.
+typedef struct {
+  sl_moe_ffn_bulk_geom_t g;
+  char *ring;
+  unsigned long long bars; // shared address of full[0] (as an integer)
+  float (*part)[32][8];
+  int *active, *rows;
+  bulk_walk_t wk;
+} bulk_block_t;
+
+__device__ __forceinline__ bulk_block_t bulk_setup(char *smem, int k, const int *counts, int num_local, int slots,
+                                                   int capacity, int per_slot) {
+  bulk_block_t b;
+  b.g = sl_moe_ffn_bulk_geom(k, num_local);
+  b.ring = smem;
+  b.bars = bulk_smem_addr(smem + b.g.bar_offset);
+  b.part = (float(*)[32][8])(smem + b.g.part_offset);
+  b.active = (int *)(smem + b.g.table_offset);
+  b.rows = b.active + num_local;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < b.g.stages; s++) {
+      bulk_mbar_init((unsigned)b.bars + 8u * s, 1u);
+      bulk_mbar_init((unsigned)b.bars + 8u * (b.g.stages + s), BULK_CONSUMERS);
+    }
+    bulk_mbar_init_fence();
+  }
+  int na = gemv_active_experts(counts, num_local, capacity, b.active, b.rows); // __syncthreads inside
+  if (na > slots) na = slots;
+  const sl_moe_ffn_work_t w = sl_moe_ffn_work((long)na * per_slot, gridDim.x, blockIdx.x, 0, 1, BULK_CONSUMERS, 0);
+  b.wk.begin = w.begin;
+  b.wk.end = w.end;
+  b.wk.per_slot = per_slot;
+  return b;
+}
+
+// act[slot, r, j] = bf16(silu(bf16(x_e[r] . Wgu_e[j])) * bf16(x_e[r] . Wgu_e[I + j])), as the
+// other variants; launched after dispatch (programmatic dependent launch: waits before
+// reading the counts, then lets down launch: down's blocks fit next to this kernel's, so
+// down's producer starts streaming its weights while this kernel drains).
+extern "C" __global__ void __launch_bounds__(FFN_THREADS, 2)
+    sl_moe_ffn_gemv_gate_up(const int *__restrict__ counts, int num_local, int slots, int capacity, int hidden,
+                            int inter, const __nv_bfloat16 *__restrict__ x, const __nv_bfloat16 *__restrict__ w_gate_up,
+                            __nv_bfloat16 *__restrict__ act, sl_dev_error_t *err, unsigned long long timeout_ns) {
+  extern __shared__ __align__(128) char bulk_smem[];
+  __shared__ int abort_flag;
+  ffn_pdl_wait();
+  ffn_pdl_trigger();
+  if (threadIdx.x == 0) abort_flag = 0;
+  const int per_slot = inter / 8;
+  const bulk_block_t b = bulk_setup(bulk_smem, hidden, counts, num_local, slots, capacity, per_slot);
+  const bulk_guard_t gd = {&abort_flag, err, timeout_ns};
+  const int warp = threadIdx.x / 32;
+  if (warp == BULK_CONSUMERS) {
+    const long expert_elems = (long)2 * inter * hidden;
+    bulk_produce(b.wk, b.active, b.rows, b.g, b.ring, b.bars, gd, [&](int e, int t0, int r) {
+      const int j = 8 * t0 + (r & 7) + (r < 8 ? 0 : inter);
+      return (const char *)(w_gate_up + e * expert_elems + (long)j * hidden);
+    });
+    return;
+  }
+  int s = 0, use = 0, pass = 0;
+  unsigned phase = 0;
+  for (int t = b.wk.begin; t < b.wk.end; t++) {
+    const int slot = t / per_slot, j0 = 8 * (t % per_slot), e = b.active[slot], n = b.rows[slot];
+    const __nv_bfloat16 *xe = x + (long)e * capacity * hidden;
+    for (int r0 = 0; r0 < n; r0 += SL_MOE_FFN_BULK_ROWS, pass++) {
+      float acc[2][4];
+      BULK_PASS(n - r0, b.g, b.ring, b.bars, gd, &s, &use, &phase, (const uint4 *)(xe + (long)r0 * hidden), n - r0,
+                hidden / 8, acc);
+      if (bulk_reduce(b.part, pass % BULK_CONSUMERS, acc) && !abort_flag)
+        ffn_gu_store<2>(acc, r0, n, slot, capacity, inter, j0, act);
+    }
+  }
+}
+
+// y_e[r, h] = bf16(act[slot, r] . Wd_e[h]), as the other variants. Programmatic dependent
+// of gate_up: the producer streams down's weights from the start; the consumers wait
+// (griddepcontrol.wait) before reading the activations; every thread executes the wait
+// before it exits, so this kernel's completion implies gate_up's.
+extern "C" __global__ void __launch_bounds__(FFN_THREADS, 2)
+    sl_moe_ffn_gemv_down(const int *__restrict__ counts, int num_local, int slots, int capacity, int hidden,
+                         int inter, const __nv_bfloat16 *act, const __nv_bfloat16 *__restrict__ w_down,
+                         __nv_bfloat16 *__restrict__ y, sl_dev_error_t *err, unsigned long long timeout_ns) {
+  extern __shared__ __align__(128) char bulk_smem[];
+  __shared__ int abort_flag;
+  if (threadIdx.x == 0) abort_flag = 0;
+  const int per_slot = (hidden + 15) / 16;
+  const bulk_block_t b = bulk_setup(bulk_smem, inter, counts, num_local, slots, capacity, per_slot);
+  const bulk_guard_t gd = {&abort_flag, err, timeout_ns};
+  const int warp = threadIdx.x / 32;
+  if (warp == BULK_CONSUMERS) {
+    const long expert_elems = (long)hidden * inter;
+    bulk_produce(b.wk, b.active, b.rows, b.g, b.ring, b.bars, gd, [&](int e, int t0, int r) {
+      const int h = 16 * t0 + r < hidden ? 16 * t0 + r : hidden - 1; // rows past H: results dropped
+      return (const char *)(w_down + e * expert_elems + (long)h * inter);
+    });
+    ffn_pdl_wait();
+    return;
+  }
+  ffn_pdl_wait(); // the activations come from gate_up
+  int s = 0, use = 0, pass = 0;
+  unsigned phase = 0;
+  for (int t = b.wk.begin; t < b.wk.end; t++) {
+    const int slot = t / per_slot, h0 = 16 * (t % per_slot), e = b.active[slot], n = b.rows[slot];
+    for (int r0 = 0; r0 < n; r0 += SL_MOE_FFN_BULK_ROWS, pass++) {
+      float acc[2][4];
+      BULK_PASS(n - r0, b.g, b.ring, b.bars, gd, &s, &use, &phase,
+                (const uint4 *)(act + ((long)slot * capacity + r0) * inter), n - r0, inter / 8, acc);
+      if (bulk_reduce(b.part, pass % BULK_CONSUMERS, acc) && !abort_flag)
+        ffn_dn_store<2>(acc, r0, n, e, capacity, hidden, h0, y);
+    }
+  }
+}
+#endif // FFN_BULK
 
 // Router logits for few tokens (T <= 16): logits[t, e] = x[t] . w_router[e] in fp32 (no
 // rounding). A block per 16 experts (E=128: 8 blocks, 64 KB of weights each), its 8 warps

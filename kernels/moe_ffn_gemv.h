@@ -31,6 +31,83 @@
 #define SL_MOE_FFN_GEMV_AUTO 0
 #define SL_MOE_FFN_GEMV_WIDE 1
 #define SL_MOE_FFN_GEMV_SPLIT 2
+#define SL_MOE_FFN_GEMV_BULK 3
+
+/* ---- Bulk variant (JIT constant FFN_BULK; sm_90+; kernels/moe_ffn_gemv.cu) ----------------
+ * The weights move global -> shared memory by the bulk-copy engine (cp.async.bulk, one copy
+ * per weight row and stage, completion counted in bytes on an mbarrier) into a ring of
+ * `stages` stages; one producer warp issues the copies, SL_MOE_FFN_BULK_CONSUMERS warps
+ * multiply each stage with the expert's token rows (mma m16n8k16 as the other variants,
+ * up to SL_MOE_FFN_BULK_ROWS rows per weight pass) and release it by an mbarrier arrive.
+ * A stage is one 16-row tile's K chunk (gate_up: gate rows j0..j0+7, up rows j0..j0+7;
+ * down: output columns h0..h0+15); the consumer warps split the chunk's 32-element k-steps
+ * (warp w: k-steps w, w + 8, ...) and add their partial tiles in warp order through shared
+ * memory at the end of each tile pass. Geometry (sl_moe_ffn_bulk_geom) is shared by the
+ * host (dynamic shared memory size) and the kernels (offsets) and checked off-GPU by the
+ * unit tests (coverage, alignment, bank conflicts, an emulation of the fragment reads). */
+#define SL_MOE_FFN_BULK_CONSUMERS 8
+#define SL_MOE_FFN_BULK_THREADS ((SL_MOE_FFN_BULK_CONSUMERS + 1) * 32) /* + 1 producer warp */
+#define SL_MOE_FFN_BULK_ROWS 16         /* token rows per weight pass (two n-tiles of 8) */
+#define SL_MOE_FFN_BULK_CHUNK_MAX 2048  /* bytes of one weight row per stage */
+#define SL_MOE_FFN_BULK_MAX_STAGES 8
+/* Dynamic shared memory per block: at most this, so that a gate_up block and a down block
+ * (programmatic dependent launch) fit on one SM together (228 KB per SM on sm_90/sm_100,
+ * 1 KB reserved per block): down's producer fills its ring while gate_up drains. */
+#define SL_MOE_FFN_BULK_SMEM_BUDGET (110 * 1024)
+/* 1: the automatic choice takes the bulk variant while min(capacity, T) <=
+ * SL_MOE_FFN_GEMV_BULK_MAX_ROWS on sm_90+. 0 until a GPU run shows it faster (written
+ * 2026-11-29 without a GPU): used only when forced (gemv_variant = SL_MOE_FFN_GEMV_BULK). */
+#define SL_MOE_FFN_GEMV_BULK_AUTO 0
+#define SL_MOE_FFN_GEMV_BULK_MAX_ROWS 16
+
+typedef struct {
+  int row_bytes;    /* one weight row: 2 K bytes */
+  int nch;          /* stages (chunks) per row and tile pass */
+  int chunk_bytes;  /* bytes of every chunk but the last: a multiple of 64 (whole k-steps) */
+  int pitch;        /* shared bytes between a stage's rows: == 64 (mod 128), >= chunk_bytes */
+  int stage_bytes;  /* 16 rows x pitch */
+  int stages;       /* ring depth */
+  int bar_offset;   /* full[stages] then empty[stages] mbarriers (8 bytes each) */
+  int part_offset;  /* partial tiles: [consumers][32 lanes][8 floats] */
+  int table_offset; /* active[num_local], rows[num_local] (ints) */
+  int smem_bytes;   /* dynamic shared memory of the launch */
+} sl_moe_ffn_bulk_geom_t;
+
+/* Stages of a K-element reduction (K = H for gate_up, I for down; a multiple of 8) for
+ * num_local local experts. Chunks are balanced (2 K / nch rounded up to 64 bytes, the last
+ * one shorter), the row pitch is padded to 64 mod 128 bytes: the LDS.128 of a quarter warp
+ * (rows g and g + 1, 64 contiguous bytes each) then covers all 32 banks once. */
+static inline sl_moe_ffn_bulk_geom_t sl_moe_ffn_bulk_geom(int k, int num_local) {
+  sl_moe_ffn_bulk_geom_t g;
+  g.row_bytes = 2 * k;
+  g.nch = (g.row_bytes + SL_MOE_FFN_BULK_CHUNK_MAX - 1) / SL_MOE_FFN_BULK_CHUNK_MAX;
+  g.chunk_bytes = ((g.row_bytes + g.nch - 1) / g.nch + 63) / 64 * 64;
+  g.pitch = (g.chunk_bytes + 127) / 128 * 128 + 64;
+  g.stage_bytes = 16 * g.pitch;
+  const int fixed = SL_MOE_FFN_BULK_CONSUMERS * 32 * 8 * 4 + 2 * 4 * num_local;
+  g.stages = (SL_MOE_FFN_BULK_SMEM_BUDGET - fixed - 16 * SL_MOE_FFN_BULK_MAX_STAGES) / g.stage_bytes;
+  if (g.stages > SL_MOE_FFN_BULK_MAX_STAGES) g.stages = SL_MOE_FFN_BULK_MAX_STAGES;
+  if (g.stages < 2) g.stages = 2;
+  g.bar_offset = g.stages * g.stage_bytes;
+  g.part_offset = g.bar_offset + 16 * g.stages;
+  g.table_offset = g.part_offset + SL_MOE_FFN_BULK_CONSUMERS * 32 * 8 * 4;
+  g.smem_bytes = g.table_offset + 2 * 4 * num_local;
+  return g;
+}
+
+/* Bytes of chunk ch of a row (the last one holds the rest; > 0, a multiple of 16). */
+static inline int sl_moe_ffn_bulk_chunk(const sl_moe_ffn_bulk_geom_t *g, int ch) {
+  const int rest = g->row_bytes - ch * g->chunk_bytes;
+  return rest < g->chunk_bytes ? rest : g->chunk_bytes;
+}
+
+/* Shared-memory byte offset (from the ring's start) of lane (gq = lane / 4, c = lane % 4)'s
+ * 16 bytes of k-step ks of row `row` (0..15) in stage s: the copy of row `row` lands at
+ * s x stage_bytes + row x pitch; k-step ks covers its bytes [64 ks, 64 ks + 64), lane c the
+ * 16 at 64 ks + 16 c (elements 8c .. 8c + 7 of the k-step: the kernels' k permutation). */
+static inline int sl_moe_ffn_bulk_offset(const sl_moe_ffn_bulk_geom_t *g, int s, int row, int ks, int c) {
+  return s * g->stage_bytes + row * g->pitch + 64 * ks + 16 * c;
+}
 
 /* The FFN kernels' work split (device: kernels/moe_ffn_gemv.cu; host: the unit test that
  * checks every tile's K range is covered exactly once). `tiles` tiles of `nch` K-chunks

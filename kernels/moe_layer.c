@@ -131,7 +131,9 @@ sl_status_t sl_moe_layer_forward(sl_moe_layer_t *l, const sl_moe_layer_args_t *a
                           .expert_counts = l->counts, .w_gate_up = c->w_gate_up, .w_down = c->w_down,
                           .y = l->expert_y, .workspace = l->ffn_ws, .workspace_bytes = l->ffn_ws_bytes,
                           .exact_rows = a->allow_host_sync && capacity > SL_MOE_FFN_PADDED_MAX_ROWS,
-                          .small_rows = a->ffn_small_rows, .gemv_variant = a->ffn_gemv_variant};
+                          .small_rows = a->ffn_small_rows, .gemv_variant = a->ffn_gemv_variant,
+                          /* the bulk kernels' timeout record: sl_moe_layer_check reads it */
+                          .error = &((sl_grid_barrier_state_t *)l->dispatch_ws)->error};
   if (stages & SL_MOE_STAGE_FFN) SL_CHECK(sl_moe_ffn(l->dev, &fa, stream));
   sl_moe_combine_args_t ca = {.num_tokens = T, .hidden = c->hidden, .top_k = c->top_k, .expert_out = l->expert_y,
                               .slots = l->slots, .topk_weights = weights, .residual = a->residual, .out = a->out,

@@ -69,7 +69,8 @@ typedef struct {
   bool allow_host_sync;
   int force_path;              /* dispatch path (sl_moe_dispatch_args_t.force_path) */
   int ffn_small_rows;          /* expert FFN in padded mode: sl_moe_ffn_args_t.small_rows (0 automatic) */
-  int ffn_gemv_variant;        /* streaming kernels' variant: sl_moe_ffn_args_t.gemv_variant (0 automatic) */
+  int ffn_gemv_variant;        /* streaming kernels' variant: sl_moe_ffn_args_t.gemv_variant (0 automatic;
+                                * SL_MOE_FFN_GEMV_WIDE, _SPLIT, _BULK forced) */
   sl_moe_path_t *path_taken;   /* optional out */
   /* sl_moe_fuse_t. ON (GPU, the layer's own router, 1 <= T <= SL_MOE_TOPK_FUSED_MAX_TOKENS,
    * replicated dispatch): the router top-k runs inside the dispatch kernel (one launch fewer,

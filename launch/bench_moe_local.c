@@ -392,7 +392,8 @@ static sl_status_t bench_layer(sl_bench_t *b, const model_t *m, const int *Ts, i
     const size_t set_bytes = (size_t)T * H * 2;
     int sets = T > 0 ? (int)(xcap / set_bytes) : 1;
     sets = sets < 1 ? 1 : sets > 8 ? 8 : sets;
-    /* Variants: 0 padded mode, automatic FFN ("gemv": the weight-streaming kernels while
+    /* Variants (4: "<path>/gemv-bulk", the bulk-copy variant forced at T <= 8 on sm_90+):
+     * 0 padded mode, automatic FFN ("gemv": the weight-streaming kernels while
      * rows per expert <= 16, or T*K / E <= 16 on average, sl_moe_ffn_uses_gemv; else the
      * batched GEMMs, "padded"); 1 padded mode with the batched GEMMs, only where 0 took the
      * streaming kernels (comparison); 2 exact GEMMs (one count read), from 64 rows; 3 the
@@ -401,8 +402,9 @@ static sl_status_t bench_layer(sl_bench_t *b, const model_t *m, const int *Ts, i
      * "<path>/gemv-wide" (T <= 8) and "<path>/gemv-split" (T = 9..16) compare the two in one
      * run; the automatic row's extra column names the variant it ran; 4 the small-T fusion
      * (sl_moe_layer_args_t.fuse_small) set the other way than AUTO, at T <= 16: the row
-     * "<path>/gemv/fused" (or "/unfused" once AUTO means on) next to the default. */
-    for (int variant = 0; variant < 5; variant++) {
+     * "<path>/gemv/fused" (or "/unfused" once AUTO means on) next to the default; 5 the FFN's
+     * bulk-copy variant forced at T <= 8 on sm_90+ ("<path>/gemv-bulk"). */
+    for (int variant = 0; variant < 6; variant++) {
       const bool exact = variant == 2;
       const sl_moe_ffn_args_t probe = {.num_local_experts = E, .capacity = T, .num_tokens = T, .top_k = K};
       const bool gemv = sl_moe_ffn_uses_gemv(&probe);
@@ -411,11 +413,15 @@ static sl_status_t bench_layer(sl_bench_t *b, const model_t *m, const int *Ts, i
       if (variant == 1 && !gemv) continue;
       if (variant == 3 && (!gemv || T > 16)) continue;
       if (variant == 4 && T > SL_MOE_TOPK_FUSED_MAX_TOKENS) continue;
+      /* 5: the bulk variant forced (sm_90+), T <= 8, unless the automatic choice took it. */
+      const bool auto_bulk = sl_moe_ffn_gemv_variant(&probe) == SL_MOE_FFN_GEMV_BULK;
+      if (variant == 5 && (!gemv || T > 8 || auto_bulk || sl_device_info(dev)->arch < SL_ARCH_HOPPER)) continue;
       const int fuse = variant != 4 ? SL_MOE_FUSE_AUTO : SL_MOE_LAYER_FUSE_SMALL_AUTO ? SL_MOE_FUSE_OFF : SL_MOE_FUSE_ON;
       bool fused = false;
-      const int gemv_variant = variant != 3 ? SL_MOE_FFN_GEMV_AUTO
-                               : auto_split ? SL_MOE_FFN_GEMV_WIDE
-                                            : SL_MOE_FFN_GEMV_SPLIT;
+      const int gemv_variant = variant == 5   ? SL_MOE_FFN_GEMV_BULK
+                               : variant != 3 ? SL_MOE_FFN_GEMV_AUTO
+                               : auto_split   ? SL_MOE_FFN_GEMV_WIDE
+                                              : SL_MOE_FFN_GEMV_SPLIT;
       sl_moe_path_t path = SL_MOE_PATH_NONE;
       layer_ctx_t c = {.layer = layer, .x = x, .set_bytes = set_bytes, .sets = sets};
       c.la = (sl_moe_layer_args_t){.num_tokens = T, .x = x, .out = out, .allow_host_sync = exact,
@@ -435,6 +441,7 @@ static sl_status_t bench_layer(sl_bench_t *b, const model_t *m, const int *Ts, i
       snprintf(shape, sizeof shape, "%s T=%d", m->name, T);
       snprintf(path_name, sizeof path_name, "%s/%s", sl_moe_path_name(path),
                exact                                  ? "exact"
+               : variant == 5                         ? "gemv-bulk"
                : variant == 3                         ? (auto_split ? "gemv-wide" : "gemv-split")
                : variant == 4 && fuse == SL_MOE_FUSE_ON ? (fused ? (gemv ? "gemv/fused" : "padded/fused")
                                                                        : "fused-not-taken")
@@ -443,11 +450,12 @@ static sl_status_t bench_layer(sl_bench_t *b, const model_t *m, const int *Ts, i
                                                       : "padded");
       snprintf(extra, sizeof extra, "%d experts touched, weights %.1f MB, stream %.1f us, ratio %.2f, %d input sets%s",
                touched, bytes / 1e6, stream_us, stream_us > 0 ? best / stream_us : 0.0, sets,
-               variant == 0 && gemv ? (auto_split ? ", split kernels" : ", wide kernels")
+               variant == 0 && gemv ? (auto_bulk ? ", bulk kernels" : auto_split ? ", split kernels" : ", wide kernels")
                : variant == 3       ? ", comparison: the other streaming variant (forced)"
                : variant == 4       ? (fused                    ? ", top-k in dispatch + PDL edges (fuse_small on)"
                                        : fuse == SL_MOE_FUSE_ON ? ", fuse_small on but not applicable here"
                                                                 : ", fuse_small off (comparison)")
+               : variant == 5       ? ", comparison: the bulk-copy variant (forced)"
                                     : "");
       sl_bench_row(b, "moe_layer", shape, path_name, us, bytes, gus, extra);
     }
@@ -462,6 +470,115 @@ out:
   free(hw);
   free(hx);
   free(counts);
+  return s;
+}
+
+/* The expert FFN alone (no router, dispatch, combine): the weight-streaming kernels forced
+ * in each variant (wide, split, bulk on sm_90+) on dispatch-shaped input, capacity T, so
+ * the FFN's own rate shows apart from the rest of the layer. The counts come from 8 random
+ * routings rotated per iteration (also inside the graph): each call touches other experts,
+ * so L2 (60 MB) does not serve the previous call's weights. Ratio = best of plain and graph
+ * time / streaming the touched experts' weights (average over the 8 routings) at the copy
+ * bandwidth measured in this run. */
+typedef struct {
+  sl_device_t *dev;
+  sl_moe_ffn_args_t fa;
+  const int32_t *counts; /* [sets][E] */
+  int E, sets;
+} ffn_ctx_t;
+
+static sl_status_t run_ffn(void *p, int iter, sl_stream_t *st) {
+  ffn_ctx_t *c = p;
+  sl_moe_ffn_args_t a = c->fa;
+  a.expert_counts = c->counts + (size_t)(iter % c->sets) * c->E;
+  return sl_moe_ffn(c->dev, &a, st);
+}
+
+static sl_status_t bench_ffn(sl_bench_t *b, const model_t *m, const int *Ts, int nT) {
+  sl_device_t *dev = b->rt->dev;
+  if (!gpu_of(b)) return SL_OK;
+  enum { SETS = 8 };
+  const int E = m->E, K = m->K, H = m->H, I = m->I;
+  int Tmax = 0;
+  for (int i = 0; i < nT; i++)
+    if (Ts[i] <= 128 && Ts[i] > Tmax) Tmax = Ts[i];
+  if (Tmax == 0) return SL_OK;
+  const size_t ngu = (size_t)E * 2 * I * H, nd = (size_t)E * H * I, nx = (size_t)E * Tmax * H;
+  const size_t ws_bytes = sl_moe_ffn_workspace_bytes(E, Tmax, Tmax, K, H, I);
+  sl_status_t s = SL_OK;
+  uint16_t *hw = malloc((ngu > nx ? ngu : nx) * 2);
+  int32_t *hc = malloc((size_t)SETS * E * 4), *ids = malloc((size_t)Tmax * K * 4);
+  float *wts = malloc((size_t)Tmax * K * 4);
+  void *wgu = NULL, *wd = NULL, *x = NULL, *y = NULL, *ws = NULL, *dc = NULL;
+  sl_dev_error_t *err = NULL;
+  if (!hw || !hc || !ids || !wts) {
+    s = SL_ERR(SL_ERR_NOMEM, "bench ffn host buffers");
+    goto out;
+  }
+  SL_CHECK_GOTO(sl_device_malloc(dev, ngu * 2, &wgu), s, out);
+  SL_CHECK_GOTO(sl_device_malloc(dev, nd * 2, &wd), s, out);
+  SL_CHECK_GOTO(sl_device_malloc(dev, nx * 2, &x), s, out);
+  SL_CHECK_GOTO(sl_device_malloc(dev, nx * 2, &y), s, out);
+  SL_CHECK_GOTO(sl_device_malloc(dev, ws_bytes, &ws), s, out);
+  SL_CHECK_GOTO(sl_device_malloc(dev, (size_t)SETS * E * 4, &dc), s, out);
+  SL_CHECK_GOTO(sl_device_malloc(dev, sizeof *err, (void **)&err), s, out);
+  SL_CHECK_GOTO(sl_memset(dev, err, 0, sizeof *err, NULL), s, out);
+  fill_bf16(hw, ngu, 0.04f, 14);
+  SL_CHECK_GOTO(sl_memcpy(dev, wgu, hw, ngu * 2, NULL), s, out);
+  fill_bf16(hw, nd, 0.06f, 15);
+  SL_CHECK_GOTO(sl_memcpy(dev, wd, hw, nd * 2, NULL), s, out);
+  fill_bf16(hw, nx, 1.0f, 16);
+  SL_CHECK_GOTO(sl_memcpy(dev, x, hw, nx * 2, NULL), s, out);
+  const double expert_bytes = (double)(2 * I * H + H * I) * 2;
+  static const int variants[] = {SL_MOE_FFN_GEMV_WIDE, SL_MOE_FFN_GEMV_SPLIT, SL_MOE_FFN_GEMV_BULK};
+  static const char *const names[] = {"gemv-wide", "gemv-split", "gemv-bulk"};
+  for (int i = 0; i < nT && s == SL_OK; i++) {
+    const int T = Ts[i];
+    if (T > 128) continue;
+    double touched = 0;
+    for (int set = 0; set < SETS; set++) {
+      int32_t *c = hc + (size_t)set * E;
+      memset(c, 0, (size_t)E * 4);
+      fill_routing(T, K, E, ids, wts, 100u + (uint32_t)(T * SETS + set));
+      for (int p = 0; p < T * K; p++) c[ids[p]]++;
+      for (int e = 0; e < E; e++) touched += c[e] > 0;
+    }
+    touched /= SETS;
+    SL_CHECK_GOTO(sl_memcpy(dev, dc, hc, (size_t)SETS * E * 4, NULL), s, out);
+    SL_CHECK_GOTO(sl_device_sync(dev), s, out);
+    const double bytes = touched * expert_bytes;
+    const double stream_us = b->copy_gbps > 0 ? bytes / (b->copy_gbps * 1e3) : 0;
+    for (int v = 0; v < 3 && s == SL_OK; v++) {
+      if (variants[v] == SL_MOE_FFN_GEMV_BULK && sl_device_info(dev)->arch < SL_ARCH_HOPPER) continue;
+      ffn_ctx_t c = {.dev = dev, .counts = dc, .E = E, .sets = SETS};
+      c.fa = (sl_moe_ffn_args_t){.num_local_experts = E, .capacity = T, .hidden = H, .inter = I, .num_tokens = T,
+                                 .top_k = K, .x = x, .expert_counts = dc, .w_gate_up = wgu, .w_down = wd, .y = y,
+                                 .workspace = ws, .workspace_bytes = ws_bytes, .small_rows = 1,
+                                 .gemv_variant = variants[v], .error = err};
+      double us = 0, gus = -1;
+      SL_CHECK_GOTO(time_both(b, run_ffn, &c, true, &us, &gus), s, out);
+      sl_dev_error_t rec;
+      SL_CHECK_GOTO(sl_memcpy(dev, &rec, err, sizeof rec, b->stream), s, out);
+      SL_CHECK_GOTO(sl_stream_sync(dev, b->stream), s, out);
+      SL_CHECK_GOTO(sl_dev_error_status(&rec, "bench moe_ffn"), s, out);
+      const double best = gus > 0 && gus < us ? gus : us;
+      char shape[64], extra[160];
+      snprintf(shape, sizeof shape, "%s T=%d", m->name, T);
+      snprintf(extra, sizeof extra,
+               "FFN only, %.1f experts touched (avg of %d routings), weights %.1f MB, stream %.1f us, ratio %.2f", touched,
+               SETS, bytes / 1e6, stream_us, stream_us > 0 ? best / stream_us : 0.0);
+      sl_bench_row(b, "moe_ffn", shape, names[v], us, bytes, gus, extra);
+    }
+  }
+out:
+  sl_stream_sync(dev, b->stream);
+  void *bufs[] = {wgu, wd, x, y, ws, dc, err};
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+    if (bufs[i]) sl_device_free(dev, bufs[i]);
+  free(hw);
+  free(hc);
+  free(ids);
+  free(wts);
   return s;
 }
 
@@ -536,6 +653,11 @@ int sl_cmd_bench_moe_local(sl_runtime_t *rt, int argc, char **argv) {
     sl_bench_header(&b, "full layer, qwen3-30b-a3b (E=128, K=8, H=2048, I=768); ratio = time / weight streaming");
     static const int cpu_layer[] = {1};
     s = bench_layer(&b, &models[0], gpu ? Ts : cpu_layer, gpu ? nT : 1);
+  }
+  if (s == SL_OK && gpu && sl_bench_selected(&b, "moe_ffn")) {
+    sl_bench_header(&b, "expert FFN alone, qwen3-30b-a3b (E=128, K=8, H=2048, I=768), streaming kernels forced per "
+                        "variant; ratio = time / weight streaming");
+    s = bench_ffn(&b, &models[0], Ts, nT);
   }
   sl_bench_finish(&b);
   if (s != SL_OK) {

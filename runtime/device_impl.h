@@ -25,6 +25,7 @@ struct sl_kernel {
     size_t shared;
     int per_sm;
   } occ[8];
+  size_t max_shared;    /* dynamic shared bytes allowed so far (sl_kernel_set_max_shared); 0: default */
 };
 
 struct sl_device {

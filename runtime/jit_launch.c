@@ -184,9 +184,21 @@ sl_status_t sl_kernel_resident_blocks(sl_kernel_t *k, int block_threads, size_t 
 }
 
 sl_status_t sl_kernel_set_max_shared(sl_kernel_t *k, size_t bytes) {
-  return cu_status(drv.cuFuncSetAttribute((CUfunction)k->function,
-                                          CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)bytes),
-                   "cuFuncSetAttribute(max dynamic shared)", k->name);
+  /* Launchers call this before every launch: the driver is asked only when the size grows
+   * (an attribute set, not a stream operation: also fine during graph capture). */
+  pthread_mutex_lock(&k->occ_lock);
+  const bool done = bytes <= k->max_shared;
+  pthread_mutex_unlock(&k->occ_lock);
+  if (done) return SL_OK;
+  SL_CHECK(cu_status(drv.cuFuncSetAttribute((CUfunction)k->function,
+                                            CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)bytes),
+                     "cuFuncSetAttribute(max dynamic shared)", k->name));
+  pthread_mutex_lock(&k->occ_lock);
+  if (bytes > k->max_shared) k->max_shared = bytes;
+  /* Occupancy answers for shapes above the old limit were computed without this opt-in. */
+  k->occ_used = 0;
+  pthread_mutex_unlock(&k->occ_lock);
+  return SL_OK;
 }
 
 sl_status_t sl_kernel_launch(sl_kernel_t *k, const sl_launch_t *l, void **args) {

@@ -94,7 +94,9 @@ sl_status_t sl_kernel_occupancy(sl_kernel_t *k, int block_threads, size_t shared
 /* Blocks of this kernel the whole device keeps resident at this shape (blocks per SM x SMs):
  * the largest grid for a grid-stride loop or a cooperative launch. */
 sl_status_t sl_kernel_resident_blocks(sl_kernel_t *k, int block_threads, size_t shared_bytes, long *blocks);
-/* Allow up to `bytes` of dynamic shared memory (above the 48 KiB default). */
+/* Allow up to `bytes` of dynamic shared memory (above the 48 KiB default; needed before a
+ * launch or occupancy query with more). Cheap to call before every launch: the driver is
+ * asked only when `bytes` exceeds what this kernel was already allowed. */
 sl_status_t sl_kernel_set_max_shared(sl_kernel_t *k, size_t bytes);
 const char *sl_kernel_name(const sl_kernel_t *k);
 

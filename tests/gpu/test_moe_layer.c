@@ -10,7 +10,8 @@
  * the whole layer (T=8 and T=128: streaming kernels, programmatic dependent launch); the
  * small-T fusion (fuse_small: top-k inside dispatch, PDL edges) bit-equal to the unfused layer
  * at T = 0, 1, 5, 16 (17: falls back), eagerly and in graphs, and two chained fused calls in
- * one graph (T = 1, 16). */
+ * one graph (T = 1, 16). The FFN's bulk variant (sm_90+) forced at T = 0, 1, 2, 5, 8, 9, 16,
+ * 17, 64, 128, fused dispatch, skew (8 / 17 / 40 rows per expert) and in graphs (T = 1, 8). */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -217,12 +218,44 @@ static void test_decode_variants(void **s) {
            "T=1 fused (forced), split variant (forced)");
 }
 
+/* The bulk variant (sm_90+; kernels/moe_ffn_gemv.cu FFN_BULK: weights staged in shared
+ * memory by cp.async.bulk, producer warp + 8 consumer warps, partial tiles added at the end
+ * of each 16-row pass), forced on the same cases as split: T = 1, 2, 5, 8 (one n-tile),
+ * 9 and 16 (two n-tiles, one pass), 17 and 64 (several passes where an expert holds more
+ * than 16 rows), fused dispatch; errors in its pipeline would show in sl_moe_layer_check
+ * (SL_ERR_TIMEOUT). */
+static bool bulk_supported(void) {
+  if (sl_device_info(gpu)->arch >= SL_ARCH_HOPPER) return true;
+  printf("  bulk variant: sm_%d < sm_90, not run\n", sl_device_info(gpu)->arch);
+  return false;
+}
+
+static void test_decode_bulk(void **s) {
+  if (!bulk_supported()) return;
+  static const int Ts[] = {1, 2, 5, 8, 9, 16, 17, 64};
+  char what[96];
+  for (int i = 0; i < 8; i++) {
+    snprintf(what, sizeof what, "T=%d streaming, bulk variant (forced)%s", Ts[i], i % 2 ? ", residual" : "");
+    run_full(Ts[i], i % 2, false, 0, 1, SL_MOE_FFN_GEMV_BULK, SL_MOE_PATH_REPLICATED, what);
+  }
+  run_full(1, false, false, SL_MOE_PATH_FUSED, 1, SL_MOE_FFN_GEMV_BULK, SL_MOE_PATH_FUSED,
+           "T=1 fused (forced), bulk variant (forced)");
+  run_full(128, false, false, 0, 1, SL_MOE_FFN_GEMV_BULK, SL_MOE_PATH_REPLICATED,
+           "T=128 streaming, bulk variant (forced: all 128 experts, ~8 rows each)");
+}
+
 /* T=0: nothing launched, nothing written, no error. */
 static void test_zero_tokens(void **s) {
   void *dout = moe_dev_copy(gpu, NULL, 64);
   sl_test_poison(gpu, dout, 64);
   for (int small = -1; small <= 1; small++) {
     sl_moe_layer_args_t a = {.num_tokens = 0, .x = dout, .out = dout, .ffn_small_rows = small};
+    SL_ASSERT_OK(sl_moe_layer_forward(g_layer, &a, NULL));
+    SL_ASSERT_OK(sl_moe_layer_check(g_layer, NULL));
+  }
+  for (int variant = SL_MOE_FFN_GEMV_WIDE; variant <= SL_MOE_FFN_GEMV_BULK; variant++) { /* forced variants */
+    sl_moe_layer_args_t a = {.num_tokens = 0, .x = dout, .out = dout, .ffn_small_rows = 1,
+                             .ffn_gemv_variant = variant};
     SL_ASSERT_OK(sl_moe_layer_forward(g_layer, &a, NULL));
     SL_ASSERT_OK(sl_moe_layer_check(g_layer, NULL));
   }
@@ -287,6 +320,13 @@ static void test_skewed(void **s) {
   run_skewed_v(17, 1, SL_MOE_FFN_GEMV_SPLIT, "T=17 skewed, split variant (forced)");
   run_skewed_v(40, 1, SL_MOE_FFN_GEMV_SPLIT, "T=40 skewed, split variant (forced)");
   run_skewed_v(8, 0, SL_MOE_FFN_GEMV_AUTO, "T=8 skewed (8 experts x 8 rows), automatic (split)");
+  if (bulk_supported()) {
+    /* Bulk: 8 experts x 96 gate_up tiles on 132 blocks (5-6 tiles each), 8 rows (one
+     * n-tile), 17 rows (a 16-row pass and a 1-row pass), 40 rows (three passes). */
+    run_skewed_v(8, 1, SL_MOE_FFN_GEMV_BULK, "T=8 skewed, bulk variant (forced)");
+    run_skewed_v(17, 1, SL_MOE_FFN_GEMV_BULK, "T=17 skewed, bulk variant (forced)");
+    run_skewed_v(40, 1, SL_MOE_FFN_GEMV_BULK, "T=40 skewed, bulk variant (forced)");
+  }
 }
 
 static void test_prefill(void **s) {
@@ -299,7 +339,7 @@ static void test_prefill(void **s) {
 }
 
 /* The whole layer captured in a graph (no host sync), replayed on new input. */
-static void graph_case(int T) {
+static void graph_case(int T, int variant) {
   uint64_t rng = sl_test_seed() + 99 + (uint64_t)T;
   sl_stream_t *st;
   SL_ASSERT_OK(sl_stream_create(gpu, &st));
@@ -309,7 +349,8 @@ static void graph_case(int T) {
   assert_true(x && got && ids && wts);
   const size_t xbytes = (size_t)T * H * 2, idbytes = (size_t)T * K * 4;
   void *dx = moe_dev_copy(gpu, NULL, xbytes), *dout = moe_dev_copy(gpu, NULL, xbytes);
-  sl_moe_layer_args_t a = {.num_tokens = T, .x = dx, .out = dout, .allow_host_sync = false};
+  sl_moe_layer_args_t a = {.num_tokens = T, .x = dx, .out = dout, .allow_host_sync = false,
+                           .ffn_small_rows = variant ? 1 : 0, .ffn_gemv_variant = variant};
   moe_rand_bf16(&rng, (size_t)T * H, x);
   SL_ASSERT_OK(sl_memcpy(gpu, dx, x, xbytes, st));
   SL_ASSERT_OK(sl_moe_layer_forward(g_layer, &a, st)); /* first call outside: JIT loads, cuBLAS handle */
@@ -331,8 +372,8 @@ static void graph_case(int T) {
     SL_ASSERT_OK(sl_memcpy(gpu, wts, d_w, idbytes, st));
     SL_ASSERT_OK(sl_stream_sync(gpu, st));
     SL_ASSERT_OK(sl_moe_layer_check(g_layer, st));
-    char what[32];
-    snprintf(what, sizeof what, "graph replay T=%d", T);
+    char what[48];
+    snprintf(what, sizeof what, "graph replay T=%d%s", T, variant == SL_MOE_FFN_GEMV_BULK ? ", bulk" : "");
     compare_with_cpu(T, x, NULL, got, ids, wts, what);
   }
   sl_graph_destroy(gpu, g);
@@ -521,15 +562,22 @@ static void test_fuse_small(void **s) {
 }
 
 static void test_graph(void **s) {
-  graph_case(1); /* split variant (automatic) under capture */
-  graph_case(8);
-  graph_case(128);
+  graph_case(1, SL_MOE_FFN_GEMV_AUTO);
+  graph_case(8, SL_MOE_FFN_GEMV_AUTO);
+  graph_case(128, SL_MOE_FFN_GEMV_AUTO);
+  if (bulk_supported()) {
+    /* Bulk under capture: dynamic shared memory opt-in set before (first call outside the
+     * capture) and the two PDL launches with their shared sizes captured. */
+    graph_case(1, SL_MOE_FFN_GEMV_BULK);
+    graph_case(8, SL_MOE_FFN_GEMV_BULK);
+  }
 }
 
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_decode),
       cmocka_unit_test(test_decode_variants),
+      cmocka_unit_test(test_decode_bulk),
       cmocka_unit_test(test_prefill),
       cmocka_unit_test(test_zero_tokens),
       cmocka_unit_test(test_skewed),
