@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/kq_launch.h"
 #include "kernels/quant.h"
 #include "sl_test.h"
 
@@ -237,6 +238,41 @@ static void test_nvfp4_scale_range(void **state) {
   gs_override = 0.0f;
 }
 
+/* The segment layout (kernels/kq_launch.h, SEG > 0: a warp walks consecutive chunks of a row
+ * with running pointers), forced by the override on both the decode and prefill paths: every
+ * format, rule and layout (swizzled included, T not a multiple of 128) at a segment length
+ * that does not divide the row's 11.5 chunks and is odd against UNROLL 2 (3), at whole rows
+ * (64), and at the registered point (8) with edge values; f16 / f32 on two formats; strided
+ * rows. Codes, scales and dequantization bit-exact as above. */
+static void test_segment_layouts(void **state) {
+  uint64_t rng = sl_test_seed();
+  int sms = sl_device_info(dev)->sm_count;
+  static const int segs[] = {3, 64};
+  for (size_t si = 0; si < sizeof segs / sizeof segs[0]; si++) {
+    sl_kq_set_seg_override(segs[si]);
+    for (size_t ci = 0; ci < sizeof cfgs / sizeof cfgs[0]; ci++) {
+      run_case(&rng, (int)ci, SL_DTYPE_BF16, sms + 77, 2944, 2944, false);
+      if (si == 0) run_case(&rng, (int)ci, SL_DTYPE_BF16, 3, 2944, 2944, false);
+    }
+  }
+  sl_kq_set_seg_override(3);
+  for (size_t ci = 0; ci < sizeof cfgs / sizeof cfgs[0]; ci++)
+    if ((cfgs[ci].fmt == SL_QUANT_NVFP4 && cfgs[ci].layout == SL_QUANT_LAYOUT_SWIZZLED) ||
+        (cfgs[ci].fmt == SL_QUANT_FP8_GROUP && cfgs[ci].rule == SL_QUANT_RULE_IEEE)) {
+      run_case(&rng, (int)ci, SL_DTYPE_F16, sms + 77, 2944, 2944, false);
+      run_case(&rng, (int)ci, SL_DTYPE_F32, sms + 77, 2944, 2944, false);
+      run_case(&rng, (int)ci, SL_DTYPE_BF16, 1000, 7168, 7168 + 64, false);
+    }
+  sl_kq_set_seg_override(SL_KQ_SEG_POINT);
+  edge_mode = true;
+  for (size_t ci = 0; ci < sizeof cfgs / sizeof cfgs[0]; ci++)
+    run_case(&rng, (int)ci, SL_DTYPE_BF16, sms + 13, 2944, 2944, false);
+  edge_mode = false;
+  for (size_t ci = 0; ci < sizeof cfgs / sizeof cfgs[0]; ci++)
+    run_case(&rng, (int)ci, SL_DTYPE_BF16, 9, 2048, 2048, true); /* NaN reported by token and block */
+  sl_kq_set_seg_override(SL_KQ_SEG_TABLE);
+}
+
 int main(void) {
   dev = sl_test_open_gpu_or_skip(0);
   const struct CMUnitTest tests[] = {
@@ -245,6 +281,7 @@ int main(void) {
       cmocka_unit_test(test_nan_reported),
       cmocka_unit_test(test_edge_values),
       cmocka_unit_test(test_nvfp4_scale_range),
+      cmocka_unit_test(test_segment_layouts),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   sl_device_close(dev);
