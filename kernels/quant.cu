@@ -266,8 +266,9 @@ __device__ __forceinline__ unsigned pack2(float lo, float hi) {
 //    times the block scale in fp32 (the reference's one rounding), packed by one cvt per pair.
 //  - FP4 formats: magnitudes by byte permutes (sl_qf_e2m1_mag8_bf16), times the scale (MX: one
 //    exact-or-reference-rounded multiply; NVFP4: (e2m1 * sf) exact, then the FMA-corrected
-//    quotient by global_scale as decode_codes), and the signs OR'ed into the packed output
-//    pairs (sl_qf_e2m1_sign8): RN is symmetric, so sign | RN(|x|) is RN(x), -0 included.
+//    quotient by global_scale as decode_codes), and the signs XOR'ed into the packed output
+//    pairs (sl_qf_e2m1_sign8): RN is symmetric, so sign ^ RN(|e2m1| * scale) is RN(x), -0
+//    included (XOR, not OR: a negative NVFP4 scale byte makes the magnitude's result negative).
 // Returns false where the generic per-element path must run (NVFP4 outside the fast range).
 __device__ __forceinline__ bool decode16(unsigned long long w, float sf, unsigned char su, float global_scale,
                                          uint4 &o) {
@@ -306,8 +307,8 @@ __device__ __forceinline__ bool decode16(unsigned long long w, float sf, unsigne
         a[j] = sl_qf_div_fast_signed(__fmul_rn(a[j], sfv), global_scale, rcp); // magnitudes: >= +0
     }
 #pragma unroll
-    for (int i = 0; i < 4; i++)
-      r[i] = pack2(a[2 * i], a[2 * i + 1]) | (sg[i] & 0x80008000u);
+    for (int i = 0; i < 4; i++) // XOR: also right for a negative E4M3 scale byte (the magnitude's sign set)
+      r[i] = pack2(a[2 * i], a[2 * i + 1]) ^ (sg[i] & 0x80008000u);
   }
   o = make_uint4(r[0], r[1], r[2], r[3]);
   return true;
@@ -349,6 +350,50 @@ __device__ __forceinline__ void dequant_packet(unsigned long long cw, float sf, 
   sl_kq_store<DTYPE, VEC>(dst, y);
 }
 
+// FP4 to 16-bit outputs in the segment layout: a per-CTA table, for every scale byte s, of the
+// 16-bit results of the 8 magnitudes (sl_qf_decode(QFMT, m, 0, s, gs) rounded once to DTYPE:
+// the reference's own value), as two 8-byte permute tables (low bytes of m = 0..7, high bytes).
+// A lane then decodes its 8 codes with one 16-byte shared load and the byte permutes of
+// sl_qf_e2m1_mag8_bf16, and XORs the code signs in (sign ^ RN(|e2m1| * scale) = RN(x), -0 and
+// negative scale bytes included; NaN scales give NaN). Filling costs 8 decodes per thread once
+// per CTA, which the segment layout's long-lived warps amortize (the item layout does not: its
+// CTAs live for 16 items, so it keeps decode16).
+static constexpr bool DEQ_TABLE = IS_FP4 && DTYPE != SL_DTYPE_F32 && SEG > 0;
+
+__device__ __forceinline__ unsigned short to16(float y) {
+  if constexpr (DTYPE == SL_DTYPE_BF16)
+    return sl_kq_f32_to_bf16(y);
+  else
+    return sl_kq_f32_to_f16(y);
+}
+
+__device__ __noinline__ void fill_deq_table(uint4 *tab, float global_scale) {
+  for (int s = threadIdx.x; s < 256; s += blockDim.x) {
+    unsigned b[4] = {0u, 0u, 0u, 0u};
+#pragma unroll
+    for (int m = 0; m < 8; m++) {
+      const unsigned h = to16(sl_qf_decode(QFMT, (unsigned char)m, 0.0f, (unsigned char)s, global_scale));
+      b[m >> 2] |= (h & 0xffu) << (8 * (m & 3));
+      b[2 + (m >> 2)] |= (h >> 8) << (8 * (m & 3));
+    }
+    tab[s] = make_uint4(b[0], b[1], b[2], b[3]);
+  }
+}
+
+// The 8 outputs (4 packed pairs) of the 8 codes in c (nibble j = element j) from the scale's
+// table entry t (fill_deq_table).
+__device__ __forceinline__ uint4 decode16_table(unsigned c, uint4 t) {
+  unsigned sg[4], r[4], sel = c & 0x77777777u; // the permute index: magnitude bits only
+  sl_qf_e2m1_sign8(c, sg);
+#pragma unroll
+  for (int h = 0; h < 2; h++, sel >>= 16) {
+    const unsigned lo = sl_qf_prmt(t.x, t.y, sel), hi = sl_qf_prmt(t.z, t.w, sel);
+    r[2 * h] = sl_qf_prmt(lo, hi, 0x5140u) ^ (sg[2 * h] & 0x80008000u);
+    r[2 * h + 1] = sl_qf_prmt(lo, hi, 0x7362u) ^ (sg[2 * h + 1] & 0x80008000u);
+  }
+  return make_uint4(r[0], r[1], r[2], r[3]);
+}
+
 // Dequantize: one warp item = CHUNK output elements (16 bytes of output per lane); SEG as in
 // sl_quant_kernel (SEG > 0: warp tasks of SEGC chunks of a row with running pointers).
 extern "C" __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
@@ -358,6 +403,11 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
   const unsigned warp = blockIdx.x * WARPS + threadIdx.x / 32, nwarps = gridDim.x * WARPS;
   constexpr int ebytes = sl_kq_elem<DTYPE>::bytes;
   if constexpr (SEG > 0) {
+    __shared__ uint4 tab[DEQ_TABLE ? 256 : 1];
+    if constexpr (DEQ_TABLE) {
+      fill_deq_table(tab, global_scale);
+      __syncthreads(); // every thread reaches it: before any early exit
+    }
     const unsigned tasks = (unsigned)num_tokens * NSEG;
     for (unsigned t = warp; t < tasks; t += nwarps) {
       const unsigned row = t / NSEG, c0 = (t - row * NSEG) * SEGC;
@@ -384,7 +434,10 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
         for (int u = 0; u < UNROLL; u++) {
           if (!((CHUNKS % SEGC == 0 && SEGC % UNROLL == 0) || c + u < nc)) break; // warp-uniform
           if (RAGGED && col + u * CHUNK >= HIDDEN) continue;
-          dequant_packet(cw[u], sf[u], su[u], global_scale, op + u * CHUNK * ebytes);
+          if constexpr (DEQ_TABLE)
+            *reinterpret_cast<uint4 *>(op + u * CHUNK * ebytes) = decode16_table((unsigned)cw[u], tab[su[u]]);
+          else
+            dequant_packet(cw[u], sf[u], su[u], global_scale, op + u * CHUNK * ebytes);
         }
         op += UNROLL * CHUNK * ebytes;
         cp += UNROLL * CODE_STEP;

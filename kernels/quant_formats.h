@@ -94,7 +94,11 @@ SL_QF_FN int sl_qf_finite(float f) {
   return (sl_qf_bits(f) & 0x7f800000u) != 0x7f800000u;
 }
 SL_QF_FN float sl_qf_abs(float f) {
+#if defined(__CUDACC_RTC__) || defined(__CUDACC__)
+  return fabsf(f); /* the same bits (sign cleared); folds into an FMUL's |.| operand (no LOP3) */
+#else
   return sl_qf_float(sl_qf_bits(f) & 0x7fffffffu);
+#endif
 }
 /* max for absmax reductions: inputs are never NaN here (a non-finite block is flagged). */
 SL_QF_FN float sl_qf_max(float a, float b) {

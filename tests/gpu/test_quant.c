@@ -242,8 +242,9 @@ static void test_nvfp4_scale_range(void **state) {
  * with running pointers), forced by the override on both the decode and prefill paths: every
  * format, rule and layout (swizzled included, T not a multiple of 128) at a segment length
  * that does not divide the row's 11.5 chunks and is odd against UNROLL 2 (3), at whole rows
- * (64), and at the registered point (8) with edge values; f16 / f32 on two formats; strided
- * rows. Codes, scales and dequantization bit-exact as above. */
+ * (64), and at the registered point (8) with edge values, NaN blocks and NVFP4 tensor scales
+ * outside the fast range; f16 / f32 on two formats; strided rows. Codes, scales and
+ * dequantization (FP4 to 16-bit: the per-CTA table path) bit-exact as above. */
 static void test_segment_layouts(void **state) {
   uint64_t rng = sl_test_seed();
   int sms = sl_device_info(dev)->sm_count;
@@ -270,6 +271,18 @@ static void test_segment_layouts(void **state) {
   edge_mode = false;
   for (size_t ci = 0; ci < sizeof cfgs / sizeof cfgs[0]; ci++)
     run_case(&rng, (int)ci, SL_DTYPE_BF16, 9, 2048, 2048, true); /* NaN reported by token and block */
+  /* FP4 dequantization by the per-CTA table (kernels/quant.cu DEQ_TABLE) at tensor scales in
+   * and outside the quantizer's fast range */
+  static const float gss[] = {0x1p-61f, 0x1p-60f, 0x1p60f, 0x1p61f};
+  for (size_t g = 0; g < sizeof gss / sizeof gss[0]; g++) {
+    gs_override = gss[g];
+    for (size_t ci = 0; ci < sizeof cfgs / sizeof cfgs[0]; ci++)
+      if (cfgs[ci].fmt == SL_QUANT_NVFP4) {
+        run_case(&rng, (int)ci, SL_DTYPE_BF16, 300, 2048, 2048, false);
+        run_case(&rng, (int)ci, SL_DTYPE_F16, 300, 2048, 2048, false);
+      }
+  }
+  gs_override = 0.0f;
   sl_kq_set_seg_override(SL_KQ_SEG_TABLE);
 }
 
