@@ -355,9 +355,10 @@ __device__ __forceinline__ void dequant_packet(unsigned long long cw, float sf, 
 // the reference's own value), as two 8-byte permute tables (low bytes of m = 0..7, high bytes).
 // A lane then decodes its 8 codes with one 16-byte shared load and the byte permutes of
 // sl_qf_e2m1_mag8_bf16, and XORs the code signs in (sign ^ RN(|e2m1| * scale) = RN(x), -0 and
-// negative scale bytes included; NaN scales give NaN). Filling costs 8 decodes per thread once
-// per CTA, which the segment layout's long-lived warps amortize (the item layout does not: its
-// CTAs live for 16 items, so it keeps decode16).
+// negative scale bytes included; NaN scales give NaN). Filling costs one decode16 of codes
+// 0..7 per entry (256 entries over the CTA's threads) once per CTA, which the segment layout's
+// long-lived warps amortize (the item layout does not: its CTAs live for 16 items, so it keeps
+// decode16 per item).
 static constexpr bool DEQ_TABLE = IS_FP4 && DTYPE != SL_DTYPE_F32 && SEG > 0;
 
 __device__ __forceinline__ unsigned short to16(float y) {
@@ -369,7 +370,16 @@ __device__ __forceinline__ unsigned short to16(float y) {
 
 __device__ __noinline__ void fill_deq_table(uint4 *tab, float global_scale) {
   for (int s = threadIdx.x; s < 256; s += blockDim.x) {
-    unsigned b[4] = {0u, 0u, 0u, 0u};
+    uint4 o;
+    // codes 0..7 in nibbles 0..7 through the packed decoder (bit-identical to sl_qf_decode);
+    // its pairs (element m in half m & 1 of word m / 2) regrouped into the byte planes
+    // (not for negative NVFP4 scale bytes: decode16's quotient of -0 is +0, the reference's -0)
+    if (!(QFMT == SL_QFMT_NVFP4 && s >= 0x80) && decode16(0x76543210ull, 0.0f, (unsigned char)s, global_scale, o)) {
+      tab[s] = make_uint4(sl_qf_prmt(o.x, o.y, 0x6420u), sl_qf_prmt(o.z, o.w, 0x6420u), sl_qf_prmt(o.x, o.y, 0x7531u),
+                          sl_qf_prmt(o.z, o.w, 0x7531u));
+      continue;
+    }
+    unsigned b[4] = {0u, 0u, 0u, 0u}; // the reference's own decode
 #pragma unroll
     for (int m = 0; m < 8; m++) {
       const unsigned h = to16(sl_qf_decode(QFMT, (unsigned char)m, 0.0f, (unsigned char)s, global_scale));
