@@ -299,6 +299,9 @@ __device__ __forceinline__ bool decode16(unsigned long long w, float sf, unsigne
         a[j] = __fmul_rn(a[j], scale);
     } else {
       if (!sl_qf_deq_fast_ok(global_scale)) return false; // a kernel argument: uniform
+      // negative scale bytes (never written by the quantizer): the generic path keeps the
+      // reference's -0 for code magnitude 0 (the signed fast quotient gives +0 there)
+      if (su & 0x80u) return false;
       float sfv, unused;
       sl_kq_e4m3x2_to_f32(su, sfv, unused); // exact (NaN for code 0x7f: NaN outputs either way)
       const float rcp = __frcp_rn(global_scale);
