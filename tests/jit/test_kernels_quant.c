@@ -121,7 +121,8 @@ static void test_act_router_specs(void **state) {
   }
 }
 
-/* The software E4M3 fallback (SL_KQ_HW_E4M3=0, kernels/quant_dev.cuh) compiles too. */
+/* The software E4M3 fallback (SL_KQ_HW_E4M3=0, kernels/quant_dev.cuh) and the fp32 E2M1 encoder
+ * (SL_KQ_E2M1_BF16X2=0) compile too. */
 static void test_software_e4m3_fallback(void **state) {
   sl_quant_args_t q = {.format = SL_QUANT_MXFP8,
                        .rule = SL_QUANT_RULE_FLOOR,
@@ -140,6 +141,16 @@ static void test_software_e4m3_fallback(void **state) {
     assert_compiles(&spec, archs[a]);
     SL_ASSERT_OK(sl_act_spec(&x, archs[a], SMS, &spec));
     SL_ASSERT_OK(sl_jit_spec_define(&spec, "SL_KQ_HW_E4M3", "0"));
+    assert_compiles(&spec, archs[a]);
+    /* and the fp32 E2M1 encoder in place of the packed bf16x2 one (SL_KQ_E2M1_BF16X2=0) */
+    sl_quant_args_t m = {.format = SL_QUANT_MXFP4,
+                         .rule = SL_QUANT_RULE_FLOOR,
+                         .layout = SL_QUANT_LAYOUT_SWIZZLED,
+                         .num_tokens = 8192,
+                         .hidden = 7168,
+                         .in_dtype = SL_DTYPE_BF16};
+    SL_ASSERT_OK(sl_quant_spec(&m, archs[a], SMS, &spec));
+    SL_ASSERT_OK(sl_jit_spec_define(&spec, "SL_KQ_E2M1_BF16X2", "0"));
     assert_compiles(&spec, archs[a]);
   }
 }
