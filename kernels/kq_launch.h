@@ -26,7 +26,7 @@ typedef struct {
   int unroll; /* work items loaded before any is processed, per warp */
   int seg;    /* prefill work layout: 0 = one warp item per grid-stride step (each item's
                * addresses from its index); N > 0 = a warp walks N consecutive chunks of one row
-               * (a "segment") with running pointers: the per-item index math (~30 of ~180
+               * (a "segment") with running pointers: the per-item index math (~45 of ~180
                * instructions per item in the FP4 quantizer, kernels/NOTES.md) becomes pointer
                * increments and the per-warp prologue is paid once per N chunks. 0 until a GPU
                * run (`SL_KQ_TUNE=1 sluice bench kernels`, rows w8u2s<N>) shows N faster. */
@@ -62,8 +62,6 @@ int sl_kq_unroll(int arch);
 #define SL_KQ_SEG_POINT 8
 void sl_kq_set_seg_override(int seg); /* SL_KQ_SEG_TABLE, 0 (item layout) or chunks per segment */
 int sl_kq_seg(int arch, int warps);
-/* Warp tasks of the segment layout: rows x segments per row (a segment is min(seg, chunks)
- * chunks; the row's last one may be shorter). */
 /* The prefill segment lengths to register as JIT points: the table's and SL_KQ_SEG_POINT
  * (one entry when equal); returns the count. */
 static inline int sl_kq_seg_points(int arch, int segs[2]) {
@@ -72,6 +70,8 @@ static inline int sl_kq_seg_points(int arch, int segs[2]) {
   if (segs[0] != SL_KQ_SEG_POINT) segs[n++] = SL_KQ_SEG_POINT;
   return n;
 }
+/* Warp tasks of the segment layout: rows x segments per row (a segment is min(seg, chunks)
+ * chunks; the row's last one may be shorter). */
 static inline long sl_kq_seg_tasks(long rows, int chunks, int seg) {
   int s = seg < chunks ? seg : chunks;
   return s > 0 ? rows * ((chunks + s - 1) / s) : 0;
