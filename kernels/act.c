@@ -83,7 +83,7 @@ sl_status_t sl_act_ref(const sl_act_args_t *a) {
 }
 
 static sl_status_t spec_at(sl_act_kind_t kind, int inter, sl_dtype_t in, sl_dtype_t out, int rule, int warps,
-                           int unroll, sl_jit_spec_t *spec) {
+                           int unroll, int seg, sl_jit_spec_t *spec) {
   sl_jit_spec_init(spec, "kernels/act.cu", "sl_act_kernel");
   SL_CHECK(sl_jit_spec_define(spec, "ACT", "%d", (int)kind));
   SL_CHECK(sl_jit_spec_define(spec, "INTER", "%d", inter));
@@ -92,12 +92,25 @@ static sl_status_t spec_at(sl_act_kind_t kind, int inter, sl_dtype_t in, sl_dtyp
   SL_CHECK(sl_jit_spec_define(spec, "QRULE", "%d", out == SL_DTYPE_FP8_E4M3 ? rule : 0));
   SL_CHECK(sl_jit_spec_define(spec, "WARPS", "%d", warps));
   SL_CHECK(sl_jit_spec_define(spec, "UNROLL", "%d", unroll));
+  SL_CHECK(sl_jit_spec_define(spec, "SEG", "%d", seg));
   return SL_OK;
 }
 
+/* Warp chunks per row (32 x 16 bytes of the input dtype) and the segment knob as compiled:
+ * 0, or chunks per warp task clamped to the row (kernels/kq_launch.h). */
+static int act_chunks(int inter, sl_dtype_t in) {
+  int chunk = 32 * (16 / (int)(sl_dtype_bits(in) / 8));
+  return (inter + chunk - 1) / chunk;
+}
+static int act_seg(int arch, int warps, int inter, sl_dtype_t in) {
+  int seg = sl_kq_seg(arch, warps), chunks = act_chunks(inter, in);
+  return seg > chunks ? chunks : seg;
+}
+
 sl_status_t sl_act_spec(const sl_act_args_t *a, int arch, int sm_count, sl_jit_spec_t *spec) {
-  return spec_at(a->kind, a->inter, a->in_dtype, a->out_dtype, a->scale_ue8m0 ? SL_QRULE_CEIL : SL_QRULE_IEEE,
-                 sl_kq_warps(arch, sm_count, a->num_tokens), sl_kq_unroll(arch), spec);
+  int warps = sl_kq_warps(arch, sm_count, a->num_tokens);
+  return spec_at(a->kind, a->inter, a->in_dtype, a->out_dtype, a->scale_ue8m0 ? SL_QRULE_CEIL : SL_QRULE_IEEE, warps,
+                 sl_kq_unroll(arch), act_seg(arch, warps, a->inter, a->in_dtype), spec);
 }
 
 static sl_status_t check_aligned(const void *p, long row_bytes, const char *what) {
@@ -132,11 +145,13 @@ sl_status_t sl_act(sl_device_t *dev, const sl_act_args_t *a, sl_stream_t *stream
   float *scales = a->out_scales;
   int t = a->num_tokens;
   void *args[] = {&in, &is, &out, &os, &scales, &t};
-  int chunk = 32 * (16 / (int)ib);
-  long items = (long)t * ((a->inter + chunk - 1) / chunk);
+  long items = (long)t * act_chunks(a->inter, a->in_dtype);
   if (items > 0x7fffffffL) /* the kernel's item index is 32-bit (kernels/act.cu) */
     return SL_ERR(SL_ERR_INVALID, "act: %ld work items exceed the kernel's 32-bit index: split the call by tokens",
                   items);
+  int seg = act_seg(info->arch, warps, a->inter, a->in_dtype);
+  if (seg > 0) /* one warp task per (row, segment) */
+    return sl_kq_launch(dev, k, warps, 1, sl_kq_seg_tasks(t, act_chunks(a->inter, a->in_dtype), seg), stream, args);
   return sl_kq_launch(dev, k, warps, unroll, items, stream, args);
 }
 
@@ -147,17 +162,21 @@ sl_status_t sl_act_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t *s
   static const int inters[] = {768};
   static const sl_dtype_t dtypes[] = {SL_DTYPE_BF16, SL_DTYPE_F16, SL_DTYPE_F32};
   const sl_kq_arch_cfg_t *ac = sl_kq_arch_cfg(arch);
-  int warps[2] = {ac->decode_warps, ac->prefill_warps};
+  int warps[2] = {ac->decode_warps, ac->prefill_warps}, segs[2];
+  int nseg = sl_kq_seg_points(arch, segs);
   for (int kind = 0; kind < 2; kind++)
     for (size_t i = 0; i < sizeof inters / sizeof inters[0]; i++)
       for (size_t d = 0; d < sizeof dtypes / sizeof dtypes[0]; d++)
         for (int o = 0; o < 3; o++)
-          for (int w = 0; w < 2; w++) {
-            sl_jit_spec_t spec;
-            sl_dtype_t out = o == 0 ? dtypes[d] : SL_DTYPE_FP8_E4M3;
-            SL_CHECK(spec_at((sl_act_kind_t)kind, inters[i], dtypes[d], out, o == 2 ? SL_QRULE_CEIL : SL_QRULE_IEEE,
-                             warps[w], ac->unroll, &spec));
-            SL_CHECK(fn(&spec, user));
-          }
+          for (int w = 0; w < 2; w++)
+            for (int si = 0; si < (w ? nseg : 1); si++) { /* decode: seg 0; prefill: table + point */
+              int chunks = act_chunks(inters[i], dtypes[d]), seg = w ? segs[si] : 0;
+              if (seg > chunks) seg = chunks;
+              sl_jit_spec_t spec;
+              sl_dtype_t out = o == 0 ? dtypes[d] : SL_DTYPE_FP8_E4M3;
+              SL_CHECK(spec_at((sl_act_kind_t)kind, inters[i], dtypes[d], out, o == 2 ? SL_QRULE_CEIL : SL_QRULE_IEEE,
+                               warps[w], ac->unroll, seg, &spec));
+              SL_CHECK(fn(&spec, user));
+            }
   return SL_OK;
 }

@@ -23,6 +23,9 @@
 #ifndef UNROLL
 #error "UNROLL (work items in flight per warp) must be defined by the JIT"
 #endif
+#ifndef SEG
+#error "SEG (0: grid-stride warp items; N > 0: a warp walks N chunks of one row) must be defined by the JIT"
+#endif
 
 #define FP8_OUT (OUT_DTYPE == 3) // a preprocessor test: the enum isn't visible to #if
 static_assert(SL_DTYPE_FP8_E4M3 == 3, "FP8_OUT compares with the value of SL_DTYPE_FP8_E4M3");
@@ -65,16 +68,84 @@ __device__ __forceinline__ float act_fn(float g) {
 #endif
 static constexpr bool RAGGED = INTER % CHUNK != 0;
 
-// One warp item = CHUNK output columns of one row (gate and up: 16 bytes each per lane),
-// grid-stride with 32-bit item indices (host: rows * CHUNKS < 2^31). A warp loads UNROLL
-// items (raw packets: 8 registers each) before computing any.
+// Segment layout (SEG > 0, as kernels/quant.cu): a warp task is SEGC consecutive chunks of one
+// row (the row's last segment may be shorter), walked UNROLL chunks at a time with running
+// pointers advanced by compile-time steps.
+static constexpr int SEGC = SEG <= 0 ? 1 : SEG < CHUNKS ? SEG : CHUNKS;
+static constexpr int NSEG = (CHUNKS + SEGC - 1) / SEGC;
+static constexpr int OB = FP8_OUT ? 1 : sl_kq_elem<(FP8_OUT ? SL_DTYPE_F32 : OUT_DTYPE)>::bytes; // output bytes per element
+
+// One lane's packet: act(gate) * up, stored at dst (FP8: codes, and the group scale at *sc on
+// the group's first lane). All 32 lanes call this together (the FP8 group reduction).
+__device__ __forceinline__ void act_packet(uint4 graw, uint4 uraw, bool live, int lane, char *dst, float *sc) {
+  float y[VEC], up[VEC];
+  sl_kq_unpack<IN_DTYPE>(graw, y);
+  sl_kq_unpack<IN_DTYPE>(uraw, up);
+#pragma unroll
+  for (int j = 0; j < VEC; j++)
+    y[j] = act_fn(y[j]) * up[j];
+#if FP8_OUT
+  float absmax;
+  int bad;
+  sl_kq_block_absmax<VEC, LANES>(y, absmax, bad); // all lanes take part, tail lanes hold zeros
+  if (RAGGED && !live) return;
+  unsigned char scale_u8;
+  float scale_f32;
+  const unsigned long long w =
+      sl_kq_quantize_fast<SL_QFMT_FP8_GROUP, QRULE, VEC>(y, absmax, bad, 0.0f, scale_f32, scale_u8);
+  sl_kq_store_packed<VEC, false>((unsigned char *)dst, w);
+  if (lane % LANES == 0) *sc = scale_f32;
+#else
+  if (RAGGED && !live) return;
+  sl_kq_store<OUT_DTYPE, VEC>(dst, y);
+#endif
+}
+
+// One warp item = CHUNK output columns of one row (gate and up: 16 bytes each per lane). A warp
+// loads UNROLL items (raw packets: 8 registers each) before computing any.
+// SEG == 0: grid-stride items with 32-bit indices (host: rows * CHUNKS < 2^31), each computing
+// its addresses; SEG > 0: grid-stride warp tasks (row, segment) with running pointers.
 extern "C" __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
     sl_act_kernel(const void *__restrict__ in, long in_stride, void *__restrict__ out, long out_stride,
                   float *__restrict__ out_scales, int num_tokens) {
   const int lane = threadIdx.x & 31;
-  const unsigned items = (unsigned)num_tokens * CHUNKS;
   const unsigned warp = blockIdx.x * WARPS + threadIdx.x / 32, nwarps = gridDim.x * WARPS;
   constexpr int ib = sl_kq_elem<IN_DTYPE>::bytes;
+  if constexpr (SEG > 0) {
+    constexpr bool whole = CHUNKS % SEGC == 0 && SEGC % UNROLL == 0; // every step is full
+    const unsigned tasks = (unsigned)num_tokens * NSEG;
+    for (unsigned t = warp; t < tasks; t += nwarps) {
+      const unsigned row = t / NSEG, c0 = (t - row * NSEG) * SEGC;
+      const unsigned nc = CHUNKS % SEGC == 0 ? SEGC : min((unsigned)SEGC, CHUNKS - c0);
+      unsigned col = c0 * CHUNK + lane * VEC;
+      const char *ip = (const char *)in + ((size_t)row * (size_t)in_stride + col) * ib;
+      char *op = (char *)out + ((size_t)row * (size_t)out_stride + col) * OB;
+      float *sp = out_scales + (size_t)row * (INTER / GROUP) + col / GROUP; // FP8 only (unused otherwise)
+      for (unsigned c = 0; c < nc; c += UNROLL) {
+        uint4 graw[UNROLL], uraw[UNROLL];
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) {
+          graw[u] = uraw[u] = make_uint4(0u, 0u, 0u, 0u);
+          if ((whole || c + u < nc) && (!RAGGED || col + u * CHUNK < INTER)) {
+            graw[u] = sl_kq_load_raw(ip + u * CHUNK * ib);
+            uraw[u] = sl_kq_load_raw(ip + u * CHUNK * ib + (long)INTER * ib);
+          }
+        }
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) {
+          if (!(whole || c + u < nc)) break; // warp-uniform
+          act_packet(graw[u], uraw[u], !RAGGED || col + u * CHUNK < INTER, lane, op + u * CHUNK * OB,
+                     sp + u * (CHUNK / GROUP));
+        }
+        ip += UNROLL * CHUNK * ib;
+        op += UNROLL * CHUNK * OB;
+        sp += UNROLL * (CHUNK / GROUP);
+        col += UNROLL * CHUNK;
+      }
+    }
+    return;
+  }
+  const unsigned items = (unsigned)num_tokens * CHUNKS;
   for (unsigned base = warp; base < items; base += nwarps * UNROLL) {
     uint4 graw[UNROLL], uraw[UNROLL];
 #pragma unroll
@@ -95,27 +166,8 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
       if (it >= items) break; // warp-uniform
       const unsigned row = it / CHUNKS;
       const unsigned col = (it - row * CHUNKS) * CHUNK + lane * VEC; // unsigned: shifts, no sign fix-ups
-      float y[VEC], up[VEC];
-      sl_kq_unpack<IN_DTYPE>(graw[u], y);
-      sl_kq_unpack<IN_DTYPE>(uraw[u], up);
-#pragma unroll
-      for (int j = 0; j < VEC; j++)
-        y[j] = act_fn(y[j]) * up[j];
-#if FP8_OUT
-      float absmax;
-      int bad;
-      sl_kq_block_absmax<VEC, LANES>(y, absmax, bad); // all lanes take part, tail lanes hold zeros
-      if (RAGGED && col >= INTER) continue;
-      unsigned char scale_u8;
-      float scale_f32;
-      const unsigned long long w =
-          sl_kq_quantize_fast<SL_QFMT_FP8_GROUP, QRULE, VEC>(y, absmax, bad, 0.0f, scale_f32, scale_u8);
-      sl_kq_store_packed<VEC, false>((unsigned char *)out + (size_t)row * (size_t)out_stride + col, w);
-      if (lane % LANES == 0) out_scales[(size_t)row * (INTER / GROUP) + col / GROUP] = scale_f32;
-#else
-      if (RAGGED && col >= INTER) continue;
-      sl_kq_store<OUT_DTYPE, VEC>((char *)out + ((size_t)row * (size_t)out_stride + col) * sl_kq_elem<OUT_DTYPE>::bytes, y);
-#endif
+      act_packet(graw[u], uraw[u], !RAGGED || col < INTER, lane, (char *)out + ((size_t)row * (size_t)out_stride + col) * OB,
+                 out_scales + (size_t)row * (INTER / GROUP) + col / GROUP);
     }
   }
 }

@@ -24,3 +24,15 @@ void sl_kq_set_unroll_override(int unroll) {
 int sl_kq_unroll(int arch) {
   return unroll_override ? unroll_override : sl_kq_arch_cfg(arch)->unroll;
 }
+
+static int seg_override = SL_KQ_SEG_TABLE;
+
+void sl_kq_set_seg_override(int seg) {
+  seg_override = seg < 0 ? SL_KQ_SEG_TABLE : seg;
+}
+
+int sl_kq_seg(int arch, int warps) {
+  if (seg_override != SL_KQ_SEG_TABLE) return seg_override;
+  const sl_kq_arch_cfg_t *c = sl_kq_arch_cfg(arch);
+  return warps == c->decode_warps && warps != c->prefill_warps ? 0 : c->seg;
+}

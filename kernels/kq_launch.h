@@ -24,12 +24,18 @@ typedef struct {
   int decode_warps;
   int prefill_warps;
   int unroll; /* work items loaded before any is processed, per warp */
+  int seg;    /* prefill work layout: 0 = one warp item per grid-stride step (each item's
+               * addresses from its index); N > 0 = a warp walks N consecutive chunks of one row
+               * (a "segment") with running pointers: the per-item index math (~45 of ~180
+               * instructions per item in the FP4 quantizer, kernels/NOTES.md) becomes pointer
+               * increments and the per-warp prologue is paid once per N chunks. 0 until a GPU
+               * run (`SL_KQ_TUNE=1 sluice bench kernels`, rows w8u2s<N>) shows N faster. */
 } sl_kq_arch_cfg_t;
 
 static const sl_kq_arch_cfg_t sl_kq_arch_table[] = {
-    {SL_ARCH_HOPPER, 1, 8, 2},
-    {SL_ARCH_BLACKWELL, 1, 8, 2},
-    {0, 1, 8, 2},
+    {SL_ARCH_HOPPER, 1, 8, 2, 0},
+    {SL_ARCH_BLACKWELL, 1, 8, 2, 0},
+    {0, 1, 8, 2, 0},
 };
 
 static inline const sl_kq_arch_cfg_t *sl_kq_arch_cfg(int arch) {
@@ -44,6 +50,32 @@ static inline const sl_kq_arch_cfg_t *sl_kq_arch_cfg(int arch) {
  * between launches. */
 void sl_kq_set_unroll_override(int unroll); /* 0: the table */
 int sl_kq_unroll(int arch);
+
+/* Segment layout (the table's `seg`, JIT constant SEG of quant.cu / act.cu) for a launch of
+ * `warps` warps per block: decode launches (one warp per block) keep 0, so a short row still
+ * spreads over many warps; prefill takes the table's value unless an override is set
+ * (sl_kq_set_seg_override: the benchmark sweep and the GPU tests, which run both layouts).
+ * SL_KQ_SEG_TABLE restores the table. Not thread-safe, as the unroll override. */
+#define SL_KQ_SEG_TABLE (-1)
+/* The segment length registered as a JIT point next to the table's (so `sluice jit warm`
+ * covers the benchmark's comparison rows and a table flip), and the tune sweep's values. */
+#define SL_KQ_SEG_POINT 8
+void sl_kq_set_seg_override(int seg); /* SL_KQ_SEG_TABLE, 0 (item layout) or chunks per segment */
+int sl_kq_seg(int arch, int warps);
+/* The prefill segment lengths to register as JIT points: the table's and SL_KQ_SEG_POINT
+ * (one entry when equal); returns the count. */
+static inline int sl_kq_seg_points(int arch, int segs[2]) {
+  int n = 0;
+  segs[n++] = sl_kq_arch_cfg(arch)->seg;
+  if (segs[0] != SL_KQ_SEG_POINT) segs[n++] = SL_KQ_SEG_POINT;
+  return n;
+}
+/* Warp tasks of the segment layout: rows x segments per row (a segment is min(seg, chunks)
+ * chunks; the row's last one may be shorter). */
+static inline long sl_kq_seg_tasks(long rows, int chunks, int seg) {
+  int s = seg < chunks ? seg : chunks;
+  return s > 0 ? rows * ((chunks + s - 1) / s) : 0;
+}
 
 /* Warps per block for `rows` rows on a device of `sm_count` SMs. */
 static inline int sl_kq_warps(int arch, int sm_count, long rows) {

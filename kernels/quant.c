@@ -187,7 +187,7 @@ out:
 /* ---- JIT --------------------------------------------------------------------------------- */
 
 static sl_status_t common_defines(sl_jit_spec_t *spec, int fmt, int rule, int layout, int hidden, sl_dtype_t dtype,
-                                  int warps, int unroll) {
+                                  int warps, int unroll, int seg) {
   SL_CHECK(sl_jit_spec_define(spec, "QFMT", "%d", fmt));
   SL_CHECK(sl_jit_spec_define(spec, "QRULE", "%d", rule));
   SL_CHECK(sl_jit_spec_define(spec, "QLAYOUT", "%d", layout));
@@ -195,38 +195,60 @@ static sl_status_t common_defines(sl_jit_spec_t *spec, int fmt, int rule, int la
   SL_CHECK(sl_jit_spec_define(spec, "DTYPE", "%d", (int)dtype));
   SL_CHECK(sl_jit_spec_define(spec, "WARPS", "%d", warps));
   SL_CHECK(sl_jit_spec_define(spec, "UNROLL", "%d", unroll));
+  SL_CHECK(sl_jit_spec_define(spec, "SEG", "%d", seg));
   return SL_OK;
 }
 
 static sl_status_t quant_spec_at(int fmt, int rule, int layout, int hidden, sl_dtype_t dtype, int warps, int unroll,
-                                 sl_jit_spec_t *spec) {
+                                 int seg, sl_jit_spec_t *spec) {
   sl_jit_spec_init(spec, "kernels/quant.cu", "sl_quant_kernel");
   if (fmt == SL_QFMT_NVFP4) rule = 0; /* one rule: don't split the cache on an ignored knob */
-  return common_defines(spec, fmt, rule, layout, hidden, dtype, warps, unroll);
+  return common_defines(spec, fmt, rule, layout, hidden, dtype, warps, unroll, seg);
 }
 
-static sl_status_t dequant_spec_at(int fmt, int layout, int hidden, sl_dtype_t dtype, int warps, int unroll,
+static sl_status_t dequant_spec_at(int fmt, int layout, int hidden, sl_dtype_t dtype, int warps, int unroll, int seg,
                                    sl_jit_spec_t *spec) {
   sl_jit_spec_init(spec, "kernels/quant.cu", "sl_dequant_kernel");
-  return common_defines(spec, fmt, 0, layout, hidden, dtype, warps, unroll);
+  return common_defines(spec, fmt, 0, layout, hidden, dtype, warps, unroll, seg);
+}
+
+/* Warp chunks per row: 32 x 16 bytes of the wider side. */
+static int quant_chunks(int hidden, sl_dtype_t dtype) {
+  int chunk = 32 * (16 / (int)(sl_dtype_bits(dtype) / 8));
+  return (hidden + chunk - 1) / chunk;
+}
+
+/* The segment knob as compiled: 0, or the chunks per task clamped to the row (one cache entry
+ * for every seg >= the row's chunks). */
+static int quant_seg(int arch, int warps, int hidden, sl_dtype_t dtype) {
+  int seg = sl_kq_seg(arch, warps), chunks = quant_chunks(hidden, dtype);
+  return seg > chunks ? chunks : seg;
 }
 
 sl_status_t sl_quant_spec(const sl_quant_args_t *a, int arch, int sm_count, sl_jit_spec_t *spec) {
   int warps = sl_kq_warps(arch, sm_count, a->num_tokens);
   return quant_spec_at((int)a->format, (int)a->rule, (int)a->layout, a->hidden, a->in_dtype, warps,
-                       sl_kq_unroll(arch), spec);
+                       sl_kq_unroll(arch), quant_seg(arch, warps, a->hidden, a->in_dtype), spec);
 }
 
 sl_status_t sl_dequant_spec(const sl_dequant_args_t *a, int arch, int sm_count, sl_jit_spec_t *spec) {
   int warps = sl_kq_warps(arch, sm_count, a->num_tokens);
   return dequant_spec_at((int)a->format, (int)a->layout, a->hidden, a->out_dtype, warps, sl_kq_unroll(arch),
-                         spec);
+                         quant_seg(arch, warps, a->hidden, a->out_dtype), spec);
 }
 
 /* Work items of a kernel: one warp-wide chunk of 32 x 16 bytes of the wider side. */
 static long quant_items(int num_tokens, int hidden, sl_dtype_t dtype) {
-  int chunk = 32 * (16 / (int)(sl_dtype_bits(dtype) / 8));
-  return (long)num_tokens * ((hidden + chunk - 1) / chunk);
+  return (long)num_tokens * quant_chunks(hidden, dtype);
+}
+
+/* Launch either layout: warp items `unroll` at a time (seg 0), or one warp task per
+ * (row, segment) (sl_kq_seg_tasks). */
+static sl_status_t quant_launch(sl_device_t *dev, sl_kernel_t *k, int warps, int unroll, int seg, int num_tokens,
+                                int hidden, sl_dtype_t dtype, sl_stream_t *stream, void **args) {
+  if (seg > 0)
+    return sl_kq_launch(dev, k, warps, 1, sl_kq_seg_tasks(num_tokens, quant_chunks(hidden, dtype), seg), stream, args);
+  return sl_kq_launch(dev, k, warps, unroll, quant_items(num_tokens, hidden, dtype), stream, args);
 }
 
 static sl_status_t check_aligned(const char *op, const void *p, long stride_bytes, const char *what) {
@@ -262,12 +284,13 @@ sl_status_t sl_quant(sl_device_t *dev, const sl_quant_args_t *a, sl_stream_t *st
   sl_kernel_t *k;
   SL_CHECK(sl_jit_get_kernel(dev, &spec, &k));
   int warps = sl_kq_warps(info->arch, info->sm_count, a->num_tokens), unroll = sl_kq_unroll(info->arch);
+  int seg = quant_seg(info->arch, warps, a->hidden, a->in_dtype);
   const void *in = a->in;
   void *codes = a->codes, *scales = a->scales;
   float gs = a->global_scale;
   int t = a->num_tokens;
   void *args[] = {&in, &stride, &codes, &scales, &gs, &t};
-  SL_CHECK(sl_kq_launch(dev, k, warps, unroll, quant_items(t, a->hidden, a->in_dtype), stream, args));
+  SL_CHECK(quant_launch(dev, k, warps, unroll, seg, t, a->hidden, a->in_dtype, stream, args));
   if (a->check_nan)
     SL_CHECK(sl_quant_check_scales(dev, a->format, a->layout, a->num_tokens, a->hidden, a->scales, stream));
   return SL_OK;
@@ -288,12 +311,13 @@ sl_status_t sl_dequant(sl_device_t *dev, const sl_dequant_args_t *a, sl_stream_t
   sl_kernel_t *k;
   SL_CHECK(sl_jit_get_kernel(dev, &spec, &k));
   int warps = sl_kq_warps(info->arch, info->sm_count, a->num_tokens), unroll = sl_kq_unroll(info->arch);
+  int seg = quant_seg(info->arch, warps, a->hidden, a->out_dtype);
   const void *codes = a->codes, *scales = a->scales;
   void *out = a->out;
   float gs = a->global_scale;
   int t = a->num_tokens;
   void *args[] = {&codes, &scales, &gs, &out, &stride, &t};
-  return sl_kq_launch(dev, k, warps, unroll, quant_items(t, a->hidden, a->out_dtype), stream, args);
+  return quant_launch(dev, k, warps, unroll, seg, t, a->hidden, a->out_dtype, stream, args);
 }
 
 /* Configuration points: every format x rule x layout x dtype, decode and prefill warps, quant
@@ -318,19 +342,24 @@ sl_status_t sl_quant_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t 
       {SL_QFMT_NVFP4, 0, SL_QLAYOUT_SWIZZLED},
   };
   const sl_kq_arch_cfg_t *ac = sl_kq_arch_cfg(arch);
-  int warps[2] = {ac->decode_warps, ac->prefill_warps};
+  int warps[2] = {ac->decode_warps, ac->prefill_warps}, segs[2];
+  int nseg = sl_kq_seg_points(arch, segs);
   for (size_t c = 0; c < sizeof cfgs / sizeof cfgs[0]; c++)
     for (size_t h = 0; h < sizeof hiddens / sizeof hiddens[0]; h++)
       for (size_t d = 0; d < sizeof dtypes / sizeof dtypes[0]; d++)
-        for (int w = 0; w < 2; w++) {
-          sl_jit_spec_t spec;
-          SL_CHECK(quant_spec_at(cfgs[c].fmt, cfgs[c].rule, cfgs[c].layout, hiddens[h], dtypes[d], warps[w], ac->unroll,
-                                 &spec));
-          SL_CHECK(fn(&spec, user));
-          if (cfgs[c].rule != SL_QRULE_CEIL) { /* dequant doesn't depend on the rule: once per layout */
-            SL_CHECK(dequant_spec_at(cfgs[c].fmt, cfgs[c].layout, hiddens[h], dtypes[d], warps[w], ac->unroll, &spec));
+        for (int w = 0; w < 2; w++)
+          for (int si = 0; si < (w ? nseg : 1); si++) { /* decode: seg 0; prefill: table + point */
+            int chunks = quant_chunks(hiddens[h], dtypes[d]), seg = w ? segs[si] : 0;
+            if (seg > chunks) seg = chunks;
+            sl_jit_spec_t spec;
+            SL_CHECK(quant_spec_at(cfgs[c].fmt, cfgs[c].rule, cfgs[c].layout, hiddens[h], dtypes[d], warps[w],
+                                   ac->unroll, seg, &spec));
             SL_CHECK(fn(&spec, user));
+            if (cfgs[c].rule != SL_QRULE_CEIL) { /* dequant doesn't depend on the rule: once per layout */
+              SL_CHECK(dequant_spec_at(cfgs[c].fmt, cfgs[c].layout, hiddens[h], dtypes[d], warps[w], ac->unroll, seg,
+                                       &spec));
+              SL_CHECK(fn(&spec, user));
+            }
           }
-        }
   return SL_OK;
 }

@@ -23,6 +23,9 @@
 #ifndef UNROLL
 #error "UNROLL (work items in flight per warp) must be defined by the JIT"
 #endif
+#ifndef SEG
+#error "SEG (0: grid-stride warp items; N > 0: a warp walks N chunks of one row) must be defined by the JIT"
+#endif
 
 #define BLOCK_ELEMS (QFMT == SL_QFMT_FP8_GROUP ? 128 : QFMT == SL_QFMT_NVFP4 ? 16 : 32)
 #define IS_FP4 (QFMT == SL_QFMT_MXFP4 || QFMT == SL_QFMT_NVFP4)
@@ -45,6 +48,20 @@ static_assert(QFMT != SL_QFMT_FP8_GROUP || QLAYOUT == SL_QLAYOUT_LINEAR, "fp32 s
 #define MIN_BLOCKS (WARPS == 1 ? 1 : 2048 / (WARPS * 32) * (QFMT == SL_QFMT_MXFP8 ? 4 : 3) / 4)
 #endif
 static constexpr bool RAGGED = HIDDEN % CHUNK != 0; // the last chunk of a row has idle lanes
+
+// Segment layout (SEG > 0): a warp task is SEGC consecutive chunks of one row (the row's last
+// segment may be shorter), walked UNROLL chunks at a time with running pointers. Per chunk the
+// input moves CHUNK elements, the codes CODE_STEP bytes and the lane's scale SCALE_STEP bytes:
+// CHUNK / BLOCK_ELEMS scale columns, and in the swizzled layout that is a whole number of
+// 4-column tiles (512 bytes each: the offset's other terms do not change with the column tile).
+static constexpr int SEGC = SEG <= 0 ? 1 : SEG < CHUNKS ? SEG : CHUNKS;
+static constexpr int NSEG = (CHUNKS + SEGC - 1) / SEGC; // segments per row
+static constexpr int CODE_STEP = IS_FP4 ? CHUNK / 2 : CHUNK;
+static_assert(CHUNK % BLOCK_ELEMS == 0, "a chunk holds whole scale blocks");
+static_assert(QLAYOUT != SL_QLAYOUT_SWIZZLED || (CHUNK / BLOCK_ELEMS) % 4 == 0, "a chunk holds whole column tiles");
+static constexpr int SCALE_STEP = QFMT == SL_QFMT_FP8_GROUP         ? 4 * (CHUNK / BLOCK_ELEMS)
+                                  : QLAYOUT == SL_QLAYOUT_SWIZZLED ? (CHUNK / BLOCK_ELEMS / 4) * 512
+                                                                    : CHUNK / BLOCK_ELEMS;
 
 // Byte-scale offset of (row, block column g): sl_qf_scale_offset with unsigned shifts (row and
 // g are never negative here) and the tile-row product the only 64-bit term.
@@ -90,57 +107,109 @@ __device__ __forceinline__ void zero_swizzle_padding(unsigned char *scales, int 
   }
 }
 
+// Quantize one lane's packet (live: its columns are inside the row; all 32 lanes must call this
+// together, for the block reduction) and store its codes at cdst and, on the block's first lane,
+// the block scale at sdst (fp32 for FP8 group, else one byte).
+__device__ __forceinline__ void quant_packet(uint4 raw, bool live, int lane, unsigned char *cdst, unsigned char *sdst,
+                                             float global_scale) {
+  float v[VEC];
+  sl_kq_unpack<DTYPE>(raw, v);
+  float absmax;
+  int bad;
+  if constexpr (DTYPE == SL_DTYPE_F32)
+    sl_kq_block_absmax<VEC, LANES>(v, absmax, bad); // all lanes: tail lanes hold zeros
+  else
+    sl_kq_block_absmax16<DTYPE, LANES>(raw, absmax, bad);
+  if (RAGGED && !live) return;
+  unsigned char scale_u8;
+  float scale_f32;
+  const unsigned long long w =
+      sl_kq_quantize_fast<QFMT, QRULE, VEC, DTYPE, true>(v, absmax, bad, global_scale, scale_f32, scale_u8, raw);
+  sl_kq_store_packed<VEC, IS_FP4>(cdst, w);
+  if (lane % LANES == 0) {
+    if constexpr (QFMT == SL_QFMT_FP8_GROUP)
+      *reinterpret_cast<float *>(sdst) = scale_f32;
+    else
+      *sdst = scale_u8;
+  }
+}
+
+// Byte address of the scale of (row, block column g).
+__device__ __forceinline__ unsigned char *scale_ptr(void *scales, unsigned row, unsigned g) {
+  if constexpr (QFMT == SL_QFMT_FP8_GROUP)
+    return reinterpret_cast<unsigned char *>(reinterpret_cast<float *>(scales) + (size_t)row * COLS + g);
+  else
+    return reinterpret_cast<unsigned char *>(scales) + scale_offset(row, g);
+}
+
 // One warp item = CHUNK consecutive elements of one row; lane l holds elements
 // [l*VEC, (l+1)*VEC) of it. A warp loads UNROLL items before quantizing any, so its loads are
-// in flight together. Items are grid-stride (grid <= resident blocks) with 32-bit indices
-// (the host checks rows * CHUNKS < 2^31): row = item / CHUNKS is a multiply-high by a
-// compile-time constant, not a 64-bit division.
+// in flight together.
+// SEG == 0: items are grid-stride (grid <= resident blocks) with 32-bit indices (the host
+// checks rows * CHUNKS < 2^31): row = item / CHUNKS is a multiply-high by a compile-time
+// constant, not a 64-bit division; every item computes its own addresses.
+// SEG > 0: grid-stride over warp tasks (row, segment); inside a task the addresses are running
+// pointers advanced by compile-time steps (loads and stores of a step use immediate offsets).
 extern "C" __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
     sl_quant_kernel(const void *__restrict__ in, long in_stride, unsigned char *__restrict__ codes,
                     void *__restrict__ scales, float global_scale, int num_tokens) {
   const int lane = threadIdx.x & 31;
-  const unsigned items = (unsigned)num_tokens * CHUNKS;
   const unsigned warp = blockIdx.x * WARPS + threadIdx.x / 32, nwarps = gridDim.x * WARPS;
   constexpr int ebytes = sl_kq_elem<DTYPE>::bytes;
-  for (unsigned base = warp; base < items; base += nwarps * UNROLL) {
-    uint4 raw[UNROLL];
+  if constexpr (SEG > 0) {
+    const unsigned tasks = (unsigned)num_tokens * NSEG;
+    for (unsigned t = warp; t < tasks; t += nwarps) {
+      const unsigned row = t / NSEG, c0 = (t - row * NSEG) * SEGC;
+      // chunks in this task: SEGC, or fewer in the row's last segment (compile-time when even)
+      const unsigned nc = CHUNKS % SEGC == 0 ? SEGC : min((unsigned)SEGC, CHUNKS - c0);
+      unsigned col = c0 * CHUNK + lane * VEC;
+      const char *ip = (const char *)in + ((size_t)row * (size_t)in_stride + col) * ebytes;
+      unsigned char *cp = codes + (IS_FP4 ? (size_t)row * (HIDDEN / 2) + col / 2 : (size_t)row * HIDDEN + col);
+      unsigned char *sp = scale_ptr(scales, row, col / BLOCK_ELEMS);
+      for (unsigned c = 0; c < nc; c += UNROLL) {
+        uint4 raw[UNROLL];
 #pragma unroll
-    for (int u = 0; u < UNROLL; u++) {
-      const unsigned it = base + u * nwarps;
-      const unsigned row = it / CHUNKS;
-      const unsigned col = (it - row * CHUNKS) * CHUNK + lane * VEC; // unsigned: shifts, no sign fix-ups
-      raw[u] = make_uint4(0u, 0u, 0u, 0u);
-      if (it < items && (!RAGGED || col < HIDDEN))
-        raw[u] = sl_kq_load_raw((const char *)in + ((size_t)row * (size_t)in_stride + col) * ebytes);
+        for (int u = 0; u < UNROLL; u++) {
+          raw[u] = make_uint4(0u, 0u, 0u, 0u);
+          const bool in_task = (CHUNKS % SEGC == 0 && SEGC % UNROLL == 0) || c + u < nc;
+          if (in_task && (!RAGGED || col + u * CHUNK < HIDDEN))
+            raw[u] = sl_kq_load_raw(ip + u * CHUNK * ebytes);
+        }
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) {
+          if (!((CHUNKS % SEGC == 0 && SEGC % UNROLL == 0) || c + u < nc)) break; // warp-uniform
+          quant_packet(raw[u], !RAGGED || col + u * CHUNK < HIDDEN, lane, cp + u * CODE_STEP, sp + u * SCALE_STEP,
+                       global_scale);
+        }
+        ip += UNROLL * CHUNK * ebytes;
+        cp += UNROLL * CODE_STEP;
+        sp += UNROLL * SCALE_STEP;
+        col += UNROLL * CHUNK;
+      }
     }
+  } else {
+    const unsigned items = (unsigned)num_tokens * CHUNKS;
+    for (unsigned base = warp; base < items; base += nwarps * UNROLL) {
+      uint4 raw[UNROLL];
 #pragma unroll
-    for (int u = 0; u < UNROLL; u++) {
-      const unsigned it = base + u * nwarps;
-      if (it >= items) break; // warp-uniform
-      const unsigned row = it / CHUNKS;
-      const unsigned col = (it - row * CHUNKS) * CHUNK + lane * VEC; // unsigned: shifts, no sign fix-ups
-      float v[VEC];
-      sl_kq_unpack<DTYPE>(raw[u], v);
-      float absmax;
-      int bad;
-      if constexpr (DTYPE == SL_DTYPE_F32)
-        sl_kq_block_absmax<VEC, LANES>(v, absmax, bad); // all lanes: tail lanes hold zeros
-      else
-        sl_kq_block_absmax16<DTYPE, LANES>(raw[u], absmax, bad);
-      if (RAGGED && col >= HIDDEN) continue;
-      unsigned char scale_u8;
-      float scale_f32;
-      const unsigned long long w =
-          sl_kq_quantize_fast<QFMT, QRULE, VEC, DTYPE, true>(v, absmax, bad, global_scale, scale_f32, scale_u8, raw[u]);
-      // code byte offset: FP4 halves row and column separately (HIDDEN is even): no 64-bit shift
-      const size_t cofs = IS_FP4 ? (size_t)row * (HIDDEN / 2) + col / 2 : (size_t)row * HIDDEN + col;
-      sl_kq_store_packed<VEC, IS_FP4>(codes + cofs, w);
-      if (lane % LANES == 0) {
-        const unsigned g = col / BLOCK_ELEMS;
-        if constexpr (QFMT == SL_QFMT_FP8_GROUP)
-          reinterpret_cast<float *>(scales)[(size_t)row * COLS + g] = scale_f32;
-        else
-          reinterpret_cast<unsigned char *>(scales)[scale_offset(row, g)] = scale_u8;
+      for (int u = 0; u < UNROLL; u++) {
+        const unsigned it = base + u * nwarps;
+        const unsigned row = it / CHUNKS;
+        const unsigned col = (it - row * CHUNKS) * CHUNK + lane * VEC; // unsigned: shifts, no sign fix-ups
+        raw[u] = make_uint4(0u, 0u, 0u, 0u);
+        if (it < items && (!RAGGED || col < HIDDEN))
+          raw[u] = sl_kq_load_raw((const char *)in + ((size_t)row * (size_t)in_stride + col) * ebytes);
+      }
+#pragma unroll
+      for (int u = 0; u < UNROLL; u++) {
+        const unsigned it = base + u * nwarps;
+        if (it >= items) break; // warp-uniform
+        const unsigned row = it / CHUNKS;
+        const unsigned col = (it - row * CHUNKS) * CHUNK + lane * VEC; // unsigned: shifts, no sign fix-ups
+        // code byte offset: FP4 halves row and column separately (HIDDEN is even): no 64-bit shift
+        const size_t cofs = IS_FP4 ? (size_t)row * (HIDDEN / 2) + col / 2 : (size_t)row * HIDDEN + col;
+        quant_packet(raw[u], !RAGGED || col < HIDDEN, lane, codes + cofs, scale_ptr(scales, row, col / BLOCK_ELEMS),
+                     global_scale);
       }
     }
   }
@@ -197,8 +266,9 @@ __device__ __forceinline__ unsigned pack2(float lo, float hi) {
 //    times the block scale in fp32 (the reference's one rounding), packed by one cvt per pair.
 //  - FP4 formats: magnitudes by byte permutes (sl_qf_e2m1_mag8_bf16), times the scale (MX: one
 //    exact-or-reference-rounded multiply; NVFP4: (e2m1 * sf) exact, then the FMA-corrected
-//    quotient by global_scale as decode_codes), and the signs OR'ed into the packed output
-//    pairs (sl_qf_e2m1_sign8): RN is symmetric, so sign | RN(|x|) is RN(x), -0 included.
+//    quotient by global_scale as decode_codes), and the signs XOR'ed into the packed output
+//    pairs (sl_qf_e2m1_sign8): RN is symmetric, so sign ^ RN(|e2m1| * scale) is RN(x), -0
+//    included (XOR, not OR: a negative NVFP4 scale byte makes the magnitude's result negative).
 // Returns false where the generic per-element path must run (NVFP4 outside the fast range).
 __device__ __forceinline__ bool decode16(unsigned long long w, float sf, unsigned char su, float global_scale,
                                          uint4 &o) {
@@ -229,6 +299,9 @@ __device__ __forceinline__ bool decode16(unsigned long long w, float sf, unsigne
         a[j] = __fmul_rn(a[j], scale);
     } else {
       if (!sl_qf_deq_fast_ok(global_scale)) return false; // a kernel argument: uniform
+      // negative scale bytes (never written by the quantizer): the generic path keeps the
+      // reference's -0 for code magnitude 0 (the signed fast quotient gives +0 there)
+      if (su & 0x80u) return false;
       float sfv, unused;
       sl_kq_e4m3x2_to_f32(su, sfv, unused); // exact (NaN for code 0x7f: NaN outputs either way)
       const float rcp = __frcp_rn(global_scale);
@@ -237,22 +310,157 @@ __device__ __forceinline__ bool decode16(unsigned long long w, float sf, unsigne
         a[j] = sl_qf_div_fast_signed(__fmul_rn(a[j], sfv), global_scale, rcp); // magnitudes: >= +0
     }
 #pragma unroll
-    for (int i = 0; i < 4; i++)
-      r[i] = pack2(a[2 * i], a[2 * i + 1]) | (sg[i] & 0x80008000u);
+    for (int i = 0; i < 4; i++) // XOR: also right for a negative E4M3 scale byte (the magnitude's sign set)
+      r[i] = pack2(a[2 * i], a[2 * i + 1]) ^ (sg[i] & 0x80008000u);
   }
   o = make_uint4(r[0], r[1], r[2], r[3]);
   return true;
 }
 
-// Dequantize: one warp item = CHUNK output elements (16 bytes of output per lane).
+// Load one lane's codes (cbytes at cp) and its block's scale (at sp: fp32 for FP8 group, else
+// a byte) for dequantization.
+__device__ __forceinline__ void dequant_load(const unsigned char *cp, const unsigned char *sp, unsigned long long &cw,
+                                             float &sf, unsigned char &su) {
+  constexpr int cbytes = IS_FP4 ? VEC / 2 : VEC; // 2, 4 or 8 bytes, aligned to their size
+  if constexpr (cbytes == 8)
+    cw = __ldg(reinterpret_cast<const unsigned long long *>(cp));
+  else if constexpr (cbytes == 4)
+    cw = __ldg(reinterpret_cast<const unsigned *>(cp));
+  else
+    cw = __ldg(reinterpret_cast<const unsigned short *>(cp));
+  if constexpr (QFMT == SL_QFMT_FP8_GROUP)
+    sf = __ldg(reinterpret_cast<const float *>(sp));
+  else
+    su = __ldg(sp);
+}
+
+// Decode one lane's codes and store its VEC outputs at dst.
+__device__ __forceinline__ void dequant_packet(unsigned long long cw, float sf, unsigned char su, float global_scale,
+                                               char *dst) {
+  if constexpr (DTYPE != SL_DTYPE_F32) { // 8 outputs per lane, codes kept as one word
+    uint4 o;
+    if (decode16(cw, sf, su, global_scale, o)) {
+      *reinterpret_cast<uint4 *>(dst) = o;
+      return;
+    }
+  }
+  unsigned char c[VEC];
+#pragma unroll
+  for (int j = 0; j < VEC; j++)
+    c[j] = (unsigned char)((cw >> (IS_FP4 ? 4 * j : 8 * j)) & (IS_FP4 ? 0xfu : 0xffu));
+  float y[VEC];
+  decode_codes(c, sf, su, global_scale, y);
+  sl_kq_store<DTYPE, VEC>(dst, y);
+}
+
+// FP4 to 16-bit outputs in the segment layout: a per-CTA table, for every scale byte s, of the
+// 16-bit results of the 8 magnitudes (sl_qf_decode(QFMT, m, 0, s, gs) rounded once to DTYPE:
+// the reference's own value), as two 8-byte permute tables (low bytes of m = 0..7, high bytes).
+// A lane then decodes its 8 codes with one 16-byte shared load and the byte permutes of
+// sl_qf_e2m1_mag8_bf16, and XORs the code signs in (sign ^ RN(|e2m1| * scale) = RN(x), -0 and
+// negative scale bytes included; NaN scales give NaN). Filling costs one decode16 of codes
+// 0..7 per entry (256 entries over the CTA's threads) once per CTA, which the segment layout's
+// long-lived warps amortize (the item layout does not: its CTAs live for 16 items, so it keeps
+// decode16 per item).
+static constexpr bool DEQ_TABLE = IS_FP4 && DTYPE != SL_DTYPE_F32 && SEG > 0;
+
+__device__ __forceinline__ unsigned short to16(float y) {
+  if constexpr (DTYPE == SL_DTYPE_BF16)
+    return sl_kq_f32_to_bf16(y);
+  else
+    return sl_kq_f32_to_f16(y);
+}
+
+__device__ __noinline__ void fill_deq_table(uint4 *tab, float global_scale) {
+  for (int s = threadIdx.x; s < 256; s += blockDim.x) {
+    uint4 o;
+    // codes 0..7 in nibbles 0..7 through the packed decoder (bit-identical to sl_qf_decode);
+    // its pairs (element m in half m & 1 of word m / 2) regrouped into the byte planes
+    // (not for negative NVFP4 scale bytes: decode16's quotient of -0 is +0, the reference's -0)
+    if (!(QFMT == SL_QFMT_NVFP4 && s >= 0x80) && decode16(0x76543210ull, 0.0f, (unsigned char)s, global_scale, o)) {
+      tab[s] = make_uint4(sl_qf_prmt(o.x, o.y, 0x6420u), sl_qf_prmt(o.z, o.w, 0x6420u), sl_qf_prmt(o.x, o.y, 0x7531u),
+                          sl_qf_prmt(o.z, o.w, 0x7531u));
+      continue;
+    }
+    unsigned b[4] = {0u, 0u, 0u, 0u}; // the reference's own decode
+#pragma unroll
+    for (int m = 0; m < 8; m++) {
+      const unsigned h = to16(sl_qf_decode(QFMT, (unsigned char)m, 0.0f, (unsigned char)s, global_scale));
+      b[m >> 2] |= (h & 0xffu) << (8 * (m & 3));
+      b[2 + (m >> 2)] |= (h >> 8) << (8 * (m & 3));
+    }
+    tab[s] = make_uint4(b[0], b[1], b[2], b[3]);
+  }
+}
+
+// The 8 outputs (4 packed pairs) of the 8 codes in c (nibble j = element j) from the scale's
+// table entry t (fill_deq_table).
+__device__ __forceinline__ uint4 decode16_table(unsigned c, uint4 t) {
+  unsigned sg[4], r[4], sel = c & 0x77777777u; // the permute index: magnitude bits only
+  sl_qf_e2m1_sign8(c, sg);
+#pragma unroll
+  for (int h = 0; h < 2; h++, sel >>= 16) {
+    const unsigned lo = sl_qf_prmt(t.x, t.y, sel), hi = sl_qf_prmt(t.z, t.w, sel);
+    r[2 * h] = sl_qf_prmt(lo, hi, 0x5140u) ^ (sg[2 * h] & 0x80008000u);
+    r[2 * h + 1] = sl_qf_prmt(lo, hi, 0x7362u) ^ (sg[2 * h + 1] & 0x80008000u);
+  }
+  return make_uint4(r[0], r[1], r[2], r[3]);
+}
+
+// Dequantize: one warp item = CHUNK output elements (16 bytes of output per lane); SEG as in
+// sl_quant_kernel (SEG > 0: warp tasks of SEGC chunks of a row with running pointers).
 extern "C" __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
     sl_dequant_kernel(const unsigned char *__restrict__ codes, const void *__restrict__ scales, float global_scale,
                       void *__restrict__ out, long out_stride, int num_tokens) {
   const int lane = threadIdx.x & 31;
-  const unsigned items = (unsigned)num_tokens * CHUNKS;
   const unsigned warp = blockIdx.x * WARPS + threadIdx.x / 32, nwarps = gridDim.x * WARPS;
   constexpr int ebytes = sl_kq_elem<DTYPE>::bytes;
-  constexpr bool packed16 = DTYPE != SL_DTYPE_F32; // 8 outputs per lane, codes kept as one word
+  if constexpr (SEG > 0) {
+    __shared__ uint4 tab[DEQ_TABLE ? 256 : 1];
+    if constexpr (DEQ_TABLE) {
+      fill_deq_table(tab, global_scale);
+      __syncthreads(); // every thread reaches it: before any early exit
+    }
+    const unsigned tasks = (unsigned)num_tokens * NSEG;
+    for (unsigned t = warp; t < tasks; t += nwarps) {
+      const unsigned row = t / NSEG, c0 = (t - row * NSEG) * SEGC;
+      const unsigned nc = CHUNKS % SEGC == 0 ? SEGC : min((unsigned)SEGC, CHUNKS - c0);
+      unsigned col = c0 * CHUNK + lane * VEC;
+      char *op = (char *)out + ((size_t)row * (size_t)out_stride + col) * ebytes;
+      const unsigned char *cp =
+          codes + (IS_FP4 ? (size_t)row * (HIDDEN / 2) + col / 2 : (size_t)row * HIDDEN + col);
+      const unsigned char *sp = scale_ptr(const_cast<void *>(scales), row, col / BLOCK_ELEMS);
+      for (unsigned c = 0; c < nc; c += UNROLL) {
+        unsigned long long cw[UNROLL];
+        float sf[UNROLL];
+        unsigned char su[UNROLL];
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) {
+          sf[u] = 0.0f;
+          su[u] = 0;
+          cw[u] = 0;
+          const bool in_task = (CHUNKS % SEGC == 0 && SEGC % UNROLL == 0) || c + u < nc;
+          if (in_task && (!RAGGED || col + u * CHUNK < HIDDEN))
+            dequant_load(cp + u * CODE_STEP, sp + u * SCALE_STEP, cw[u], sf[u], su[u]);
+        }
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) {
+          if (!((CHUNKS % SEGC == 0 && SEGC % UNROLL == 0) || c + u < nc)) break; // warp-uniform
+          if (RAGGED && col + u * CHUNK >= HIDDEN) continue;
+          if constexpr (DEQ_TABLE)
+            *reinterpret_cast<uint4 *>(op + u * CHUNK * ebytes) = decode16_table((unsigned)cw[u], tab[su[u]]);
+          else
+            dequant_packet(cw[u], sf[u], su[u], global_scale, op + u * CHUNK * ebytes);
+        }
+        op += UNROLL * CHUNK * ebytes;
+        cp += UNROLL * CODE_STEP;
+        sp += UNROLL * SCALE_STEP;
+        col += UNROLL * CHUNK;
+      }
+    }
+    return;
+  }
+  const unsigned items = (unsigned)num_tokens * CHUNKS;
   for (unsigned base = warp; base < items; base += nwarps * UNROLL) {
     unsigned long long cw[UNROLL];
     float sf[UNROLL];
@@ -265,22 +473,9 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
       sf[u] = 0.0f;
       su[u] = 0;
       cw[u] = 0;
-      if (it < items && (!RAGGED || col < HIDDEN)) {
-        const unsigned char *cp =
-            codes + (IS_FP4 ? (size_t)row * (HIDDEN / 2) + col / 2 : (size_t)row * HIDDEN + col);
-        constexpr int cbytes = IS_FP4 ? VEC / 2 : VEC; // 2, 4 or 8 bytes, aligned to their size
-        if constexpr (cbytes == 8)
-          cw[u] = __ldg(reinterpret_cast<const unsigned long long *>(cp));
-        else if constexpr (cbytes == 4)
-          cw[u] = __ldg(reinterpret_cast<const unsigned *>(cp));
-        else
-          cw[u] = __ldg(reinterpret_cast<const unsigned short *>(cp));
-        const unsigned g = col / BLOCK_ELEMS;
-        if constexpr (QFMT == SL_QFMT_FP8_GROUP)
-          sf[u] = __ldg(reinterpret_cast<const float *>(scales) + (size_t)row * COLS + g);
-        else
-          su[u] = __ldg(reinterpret_cast<const unsigned char *>(scales) + scale_offset(row, g));
-      }
+      if (it < items && (!RAGGED || col < HIDDEN))
+        dequant_load(codes + (IS_FP4 ? (size_t)row * (HIDDEN / 2) + col / 2 : (size_t)row * HIDDEN + col),
+                     scale_ptr(const_cast<void *>(scales), row, col / BLOCK_ELEMS), cw[u], sf[u], su[u]);
     }
 #pragma unroll
     for (int u = 0; u < UNROLL; u++) {
@@ -288,21 +483,7 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
       const unsigned row = it / CHUNKS;
       const unsigned col = (it - row * CHUNKS) * CHUNK + lane * VEC; // unsigned: shifts, no sign fix-ups
       if (it >= items || (RAGGED && col >= HIDDEN)) continue;
-      char *dst = (char *)out + ((size_t)row * (size_t)out_stride + col) * ebytes;
-      if constexpr (packed16) {
-        uint4 o;
-        if (decode16(cw[u], sf[u], su[u], global_scale, o)) {
-          *reinterpret_cast<uint4 *>(dst) = o;
-          continue;
-        }
-      }
-      unsigned char c[VEC];
-#pragma unroll
-      for (int j = 0; j < VEC; j++)
-        c[j] = (unsigned char)((cw[u] >> (IS_FP4 ? 4 * j : 8 * j)) & (IS_FP4 ? 0xfu : 0xffu));
-      float y[VEC];
-      decode_codes(c, sf[u], su[u], global_scale, y);
-      sl_kq_store<DTYPE, VEC>(dst, y);
+      dequant_packet(cw[u], sf[u], su[u], global_scale, (char *)out + ((size_t)row * (size_t)out_stride + col) * ebytes);
     }
   }
 }

@@ -192,6 +192,13 @@ __device__ __forceinline__ void sl_kq_block_absmax16(uint4 w, float &absmax, int
 #define SL_KQ_HW_E4M3 1
 #endif
 
+// 1: MXFP4 codes of bf16 packets by the packed bf16x2 encoder (sl_qf_e2m1_pack_bf16x2, sm_90+,
+// unit-tested on its host emulation; the GPU tests compare codes bit for bit); 0: the fp32
+// encoder (sl_qf_e2m1_pack16x8). One line here if the hardware ever disagreed.
+#ifndef SL_KQ_E2M1_BF16X2
+#define SL_KQ_E2M1_BF16X2 1
+#endif
+
 // Two E4M3 codes by the hardware conversion (sm_89+): cvt.rn.satfinite rounds to nearest even
 // and saturates finite values to +-448 exactly as sl_f32_to_e4m3 does (NaN/Inf never reach
 // it: such blocks are marked before). Low byte = lo.
@@ -377,6 +384,14 @@ __device__ __forceinline__ unsigned long long sl_kq_quantize_fast(const float *v
     scale_u8 = (unsigned char)(e + 127);
     scale_f32 = sl_qf_pow2(e);
     if (!(absmax > 0.0f)) return 0ull;
+    if constexpr (RAW && DT == SL_DTYPE_BF16 && VEC == 8 && SL_KQ_E2M1_BF16X2) {
+      // two elements per instruction (quant_formats.h; e <= 126 for finite bf16, so 2^-e is a
+      // normal bf16, and |x| 2^-e < 8 under both MX rules)
+      unsigned m2 = (unsigned)(127 - e) << 7;
+      m2 |= m2 << 16;
+      const unsigned u[4] = {w.x, w.y, w.z, w.w};
+      return sl_qf_e2m1_pack_bf16x2(u, m2);
+    }
     const float mul = sl_qf_pow2(-e);
     if constexpr (RAW) {
       return sl_kq_e2m1_packet<DT, VEC>(v, w, mul);

@@ -194,27 +194,35 @@ static void free_ctx(ctx_t *c) {
 /* SL_KQ_TUNE=1: every act/quant/dequant shape at T >= 1024 is run once per UNROLL in
  * tune_unrolls (path column "w8u<N>") after its default row, so one GPU run shows which
  * items-in-flight count the kq_launch.h table should carry (a different UNROLL is a different
- * JIT specialization: its first launch compiles, outside the timed repetitions). */
+ * JIT specialization: its first launch compiles, outside the timed repetitions); then once per
+ * segment length in tune_segs at the table's UNROLL (path "w8u<N>s<S>": the segment layout of
+ * kernels/kq_launch.h, a warp walking S chunks of one row; "s0" = the old item layout forced),
+ * so the old and the new layout are printed next to each other. */
 static const int tune_unrolls[] = {1, 2, 4};
+static const int tune_segs[] = {0, 4, SL_KQ_SEG_POINT, 32};
 
-static sl_status_t bench_one_at(sl_bench_t *b, op_t op, int T, int H, int unroll);
+static sl_status_t bench_one_at(sl_bench_t *b, op_t op, int T, int H, int unroll, int seg);
 
 static sl_status_t bench_one(sl_bench_t *b, op_t op, int T, int H) {
   if (!sl_bench_selected(b, op_names[op])) return SL_OK;
-  SL_CHECK(bench_one_at(b, op, T, H, 0));
+  SL_CHECK(bench_one_at(b, op, T, H, 0, SL_KQ_SEG_TABLE));
   const char *tune = getenv("SL_KQ_TUNE");
   if (!tune || strcmp(tune, "1") != 0 || is_router(op) || T < 1024 ||
       sl_device_backend(b->rt->dev) != SL_BACKEND_CUDA)
     return SL_OK;
   sl_status_t s = SL_OK;
   for (size_t i = 0; i < sizeof tune_unrolls / sizeof tune_unrolls[0] && s == SL_OK; i++)
-    s = bench_one_at(b, op, T, H, tune_unrolls[i]);
+    s = bench_one_at(b, op, T, H, tune_unrolls[i], SL_KQ_SEG_TABLE);
+  for (size_t i = 0; i < sizeof tune_segs / sizeof tune_segs[0] && s == SL_OK; i++)
+    s = bench_one_at(b, op, T, H, sl_kq_unroll(sl_device_info(b->rt->dev)->arch), tune_segs[i]);
   sl_kq_set_unroll_override(0);
+  sl_kq_set_seg_override(SL_KQ_SEG_TABLE);
   return s;
 }
 
-static sl_status_t bench_one_at(sl_bench_t *b, op_t op, int T, int H, int unroll) {
+static sl_status_t bench_one_at(sl_bench_t *b, op_t op, int T, int H, int unroll, int seg) {
   sl_kq_set_unroll_override(unroll);
+  sl_kq_set_seg_override(seg);
   sl_device_t *dev = b->rt->dev;
   bool gpu = sl_device_backend(dev) == SL_BACKEND_CUDA;
   ctx_t c = {.dev = dev, .op = op, .T = T, .H = H};
@@ -250,7 +258,9 @@ static sl_status_t bench_one_at(sl_bench_t *b, op_t op, int T, int H, int unroll
     else
       snprintf(shape, sizeof shape, "T=%d %s=%d", T, op <= OP_ACT_FP8 ? "I" : "H", H);
     const sl_device_info_t *info = sl_device_info(dev);
-    if (gpu && unroll)
+    if (gpu && unroll && seg != SL_KQ_SEG_TABLE)
+      snprintf(path, sizeof path, "w%du%ds%d", sl_kq_warps(info->arch, info->sm_count, T), unroll, seg);
+    else if (gpu && unroll)
       snprintf(path, sizeof path, "w%du%d", sl_kq_warps(info->arch, info->sm_count, T), unroll);
     else if (gpu)
       snprintf(path, sizeof path, "w%d", sl_kq_warps(info->arch, info->sm_count, T));
@@ -262,6 +272,7 @@ static sl_status_t bench_one_at(sl_bench_t *b, op_t op, int T, int H, int unroll
   }
   free_ctx(&c);
   sl_kq_set_unroll_override(0);
+  sl_kq_set_seg_override(SL_KQ_SEG_TABLE);
   return s;
 }
 

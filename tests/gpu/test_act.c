@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "kernels/act.h"
+#include "kernels/kq_launch.h"
 #include "kernels/quant.h"
 #include "sl_test.h"
 
@@ -114,6 +115,27 @@ static void test_act_all(void **state) {
   run_case(&rng, SL_ACT_GELU_TANH_MUL, SL_DTYPE_BF16, SL_DTYPE_BF16, false, 1, 7168);
 }
 
+/* The segment layout (kernels/kq_launch.h), forced by the override: 640 columns = 2.5 bf16
+ * chunks (ragged; segment 3 holds the whole row, 1 splits it in 3 tasks of one chunk, odd
+ * against UNROLL 2), 7168 = 28 chunks in segments of 8 (the last of 4), every output kind. */
+static void test_act_segments(void **state) {
+  uint64_t rng = sl_test_seed();
+  int sms = sl_device_info(dev)->sm_count;
+  static const int segs[] = {1, 3, SL_KQ_SEG_POINT};
+  for (size_t si = 0; si < sizeof segs / sizeof segs[0]; si++) {
+    sl_kq_set_seg_override(segs[si]);
+    for (int kind = 0; kind < 2; kind++) {
+      run_case(&rng, (sl_act_kind_t)kind, SL_DTYPE_BF16, SL_DTYPE_BF16, false, sms + 45, 640);
+      run_case(&rng, (sl_act_kind_t)kind, SL_DTYPE_BF16, SL_DTYPE_FP8_E4M3, false, sms + 45, 640);
+      run_case(&rng, (sl_act_kind_t)kind, SL_DTYPE_BF16, SL_DTYPE_FP8_E4M3, true, sms + 45, 640);
+    }
+    run_case(&rng, SL_ACT_SILU_MUL, SL_DTYPE_F32, SL_DTYPE_FP8_E4M3, false, 300, 768);
+    run_case(&rng, SL_ACT_SILU_MUL, SL_DTYPE_F16, SL_DTYPE_F16, false, 2, 768);
+    run_case(&rng, SL_ACT_SILU_MUL, SL_DTYPE_BF16, SL_DTYPE_FP8_E4M3, false, 300, 7168);
+  }
+  sl_kq_set_seg_override(SL_KQ_SEG_TABLE);
+}
+
 /* A NaN in the input of the FP8 variant is marked in the scales and reported by the check. */
 static void test_act_fp8_nan(void **state) {
   const int T = 4, I = 256;
@@ -147,6 +169,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_act_all),
       cmocka_unit_test(test_act_fp8_nan),
+      cmocka_unit_test(test_act_segments),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   sl_device_close(dev);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/kq_launch.h"
 #include "kernels/quant.h"
 #include "sl_test.h"
 
@@ -237,6 +238,121 @@ static void test_nvfp4_scale_range(void **state) {
   gs_override = 0.0f;
 }
 
+/* The segment layout (kernels/kq_launch.h, SEG > 0: a warp walks consecutive chunks of a row
+ * with running pointers), forced by the override on both the decode and prefill paths: every
+ * format, rule and layout (swizzled included, T not a multiple of 128) at a segment length
+ * that does not divide the row's 11.5 chunks and is odd against UNROLL 2 (3), at whole rows
+ * (64), and at the registered point (8) with edge values, NaN blocks and NVFP4 tensor scales
+ * outside the fast range; f16 / f32 on two formats; strided rows. Codes, scales and
+ * dequantization (FP4 to 16-bit: the per-CTA table path) bit-exact as above. */
+static void test_segment_layouts(void **state) {
+  uint64_t rng = sl_test_seed();
+  int sms = sl_device_info(dev)->sm_count;
+  static const int segs[] = {3, 64};
+  for (size_t si = 0; si < sizeof segs / sizeof segs[0]; si++) {
+    sl_kq_set_seg_override(segs[si]);
+    for (size_t ci = 0; ci < sizeof cfgs / sizeof cfgs[0]; ci++) {
+      run_case(&rng, (int)ci, SL_DTYPE_BF16, sms + 77, 2944, 2944, false);
+      if (si == 0) run_case(&rng, (int)ci, SL_DTYPE_BF16, 3, 2944, 2944, false);
+    }
+  }
+  sl_kq_set_seg_override(3);
+  for (size_t ci = 0; ci < sizeof cfgs / sizeof cfgs[0]; ci++)
+    if ((cfgs[ci].fmt == SL_QUANT_NVFP4 && cfgs[ci].layout == SL_QUANT_LAYOUT_SWIZZLED) ||
+        (cfgs[ci].fmt == SL_QUANT_FP8_GROUP && cfgs[ci].rule == SL_QUANT_RULE_IEEE)) {
+      run_case(&rng, (int)ci, SL_DTYPE_F16, sms + 77, 2944, 2944, false);
+      run_case(&rng, (int)ci, SL_DTYPE_F32, sms + 77, 2944, 2944, false);
+      run_case(&rng, (int)ci, SL_DTYPE_BF16, 1000, 7168, 7168 + 64, false);
+    }
+  sl_kq_set_seg_override(SL_KQ_SEG_POINT);
+  edge_mode = true;
+  for (size_t ci = 0; ci < sizeof cfgs / sizeof cfgs[0]; ci++)
+    run_case(&rng, (int)ci, SL_DTYPE_BF16, sms + 13, 2944, 2944, false);
+  edge_mode = false;
+  for (size_t ci = 0; ci < sizeof cfgs / sizeof cfgs[0]; ci++)
+    run_case(&rng, (int)ci, SL_DTYPE_BF16, 9, 2048, 2048, true); /* NaN reported by token and block */
+  /* FP4 dequantization by the per-CTA table (kernels/quant.cu DEQ_TABLE) at tensor scales in
+   * and outside the quantizer's fast range */
+  static const float gss[] = {0x1p-61f, 0x1p-60f, 0x1p60f, 0x1p61f};
+  for (size_t g = 0; g < sizeof gss / sizeof gss[0]; g++) {
+    gs_override = gss[g];
+    for (size_t ci = 0; ci < sizeof cfgs / sizeof cfgs[0]; ci++)
+      if (cfgs[ci].fmt == SL_QUANT_NVFP4) {
+        run_case(&rng, (int)ci, SL_DTYPE_BF16, 300, 2048, 2048, false);
+        run_case(&rng, (int)ci, SL_DTYPE_F16, 300, 2048, 2048, false);
+      }
+  }
+  gs_override = 0.0f;
+  sl_kq_set_seg_override(SL_KQ_SEG_TABLE);
+}
+
+/* Dequantization of arbitrary codes and scale bytes (every value: negative and NaN NVFP4 scales,
+ * E8M0 NaN, which the quantizer never writes) on both layouts (the FP4 16-bit outputs of the
+ * segment layout go through the per-CTA table): bit-exact with the CPU reference, NaN where it
+ * gives NaN. */
+static void test_dequant_any_bytes(void **state) {
+  uint64_t rng = sl_test_seed();
+  const int T = 300, H = 2048;
+  const sl_dtype_t dts[] = {SL_DTYPE_BF16, SL_DTYPE_F16, SL_DTYPE_F32};
+  static const int segs[] = {0, SL_KQ_SEG_POINT};
+  for (size_t ci = 0; ci < sizeof cfgs / sizeof cfgs[0]; ci++) {
+    if (!sl_qfmt_is_fp4((int)cfgs[ci].fmt) || cfgs[ci].rule == SL_QUANT_RULE_CEIL) continue;
+    size_t cb = sl_quant_codes_bytes(cfgs[ci].fmt, T, H), sb = sl_quant_scales_bytes(cfgs[ci].fmt, cfgs[ci].layout, T, H);
+    uint8_t *codes = malloc(cb), *scales = malloc(sb);
+    for (size_t i = 0; i < cb; i++)
+      codes[i] = (uint8_t)sl_test_rand_u64(&rng);
+    for (size_t i = 0; i < sb; i++)
+      scales[i] = (uint8_t)(i < 256 ? i : sl_test_rand_u64(&rng)); /* every byte at least once */
+    void *d_codes = dev_alloc(cb), *d_scales = dev_alloc(sb);
+    SL_ASSERT_OK(sl_memcpy(dev, d_codes, codes, cb, NULL));
+    SL_ASSERT_OK(sl_memcpy(dev, d_scales, scales, sb, NULL));
+    for (int d = 0; d < 3; d++)
+      for (size_t si = 0; si < sizeof segs / sizeof segs[0]; si++) {
+        sl_kq_set_seg_override(segs[si]);
+        size_t eb = sl_dtype_bits(dts[d]) / 8, ob = (size_t)T * H * eb;
+        void *d_out = dev_alloc(ob), *h_out = malloc(ob), *r_out = malloc(ob);
+        sl_test_poison(dev, d_out, ob);
+        sl_dequant_args_t a = {.format = cfgs[ci].fmt,
+                               .layout = cfgs[ci].layout,
+                               .num_tokens = T,
+                               .hidden = H,
+                               .codes = d_codes,
+                               .scales = d_scales,
+                               .global_scale = 448.0f * 6.0f / 3.0f,
+                               .out_dtype = dts[d],
+                               .out = d_out};
+        SL_ASSERT_OK(sl_dequant(dev, &a, NULL));
+        SL_ASSERT_OK(sl_device_sync(dev));
+        SL_ASSERT_OK(sl_device_check(dev, "dequant kernel"));
+        SL_ASSERT_OK(sl_memcpy(dev, h_out, d_out, ob, NULL));
+        SL_ASSERT_OK(sl_device_sync(dev));
+        a.codes = codes;
+        a.scales = scales;
+        a.out = r_out;
+        SL_ASSERT_OK(sl_dequant_ref(&a));
+        size_t bad = 0;
+        for (size_t k = 0; k < (size_t)T * H; k++) {
+          uint32_t g = 0, w = 0;
+          memcpy(&g, (char *)h_out + k * eb, eb);
+          memcpy(&w, (char *)r_out + k * eb, eb);
+          float gv = sl_load_f32(h_out, dts[d], k), wv = sl_load_f32(r_out, dts[d], k);
+          if ((isnan(wv) ? !isnan(gv) : g != w) && bad++ < 5)
+            fprintf(stderr, "  format %d layout %d %s seg %d: element %zu gpu %g (0x%x) cpu %g (0x%x)\n",
+                    (int)cfgs[ci].fmt, (int)cfgs[ci].layout, sl_dtype_name(dts[d]), segs[si], k, (double)gv, g,
+                    (double)wv, w);
+        }
+        if (bad)
+          fail_msg("format %d layout %d %s seg %d: %zu dequantized elements differ", (int)cfgs[ci].fmt,
+                   (int)cfgs[ci].layout, sl_dtype_name(dts[d]), segs[si], bad);
+        sl_device_free(dev, d_out);
+        free(h_out), free(r_out);
+      }
+    sl_kq_set_seg_override(SL_KQ_SEG_TABLE);
+    sl_device_free(dev, d_codes), sl_device_free(dev, d_scales);
+    free(codes), free(scales);
+  }
+}
+
 int main(void) {
   dev = sl_test_open_gpu_or_skip(0);
   const struct CMUnitTest tests[] = {
@@ -245,6 +361,8 @@ int main(void) {
       cmocka_unit_test(test_nan_reported),
       cmocka_unit_test(test_edge_values),
       cmocka_unit_test(test_nvfp4_scale_range),
+      cmocka_unit_test(test_segment_layouts),
+      cmocka_unit_test(test_dequant_any_bytes),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   sl_device_close(dev);

@@ -121,7 +121,8 @@ static void test_act_router_specs(void **state) {
   }
 }
 
-/* The software E4M3 fallback (SL_KQ_HW_E4M3=0, kernels/quant_dev.cuh) compiles too. */
+/* The software E4M3 fallback (SL_KQ_HW_E4M3=0, kernels/quant_dev.cuh) and the fp32 E2M1 encoder
+ * (SL_KQ_E2M1_BF16X2=0) compile too. */
 static void test_software_e4m3_fallback(void **state) {
   sl_quant_args_t q = {.format = SL_QUANT_MXFP8,
                        .rule = SL_QUANT_RULE_FLOOR,
@@ -141,6 +142,76 @@ static void test_software_e4m3_fallback(void **state) {
     SL_ASSERT_OK(sl_act_spec(&x, archs[a], SMS, &spec));
     SL_ASSERT_OK(sl_jit_spec_define(&spec, "SL_KQ_HW_E4M3", "0"));
     assert_compiles(&spec, archs[a]);
+    /* and the fp32 E2M1 encoder in place of the packed bf16x2 one (SL_KQ_E2M1_BF16X2=0) */
+    sl_quant_args_t m = {.format = SL_QUANT_MXFP4,
+                         .rule = SL_QUANT_RULE_FLOOR,
+                         .layout = SL_QUANT_LAYOUT_SWIZZLED,
+                         .num_tokens = 8192,
+                         .hidden = 7168,
+                         .in_dtype = SL_DTYPE_BF16};
+    SL_ASSERT_OK(sl_quant_spec(&m, archs[a], SMS, &spec));
+    SL_ASSERT_OK(sl_jit_spec_define(&spec, "SL_KQ_E2M1_BF16X2", "0"));
+    assert_compiles(&spec, archs[a]);
+  }
+}
+
+/* The segment layout (SEG > 0, kernels/kq_launch.h): the registered point's specs at the
+ * prefill shape, and unregistered shapes that take the kernels' uneven paths (a segment length
+ * that does not divide the row, an odd one against UNROLL 2, ragged rows, f32 / f16) compile
+ * for both archs; the override changes the spec's SEG and SL_KQ_SEG_TABLE restores the table. */
+static void test_segment_layout_specs(void **state) {
+  for (int a = 0; a < 2; a++) {
+    sl_jit_spec_t spec;
+    char desc[512];
+    sl_quant_args_t q = {.format = SL_QUANT_NVFP4,
+                         .layout = SL_QUANT_LAYOUT_SWIZZLED,
+                         .num_tokens = 8192,
+                         .hidden = 7168,
+                         .in_dtype = SL_DTYPE_BF16};
+    sl_kq_set_seg_override(SL_KQ_SEG_POINT);
+    SL_ASSERT_OK(sl_quant_spec(&q, archs[a], SMS, &spec));
+    sl_jit_spec_describe(&spec, desc, sizeof desc);
+    assert_non_null(strstr(desc, "SEG=8"));
+    assert_registered("quant", archs[a], &spec);
+    sl_dequant_args_t d = {.format = SL_QUANT_MXFP4,
+                           .layout = SL_QUANT_LAYOUT_SWIZZLED,
+                           .num_tokens = 8192,
+                           .hidden = 7168,
+                           .out_dtype = SL_DTYPE_BF16};
+    SL_ASSERT_OK(sl_dequant_spec(&d, archs[a], SMS, &spec));
+    assert_registered("quant", archs[a], &spec);
+    sl_act_args_t x = {.kind = SL_ACT_SILU_MUL,
+                       .num_tokens = 8192,
+                       .inter = 768,
+                       .in_dtype = SL_DTYPE_BF16,
+                       .out_dtype = SL_DTYPE_FP8_E4M3};
+    SL_ASSERT_OK(sl_act_spec(&x, archs[a], SMS, &spec));
+    assert_registered("act", archs[a], &spec);
+    sl_kq_set_seg_override(3); /* 2944 bf16 = 11.5 chunks: 4 segments, the last of 3 chunks, half a chunk */
+    q.hidden = 2944;
+    q.format = SL_QUANT_FP8_GROUP;
+    q.layout = SL_QUANT_LAYOUT_LINEAR;
+    q.rule = SL_QUANT_RULE_IEEE;
+    SL_ASSERT_OK(sl_quant_spec(&q, archs[a], SMS, &spec));
+    sl_jit_spec_describe(&spec, desc, sizeof desc);
+    assert_non_null(strstr(desc, "SEG=3"));
+    assert_compiles(&spec, archs[a]);
+    d.hidden = 2944;
+    d.format = SL_QUANT_NVFP4;
+    d.out_dtype = SL_DTYPE_F32;
+    SL_ASSERT_OK(sl_dequant_spec(&d, archs[a], SMS, &spec));
+    assert_compiles(&spec, archs[a]);
+    x.inter = 640;
+    x.in_dtype = SL_DTYPE_F16;
+    x.out_dtype = SL_DTYPE_F16;
+    SL_ASSERT_OK(sl_act_spec(&x, archs[a], SMS, &spec));
+    assert_compiles(&spec, archs[a]);
+    sl_kq_set_seg_override(SL_KQ_SEG_TABLE);
+    SL_ASSERT_OK(sl_quant_spec(&q, archs[a], SMS, &spec));
+    sl_jit_spec_describe(&spec, desc, sizeof desc);
+    char want[16];
+    snprintf(want, sizeof want, "SEG=%d", sl_kq_arch_cfg(archs[a])->seg);
+    assert_non_null(strstr(desc, want));
   }
 }
 
@@ -164,6 +235,7 @@ int main(void) {
       cmocka_unit_test(test_quant_specs),
       cmocka_unit_test(test_act_router_specs),
       cmocka_unit_test(test_software_e4m3_fallback),
+      cmocka_unit_test(test_segment_layout_specs),
       cmocka_unit_test(test_missing_constant_fails_loudly),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
