@@ -102,15 +102,15 @@ static int act_chunks(int inter, sl_dtype_t in) {
   int chunk = 32 * (16 / (int)(sl_dtype_bits(in) / 8));
   return (inter + chunk - 1) / chunk;
 }
-static int act_seg(int arch, int warps, int inter, sl_dtype_t in) {
-  int seg = sl_kq_seg(arch, warps), chunks = act_chunks(inter, in);
+static int act_seg(int arch, int warps, int inter, sl_dtype_t in, sl_dtype_t out) {
+  int seg = sl_kq_seg(arch, warps, out != SL_DTYPE_FP8_E4M3), chunks = act_chunks(inter, in);
   return seg > chunks ? chunks : seg;
 }
 
 sl_status_t sl_act_spec(const sl_act_args_t *a, int arch, int sm_count, sl_jit_spec_t *spec) {
   int warps = sl_kq_warps(arch, sm_count, a->num_tokens);
   return spec_at(a->kind, a->inter, a->in_dtype, a->out_dtype, a->scale_ue8m0 ? SL_QRULE_CEIL : SL_QRULE_IEEE, warps,
-                 sl_kq_unroll(arch), act_seg(arch, warps, a->inter, a->in_dtype), spec);
+                 sl_kq_unroll(arch), act_seg(arch, warps, a->inter, a->in_dtype, a->out_dtype), spec);
 }
 
 static sl_status_t check_aligned(const void *p, long row_bytes, const char *what) {
@@ -149,7 +149,7 @@ sl_status_t sl_act(sl_device_t *dev, const sl_act_args_t *a, sl_stream_t *stream
   if (items > 0x7fffffffL) /* the kernel's item index is 32-bit (kernels/act.cu) */
     return SL_ERR(SL_ERR_INVALID, "act: %ld work items exceed the kernel's 32-bit index: split the call by tokens",
                   items);
-  int seg = act_seg(info->arch, warps, a->inter, a->in_dtype);
+  int seg = act_seg(info->arch, warps, a->inter, a->in_dtype, a->out_dtype);
   if (seg > 0) /* one warp task per (row, segment) */
     return sl_kq_launch(dev, k, warps, 1, sl_kq_seg_tasks(t, act_chunks(a->inter, a->in_dtype), seg), stream, args);
   return sl_kq_launch(dev, k, warps, unroll, items, stream, args);
@@ -162,14 +162,14 @@ sl_status_t sl_act_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t *s
   static const int inters[] = {768};
   static const sl_dtype_t dtypes[] = {SL_DTYPE_BF16, SL_DTYPE_F16, SL_DTYPE_F32};
   const sl_kq_arch_cfg_t *ac = sl_kq_arch_cfg(arch);
-  int warps[2] = {ac->decode_warps, ac->prefill_warps}, segs[2];
+  int warps[2] = {ac->decode_warps, ac->prefill_warps}, segs[4];
   int nseg = sl_kq_seg_points(arch, segs);
   for (int kind = 0; kind < 2; kind++)
     for (size_t i = 0; i < sizeof inters / sizeof inters[0]; i++)
       for (size_t d = 0; d < sizeof dtypes / sizeof dtypes[0]; d++)
         for (int o = 0; o < 3; o++)
           for (int w = 0; w < 2; w++)
-            for (int si = 0; si < (w ? nseg : 1); si++) { /* decode: seg 0; prefill: table + point */
+            for (int si = 0; si < (w ? nseg : 1); si++) { /* decode: seg 0; prefill: table's, 0, point */
               int chunks = act_chunks(inters[i], dtypes[d]), seg = w ? segs[si] : 0;
               if (seg > chunks) seg = chunks;
               sl_jit_spec_t spec;

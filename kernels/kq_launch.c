@@ -31,8 +31,8 @@ void sl_kq_set_seg_override(int seg) {
   seg_override = seg < 0 ? SL_KQ_SEG_TABLE : seg;
 }
 
-int sl_kq_seg(int arch, int warps) {
+int sl_kq_seg(int arch, int warps, int act16) {
   if (seg_override != SL_KQ_SEG_TABLE) return seg_override;
   const sl_kq_arch_cfg_t *c = sl_kq_arch_cfg(arch);
-  return warps == c->decode_warps && warps != c->prefill_warps ? 0 : c->seg;
+  return warps == c->decode_warps && warps != c->prefill_warps ? 0 : act16 ? c->seg_act16 : c->seg;
 }

@@ -28,14 +28,24 @@ typedef struct {
                * addresses from its index); N > 0 = a warp walks N consecutive chunks of one row
                * (a "segment") with running pointers: the per-item index math (~45 of ~180
                * instructions per item in the FP4 quantizer, kernels/NOTES.md) becomes pointer
-               * increments and the per-warp prologue is paid once per N chunks. 0 until a GPU
-               * run (`SL_KQ_TUNE=1 sluice bench kernels`, rows w8u2s<N>) shows N faster. */
+               * increments and the per-warp prologue is paid once per N chunks. */
+  int seg_act16; /* the same for the activation without quantization (bf16/f16/f32 out): its
+                  * item is cheap, so the running-pointer walk only delays the next loads */
 } sl_kq_arch_cfg_t;
 
+/* Hopper seg: MEASURED on the H200 (`SL_KQ_TUNE=1 sluice bench kernels --tokens
+ * 1,16,8192,32768`, 2026-11-29 session 3, bench/results/2026-11-29-s3-h200-merged/): mean
+ * slowdown against each shape's best over T = 8192, 32768 and hidden 2048/4096/7168, for
+ * seg 0 / 4 / 8 / 32:
+ *   quant fp8 g128 1.085 / 1.000 / 1.039 / 1.087     act silu fp8  1.084 / 1.004 / 1.023 / 1.071
+ *   quant mxfp4    1.277 / 1.017 / 1.028 / 1.035     act silu bf16 1.001 / 1.018 / 1.070 / 1.085
+ *   quant nvfp4    1.174 / 1.007 / 1.031 / 1.047     dequant fp8   1.001 / 1.009 / 1.066 / 1.102
+ *   quant mxfp8    1.002 / 1.005 / 1.025 / 1.046     dequant nvfp4 1.172 / 1.023 / 1.021 / 1.020
+ * -> seg 4, and 0 for the 16-bit activation. Blackwell: not measured (the item layout). */
 static const sl_kq_arch_cfg_t sl_kq_arch_table[] = {
-    {SL_ARCH_HOPPER, 1, 8, 2, 0},
-    {SL_ARCH_BLACKWELL, 1, 8, 2, 0},
-    {0, 1, 8, 2, 0},
+    {SL_ARCH_HOPPER, 1, 8, 2, 4, 0},
+    {SL_ARCH_BLACKWELL, 1, 8, 2, 0, 0},
+    {0, 1, 8, 2, 0, 0},
 };
 
 static inline const sl_kq_arch_cfg_t *sl_kq_arch_cfg(int arch) {
@@ -61,13 +71,20 @@ int sl_kq_unroll(int arch);
  * covers the benchmark's comparison rows and a table flip), and the tune sweep's values. */
 #define SL_KQ_SEG_POINT 8
 void sl_kq_set_seg_override(int seg); /* SL_KQ_SEG_TABLE, 0 (item layout) or chunks per segment */
-int sl_kq_seg(int arch, int warps);
-/* The prefill segment lengths to register as JIT points: the table's and SL_KQ_SEG_POINT
- * (one entry when equal); returns the count. */
-static inline int sl_kq_seg_points(int arch, int segs[2]) {
+/* act16: the activation without quantization (the table's seg_act16). */
+int sl_kq_seg(int arch, int warps, int act16);
+/* The prefill segment lengths to register as JIT points: the table's two, 0 (the item layout)
+ * and SL_KQ_SEG_POINT, each once; returns the count (<= 4). */
+static inline int sl_kq_seg_points(int arch, int segs[4]) {
+  const sl_kq_arch_cfg_t *c = sl_kq_arch_cfg(arch);
+  const int cand[4] = {c->seg, c->seg_act16, 0, SL_KQ_SEG_POINT};
   int n = 0;
-  segs[n++] = sl_kq_arch_cfg(arch)->seg;
-  if (segs[0] != SL_KQ_SEG_POINT) segs[n++] = SL_KQ_SEG_POINT;
+  for (int i = 0; i < 4; i++) {
+    int seen = 0;
+    for (int j = 0; j < n; j++)
+      seen |= segs[j] == cand[i];
+    if (!seen) segs[n++] = cand[i];
+  }
   return n;
 }
 /* Warp tasks of the segment layout: rows x segments per row (a segment is min(seg, chunks)

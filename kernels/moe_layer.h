@@ -33,9 +33,12 @@ typedef struct sl_moe_layer sl_moe_layer_t;
 
 /* Small-T fusion of the layer's non-FFN launches (sl_moe_layer_args_t.fuse_small). */
 typedef enum { SL_MOE_FUSE_AUTO = 0, SL_MOE_FUSE_OFF = 1, SL_MOE_FUSE_ON = 2 } sl_moe_fuse_t;
-/* What AUTO means: 0 = off. Off until a GPU run (`sluice bench moe-local --only moe_layer`,
- * rows `.../fused` next to the default at T <= 16) shows the fused chain faster. */
-#define SL_MOE_LAYER_FUSE_SMALL_AUTO 0
+/* What AUTO means: 1 = on (at T <= 16, where it applies). Measured on the H200 (2026-11-29
+ * session 3, bench/results/2026-11-29-s3-h200-merged/, `sluice bench moe-local --tokens
+ * 1,8,32,128`): layer graph time T=1 35.73 -> 35.06 us, T=8 150.94 -> 150.29 us; the prefix
+ * (logits + top-k + dispatch) 7.04 -> 6.28 us at T=1. The bench prints the unfused chain
+ * next to it (rows `.../unfused`). */
+#define SL_MOE_LAYER_FUSE_SMALL_AUTO 1
 
 /* The layer's stages (sl_moe_layer_args_t.stages). With fuse_small the top-k runs inside
  * the dispatch stage (SL_MOE_STAGE_TOPK then launches nothing). */

@@ -221,7 +221,7 @@ static int quant_chunks(int hidden, sl_dtype_t dtype) {
 /* The segment knob as compiled: 0, or the chunks per task clamped to the row (one cache entry
  * for every seg >= the row's chunks). */
 static int quant_seg(int arch, int warps, int hidden, sl_dtype_t dtype) {
-  int seg = sl_kq_seg(arch, warps), chunks = quant_chunks(hidden, dtype);
+  int seg = sl_kq_seg(arch, warps, 0), chunks = quant_chunks(hidden, dtype);
   return seg > chunks ? chunks : seg;
 }
 
@@ -342,13 +342,13 @@ sl_status_t sl_quant_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t 
       {SL_QFMT_NVFP4, 0, SL_QLAYOUT_SWIZZLED},
   };
   const sl_kq_arch_cfg_t *ac = sl_kq_arch_cfg(arch);
-  int warps[2] = {ac->decode_warps, ac->prefill_warps}, segs[2];
+  int warps[2] = {ac->decode_warps, ac->prefill_warps}, segs[4];
   int nseg = sl_kq_seg_points(arch, segs);
   for (size_t c = 0; c < sizeof cfgs / sizeof cfgs[0]; c++)
     for (size_t h = 0; h < sizeof hiddens / sizeof hiddens[0]; h++)
       for (size_t d = 0; d < sizeof dtypes / sizeof dtypes[0]; d++)
         for (int w = 0; w < 2; w++)
-          for (int si = 0; si < (w ? nseg : 1); si++) { /* decode: seg 0; prefill: table + point */
+          for (int si = 0; si < (w ? nseg : 1); si++) { /* decode: seg 0; prefill: table's, 0, point */
             int chunks = quant_chunks(hiddens[h], dtypes[d]), seg = w ? segs[si] : 0;
             if (seg > chunks) seg = chunks;
             sl_jit_spec_t spec;
