@@ -122,6 +122,14 @@ static sl_status_t validate(const sl_moe_dispatch_args_t *a) {
                   "moe dispatch: force_repl_rank %d is not 0 (default), SL_MOE_REPL_RANK_HIST or "
                   "SL_MOE_REPL_RANK_SCAN",
                   a->force_repl_rank);
+  if (a->force_repl_balance < 0 || a->force_repl_balance > SL_MOE_REPL_BAL_LAST)
+    return SL_ERR(SL_ERR_INVALID, "moe dispatch: force_repl_balance %d is not 0 (off) or an SL_MOE_REPL_BAL_* (1..%d)",
+                  a->force_repl_balance, SL_MOE_REPL_BAL_LAST);
+  if (a->force_repl_balance && a->force_repl_rank == SL_MOE_REPL_RANK_SCAN)
+    return SL_ERR(SL_ERR_INVALID,
+                  "moe dispatch: the balanced replicated kernel (force_repl_balance %d) ranks with the histogram only: "
+                  "leave force_repl_rank 0 or SL_MOE_REPL_RANK_HIST",
+                  a->force_repl_balance);
   if ((int)a->payload < SL_MOE_PAYLOAD_BF16 || a->payload > SL_MOE_PAYLOAD_NVFP4)
     return SL_ERR(SL_ERR_UNSUPPORTED, "moe dispatch: payload %d unknown (bf16, fp8-g128, mxfp8, mxfp4, nvfp4)",
                   (int)a->payload);
@@ -231,8 +239,32 @@ sl_status_t sl_moe_dispatch_route_spec(int hidden, int top_k, int num_local, int
   return sl_router_define_constants(route, spec);
 }
 
+bool sl_moe_repl_bal_shape(int balance, int *threads, int *blocks_per_sm) {
+  static const int shapes[][2] = {{256, 2}, {256, 3}, {512, 1}, {512, 2}};
+  if (balance < 1 || balance > SL_MOE_REPL_BAL_LAST) return false;
+  *threads = shapes[balance - 1][0];
+  *blocks_per_sm = shapes[balance - 1][1];
+  return true;
+}
+
+const char *sl_moe_repl_bal_name(int balance) {
+  static const char *const names[] = {"bal 2x256", "bal 3x256", "bal 1x512", "bal 2x512"};
+  return balance >= 1 && balance <= SL_MOE_REPL_BAL_LAST ? names[balance - 1] : "?";
+}
+
+sl_status_t sl_moe_dispatch_bal_spec(int hidden, int top_k, int num_local, sl_moe_payload_t payload, int quant_rule,
+                                     int balance, sl_jit_spec_t *spec) {
+  int threads, per_sm;
+  if (!sl_moe_repl_bal_shape(balance, &threads, &per_sm))
+    return SL_ERR(SL_ERR_INVALID, "moe dispatch spec: balance %d is not an SL_MOE_REPL_BAL_* (1..%d)", balance,
+                  SL_MOE_REPL_BAL_LAST);
+  SL_CHECK(sl_moe_dispatch_spec_variant(hidden, top_k, num_local, payload, quant_rule, ENTRY_REPL,
+                                        SL_MOE_REPL_RANK_HIST, spec));
+  return sl_jit_spec_define(spec, "MOE_REPL_BAL", "%d", threads);
+}
+
 bool sl_moe_dispatch_route_fusable(const sl_moe_dispatch_args_t *a, int num_sms) {
-  if (!a->route || a->payload != SL_MOE_PAYLOAD_BF16 || a->num_tokens < 1 ||
+  if (!a->route || a->force_repl_balance || a->payload != SL_MOE_PAYLOAD_BF16 || a->num_tokens < 1 ||
       a->num_tokens > SL_MOE_TOPK_FUSED_MAX_TOKENS)
     return false;
   sl_moe_path_t path = sl_moe_dispatch_choose_path(a, num_sms);
@@ -264,6 +296,14 @@ sl_status_t sl_moe_dispatch_jit_points(int arch, sl_status_t (*fn)(const sl_jit_
                                             variants[v][0], variants[v][1], &spec));
       SL_CHECK(fn(&spec, user));
     }
+    /* The balanced replicated kernel (opt-in comparison), both block sizes (the kernel does not
+     * depend on the blocks per SM). */
+    static const int bals[] = {SL_MOE_REPL_BAL_256X2, SL_MOE_REPL_BAL_512X1};
+    for (size_t v = 0; v < sizeof bals / sizeof bals[0]; v++) {
+      SL_CHECK(sl_moe_dispatch_bal_spec(shapes[i][0], shapes[i][1], shapes[i][2], SL_MOE_PAYLOAD_BF16, 0, bals[v],
+                                        &spec));
+      SL_CHECK(fn(&spec, user));
+    }
     /* The replicated kernel computing the top-k itself (the small-T layer): Qwen3-MoE softmax
      * 128/8 and DeepSeek-V3 grouped sigmoid 256/8 (8 groups, top 4), fp32 logits. */
     const bool ds = shapes[i][0] == 7168;
@@ -281,6 +321,11 @@ sl_status_t sl_moe_dispatch_jit_points(int arch, sl_status_t (*fn)(const sl_jit_
                                       quant[q][1], which, &spec));
         SL_CHECK(fn(&spec, user));
       }
+    for (size_t q = 0; q < sizeof quant / sizeof quant[0]; q++) { /* balanced, 256 threads */
+      SL_CHECK(sl_moe_dispatch_bal_spec(shapes[i][0], shapes[i][1], shapes[i][2], (sl_moe_payload_t)quant[q][0],
+                                        quant[q][1], SL_MOE_REPL_BAL_256X2, &spec));
+      SL_CHECK(fn(&spec, user));
+    }
   }
   return SL_OK;
 }
@@ -415,6 +460,25 @@ static sl_status_t dispatch_cuda(sl_device_t *dev, const sl_moe_dispatch_args_t 
                     &gscale, &ec,   &slots, &state, &logits, &bias, &ids_out, &w_out, &renorm, &sc};
     sl_launch_t l = {.grid = {(unsigned)copy_blocks(a, DECODE_UNROLL)}, .block = {SL_MOE_FUSED_THREADS},
                      .stream = stream, .pdl = a->route_pdl && sl_device_info(dev)->arch >= SL_ARCH_HOPPER};
+    return sl_kernel_launch(k, &l, args);
+  }
+
+  if (path == SL_MOE_PATH_REPLICATED && a->force_repl_balance) {
+    /* Balanced (opt-in): G = blocks-per-SM x SMs blocks (fewer if the plain grid is smaller),
+     * each a contiguous range of items whose sizes differ by at most one, so every SM stores
+     * the same bytes; blocks per SM capped at what is resident (else the ranges would run in
+     * an uneven second wave). */
+    int threads = 0, per_sm = 0, resident = 1;
+    (void)sl_moe_repl_bal_shape(a->force_repl_balance, &threads, &per_sm); /* validated */
+    SL_CHECK(sl_moe_dispatch_bal_spec(a->hidden, a->top_k, local, a->payload, a->quant_rule, a->force_repl_balance,
+                                      &spec));
+    SL_CHECK(sl_jit_get_kernel(dev, &spec, &k));
+    SL_CHECK(sl_kernel_occupancy(k, threads, 0, &resident));
+    if (per_sm > resident) per_sm = resident > 0 ? resident : 1;
+    const int chunks = sl_moe_chunks_per_row(a->hidden, DECODE_UNROLL);
+    const int grid = sl_moe_bal_grid((long)T * chunks, chunks, threads / 32, per_sm, sms);
+    void *args[] = {&x, &ids, &T, &E, &begin, &end, &cap, &ex, &es, &gscale, &ec, &slots, &state};
+    sl_launch_t l = {.grid = {(unsigned)grid}, .block = {(unsigned)threads}, .stream = stream};
     return sl_kernel_launch(k, &l, args);
   }
 

@@ -46,6 +46,11 @@
 #ifndef MOE_ROUTE
 #define MOE_ROUTE 0
 #endif
+// MOE_REPL_BAL (optional, 0 if absent): the replicated kernel (MOE_KERNEL 3) as the balanced
+// variant with this many threads per block (256 or 512); histogram ranking, no MOE_ROUTE.
+#ifndef MOE_REPL_BAL
+#define MOE_REPL_BAL 0
+#endif
 #if MOE_ROUTE
 #if MOE_KERNEL != 3 || MOE_PAYLOAD >= 0
 #error "MOE_ROUTE: replicated kernel (MOE_KERNEL 3), bf16 payload only"
@@ -633,6 +638,117 @@ __device__ __forceinline__ const int *moe_repl_route(long item, long num_items, 
 #define MOE_REPL_ID(p) __ldg(&topk_ids[p])
 #endif
 
+#if MOE_REPL_BAL
+// Balanced replicated dispatch (opt-in: force_repl_balance; MOE_REPL_BAL = threads per block,
+// 256 or 512). The plain kernel's grid is one item per warp (DSv3 T=128: 448 blocks, 3.39
+// per SM: some SMs store 4 blocks' items, most 3, and every block stages ids first). Here the
+// host launches G = blocks-per-SM x SMs blocks (sl_moe_bal_grid) and block b copies the
+// contiguous items [sl_moe_bal_begin(b), sl_moe_bal_begin(b + 1)) -- sizes differ by at most
+// one item, so every SM stores the same bytes -- its warps taking items warp, warp + NW, ...
+// (<= 2 per warp at DSv3 T=128; the first MOE_BAL_PRE items' loads go before the ranking).
+// Ranking as MOE_REPL_RANK 1, with the window = the pairs of the tokens [t0, t1] the block's
+// range touches (it may cross token boundaries; the host keeps t1 - t0 < NW): below[e]
+// (pairs < q0) from shared atomics, then the earlier window pairs. All ranks are known after
+// the one block barrier, so every warp stores right after it. Same ranks and error order as
+// the plain kernel: the last block validates all ids before the capacity check; with a
+// quantized payload every block validates all ids before copying.
+#if MOE_ROUTE
+#error "MOE_REPL_BAL: the router runs as its own launch (no MOE_ROUTE)"
+#endif
+#if MOE_REPL_RANK != 1
+#error "MOE_REPL_BAL: histogram ranking (MOE_REPL_RANK 1) only"
+#endif
+#if MOE_REPL_BAL != 256 && MOE_REPL_BAL != 512
+#error "MOE_REPL_BAL must be 256 or 512 (threads per block)"
+#endif
+#define MOE_BAL_NW (MOE_REPL_BAL / 32)
+#define MOE_BAL_NEED (MOE_BAL_NW * MOE_TOPK) // window pairs: <= NW tokens per block (host)
+#define MOE_BAL_PRE (MOE_PAYLOAD < 0 ? 2 : 1) // items per warp loaded before the ranking
+extern "C" __global__ void __launch_bounds__(MOE_REPL_BAL)
+    sl_moe_dispatch_replicated(const __nv_bfloat16 *__restrict__ x, const int *__restrict__ topk_ids,
+                               int num_tokens, int num_experts, int expert_begin, int expert_end, int capacity,
+                               void *__restrict__ expert_x, void *__restrict__ expert_scales, float global_scale,
+                               int *__restrict__ expert_counts, int *__restrict__ slots,
+                               sl_grid_barrier_state_t *state) {
+  constexpr int NT = MOE_REPL_BAL, NW = MOE_BAL_NW;
+  constexpr int ROUNDS = SL_MOE_REPL_MAX_PAIRS / NT;
+  static_assert(SL_MOE_REPL_MAX_PAIRS % NT == 0, "staging rounds");
+  __shared__ int below[MOE_LOCAL];
+  __shared__ int hist[MOE_LOCAL]; // last block only: all pairs
+  __shared__ __align__(16) int win[MOE_BAL_NEED];
+  const int num_pairs = num_tokens * MOE_TOPK; // <= SL_MOE_REPL_MAX_PAIRS (host)
+  const long num_items = (long)num_tokens * MOE_CHUNKS;
+  const long ib = sl_moe_bal_begin(blockIdx.x, num_items, gridDim.x);
+  const long ie = sl_moe_bal_begin((long)blockIdx.x + 1, num_items, gridDim.x);
+  const int warp = threadIdx.x / 32;
+  // The warp's first items do not depend on the routing: their loads go first, then the ids.
+  ItemInput in[MOE_BAL_PRE];
+#pragma unroll
+  for (int j = 0; j < MOE_BAL_PRE; j++) {
+    const long item = ib + warp + (long)j * NW;
+    if (item < ie) load_item(item, 1, MOE_CHUNKS, x, topk_ids, in[j]);
+  }
+  const bool counts_block = blockIdx.x == gridDim.x - 1;
+  // The block's tokens [t0, t1] and their pairs [q0, q0 + n), n <= MOE_BAL_NEED (n = 0: no items).
+  const int t0 = (int)(ib / MOE_CHUNKS), t1 = ie > ib ? (int)((ie - 1) / MOE_CHUNKS) : t0 - 1;
+  const int q0 = t0 * MOE_TOPK, n = (t1 - t0 + 1) * MOE_TOPK;
+  // As the plain kernel: a bf16 block loads the ids below its window's end, the last block
+  // and every block of a quantized payload all of them (range errors precede the others).
+  const int id_end = (MOE_PAYLOAD >= 0 || counts_block) ? num_pairs : q0 + n;
+  int idv[ROUNDS];
+#pragma unroll
+  for (int r = 0; r < ROUNDS; r++) {
+    const int p = r * NT + threadIdx.x;
+    idv[r] = p < id_end ? __ldg(&topk_ids[p]) : 0;
+  }
+  constexpr int LOCAL_ROUNDS = (MOE_LOCAL + NT - 1) / NT;
+#pragma unroll
+  for (int r = 0; r < LOCAL_ROUNDS; r++) {
+    const int e = r * NT + threadIdx.x;
+    if (e < MOE_LOCAL) {
+      below[e] = 0;
+      hist[e] = 0;
+    }
+  }
+  __syncthreads(); // the x and id loads are still in flight here
+#pragma unroll
+  for (int r = 0; r < ROUNDS; r++) {
+    const int p = r * NT + threadIdx.x;
+    if (p >= id_end) continue;
+    const int id = idv[r];
+    int e = -1;
+    if (id < 0 || id >= num_experts)
+      sl_dev_error_record(&state->error, SL_DEV_ERR_RANGE, p / MOE_TOPK, id, num_experts);
+    else
+      e = sl_moe_local_expert(id, expert_begin, expert_end);
+    if (e >= 0 && p < q0) atomicAdd(&below[e], 1);
+    if (e >= 0 && counts_block) atomicAdd(&hist[e], 1);
+    if (p >= q0 && p < q0 + n) win[p - q0] = e;
+  }
+  __syncthreads();
+  if (counts_block) {
+#pragma unroll
+    for (int r = 0; r < LOCAL_ROUNDS; r++) {
+      const int e = r * NT + threadIdx.x;
+      if (e < MOE_LOCAL) finish_expert(e, hist[e], capacity, expert_begin, expert_counts, &state->error);
+    }
+  }
+  const HistRank rank{below, win, q0};
+#pragma unroll
+  for (int j = 0; j < MOE_BAL_PRE; j++) {
+    const long item = ib + warp + (long)j * NW;
+    if (item < ie)
+      copy_item(item, 1, MOE_CHUNKS, in[j], x, num_experts, expert_begin, expert_end, capacity, expert_x,
+                expert_scales, global_scale, &state->error, slots, rank);
+  }
+  for (long item = ib + warp + (long)MOE_BAL_PRE * NW; item < ie; item += NW) {
+    ItemInput more;
+    load_item(item, 1, MOE_CHUNKS, x, topk_ids, more);
+    copy_item(item, 1, MOE_CHUNKS, more, x, num_experts, expert_begin, expert_end, capacity, expert_x,
+              expert_scales, global_scale, &state->error, slots, rank);
+  }
+}
+#else
 extern "C" __global__ void __launch_bounds__(SL_MOE_FUSED_THREADS)
     sl_moe_dispatch_replicated(const __nv_bfloat16 *__restrict__ x, const int *__restrict__ topk_ids,
                                int num_tokens, int num_experts, int expert_begin, int expert_end, int capacity,
@@ -795,6 +911,7 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_FUSED_THREADS)
               expert_scales, global_scale, &state->error, slots, ReplicatedRank{rank_s, q0});
 #endif
 }
+#endif // MOE_REPL_BAL
 #undef MOE_REPL_START
 #undef MOE_REPL_ID
 #endif

@@ -81,6 +81,10 @@ typedef struct {
                                  * launch (comparison; the result is the same) */
   int force_repl_rank;          /* 0: default (SL_MOE_REPL_RANK_HIST); SL_MOE_REPL_RANK_*: the replicated
                                  * path's ranking (comparison; the result is the same) */
+  int force_repl_balance;       /* 0: off (default); SL_MOE_REPL_BAL_*: the replicated path runs the balanced
+                                 * kernel, a grid of blocks-per-SM x SMs blocks with equal contiguous item
+                                 * ranges (comparison; the result is the same). Histogram ranking only
+                                 * (force_repl_rank 0 or HIST); a route is then run by sl_router first. */
   /* Optional (NULL: none): the top-k router to run first, on route->logits, writing
    * route->topk_ids / topk_weights; topk_ids above must be route->topk_ids, and T, K and E
    * must agree. On the GPU, when sl_moe_dispatch_route_fusable holds, the replicated kernel
@@ -98,6 +102,21 @@ typedef struct {
 /* Ranking of the replicated (decode) path: a shared histogram of the pairs below the block's
  * own (default), or the scan of all staged ids per needed pair (the previous kernel). */
 enum { SL_MOE_REPL_RANK_HIST = 1, SL_MOE_REPL_RANK_SCAN = 2 };
+
+/* Balanced replicated kernel (force_repl_balance): threads per block x blocks per SM. */
+enum {
+  SL_MOE_REPL_BAL_256X2 = 1,
+  SL_MOE_REPL_BAL_256X3 = 2,
+  SL_MOE_REPL_BAL_512X1 = 3,
+  SL_MOE_REPL_BAL_512X2 = 4,
+  SL_MOE_REPL_BAL_LAST = SL_MOE_REPL_BAL_512X2
+};
+/* Threads per block and blocks per SM of a balance choice; false if it is not one. */
+bool sl_moe_repl_bal_shape(int balance, int *threads, int *blocks_per_sm);
+const char *sl_moe_repl_bal_name(int balance); /* "bal 2x256", ... */
+/* JIT spec of the balanced replicated kernel (histogram ranking) for a balance choice. */
+sl_status_t sl_moe_dispatch_bal_spec(int hidden, int top_k, int num_local, sl_moe_payload_t payload, int quant_rule,
+                                     int balance, sl_jit_spec_t *spec);
 
 /* Workspace bytes for calls of up to `max_tokens` tokens. A workspace holds the grid
  * barrier word and the error record: one workspace per stream (two dispatches in flight

@@ -69,6 +69,27 @@ static inline sl_moe_ws_layout_t sl_moe_ws_layout(int max_tokens, int top_k, int
 }
 #define SL_MOE_WS_DONE_OFFSET 32
 
+/* Balanced replicated dispatch (opt-in, sl_moe_dispatch_args_t.force_repl_balance): a grid of
+ * G blocks where block b copies the contiguous (token, chunk) items
+ * [sl_moe_bal_begin(b), sl_moe_bal_begin(b + 1)) of all `items` (T x chunks per row): every
+ * item exactly once, block sizes floor or ceil of items / G (equal bytes per block within one
+ * item). The kernel's window holds the pairs of at most `warps` tokens per block (the tokens
+ * [first item's, last item's]); sl_moe_bal_grid picks G = min(blocks_per_sm x SMs, the plain
+ * grid of one item per warp), raised until every block's range spans <= `warps` tokens (at
+ * the plain grid a range is <= `warps` items, so this ends there at the latest). */
+static inline long sl_moe_bal_begin(long block, long items, long grid) { return block * items / grid; }
+/* Most tokens a range of `len` >= 1 contiguous items can touch with `chunks` items per token. */
+static inline long sl_moe_bal_span_tokens(long len, int chunks) { return (len - 1 + chunks - 1) / chunks + 1; }
+static inline int sl_moe_bal_grid(long items, int chunks, int warps, int blocks_per_sm, int num_sms) {
+  if (items <= 0) return 0;
+  const long plain = (items + warps - 1) / warps;
+  long g = (long)blocks_per_sm * num_sms;
+  if (g > plain) g = plain;
+  if (g < 1) g = 1;
+  while (g < plain && sl_moe_bal_span_tokens((items + g - 1) / g, chunks) > warps) g++;
+  return (int)g;
+}
+
 /* Which local expert a global id maps to: -1 outside [begin, end) (skipped, no error). */
 static inline int sl_moe_local_expert(int id, int expert_begin, int expert_end) {
   return (id >= expert_begin && id < expert_end) ? id - expert_begin : -1;

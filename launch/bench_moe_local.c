@@ -114,13 +114,14 @@ static sl_status_t time_both(sl_bench_t *b, sl_bench_fn fn, void *ctx, bool grap
 
 /* One forced-variant dispatch row next to the default one (same inputs, same bytes). */
 static sl_status_t dispatch_variant_row(sl_bench_t *b, const ctx_t *c, const char *shape, double dbytes,
-                                        int route_rounds, int no_pdl, int repl_rank, const char *label,
-                                        const char *note) {
+                                        int route_rounds, int no_pdl, int repl_rank, int repl_bal,
+                                        const char *label, const char *note) {
   ctx_t f = *c;
   sl_moe_path_t fpath = SL_MOE_PATH_NONE;
   f.da.force_route_rounds = route_rounds;
   f.da.split_no_pdl = no_pdl;
   f.da.force_repl_rank = repl_rank;
+  f.da.force_repl_balance = repl_bal;
   f.da.path_taken = &fpath;
   double us = 0, gus = -1;
   SL_CHECK(time_both(b, run_dispatch, &f, true, &us, &gus));
@@ -203,8 +204,15 @@ static sl_status_t bench_dispatch_combine(sl_bench_t *b, const model_t *m, const
           goto out;
         }
         sl_bench_row(b, "moe_dispatch", shape, sl_moe_path_name(fpath), fus, dbytes, fgus, "forced (comparison)");
-        r = dispatch_variant_row(b, &c, shape, dbytes, 0, 0, SL_MOE_REPL_RANK_SCAN, "replicated scan",
+        r = dispatch_variant_row(b, &c, shape, dbytes, 0, 0, SL_MOE_REPL_RANK_SCAN, 0, "replicated scan",
                                  "forced (comparison: scan ranking, the previous kernel)");
+        /* The balanced replicated kernel (force_repl_balance): k x SMs blocks of equal item ranges. */
+        for (int bal = 1; r == SL_OK && bal <= SL_MOE_REPL_BAL_LAST; bal++) {
+          char label[48];
+          snprintf(label, sizeof label, "replicated %s", sl_moe_repl_bal_name(bal));
+          r = dispatch_variant_row(b, &c, shape, dbytes, 0, 0, 0, bal, label,
+                                   "forced (comparison: balanced, threads x blocks per SM)");
+        }
         if (r != SL_OK) {
           sl_device_free(dev, ex);
           s = r;
@@ -224,10 +232,10 @@ static sl_status_t bench_dispatch_combine(sl_bench_t *b, const model_t *m, const
         }
         sl_bench_row(b, "moe_dispatch", shape, "route+copy rows", fus, dbytes, fgus,
                      "forced (comparison: whole rows per warp item)");
-        r = dispatch_variant_row(b, &c, shape, dbytes, 0, 1, 0, "route+copy nopdl",
+        r = dispatch_variant_row(b, &c, shape, dbytes, 0, 1, 0, 0, "route+copy nopdl",
                                  "forced (comparison: no PDL between routing and copy)");
         if (r == SL_OK)
-          r = dispatch_variant_row(b, &c, shape, dbytes, 8, 1, 0, "route+copy r8 nopdl",
+          r = dispatch_variant_row(b, &c, shape, dbytes, 8, 1, 0, 0, "route+copy r8 nopdl",
                                    "forced (comparison: 8-round routing blocks, no PDL: the previous launches)");
         if (r != SL_OK) {
           sl_device_free(dev, ex);
@@ -255,6 +263,15 @@ static sl_status_t bench_dispatch_combine(sl_bench_t *b, const model_t *m, const
         snprintf(qpath, sizeof qpath, "%s", sl_moe_path_name(path));
         snprintf(extra, sizeof extra, "payload %s", sl_moe_payload_name(q.da.payload));
         sl_bench_row(b, "moe_dispatch_quant", shape, qpath, us, qbytes, gus, extra);
+        if (path == SL_MOE_PATH_REPLICATED && gpu_of(b)) { /* the balanced kernel, 2 x 256 */
+          q.da.force_repl_balance = SL_MOE_REPL_BAL_256X2;
+          r = time_both(b, run_dispatch, &q, true, &us, &gus);
+          if (r == SL_OK) r = sl_moe_dispatch_check(dev, ws, b->stream);
+          if (r != SL_OK) break;
+          snprintf(qpath, sizeof qpath, "%s %s", sl_moe_path_name(path), sl_moe_repl_bal_name(SL_MOE_REPL_BAL_256X2));
+          snprintf(extra, sizeof extra, "payload %s, forced", sl_moe_payload_name(q.da.payload));
+          sl_bench_row(b, "moe_dispatch_quant", shape, qpath, us, qbytes, gus, extra);
+        }
       }
       if (scales) sl_device_free(dev, scales);
       if (r != SL_OK) {

@@ -1,6 +1,7 @@
 /* MoE dispatch + combine on the GPU against the CPU backend, bit for bit (both paths rank
  * the pairs of an expert in pair order, combine sums in k order with fmaf): decode (fused
- * cooperative, replicated with both rankings) and prefill (route + copy: routing rounds
+ * cooperative, replicated with both rankings and the balanced replicated kernel at every
+ * block shape) and prefill (route + copy: routing rounds
  * 1/2/4/8, with and without PDL) paths, each forced on the same inputs, odd shapes,
  * expert ranges, skewed routing, capacity overflow, bad ids, and a CUDA graph of
  * dispatch + combine replayed on new inputs. */
@@ -79,20 +80,27 @@ static void run_compare(moe_case_t *c, bool try_fused, bool try_split) {
    * both rankings (histogram, scan); on every payload. The routing kernel does not depend
    * on the payload: the other forced round counts (1, 2, 4, and 8 with PDL) and the default
    * without PDL run on the bf16 cases whose expert buffers are small (<= 256 MB). */
+  /* The balanced replicated kernel (force_repl_balance) with every block shape, on every case
+   * the replicated path runs (its ranges cross token boundaries at most shapes). */
   static const struct {
     int path, route_rounds, repl_rank, no_pdl;
     bool extra;
-  } runs[] = {{0, 0, 0, 0, false},
-              {SL_MOE_PATH_FUSED, 0, 0, 0, false},
-              {SL_MOE_PATH_SPLIT, 0, 0, 0, false},
-              {SL_MOE_PATH_SPLIT, 8, 0, 1, false},
-              {SL_MOE_PATH_SPLIT, 1, 0, 0, true},
-              {SL_MOE_PATH_SPLIT, 2, 0, 0, true},
-              {SL_MOE_PATH_SPLIT, 4, 0, 0, true},
-              {SL_MOE_PATH_SPLIT, 8, 0, 0, true},
-              {SL_MOE_PATH_SPLIT, 0, 0, 1, true},
-              {SL_MOE_PATH_REPLICATED, 0, SL_MOE_REPL_RANK_HIST, 0, false},
-              {SL_MOE_PATH_REPLICATED, 0, SL_MOE_REPL_RANK_SCAN, 0, false}};
+    int bal;
+  } runs[] = {{0, 0, 0, 0, false, 0},
+              {SL_MOE_PATH_FUSED, 0, 0, 0, false, 0},
+              {SL_MOE_PATH_SPLIT, 0, 0, 0, false, 0},
+              {SL_MOE_PATH_SPLIT, 8, 0, 1, false, 0},
+              {SL_MOE_PATH_SPLIT, 1, 0, 0, true, 0},
+              {SL_MOE_PATH_SPLIT, 2, 0, 0, true, 0},
+              {SL_MOE_PATH_SPLIT, 4, 0, 0, true, 0},
+              {SL_MOE_PATH_SPLIT, 8, 0, 0, true, 0},
+              {SL_MOE_PATH_SPLIT, 0, 0, 1, true, 0},
+              {SL_MOE_PATH_REPLICATED, 0, SL_MOE_REPL_RANK_HIST, 0, false, 0},
+              {SL_MOE_PATH_REPLICATED, 0, SL_MOE_REPL_RANK_SCAN, 0, false, 0},
+              {SL_MOE_PATH_REPLICATED, 0, 0, 0, false, SL_MOE_REPL_BAL_256X2},
+              {SL_MOE_PATH_REPLICATED, 0, 0, 0, false, SL_MOE_REPL_BAL_256X3},
+              {SL_MOE_PATH_REPLICATED, 0, SL_MOE_REPL_RANK_HIST, 0, false, SL_MOE_REPL_BAL_512X1},
+              {SL_MOE_PATH_REPLICATED, 0, 0, 0, false, SL_MOE_REPL_BAL_512X2}};
   const bool extra = c->payload == SL_MOE_PAYLOAD_BF16 && moe_case_rows(c) * moe_case_row_bytes(c) <= (256u << 20);
   for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
     const int path = runs[i].path;
@@ -103,12 +111,15 @@ static void run_compare(moe_case_t *c, bool try_fused, bool try_split) {
     g.route_rounds = runs[i].route_rounds;
     g.repl_rank = runs[i].repl_rank;
     g.no_pdl = runs[i].no_pdl;
+    g.repl_bal = runs[i].bal;
     moe_case_run(gpu, &g, path);
-    char what[200];
+    char what[240];
     snprintf(what, sizeof what,
-             "T=%d H=%d K=%d experts [%d,%d) of %d cap %d, %s payload, path %s (rounds %d, rank %d, no_pdl %d)", c->T,
-             c->H, c->K, c->begin, c->end, c->E, c->capacity, sl_moe_payload_name(c->payload),
-             sl_moe_path_name(g.path), runs[i].route_rounds, runs[i].repl_rank, runs[i].no_pdl);
+             "T=%d H=%d K=%d experts [%d,%d) of %d cap %d, %s payload, path %s (rounds %d, rank %d, no_pdl %d, "
+             "balance %s)",
+             c->T, c->H, c->K, c->begin, c->end, c->E, c->capacity, sl_moe_payload_name(c->payload),
+             sl_moe_path_name(g.path), runs[i].route_rounds, runs[i].repl_rank, runs[i].no_pdl,
+             runs[i].bal ? sl_moe_repl_bal_name(runs[i].bal) : "off");
     if (c->T > 0 && path) assert_int_equal(g.path, path);
     assert_same(&g, c, what);
     printf("  ok %s\n", what);
@@ -239,11 +250,14 @@ static void test_graph_capture(void **s) {
                                .workspace_bytes = ws_bytes};
   sl_moe_combine_args_t ca = {.num_tokens = T, .hidden = H, .top_k = K, .expert_out = dex, .slots = dslots,
                               .topk_weights = dw, .out = dout};
-  const int graph_paths[] = {SL_MOE_PATH_FUSED, SL_MOE_PATH_SPLIT, SL_MOE_PATH_REPLICATED};
-  for (int gp = 0; gp < 3; gp++) {
+  /* The last entry: the balanced replicated kernel. */
+  const int graph_paths[] = {SL_MOE_PATH_FUSED, SL_MOE_PATH_SPLIT, SL_MOE_PATH_REPLICATED, SL_MOE_PATH_REPLICATED};
+  for (int gp = 0; gp < 4; gp++) {
     const int path = graph_paths[gp];
+    const bool bal = gp == 3;
     if (path == SL_MOE_PATH_REPLICATED && (long)T * K > SL_MOE_REPL_MAX_PAIRS) continue;
     da.force_path = path;
+    da.force_repl_balance = bal ? SL_MOE_REPL_BAL_256X2 : 0;
     SL_ASSERT_OK(sl_stream_sync(gpu, st));
     sl_graph_t *g;
     SL_ASSERT_OK(sl_graph_begin_capture(gpu, st));
@@ -269,10 +283,12 @@ static void test_graph_capture(void **s) {
       assert_same(&got, &c,
                   path == SL_MOE_PATH_FUSED   ? "graph replay, fused"
                   : path == SL_MOE_PATH_SPLIT ? "graph replay, split"
+                  : bal                       ? "graph replay, replicated balanced"
                                               : "graph replay, replicated");
       moe_case_free(&got);
     }
-    printf("  ok graph capture, path %s, 3 replays\n", sl_moe_path_name((sl_moe_path_t)path));
+    printf("  ok graph capture, path %s%s, 3 replays\n", sl_moe_path_name((sl_moe_path_t)path),
+           bal ? " (balanced)" : "");
     sl_graph_destroy(gpu, g);
   }
   void *bufs[] = {dx, dids, dw, dex, dcounts, dslots, dout, ws};

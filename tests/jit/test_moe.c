@@ -70,6 +70,20 @@ static void test_odd_shapes(void **state) {
     SL_ASSERT_OK(sl_moe_dispatch_spec_variant(128, 32, 512, SL_MOE_PAYLOAD_NVFP4, 0, 3, rank, &spec));
     SL_ASSERT_OK(compile_point(&spec, &w));
   }
+  /* The balanced replicated kernel: both block sizes, odd shapes, K = 32 x 512 local experts
+   * with a quantized payload; a balance that is not one is rejected. */
+  for (int bal = 1; bal <= SL_MOE_REPL_BAL_LAST; bal++) {
+    SL_ASSERT_OK(sl_moe_dispatch_bal_spec(264, 3, 5, SL_MOE_PAYLOAD_BF16, 0, bal, &spec));
+    SL_ASSERT_OK(compile_point(&spec, &w));
+  }
+  SL_ASSERT_OK(sl_moe_dispatch_bal_spec(128, 32, 512, SL_MOE_PAYLOAD_NVFP4, 0, SL_MOE_REPL_BAL_512X1, &spec));
+  SL_ASSERT_OK(compile_point(&spec, &w));
+  SL_ASSERT_OK(sl_moe_dispatch_bal_spec(128, 32, 512, SL_MOE_PAYLOAD_MXFP8, SL_QRULE_FLOOR, SL_MOE_REPL_BAL_256X2,
+                                        &spec));
+  SL_ASSERT_OK(compile_point(&spec, &w));
+  assert_int_equal(sl_moe_dispatch_bal_spec(264, 3, 5, SL_MOE_PAYLOAD_BF16, 0, 0, &spec), SL_ERR_INVALID);
+  assert_int_equal(sl_moe_dispatch_bal_spec(264, 3, 5, SL_MOE_PAYLOAD_BF16, 0, SL_MOE_REPL_BAL_LAST + 1, &spec),
+                   SL_ERR_INVALID);
   SL_ASSERT_OK(sl_moe_combine_spec(264, 3, 1, 132, &spec, NULL));
   SL_ASSERT_OK(compile_point(&spec, &w));
   SL_ASSERT_OK(sl_jit_spec_define(&spec, "MOE_PDL", "1")); /* the small-T layer's PDL build */
