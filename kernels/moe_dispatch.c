@@ -20,6 +20,11 @@
  *    DSv3 T=128 bf16 and quantized payloads take about the same time (6.6-7.2 us for 3.7
  *    to 14.7 MB written), so the per-block ranking work (448 blocks, 3.4 per SM), not the
  *    store drain, was the excess (kernels/NOTES.md).
+ *    Opt-in, NOT MEASURED (force_repl_balance, bench rows "replicated bal TxB"): the balanced
+ *    kernel, G = blocks-per-SM x SMs blocks (sl_moe_bal_grid) of 256 or 512 threads, block b
+ *    copying the contiguous items [b*items/G, (b+1)*items/G): ncu put the plain kernel's SMs
+ *    at 63 % active (448 blocks: some SMs 4 blocks' stores, most 3). Default unchanged until
+ *    the H200 compares the rows.
  *  - The split path's copy takes one 16-byte chunk per warp item by default (measured faster
  *    than whole rows per item at every prefill shape: see SPLIT_DEFAULT_SPAN); whole rows
  *    (a token's K rows computed once) stay selectable by force_span.

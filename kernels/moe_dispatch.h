@@ -83,8 +83,10 @@ typedef struct {
                                  * path's ranking (comparison; the result is the same) */
   int force_repl_balance;       /* 0: off (default); SL_MOE_REPL_BAL_*: the replicated path runs the balanced
                                  * kernel, a grid of blocks-per-SM x SMs blocks with equal contiguous item
-                                 * ranges (comparison; the result is the same). Histogram ranking only
-                                 * (force_repl_rank 0 or HIST); a route is then run by sl_router first. */
+                                 * ranges (comparison; the result is the same). Applies when the replicated
+                                 * path runs (chosen or forced), ignored on the others; histogram ranking
+                                 * only (force_repl_rank 0 or HIST, else SL_ERR_INVALID); every payload; a
+                                 * route is then run by sl_router first (not fused). */
   /* Optional (NULL: none): the top-k router to run first, on route->logits, writing
    * route->topk_ids / topk_weights; topk_ids above must be route->topk_ids, and T, K and E
    * must agree. On the GPU, when sl_moe_dispatch_route_fusable holds, the replicated kernel
