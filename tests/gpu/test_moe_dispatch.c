@@ -231,6 +231,26 @@ static void test_quantized_payloads(void **s) {
   }
 }
 
+/* Shapes where the balanced grid (blocks per SM x SMs) is smaller than the plain one on a
+ * 132-SM GPU, so a block's range holds more items than it has warps and starts and ends
+ * mid-token; with an expert range, capacity overflow, a bad id together with an overflow
+ * (SL_ERR_RANGE must win), and a quantized payload with a NaN token. */
+static void test_balanced_ranges(void **s) {
+  random_case(1024, 2048, 1, 16, 0, 16, 0, false, true, true); /* 8 chunks per token, 8192 items */
+  random_case(1024, 1032, 1, 16, 0, 16, 0, true, true, true);    /* 5 chunks, the last one partial */
+  random_case(128, 7168, 8, 256, 64, 96, 0, false, true, true);  /* DSv3 T=128, a TP=8-like range */
+  random_case(128, 7168, 8, 256, 0, 256, 6, false, true, true);  /* DSv3 T=128, capacity overflow */
+  uint64_t rng = sl_test_seed() + 33;
+  moe_case_t c = {.T = 128, .H = 7168, .K = 8, .E = 256, .begin = 0, .end = 256, .capacity = 3};
+  fill_random(&c, &rng, false);
+  c.ids[100 * 8 + 5] = 256; /* a late bad id; capacity 3 also overflows */
+  run_compare(&c, true, true);
+  assert_int_equal(c.check, SL_ERR_RANGE);
+  moe_case_free(&c);
+  payload_case(128, 7168, 8, 256, 0, 64, SL_MOE_PAYLOAD_MXFP8, SL_QRULE_CEIL, 0, true);
+  payload_case(128, 7168, 8, 256, 0, 64, SL_MOE_PAYLOAD_NVFP4, 0, 0, false);
+}
+
 static void test_graph_capture(void **s) {
   const int T = 64, H = 2048, K = 8, E = 128;
   uint64_t rng = sl_test_seed() + 21;
@@ -302,7 +322,7 @@ int main(void) {
       cmocka_unit_test(test_qwen3_shapes),         cmocka_unit_test(test_deepseek_shapes),
       cmocka_unit_test(test_odd_shapes_and_ranges), cmocka_unit_test(test_skewed_and_overflow),
       cmocka_unit_test(test_bad_ids),              cmocka_unit_test(test_quantized_payloads),
-      cmocka_unit_test(test_graph_capture),
+      cmocka_unit_test(test_balanced_ranges),      cmocka_unit_test(test_graph_capture),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
