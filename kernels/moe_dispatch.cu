@@ -388,6 +388,50 @@ __device__ __forceinline__ void finish_expert(int e, int total, int capacity, in
   if (total > capacity) sl_dev_error_record(err, SL_DEV_ERR_CAPACITY, expert_begin + e, total, capacity);
 }
 
+// The histogram ranking stage of the replicated kernels (plain and balanced): with the ids
+// staged in registers (idv[r] = id of pair r*NT + tid, for pairs below id_end), count per local
+// expert the pairs before the window [q0, q0 + n) (below) and, in the last block, all pairs
+// (hist, then the expert totals and capacity errors); record range errors; write the window's
+// local experts (win, -1 for none). Ends after a block barrier: ranks are then available.
+template <int NT, int ROUNDS>
+__device__ __forceinline__ void hist_rank_stage(const int (&idv)[ROUNDS], int id_end, int q0, int n,
+                                                bool counts_block, int num_experts, int expert_begin,
+                                                int expert_end, int capacity, int *expert_counts,
+                                                sl_grid_barrier_state_t *state, int *below, int *hist, int *win) {
+  constexpr int LOCAL_ROUNDS = (MOE_LOCAL + NT - 1) / NT;
+#pragma unroll
+  for (int r = 0; r < LOCAL_ROUNDS; r++) {
+    const int e = r * NT + threadIdx.x;
+    if (e < MOE_LOCAL) {
+      below[e] = 0;
+      hist[e] = 0;
+    }
+  }
+  __syncthreads(); // the caller's id (and first x) loads are still in flight here
+#pragma unroll
+  for (int r = 0; r < ROUNDS; r++) {
+    const int p = r * NT + threadIdx.x;
+    if (p >= id_end) continue;
+    const int id = idv[r];
+    int e = -1;
+    if (id < 0 || id >= num_experts)
+      sl_dev_error_record(&state->error, SL_DEV_ERR_RANGE, p / MOE_TOPK, id, num_experts);
+    else
+      e = sl_moe_local_expert(id, expert_begin, expert_end);
+    if (e >= 0 && p < q0) atomicAdd(&below[e], 1);
+    if (e >= 0 && counts_block) atomicAdd(&hist[e], 1);
+    if (p >= q0 && p < q0 + n) win[p - q0] = e;
+  }
+  __syncthreads();
+  if (counts_block) {
+#pragma unroll
+    for (int r = 0; r < LOCAL_ROUNDS; r++) {
+      const int e = r * NT + threadIdx.x;
+      if (e < MOE_LOCAL) finish_expert(e, hist[e], capacity, expert_begin, expert_counts, &state->error);
+    }
+  }
+}
+
 struct FusedOffset {
   const int *counts, *pair_rank;
   __device__ int operator()(int p, int e) const {
@@ -701,38 +745,8 @@ extern "C" __global__ void __launch_bounds__(MOE_REPL_BAL)
     const int p = r * NT + threadIdx.x;
     idv[r] = p < id_end ? __ldg(&topk_ids[p]) : 0;
   }
-  constexpr int LOCAL_ROUNDS = (MOE_LOCAL + NT - 1) / NT;
-#pragma unroll
-  for (int r = 0; r < LOCAL_ROUNDS; r++) {
-    const int e = r * NT + threadIdx.x;
-    if (e < MOE_LOCAL) {
-      below[e] = 0;
-      hist[e] = 0;
-    }
-  }
-  __syncthreads(); // the x and id loads are still in flight here
-#pragma unroll
-  for (int r = 0; r < ROUNDS; r++) {
-    const int p = r * NT + threadIdx.x;
-    if (p >= id_end) continue;
-    const int id = idv[r];
-    int e = -1;
-    if (id < 0 || id >= num_experts)
-      sl_dev_error_record(&state->error, SL_DEV_ERR_RANGE, p / MOE_TOPK, id, num_experts);
-    else
-      e = sl_moe_local_expert(id, expert_begin, expert_end);
-    if (e >= 0 && p < q0) atomicAdd(&below[e], 1);
-    if (e >= 0 && counts_block) atomicAdd(&hist[e], 1);
-    if (p >= q0 && p < q0 + n) win[p - q0] = e;
-  }
-  __syncthreads();
-  if (counts_block) {
-#pragma unroll
-    for (int r = 0; r < LOCAL_ROUNDS; r++) {
-      const int e = r * NT + threadIdx.x;
-      if (e < MOE_LOCAL) finish_expert(e, hist[e], capacity, expert_begin, expert_counts, &state->error);
-    }
-  }
+  hist_rank_stage<NT, ROUNDS>(idv, id_end, q0, n, counts_block, num_experts, expert_begin, expert_end, capacity,
+                              expert_counts, state, below, hist, win);
   const HistRank rank{below, win, q0};
 #pragma unroll
   for (int j = 0; j < MOE_BAL_PRE; j++) {
@@ -794,38 +808,8 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_FUSED_THREADS)
     const int p = r * NT + threadIdx.x;
     idv[r] = p < id_end ? MOE_REPL_ID(p) : 0;
   }
-  constexpr int LOCAL_ROUNDS = (MOE_LOCAL + NT - 1) / NT;
-#pragma unroll
-  for (int r = 0; r < LOCAL_ROUNDS; r++) {
-    const int e = r * NT + threadIdx.x;
-    if (e < MOE_LOCAL) {
-      below[e] = 0;
-      hist[e] = 0;
-    }
-  }
-  __syncthreads(); // the id loads are still in flight here
-#pragma unroll
-  for (int r = 0; r < ROUNDS; r++) {
-    const int p = r * NT + threadIdx.x;
-    if (p >= id_end) continue;
-    const int id = idv[r];
-    int e = -1;
-    if (id < 0 || id >= num_experts)
-      sl_dev_error_record(&state->error, SL_DEV_ERR_RANGE, p / MOE_TOPK, id, num_experts);
-    else
-      e = sl_moe_local_expert(id, expert_begin, expert_end);
-    if (e >= 0 && p < q0) atomicAdd(&below[e], 1);
-    if (e >= 0 && counts_block) atomicAdd(&hist[e], 1);
-    if (p >= q0 && p < q0 + n) win[p - q0] = e;
-  }
-  __syncthreads();
-  if (counts_block) {
-#pragma unroll
-    for (int r = 0; r < LOCAL_ROUNDS; r++) {
-      const int e = r * NT + threadIdx.x;
-      if (e < MOE_LOCAL) finish_expert(e, hist[e], capacity, expert_begin, expert_counts, &state->error);
-    }
-  }
+  hist_rank_stage<NT, ROUNDS>(idv, id_end, q0, n, counts_block, num_experts, expert_begin, expert_end, capacity,
+                              expert_counts, state, below, hist, win);
   if (item < num_items)
     copy_item(item, 1, MOE_CHUNKS, in, x, num_experts, expert_begin, expert_end, capacity, expert_x,
               expert_scales, global_scale, &state->error, slots, HistRank{below, win, q0});
