@@ -113,20 +113,27 @@ static sl_status_t time_both(sl_bench_t *b, sl_bench_fn fn, void *ctx, bool grap
 }
 
 /* One forced-variant dispatch row next to the default one (same inputs, same bytes). */
+/* A forced dispatch variant for a comparison row (fields 0 = automatic / the default). */
+typedef struct {
+  int path, span, route_rounds, no_pdl, repl_rank, repl_bal;
+} dispatch_force_t;
+
+/* Times the variant and prints its row; label NULL: the name of the path it took. */
 static sl_status_t dispatch_variant_row(sl_bench_t *b, const ctx_t *c, const char *shape, double dbytes,
-                                        int route_rounds, int no_pdl, int repl_rank, int repl_bal,
-                                        const char *label, const char *note) {
+                                        dispatch_force_t v, const char *label, const char *note) {
   ctx_t f = *c;
   sl_moe_path_t fpath = SL_MOE_PATH_NONE;
-  f.da.force_route_rounds = route_rounds;
-  f.da.split_no_pdl = no_pdl;
-  f.da.force_repl_rank = repl_rank;
-  f.da.force_repl_balance = repl_bal;
+  f.da.force_path = v.path;
+  f.da.force_span = v.span;
+  f.da.force_route_rounds = v.route_rounds;
+  f.da.split_no_pdl = v.no_pdl;
+  f.da.force_repl_rank = v.repl_rank;
+  f.da.force_repl_balance = v.repl_bal;
   f.da.path_taken = &fpath;
   double us = 0, gus = -1;
   SL_CHECK(time_both(b, run_dispatch, &f, true, &us, &gus));
   SL_CHECK(sl_moe_dispatch_check(c->dev, f.da.workspace, b->stream));
-  sl_bench_row(b, "moe_dispatch", shape, label, us, dbytes, gus, note);
+  sl_bench_row(b, "moe_dispatch", shape, label ? label : sl_moe_path_name(fpath), us, dbytes, gus, note);
   return SL_OK;
 }
 
@@ -191,57 +198,34 @@ static sl_status_t bench_dispatch_combine(sl_bench_t *b, const model_t *m, const
       torch_extra(m, T, true, gpu_of(b) ? us : 0, gus, ref, sizeof ref);
       sl_bench_row(b, "moe_dispatch", shape, sl_moe_path_name(path), us, dbytes, gus, ref[0] ? ref : NULL);
       if (path == SL_MOE_PATH_REPLICATED && gpu_of(b)) { /* the cooperative path, for comparison */
-        ctx_t f = c;
-        sl_moe_path_t fpath = SL_MOE_PATH_NONE;
-        f.da.force_path = SL_MOE_PATH_FUSED;
-        f.da.path_taken = &fpath;
-        double fus = 0, fgus = -1;
-        r = time_both(b, run_dispatch, &f, true, &fus, &fgus);
-        if (r == SL_OK) r = sl_moe_dispatch_check(dev, ws, b->stream);
-        if (r != SL_OK) {
-          sl_device_free(dev, ex);
-          s = r;
-          goto out;
-        }
-        sl_bench_row(b, "moe_dispatch", shape, sl_moe_path_name(fpath), fus, dbytes, fgus, "forced (comparison)");
-        r = dispatch_variant_row(b, &c, shape, dbytes, 0, 0, SL_MOE_REPL_RANK_SCAN, 0, "replicated scan",
-                                 "forced (comparison: scan ranking, the previous kernel)");
+        r = dispatch_variant_row(b, &c, shape, dbytes, (dispatch_force_t){.path = SL_MOE_PATH_FUSED}, NULL,
+                                 "forced (comparison)");
+        if (r == SL_OK)
+          r = dispatch_variant_row(b, &c, shape, dbytes, (dispatch_force_t){.repl_rank = SL_MOE_REPL_RANK_SCAN},
+                                   "replicated scan", "forced (comparison: scan ranking, the previous kernel)");
         /* The balanced replicated kernel (force_repl_balance): k x SMs blocks of equal item ranges. */
         for (int bal = 1; r == SL_OK && bal <= SL_MOE_REPL_BAL_LAST; bal++) {
           char label[48];
           snprintf(label, sizeof label, "replicated %s", sl_moe_repl_bal_name(bal));
-          r = dispatch_variant_row(b, &c, shape, dbytes, 0, 0, 0, bal, label,
+          r = dispatch_variant_row(b, &c, shape, dbytes, (dispatch_force_t){.repl_bal = bal}, label,
                                    "forced (comparison: balanced, threads x blocks per SM)");
         }
-        if (r != SL_OK) {
-          sl_device_free(dev, ex);
-          s = r;
-          goto out;
-        }
       }
-      if (path == SL_MOE_PATH_SPLIT && gpu_of(b)) { /* copy items of whole rows, for comparison */
-        ctx_t f = c;
-        f.da.force_span = 1 << 20; /* clipped to the row's chunks */
-        double fus = 0, fgus = -1;
-        r = time_both(b, run_dispatch, &f, true, &fus, &fgus);
-        if (r == SL_OK) r = sl_moe_dispatch_check(dev, ws, b->stream);
-        if (r != SL_OK) {
-          sl_device_free(dev, ex);
-          s = r;
-          goto out;
-        }
-        sl_bench_row(b, "moe_dispatch", shape, "route+copy rows", fus, dbytes, fgus,
-                     "forced (comparison: whole rows per warp item)");
-        r = dispatch_variant_row(b, &c, shape, dbytes, 0, 1, 0, 0, "route+copy nopdl",
-                                 "forced (comparison: no PDL between routing and copy)");
+      if (path == SL_MOE_PATH_SPLIT && gpu_of(b)) { /* split-path comparisons */
+        r = dispatch_variant_row(b, &c, shape, dbytes, (dispatch_force_t){.span = 1 << 20}, /* clipped to a row */
+                                 "route+copy rows", "forced (comparison: whole rows per warp item)");
         if (r == SL_OK)
-          r = dispatch_variant_row(b, &c, shape, dbytes, 8, 1, 0, 0, "route+copy r8 nopdl",
+          r = dispatch_variant_row(b, &c, shape, dbytes, (dispatch_force_t){.no_pdl = 1}, "route+copy nopdl",
+                                   "forced (comparison: no PDL between routing and copy)");
+        if (r == SL_OK)
+          r = dispatch_variant_row(b, &c, shape, dbytes, (dispatch_force_t){.route_rounds = 8, .no_pdl = 1},
+                                   "route+copy r8 nopdl",
                                    "forced (comparison: 8-round routing blocks, no PDL: the previous launches)");
-        if (r != SL_OK) {
-          sl_device_free(dev, ex);
-          s = r;
-          goto out;
-        }
+      }
+      if (r != SL_OK) {
+        sl_device_free(dev, ex);
+        s = r;
+        goto out;
       }
       /* Fused payload quantization: x read once, K quantized rows + scales written. */
       void *scales = NULL;
