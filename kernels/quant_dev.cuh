@@ -387,10 +387,8 @@ __device__ __forceinline__ unsigned long long sl_kq_quantize_fast(const float *v
     if constexpr (RAW && DT == SL_DTYPE_BF16 && VEC == 8 && SL_KQ_E2M1_BF16X2) {
       // two elements per instruction (quant_formats.h; e <= 126 for finite bf16, so 2^-e is a
       // normal bf16, and |x| 2^-e < 8 under both MX rules)
-      unsigned m2 = (unsigned)(127 - e) << 7;
-      m2 |= m2 << 16;
       const unsigned u[4] = {w.x, w.y, w.z, w.w};
-      return sl_qf_e2m1_pack_bf16x2(u, m2);
+      return sl_qf_e2m1_pack_bf16x2(u, sl_qf_e2m1_m2(e));
     }
     const float mul = sl_qf_pow2(-e);
     if constexpr (RAW) {

@@ -223,10 +223,11 @@ static void test_edge_values(void **state) {
 }
 
 /* NVFP4 with tensor scales outside the fast dequantization range [2^-60, 2^60] (the per-element
- * division path) and at its ends. */
+ * division path) and at its ends, and far outside (2^+-100, 2^+-101: the quantizer's encode
+ * multipliers near the fp32 range ends). */
 static void test_nvfp4_scale_range(void **state) {
   uint64_t rng = sl_test_seed();
-  static const float gss[] = {0x1p-61f, 0x1p-60f, 0x1p60f, 0x1p61f};
+  static const float gss[] = {0x1p-101f, 0x1p-100f, 0x1p-61f, 0x1p-60f, 0x1p60f, 0x1p61f, 0x1p100f, 0x1p101f};
   for (size_t g = 0; g < sizeof gss / sizeof gss[0]; g++) {
     gs_override = gss[g];
     for (size_t ci = 0; ci < sizeof cfgs / sizeof cfgs[0]; ci++)
@@ -272,8 +273,8 @@ static void test_segment_layouts(void **state) {
   for (size_t ci = 0; ci < sizeof cfgs / sizeof cfgs[0]; ci++)
     run_case(&rng, (int)ci, SL_DTYPE_BF16, 9, 2048, 2048, true); /* NaN reported by token and block */
   /* FP4 dequantization by the per-CTA table (kernels/quant.cu DEQ_TABLE) at tensor scales in
-   * and outside the quantizer's fast range */
-  static const float gss[] = {0x1p-61f, 0x1p-60f, 0x1p60f, 0x1p61f};
+   * and outside the fast range and near the ends of fp32 */
+  static const float gss[] = {0x1p-101f, 0x1p-100f, 0x1p-61f, 0x1p-60f, 0x1p60f, 0x1p61f, 0x1p100f, 0x1p101f};
   for (size_t g = 0; g < sizeof gss / sizeof gss[0]; g++) {
     gs_override = gss[g];
     for (size_t ci = 0; ci < sizeof cfgs / sizeof cfgs[0]; ci++)

@@ -314,6 +314,7 @@ static void test_e2m1_pack_bf16x2(void **state) {
     float mul = ldexpf(1.0f, -e);
     uint32_t m2 = (uint32_t)(127 - e) << 7;
     m2 |= m2 << 16;
+    assert_int_equal(sl_qf_e2m1_m2(e), m2); /* the kernel's one multiply-add form */
     uint16_t xs[8];
     int k = 0;
     for (uint32_t h = 0; h < 0x10000u; h++) {
