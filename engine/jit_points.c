@@ -15,6 +15,7 @@
 #include "kernels/moe_combine.h"
 #include "kernels/moe_dispatch.h"
 #include "kernels/moe_ffn.h"
+#include "kernels/moe_layer.h"
 #include "comm/moe_ep.h"
 
 static sl_status_t probe_points(int arch, sl_jit_point_fn fn, void *user) {
@@ -40,6 +41,7 @@ static const sl_jit_module_t modules[] = {
     {"moe_dispatch", sl_moe_dispatch_jit_points},
     {"moe_combine", sl_moe_combine_jit_points},
     {"moe_ffn", sl_moe_ffn_jit_points},
+    {"moe_layer", sl_moe_layer_jit_points},
     {"moe_comm", sl_moe_comm_jit_points},
     {NULL, NULL},
 };

@@ -1,10 +1,12 @@
 /* The local MoE layer: buffers, and router GEMM -> router -> dispatch -> FFN -> combine. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels/moe_combine.h"
 #include "kernels/moe_ffn.h"
 #include "kernels/moe_layer.h"
+#include "runtime/sl_config.h"
 
 struct sl_moe_layer {
   sl_device_t *dev;
@@ -16,6 +18,9 @@ struct sl_moe_layer {
   void *expert_x, *expert_y; /* [E_local, Tmax, H] bf16 */
   int32_t *counts;        /* [E_local] */
   int32_t *slots;         /* [Tmax, K] */
+  void *act;              /* [K, I] bf16: the decode kernel's activations */
+  uint64_t *tagged;       /* [E] (launch tag << 32 | fp32 logit): the decode kernel's router logits */
+  uint32_t *calls;        /* the decode kernel's launch counter (the tag of the last launch) */
   void *dispatch_ws, *ffn_ws;
   size_t dispatch_ws_bytes, ffn_ws_bytes;
   const int32_t *last_ids;
@@ -24,8 +29,8 @@ struct sl_moe_layer {
 
 void sl_moe_layer_destroy(sl_moe_layer_t *l) {
   if (!l) return;
-  void *bufs[] = {l->logits, l->topk_ids, l->topk_weights, l->expert_x, l->expert_y,
-                  l->counts, l->slots, l->dispatch_ws, l->ffn_ws};
+  void *bufs[] = {l->logits, l->topk_ids, l->topk_weights, l->expert_x, l->expert_y,  l->counts,
+                  l->slots,  l->act,      l->tagged,       l->calls,    l->dispatch_ws, l->ffn_ws};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
     if (bufs[i]) sl_device_free(l->dev, bufs[i]);
   free(l);
@@ -60,6 +65,11 @@ sl_status_t sl_moe_layer_create(sl_device_t *dev, const sl_moe_layer_config_t *c
   SL_CHECK_GOTO(sl_device_malloc(dev, rows * H * 2, &l->expert_y), s, fail);
   SL_CHECK_GOTO(sl_device_malloc(dev, (size_t)local * 4, (void **)&l->counts), s, fail);
   SL_CHECK_GOTO(sl_device_malloc(dev, T * K * 4, (void **)&l->slots), s, fail);
+  SL_CHECK_GOTO(sl_device_malloc(dev, K * (size_t)cfg->inter * 2, &l->act), s, fail);
+  SL_CHECK_GOTO(sl_device_malloc(dev, (size_t)cfg->num_experts * 8, (void **)&l->tagged), s, fail);
+  SL_CHECK_GOTO(sl_device_malloc(dev, 4, (void **)&l->calls), s, fail);
+  SL_CHECK_GOTO(sl_memset(dev, l->tagged, 0, (size_t)cfg->num_experts * 8, NULL), s, fail); /* tag 0: none */
+  SL_CHECK_GOTO(sl_memset(dev, l->calls, 0, 4, NULL), s, fail);
   SL_CHECK_GOTO(sl_device_malloc(dev, l->dispatch_ws_bytes, &l->dispatch_ws), s, fail);
   SL_CHECK_GOTO(sl_device_malloc(dev, l->ffn_ws_bytes, &l->ffn_ws), s, fail);
   SL_CHECK_GOTO(sl_moe_dispatch_workspace_init(dev, l->dispatch_ws, l->dispatch_ws_bytes, NULL), s, fail);
@@ -69,6 +79,120 @@ sl_status_t sl_moe_layer_create(sl_device_t *dev, const sl_moe_layer_config_t *c
 fail:
   sl_moe_layer_destroy(l);
   return s;
+}
+
+/* ---- the one-kernel decode layer (kernels/moe_layer_decode.cu) ------------------------------ */
+
+/* compute warps, pairs per step, x in shared memory */
+static const int decode_shapes[SL_MOE_DECODE_VARIANTS][3] = {{15, 1, 1}, {12, 1, 0}, {7, 2, 0}};
+
+static sl_router_args_t router_of(const sl_moe_layer_config_t *c, int T) {
+  return (sl_router_args_t){.kind = c->router_kind, .num_tokens = T, .num_experts = c->num_experts,
+                            .top_k = c->top_k, .renormalize = c->renormalize, .num_groups = c->num_groups,
+                            .topk_groups = c->topk_groups, .routed_scaling = c->routed_scaling,
+                            .logits_dtype = SL_DTYPE_F32, .correction_bias = c->correction_bias};
+}
+
+static sl_status_t decode_spec(const sl_moe_layer_config_t *c, int variant, bool prof, sl_jit_spec_t *spec);
+sl_status_t sl_moe_layer_decode_spec(const sl_moe_layer_config_t *c, int variant, sl_jit_spec_t *spec) {
+  return decode_spec(c, variant, false, spec);
+}
+static sl_status_t decode_spec(const sl_moe_layer_config_t *c, int variant, bool prof, sl_jit_spec_t *spec) {
+  if (variant < 0 || variant >= SL_MOE_DECODE_VARIANTS)
+    return SL_ERR(SL_ERR_INVALID, "moe layer: decode variant %d (0..%d)", variant, SL_MOE_DECODE_VARIANTS - 1);
+  sl_router_args_t r = router_of(c, 1);
+  sl_jit_spec_init(spec, "kernels/moe_layer_decode.cu", "sl_moe_decode_layer");
+  SL_CHECK(sl_jit_spec_define(spec, "HIDDEN", "%d", c->hidden));
+  SL_CHECK(sl_jit_spec_define(spec, "INTER", "%d", c->inter));
+  SL_CHECK(sl_jit_spec_define(spec, "WARPS", "%d", decode_shapes[variant][0]));
+  SL_CHECK(sl_jit_spec_define(spec, "PP", "%d", decode_shapes[variant][1]));
+  if (decode_shapes[variant][2]) SL_CHECK(sl_jit_spec_define(spec, "XSMEM", "1"));
+  if (prof) SL_CHECK(sl_jit_spec_define(spec, "PROF", "1"));
+  return sl_router_define_constants(&r, spec);
+}
+
+/* Dynamic shared memory of the decode kernel on `sms` blocks (kernels/moe_layer_decode.cu):
+ * down rows [K][cmax][I] bf16 (cmax = ceil(H / sms) columns per block), residual [cmax4] f32,
+ * expert outputs [K][cmax4] f32 (cmax4 = cmax rounded up to 4), and in the XSMEM shapes x as
+ * fp32 packets (ceil(H / 256) x 256 floats). */
+static size_t decode_smem(const sl_moe_layer_config_t *c, int variant, int sms) {
+  const size_t K = (size_t)c->top_k, cmax = (size_t)((c->hidden + sms - 1) / sms), cmax4 = (cmax + 3) & ~(size_t)3;
+  const size_t xs = decode_shapes[variant][2] ? (size_t)((c->hidden + 255) / 256) * 256 * 4 : 0;
+  return K * cmax * c->inter * 2 + cmax4 * 4 + K * cmax4 * 4 + xs;
+}
+
+/* Why the decode kernel does not apply to this call (NULL: it does). */
+static const char *decode_refusal(const sl_moe_layer_t *l, const sl_moe_layer_args_t *a, unsigned stages) {
+  const sl_moe_layer_config_t *c = &l->cfg;
+  const sl_device_info_t *info = sl_device_info(l->dev);
+  if (sl_device_backend(l->dev) != SL_BACKEND_CUDA) return "not a GPU";
+  if (info->arch < SL_ARCH_HOPPER) return "needs sm_90+ (bulk copies)";
+  if (a->num_tokens != 1) return "T != 1";
+  if (a->topk_ids) return "routing given by the caller";
+  if (stages != SL_MOE_STAGE_ALL) return "a subset of stages";
+  if (c->hidden > 2048) return "H > 2048";
+  if (((uintptr_t)a->x & 15) != 0) return "x not 16-byte aligned";
+  if (c->router_kind == SL_ROUTER_SIGMOID_GROUPED) {
+    const int NE = (c->num_experts + 31) / 32, GS = c->num_groups > 0 ? c->num_experts / c->num_groups : 0;
+    if (c->num_groups < 1 || c->num_experts % c->num_groups || GS % NE || ((GS / NE) & (GS / NE - 1)))
+      return "grouping the GPU router does not support";
+  }
+  /* + the static shared memory: the logits (4 E bytes) and < 1 KB of small arrays */
+  if (decode_smem(c, a->decode_variant, info->sm_count) + 1024 + (size_t)c->num_experts * 4 >
+      info->shared_mem_per_block_optin)
+    return "shared memory";
+  return NULL;
+}
+
+static sl_status_t decode_launch(sl_moe_layer_t *l, const sl_moe_layer_args_t *a, sl_stream_t *stream) {
+  const sl_moe_layer_config_t *c = &l->cfg;
+  const int sms = sl_device_info(l->dev)->sm_count;
+  sl_jit_spec_t spec;
+  SL_CHECK(decode_spec(c, a->decode_variant, a->decode_profile != NULL, &spec));
+  sl_kernel_t *k;
+  SL_CHECK(sl_jit_get_kernel(l->dev, &spec, &k));
+  const unsigned smem = (unsigned)decode_smem(c, a->decode_variant, sms);
+  SL_CHECK(sl_kernel_set_max_shared(k, smem));
+  const int threads = (decode_shapes[a->decode_variant][0] + 1) * 32; /* + the copy-issuing warp */
+  int per_sm = 0;
+  SL_CHECK(sl_kernel_occupancy(k, threads, smem, &per_sm));
+  if (per_sm < 1)
+    return SL_ERR(SL_ERR_UNSUPPORTED, "moe layer: the decode kernel does not fit an SM (%u bytes of shared memory)",
+                  smem);
+  const void *x = a->x, *wr = c->w_router, *bias = c->router_kind == SL_ROUTER_SIGMOID_GROUPED ? c->correction_bias : NULL;
+  int renorm = c->renormalize;
+  const sl_router_args_t r = router_of(c, 1);
+  float scaling = sl_router_scaling(&r);
+  const void *wgu = c->w_gate_up, *wd = c->w_down, *res = a->residual;
+  int begin = c->expert_begin, end = c->expert_end;
+  void *out = a->out, *tagged = l->tagged, *calls = l->calls, *ids = l->topk_ids, *wts = l->topk_weights,
+       *counts = l->counts, *act = l->act, *state = l->dispatch_ws;
+  unsigned long long timeout_ns = (unsigned long long)sl_config()->timeout_ms * 1000000ull;
+  unsigned long long *prof = a->decode_profile;
+  void *args[] = {&x,   &wr,     &bias,  &renorm, &scaling, &wgu,    &wd,  &begin, &end,       &res,
+                  &out, &tagged, &calls, &ids,    &wts,     &counts, &act, &state, &timeout_ns, &prof};
+  sl_launch_t launch = {.grid = {(unsigned)sms}, .block = {(unsigned)threads}, .shared_bytes = smem,
+                        .stream = stream, .cooperative = true};
+  return sl_kernel_launch(k, &launch, args);
+}
+
+sl_status_t sl_moe_layer_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t *spec, void *user), void *user) {
+  if (arch < SL_ARCH_HOPPER) return SL_OK;
+  /* Qwen3-30B-A3B (every variant), and the grouped-router shape of tests/gpu/test_moe_layer.c */
+  sl_moe_layer_config_t q = {.num_experts = 128, .top_k = 8, .hidden = 2048, .inter = 768, .expert_end = 128,
+                             .router_kind = SL_ROUTER_SOFTMAX_TOPK, .renormalize = true};
+  sl_jit_spec_t spec;
+  for (int v = 0; v < SL_MOE_DECODE_VARIANTS; v++) {
+    SL_CHECK(sl_moe_layer_decode_spec(&q, v, &spec));
+    SL_CHECK(fn(&spec, user));
+  }
+  SL_CHECK(decode_spec(&q, 0, true, &spec)); /* the benchmark's phase-stamping build */
+  SL_CHECK(fn(&spec, user));
+  sl_moe_layer_config_t g = {.num_experts = 64, .top_k = 6, .hidden = 1024, .inter = 384, .expert_end = 64,
+                             .router_kind = SL_ROUTER_SIGMOID_GROUPED, .num_groups = 8, .topk_groups = 3,
+                             .routed_scaling = 2.5f};
+  SL_CHECK(sl_moe_layer_decode_spec(&g, 0, &spec));
+  return fn(&spec, user);
 }
 
 sl_status_t sl_moe_layer_forward(sl_moe_layer_t *l, const sl_moe_layer_args_t *a, sl_stream_t *stream) {
@@ -84,6 +208,10 @@ sl_status_t sl_moe_layer_forward(sl_moe_layer_t *l, const sl_moe_layer_args_t *a
   if (!a->topk_ids && !c->w_router) return SL_ERR(SL_ERR_INVALID, "moe layer: no router weights and no routing given");
   if (a->fuse_small < SL_MOE_FUSE_AUTO || a->fuse_small > SL_MOE_FUSE_ON)
     return SL_ERR(SL_ERR_INVALID, "moe layer: fuse_small %d (0 auto, 1 off, 2 on)", a->fuse_small);
+  if (a->decode_kernel < SL_MOE_FUSE_AUTO || a->decode_kernel > SL_MOE_FUSE_ON || a->decode_variant < 0 ||
+      a->decode_variant >= SL_MOE_DECODE_VARIANTS)
+    return SL_ERR(SL_ERR_INVALID, "moe layer: decode_kernel %d (0 auto, 1 off, 2 on), decode_variant %d (0..%d)",
+                  a->decode_kernel, a->decode_variant, SL_MOE_DECODE_VARIANTS - 1);
   const bool cpu = sl_device_backend(l->dev) != SL_BACKEND_CUDA;
   const int32_t *ids = a->topk_ids;
   const float *weights = a->topk_weights;
@@ -100,6 +228,18 @@ sl_status_t sl_moe_layer_forward(sl_moe_layer_t *l, const sl_moe_layer_args_t *a
   sl_router_args_t ra = {0};
   const unsigned stages = a->stages ? a->stages : SL_MOE_STAGE_ALL;
   if (stages & ~(unsigned)SL_MOE_STAGE_ALL) return SL_ERR(SL_ERR_INVALID, "moe layer: stages 0x%x", stages);
+  const int decode = a->decode_kernel == SL_MOE_FUSE_AUTO
+                         ? (SL_MOE_LAYER_DECODE_KERNEL_AUTO ? SL_MOE_FUSE_ON : SL_MOE_FUSE_OFF)
+                         : a->decode_kernel;
+  const bool one_kernel = decode == SL_MOE_FUSE_ON && decode_refusal(l, a, stages) == NULL;
+  if (a->decode_taken) *a->decode_taken = one_kernel;
+  if (one_kernel) {
+    if (a->fused_taken) *a->fused_taken = false;
+    if (a->path_taken) *a->path_taken = SL_MOE_PATH_NONE; /* no dispatch */
+    l->last_ids = l->topk_ids;
+    l->last_weights = l->topk_weights;
+    return decode_launch(l, a, stream);
+  }
   if (!ids) {
     if (stages & SL_MOE_STAGE_LOGITS)
         SL_CHECK(sl_moe_gate_logits(l->dev, T, c->num_experts, c->hidden, a->x, c->w_router, l->logits, stream));

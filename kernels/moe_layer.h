@@ -10,6 +10,7 @@
 #include "kernels/moe_ffn_gemv.h" /* SL_MOE_FFN_GEMV_* (ffn_gemv_variant) */
 #include "kernels/router.h"
 #include "runtime/sl_device.h"
+#include "runtime/sl_jit.h"
 #include "runtime/sl_status.h"
 
 #ifdef __cplusplus
@@ -39,6 +40,28 @@ typedef enum { SL_MOE_FUSE_AUTO = 0, SL_MOE_FUSE_OFF = 1, SL_MOE_FUSE_ON = 2 } s
  * (logits + top-k + dispatch) 7.04 -> 6.28 us at T=1. The bench prints the unfused chain
  * next to it (rows `.../unfused`). */
 #define SL_MOE_LAYER_FUSE_SMALL_AUTO 1
+
+/* One-kernel decode layer (sl_moe_layer_args_t.decode_kernel; kernels/moe_layer_decode.cu):
+ * the whole layer for ONE token in one cooperative launch -- router logits (published as
+ * tagged words), top-k in every block, gate_up + SiLU, grid barrier, down and combine -- with
+ * each block's share of the down weights brought into shared memory by the copy engine while
+ * gate_up streams. It applies (AUTO or ON) on a GPU of sm_90+, at T = 1 with the layer's own
+ * router, all stages, H <= 2048, and when K x ceil(H / SMs) x I x 2 bytes of down rows (+ a
+ * few KB) fit a block's shared memory (Qwen3-30B-A3B: 205 KB on 132 SMs); elsewhere the usual
+ * launches run. AUTO means on: H200, Qwen3-30B-A3B T=1, 25.9 us in a graph vs 34.8 us for the
+ * launches (kernels/NOTES.md "One-kernel decode layer"). */
+#define SL_MOE_LAYER_DECODE_KERNEL_AUTO 1
+/* Shapes of the decode kernel (sl_moe_layer_args_t.decode_variant; benchmarks): compute warps
+ * per block x (gate, up) row pairs each warp loads before using them (+ one copy-issuing warp);
+ * _XS: x read from shared memory instead of registers (room for more warps). Default: the first
+ * (fastest on the H200, kernels/NOTES.md "One-kernel decode layer"). */
+enum { SL_MOE_DECODE_15X1_XS = 0, SL_MOE_DECODE_12X1 = 1, SL_MOE_DECODE_7X2 = 2, SL_MOE_DECODE_VARIANTS = 3 };
+
+/* decode_profile[block * 16 + i]: 0 start, 1 the block's router logits published, 2 top-k done (block
+ * barrier), 3 the block's gate_up done, 4 after the grid barrier, 5 down rows in shared
+ * memory, 6 end, 7 the down copies issued, 8 the SM id (not a time), 9 thread 0's down items
+ * done, 10 thread 0's combine done, 11 warp 0's top-k done. */
+enum { SL_MOE_DECODE_PROF_STAMPS = 12 };
 
 /* The layer's stages (sl_moe_layer_args_t.stages). With fuse_small the top-k runs inside
  * the dispatch stage (SL_MOE_STAGE_TOPK then launches nothing). */
@@ -82,6 +105,14 @@ typedef struct {
    * unchanged. Results are bit-identical to OFF. AUTO: SL_MOE_LAYER_FUSE_SMALL_AUTO. */
   int fuse_small;
   bool *fused_taken;           /* optional out: whether the fused chain ran */
+  /* sl_moe_fuse_t: the one-kernel decode layer (above). ON where it does not apply runs the
+   * usual launches (decode_taken says which ran). AUTO: SL_MOE_LAYER_DECODE_KERNEL_AUTO. */
+  int decode_kernel;
+  int decode_variant;          /* SL_MOE_DECODE_* (0: the default shape) */
+  bool *decode_taken;          /* optional out */
+  /* Benchmarks only: a device buffer of SMs x 16 u64 for the decode kernel's phase timestamps
+   * (%globaltimer ns; SL_MOE_DECODE_PROF_*), NULL normally (a separate build when set). */
+  unsigned long long *decode_profile;
   /* Benchmarks only: run just these stages (SL_MOE_STAGE_* bits; 0 = all) on the layer's
    * buffers as the previous call left them (per-stage timing in a graph). */
   unsigned stages;
@@ -97,6 +128,12 @@ sl_status_t sl_moe_layer_check(sl_moe_layer_t *layer, sl_stream_t *stream);
 void sl_moe_layer_last_routing(const sl_moe_layer_t *layer, const int32_t **topk_ids, const float **topk_weights);
 /* Tokens per local expert of the last call (device pointer, [E_local]). */
 const int32_t *sl_moe_layer_expert_counts(const sl_moe_layer_t *layer);
+
+/* Every decode-kernel configuration the layer uses (Qwen3-30B-A3B, every variant), for
+ * `sluice jit warm` and the CI compile test; sm_90+ only. */
+sl_status_t sl_moe_layer_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t *spec, void *user), void *user);
+/* The decode kernel's spec for a layer configuration and variant. */
+sl_status_t sl_moe_layer_decode_spec(const sl_moe_layer_config_t *cfg, int variant, sl_jit_spec_t *spec);
 
 #ifdef __cplusplus
 }

@@ -112,6 +112,64 @@ static sl_status_t time_both(sl_bench_t *b, sl_bench_fn fn, void *ctx, bool grap
   return SL_OK;
 }
 
+/* The decode kernel's phases (kernels/moe_layer.h, SL_MOE_DECODE_PROF_*): a separate build
+ * stamping %globaltimer per block, run eagerly on each input set in turn; for the last run,
+ * each stamp's earliest and latest block in us after the earliest start, as one row. */
+static sl_status_t decode_phases(sl_bench_t *b, layer_ctx_t *c, const char *shape, const char *name) {
+  sl_device_t *dev = b->rt->dev;
+  const int sms = sl_device_info(dev)->sm_count;
+  const size_t bytes = (size_t)sms * 16 * sizeof(unsigned long long);
+  unsigned long long *d = NULL, *h = malloc(bytes);
+  if (!h) return SL_ERR(SL_ERR_NOMEM, "decode phases");
+  sl_status_t s = sl_device_malloc(dev, bytes, (void **)&d);
+  layer_ctx_t p = *c;
+  p.la.decode_profile = d;
+  for (int it = 0; s == SL_OK && it < 2 * p.sets; it++) s = run_layer(&p, it, b->stream);
+  if (s == SL_OK) s = sl_memcpy(dev, h, d, bytes, b->stream);
+  if (s == SL_OK) s = sl_stream_sync(dev, b->stream);
+  if (s == SL_OK) {
+    unsigned long long t0 = ~0ull;
+    for (int k = 0; k < sms; k++) t0 = h[k * 16] < t0 ? h[k * 16] : t0;
+    static const char *const stamp[SL_MOE_DECODE_PROF_STAMPS] = {
+        "start", "logits", "topk", "gate_up", "bar", "down", "end", "copies", "-", "items0", "comb0", "topk0"};
+    char extra[600];
+    int n = snprintf(extra, sizeof extra, "us after the first block's start, min/max over blocks:");
+    double end = 0;
+    for (int i = 0; i < SL_MOE_DECODE_PROF_STAMPS; i++) {
+      if (i == 8) continue; /* unused stamp */
+      double lo = 1e30, hi = 0;
+      for (int k = 0; k < sms; k++) {
+        const double v = (double)(h[k * 16 + i] - t0) * 1e-3;
+        lo = v < lo ? v : lo, hi = v > hi ? v : hi;
+      }
+      if (i == 6) end = hi;
+      n += snprintf(extra + n, sizeof extra - (size_t)n, " %s %.2f/%.2f", stamp[i], lo, hi);
+      if (n >= (int)sizeof extra) break;
+    }
+    sl_bench_row(b, "moe_layer", shape, name, end, 0, -1, extra);
+    /* which SMs end their gate_up share last and first (stamp 3; stamp 8 = SM id) */
+    int order[1024], n2 = sms < 1024 ? sms : 1024;
+    for (int k = 0; k < n2; k++) order[k] = k;
+    for (int k = 1; k < n2; k++) /* insertion sort by stamp 3 */
+      for (int j = k; j > 0 && h[order[j] * 16 + 3] < h[order[j - 1] * 16 + 3]; j--) {
+        int t = order[j];
+        order[j] = order[j - 1], order[j - 1] = t;
+      }
+    int m = snprintf(extra, sizeof extra, "gate_up end (us) by block/SM, first:");
+    for (int k = 0; k < 6 && k < n2; k++)
+      m += snprintf(extra + m, sizeof extra - (size_t)m, " %d/%llu %.2f", order[k], h[order[k] * 16 + 8],
+                    (double)(h[order[k] * 16 + 3] - t0) * 1e-3);
+    m += snprintf(extra + m, sizeof extra - (size_t)m, "; last:");
+    for (int k = n2 - 6 > 0 ? n2 - 6 : 0; k < n2 && m < (int)sizeof extra; k++)
+      m += snprintf(extra + m, sizeof extra - (size_t)m, " %d/%llu %.2f", order[k], h[order[k] * 16 + 8],
+                    (double)(h[order[k] * 16 + 3] - t0) * 1e-3);
+    sl_bench_row(b, "moe_layer", shape, name, end, 0, -1, extra);
+  }
+  if (d) sl_device_free(dev, d);
+  free(h);
+  return s;
+}
+
 /* One forced-variant dispatch row next to the default one (same inputs, same bytes). */
 /* A forced dispatch variant for a comparison row (fields 0 = automatic / the default). */
 typedef struct {
@@ -404,8 +462,13 @@ static sl_status_t bench_layer(sl_bench_t *b, const model_t *m, const int *Ts, i
      * run; the automatic row's extra column names the variant it ran; 4 the small-T fusion
      * (sl_moe_layer_args_t.fuse_small) set the other way than AUTO, at T <= 16: the row
      * "<path>/gemv/fused" (or "/unfused" once AUTO means on) next to the default; 5 the FFN's
-     * bulk-copy variant forced at T <= 8 on sm_90+ ("<path>/gemv-bulk"). */
-    for (int variant = 0; variant < 6; variant++) {
+     * bulk-copy variant forced at T <= 8 on sm_90+ ("<path>/gemv-bulk"); 6: where the default
+     * row took the one-kernel decode layer (AUTO, T = 1; named "one-kernel/decode-kernel"), the
+     * chain of launches it replaces (decode_kernel off; variants 1-5 are chains too); 7..: the
+     * decode layer forced (decode_kernel ON) in each of its shapes at T = 1, where it applies
+     * ("decode-kernel 15x1xs" ...), each followed by its phase timestamps (decode_phases). */
+    bool default_decode = false;
+    for (int variant = 0; variant < 7 + SL_MOE_DECODE_VARIANTS; variant++) {
       const bool exact = variant == 2;
       const sl_moe_ffn_args_t probe = {.num_local_experts = E, .capacity = T, .num_tokens = T, .top_k = K};
       const bool gemv = sl_moe_ffn_uses_gemv(&probe);
@@ -417,6 +480,10 @@ static sl_status_t bench_layer(sl_bench_t *b, const model_t *m, const int *Ts, i
       /* 5: the bulk variant forced (sm_90+), T <= 8, unless the automatic choice took it. */
       const bool auto_bulk = sl_moe_ffn_gemv_variant(&probe) == SL_MOE_FFN_GEMV_BULK;
       if (variant == 5 && (!gemv || T > 8 || auto_bulk || sl_device_info(dev)->arch < SL_ARCH_HOPPER)) continue;
+      const int dvariant = variant - 7; /* SL_MOE_DECODE_*, the decode-kernel rows */
+      if (dvariant >= 0 && (T != 1 || !gpu_of(b))) continue;
+      if (variant == 6 && !default_decode) continue;
+      bool dtaken = false;
       const int fuse = variant != 4 ? SL_MOE_FUSE_AUTO : SL_MOE_LAYER_FUSE_SMALL_AUTO ? SL_MOE_FUSE_OFF : SL_MOE_FUSE_ON;
       bool fused = false;
       const int gemv_variant = variant == 5   ? SL_MOE_FFN_GEMV_BULK
@@ -427,7 +494,16 @@ static sl_status_t bench_layer(sl_bench_t *b, const model_t *m, const int *Ts, i
       layer_ctx_t c = {.layer = layer, .x = x, .set_bytes = set_bytes, .sets = sets};
       c.la = (sl_moe_layer_args_t){.num_tokens = T, .x = x, .out = out, .allow_host_sync = exact,
                                    .ffn_small_rows = variant == 1 ? -1 : 0, .ffn_gemv_variant = gemv_variant,
-                                   .path_taken = &path, .fuse_small = fuse, .fused_taken = &fused};
+                                   .path_taken = &path, .fuse_small = fuse, .fused_taken = &fused,
+                                   .decode_kernel = dvariant >= 0 ? SL_MOE_FUSE_ON
+                                                    : variant == 0 ? SL_MOE_FUSE_AUTO
+                                                                   : SL_MOE_FUSE_OFF,
+                                   .decode_variant = dvariant >= 0 ? dvariant : 0, .decode_taken = &dtaken};
+      if (dvariant >= 0) { /* only where it applies (one untimed call says) */
+        SL_CHECK_GOTO(run_layer(&c, 0, b->stream), s, out);
+        SL_CHECK_GOTO(sl_moe_layer_check(layer, b->stream), s, out);
+        if (!dtaken) continue;
+      }
       double us = 0, gus = -1;
       SL_CHECK_GOTO(time_both(b, run_layer, &c, !exact, &us, &gus), s, out);
       SL_CHECK_GOTO(sl_moe_layer_check(layer, b->stream), s, out);
@@ -440,25 +516,39 @@ static sl_status_t bench_layer(sl_bench_t *b, const model_t *m, const int *Ts, i
       const double best = gus > 0 && gus < us ? gus : us;
       char shape[64], path_name[48], extra[160];
       snprintf(shape, sizeof shape, "%s T=%d", m->name, T);
-      snprintf(path_name, sizeof path_name, "%s/%s", sl_moe_path_name(path),
-               exact                                  ? "exact"
+      static const char *const dnames[SL_MOE_DECODE_VARIANTS] = {"decode-kernel 15x1xs", "decode-kernel 12x1",
+                                                                "decode-kernel 7x2"};
+      snprintf(path_name, sizeof path_name, "%s/%s", dtaken ? "one-kernel" : sl_moe_path_name(path),
+               dvariant >= 0                          ? dnames[dvariant]
+               : dtaken                               ? "decode-kernel"
+               : exact                                ? "exact"
                : variant == 5                         ? "gemv-bulk"
                : variant == 3                         ? (auto_split ? "gemv-wide" : "gemv-split")
                : variant == 4 && fuse == SL_MOE_FUSE_ON ? (fused ? (gemv ? "gemv/fused" : "padded/fused")
                                                                        : "fused-not-taken")
                : variant == 4                         ? (gemv ? "gemv/unfused" : "padded/unfused")
+               : variant == 6 && gemv                 ? (fused ? "gemv/fused" : "gemv")
                : variant == 0 && gemv                 ? "gemv"
                                                       : "padded");
       snprintf(extra, sizeof extra, "%d experts touched, weights %.1f MB, stream %.1f us, ratio %.2f, %d input sets%s",
                touched, bytes / 1e6, stream_us, stream_us > 0 ? best / stream_us : 0.0, sets,
-               variant == 0 && gemv ? (auto_bulk ? ", bulk kernels" : auto_split ? ", split kernels" : ", wide kernels")
+               dtaken               ? (dvariant >= 0 ? ", the whole layer in one cooperative kernel (forced)"
+                                                     : ", the whole layer in one cooperative kernel (default)")
+               : variant == 0 && gemv ? (auto_bulk ? ", bulk kernels" : auto_split ? ", split kernels" : ", wide kernels")
                : variant == 3       ? ", comparison: the other streaming variant (forced)"
                : variant == 4       ? (fused                    ? ", top-k in dispatch + PDL edges (fuse_small on)"
                                        : fuse == SL_MOE_FUSE_ON ? ", fuse_small on but not applicable here"
                                                                 : ", fuse_small off (comparison)")
                : variant == 5       ? ", comparison: the bulk-copy variant (forced)"
+               : variant == 6       ? ", the chain of launches (decode_kernel off; comparison)"
                                     : "");
       sl_bench_row(b, "moe_layer", shape, path_name, us, bytes, gus, extra);
+      if (variant == 0) default_decode = dtaken;
+      if (dvariant >= 0) {
+        char pname[64];
+        snprintf(pname, sizeof pname, "%s phases", dnames[dvariant]);
+        SL_CHECK_GOTO(decode_phases(b, &c, shape, pname), s, out);
+      }
     }
     if (gpu_of(b) && (T == 1 || T == 8)) SL_CHECK_GOTO(bench_layer_stages(b, m, layer, x, out, T), s, out);
   }

@@ -11,7 +11,9 @@
  * small-T fusion (fuse_small: top-k inside dispatch, PDL edges) bit-equal to the unfused layer
  * at T = 0, 1, 5, 16 (17: falls back), eagerly and in graphs, and two chained fused calls in
  * one graph (T = 1, 16). The FFN's bulk variant (sm_90+) forced at T = 0, 1, 2, 5, 8, 9, 16,
- * 17, 64, 128, fused dispatch, skew (8 / 17 / 40 rows per expert) and in graphs (T = 1, 8). */
+ * 17, 64, 128, fused dispatch, skew (8 / 17 / 40 rows per expert) and in graphs (T = 1, 8).
+ * Every call here runs the chain of launches (decode_kernel OFF); the one-kernel decode layer
+ * that AUTO takes at T = 1 has its own test, tests/gpu/test_moe_layer_decode.c. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -86,7 +88,7 @@ static void compare_with_cpu_routing(int T, const uint16_t *x, const uint16_t *r
   if (check_router) {
     /* The CPU router on the same input: the same experts except at near-ties of fp32
      * logits summed in another order. */
-    sl_moe_layer_args_t ca = {.num_tokens = T, .x = x, .out = want, .allow_host_sync = true};
+    sl_moe_layer_args_t ca = {.decode_kernel = SL_MOE_FUSE_OFF, .num_tokens = T, .x = x, .out = want, .allow_host_sync = true};
     SL_ASSERT_OK(sl_moe_layer_forward(c_layer, &ca, NULL));
     const int32_t *c_ids;
     const float *c_w;
@@ -98,7 +100,7 @@ static void compare_with_cpu_routing(int T, const uint16_t *x, const uint16_t *r
     assert_true(differ <= 1 + T / 50);
   }
   /* Same routing on the CPU: the output within bf16 tolerance. */
-  sl_moe_layer_args_t oa = {.num_tokens = T, .x = x, .residual = res, .out = want, .topk_ids = g_ids,
+  sl_moe_layer_args_t oa = {.decode_kernel = SL_MOE_FUSE_OFF, .num_tokens = T, .x = x, .residual = res, .out = want, .topk_ids = g_ids,
                             .topk_weights = g_w, .allow_host_sync = true};
   SL_ASSERT_OK(sl_moe_layer_forward(c_layer, &oa, NULL));
   size_t bad = 0;
@@ -143,7 +145,7 @@ static void run_full(int T, bool residual, bool allow_sync, int force_path, int 
   void *dout = moe_dev_copy(gpu, NULL, (size_t)T * H * 2);
   sl_test_poison(gpu, dout, (size_t)T * H * 2);
   sl_moe_path_t path = SL_MOE_PATH_NONE;
-  sl_moe_layer_args_t a = {.num_tokens = T, .x = dx, .residual = dres, .out = dout, .allow_host_sync = allow_sync,
+  sl_moe_layer_args_t a = {.decode_kernel = SL_MOE_FUSE_OFF, .num_tokens = T, .x = dx, .residual = dres, .out = dout, .allow_host_sync = allow_sync,
                            .force_path = force_path, .ffn_small_rows = small_rows, .ffn_gemv_variant = variant,
                            .path_taken = &path};
   SL_ASSERT_OK(sl_moe_layer_forward(g_layer, &a, NULL));
@@ -249,12 +251,12 @@ static void test_zero_tokens(void **s) {
   void *dout = moe_dev_copy(gpu, NULL, 64);
   sl_test_poison(gpu, dout, 64);
   for (int small = -1; small <= 1; small++) {
-    sl_moe_layer_args_t a = {.num_tokens = 0, .x = dout, .out = dout, .ffn_small_rows = small};
+    sl_moe_layer_args_t a = {.decode_kernel = SL_MOE_FUSE_OFF, .num_tokens = 0, .x = dout, .out = dout, .ffn_small_rows = small};
     SL_ASSERT_OK(sl_moe_layer_forward(g_layer, &a, NULL));
     SL_ASSERT_OK(sl_moe_layer_check(g_layer, NULL));
   }
   for (int variant = SL_MOE_FFN_GEMV_WIDE; variant <= SL_MOE_FFN_GEMV_BULK; variant++) { /* forced variants */
-    sl_moe_layer_args_t a = {.num_tokens = 0, .x = dout, .out = dout, .ffn_small_rows = 1,
+    sl_moe_layer_args_t a = {.decode_kernel = SL_MOE_FUSE_OFF, .num_tokens = 0, .x = dout, .out = dout, .ffn_small_rows = 1,
                              .ffn_gemv_variant = variant};
     SL_ASSERT_OK(sl_moe_layer_forward(g_layer, &a, NULL));
     SL_ASSERT_OK(sl_moe_layer_check(g_layer, NULL));
@@ -286,7 +288,7 @@ static void run_skewed_v(int T, int small_rows, int variant, const char *what) {
   void *dw = moe_dev_copy(gpu, wts, (size_t)T * K * 4), *dout = moe_dev_copy(gpu, NULL, (size_t)T * H * 2);
   sl_test_poison(gpu, dout, (size_t)T * H * 2);
   sl_moe_path_t path = SL_MOE_PATH_NONE;
-  sl_moe_layer_args_t a = {.num_tokens = T, .x = dx, .out = dout, .topk_ids = dids, .topk_weights = dw,
+  sl_moe_layer_args_t a = {.decode_kernel = SL_MOE_FUSE_OFF, .num_tokens = T, .x = dx, .out = dout, .topk_ids = dids, .topk_weights = dw,
                            .ffn_small_rows = small_rows, .ffn_gemv_variant = variant, .path_taken = &path};
   SL_ASSERT_OK(sl_moe_layer_forward(g_layer, &a, NULL));
   SL_ASSERT_OK(sl_moe_layer_check(g_layer, NULL));
@@ -349,7 +351,7 @@ static void graph_case(int T, int variant) {
   assert_true(x && got && ids && wts);
   const size_t xbytes = (size_t)T * H * 2, idbytes = (size_t)T * K * 4;
   void *dx = moe_dev_copy(gpu, NULL, xbytes), *dout = moe_dev_copy(gpu, NULL, xbytes);
-  sl_moe_layer_args_t a = {.num_tokens = T, .x = dx, .out = dout, .allow_host_sync = false,
+  sl_moe_layer_args_t a = {.decode_kernel = SL_MOE_FUSE_OFF, .num_tokens = T, .x = dx, .out = dout, .allow_host_sync = false,
                            .ffn_small_rows = variant ? 1 : 0, .ffn_gemv_variant = variant};
   moe_rand_bf16(&rng, (size_t)T * H, x);
   SL_ASSERT_OK(sl_memcpy(gpu, dx, x, xbytes, st));
@@ -412,7 +414,7 @@ static void fuse_case(int T, bool residual, bool graph, bool want_fused) {
   char what[96];
   for (int fused_run = 0; fused_run < 2; fused_run++) {
     bool fused = !fused_run; /* must be overwritten */
-    sl_moe_layer_args_t a = {.num_tokens = T, .x = dx, .residual = dres, .out = dout,
+    sl_moe_layer_args_t a = {.decode_kernel = SL_MOE_FUSE_OFF, .num_tokens = T, .x = dx, .residual = dres, .out = dout,
                              .fuse_small = fused_run ? SL_MOE_FUSE_ON : SL_MOE_FUSE_OFF, .fused_taken = &fused};
     /* Poison the output and (once a call has set them) the layer's routing buffers. */
     sl_moe_layer_last_routing(g_layer, &d_ids, &d_w);
@@ -492,8 +494,8 @@ static void fuse_chain_case(int T) {
   assert_true(x && ref1 && ref2 && got);
   moe_rand_bf16(&rng, (size_t)T * H, x);
   void *dx = moe_dev_copy(gpu, x, xbytes), *d1 = moe_dev_copy(gpu, NULL, xbytes), *d2 = moe_dev_copy(gpu, NULL, xbytes);
-  sl_moe_layer_args_t a1 = {.num_tokens = T, .x = dx, .out = d1, .fuse_small = SL_MOE_FUSE_OFF},
-                      a2 = {.num_tokens = T, .x = d1, .out = d2, .residual = dx, .fuse_small = SL_MOE_FUSE_OFF};
+  sl_moe_layer_args_t a1 = {.decode_kernel = SL_MOE_FUSE_OFF, .num_tokens = T, .x = dx, .out = d1, .fuse_small = SL_MOE_FUSE_OFF},
+                      a2 = {.decode_kernel = SL_MOE_FUSE_OFF, .num_tokens = T, .x = d1, .out = d2, .residual = dx, .fuse_small = SL_MOE_FUSE_OFF};
   SL_ASSERT_OK(sl_moe_layer_forward(g_layer, &a1, st));
   SL_ASSERT_OK(sl_stream_sync(gpu, st));
   SL_ASSERT_OK(sl_moe_layer_forward(g_layer, &a2, st));
@@ -550,7 +552,7 @@ static void test_fuse_small(void **s) {
   bool fused = true;
   void *dx = moe_dev_copy(gpu, NULL, (size_t)H * 2), *dout = moe_dev_copy(gpu, NULL, (size_t)H * 2);
   SL_ASSERT_OK(sl_memset(gpu, dx, 0, (size_t)H * 2, NULL));
-  sl_moe_layer_args_t a = {.num_tokens = 1, .x = dx, .out = dout, .fused_taken = &fused};
+  sl_moe_layer_args_t a = {.decode_kernel = SL_MOE_FUSE_OFF, .num_tokens = 1, .x = dx, .out = dout, .fused_taken = &fused};
   SL_ASSERT_OK(sl_moe_layer_forward(g_layer, &a, NULL));
   SL_ASSERT_OK(sl_moe_layer_check(g_layer, NULL));
   assert_int_equal(fused, SL_MOE_LAYER_FUSE_SMALL_AUTO != 0);

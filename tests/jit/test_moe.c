@@ -11,6 +11,7 @@
 #include "kernels/moe_combine.h"
 #include "kernels/moe_dispatch.h"
 #include "kernels/moe_ffn.h"
+#include "kernels/moe_layer.h"
 #include "kernels/router.h"
 #include "sl_test.h"
 
@@ -34,9 +35,9 @@ static sl_status_t compile_point(const sl_jit_spec_t *spec, void *user) {
 }
 
 static void walk(int arch) {
-  static const char *modules[] = {"grid_barrier", "moe_dispatch", "moe_combine", "moe_ffn"};
-  static const int min_points[] = {1, 32, 4, 7};
-  for (int i = 0; i < 4; i++) {
+  static const char *modules[] = {"grid_barrier", "moe_dispatch", "moe_combine", "moe_ffn", "moe_layer"};
+  static const int min_points[] = {1, 32, 4, 7, 4};
+  for (int i = 0; i < 5; i++) {
     walk_t w = {.arch = arch};
     SL_ASSERT_OK(sl_jit_points(modules[i], arch, compile_point, &w));
     printf("  sm_%d %-14s %d point(s)\n", arch, modules[i], w.ok);
@@ -50,6 +51,13 @@ static void test_points_sm100(void **state) { walk(SL_ARCH_BLACKWELL); }
 static void test_odd_shapes(void **state) {
   walk_t w = {.arch = SL_ARCH_HOPPER};
   sl_jit_spec_t spec;
+  /* The one-kernel decode layer: H and I not multiples of 256 (ragged lanes), 3 of 40 experts. */
+  sl_moe_layer_config_t dc = {.num_experts = 40, .top_k = 3, .hidden = 264, .inter = 200, .expert_end = 40,
+                              .router_kind = SL_ROUTER_SOFTMAX_TOPK};
+  for (int v = 0; v < SL_MOE_DECODE_VARIANTS; v++) {
+    SL_ASSERT_OK(sl_moe_layer_decode_spec(&dc, v, &spec));
+    SL_ASSERT_OK(compile_point(&spec, &w));
+  }
   for (int which = 0; which < 4; which++) {
     SL_ASSERT_OK(sl_moe_dispatch_spec(264, 3, 5, SL_MOE_PAYLOAD_BF16, 0, which, &spec));
     SL_ASSERT_OK(compile_point(&spec, &w));

@@ -1,0 +1,465 @@
+// The whole local MoE layer for ONE token in one cooperative kernel (decode at batch 1):
+// router logits -> top-k in every block -> gate_up + SiLU-and-mul -> grid barrier -> down ->
+// combine (+ residual). Host side and the rule that picks it: kernels/moe_layer.c; measured
+// phase by phase in kernels/NOTES.md ("One-kernel decode layer").
+//
+// Why one kernel. At T = 1 the layer moves ~76 MB of expert weights (Qwen3-30B-A3B: 8 experts
+// x 9.4 MB; 17.7 us at copy bandwidth) and the chain of six launches (logits, top-k, dispatch,
+// gate_up, down, combine) measured 35 us in a CUDA graph: each launch pays its ramp and drain
+// and one dependent round trip while HBM idles, and the two FFN kernels streamed at ~65 % of
+// copy bandwidth (bench/results/2026-11-29-s3-h200-merged/). Here:
+//  - There is no dispatch: the one token's x is read by every block straight from the input.
+//  - The router logits are spread over the grid (one expert row per warp) and published as
+//    64-bit (launch tag, value) words; warp 0 of every block polls them (the poll is the load:
+//    no fence, no grid barrier) and computes the same top-k (kernels/router_topk.cuh, the router
+//    kernel's warp routine: ids and weights are what sl_router gives for these logits, bit for
+//    bit).
+//  - Block b owns the output columns [c0, c1) = [b H / G, (b+1) H / G). Right after the top-k
+//    its copy warp asks the bulk-copy engine for the down-projection rows of those columns for
+//    each chosen expert (K x (c1 - c0) rows of I bf16: 192 KB per block at Qwen3-30B-A3B size),
+//    into shared memory, completing on an mbarrier: a quarter of the weights is requested in ~8
+//    instructions per block and arrives while the gate_up weights stream.
+//  - gate_up: the K x I (gate row j, up row j) pairs are split into one contiguous range per
+//    block, strided over its compute warps; a warp loads both 4 KB rows of PP pairs (16-byte
+//    loads, all issued before the first use), dots them with x, and writes
+//    act[k][j] = bf16(silu(bf16(g)) * bf16(u)) to global memory.
+//  - After the grid barrier a warp per (rank, 8 columns) reads that rank's activations (1.5 KB,
+//    L2) into registers and computes the 8 down outputs from shared memory; the block then
+//    combines its columns: no expert-output buffer and no combine launch.
+// DRAM traffic is the weights once (+ the router's 0.5 MB).
+//
+// Rounding as the unfused layer (kernels/moe_ffn_gemv.cu, kernels/moe_combine.cu): gate and up
+// rounded to bf16, act = silu(g) * u in fp32 rounded to bf16, each expert's down output rounded
+// to bf16, combine acc = fma(w_k, y_k, acc) over the ranks in order from 0, + residual, rounded
+// to bf16. Dot products are fp32 sums in a fixed order of their own (per lane over its packets,
+// then a xor butterfly), so results are deterministic; they differ from the tensor-core kernels
+// only by fp32 summation order. Router logits likewise (fp32 FMAs from bf16 x and weights).
+//
+// Waits are bounded: the logit poll, the grid barrier (kernels/grid_barrier.cuh) and the
+// mbarrier wait for the bulk copies give up after timeout_ns and record the error in
+// state->error (the layer's dispatch workspace record: sl_moe_layer_check reports it).
+#include <cuda_bf16.h>
+
+#include "kernels/grid_barrier.cuh"
+#define SL_ROUTER_LOAD_NC 0 // the routine reads the logits from shared memory
+#include "kernels/router_topk.cuh"
+
+#if !defined(HIDDEN) || !defined(INTER) || !defined(WARPS) || !defined(PP)
+#error "HIDDEN, INTER (multiples of 8), WARPS (warps per block) and PP (pairs per warp step) must be defined by the JIT"
+#endif
+#if !defined(KIND) || !defined(NUM_EXPERTS) || !defined(TOPK) || !defined(NUM_GROUPS) || !defined(TOPK_GROUPS) ||      \
+    !defined(DTYPE)
+#error "the router's KIND, NUM_EXPERTS, TOPK, NUM_GROUPS, TOPK_GROUPS and DTYPE (f32 logits) must be defined"
+#endif
+static_assert(HIDDEN % 8 == 0 && INTER % 8 == 0, "rows of whole 16-byte packets");
+static_assert(DTYPE == SL_DTYPE_F32, "the kernel writes fp32 logits");
+static constexpr int XV = HIDDEN / 8;      // 16-byte packets in a row of H
+static constexpr int XP = (XV + 31) / 32;  // ... per lane
+static constexpr int IV = INTER / 8;       // packets in a row of I
+static constexpr int IPL = (IV + 31) / 32; // ... per lane
+static_assert(XP <= 8, "x is kept in registers: H <= 2048 (the host checks it)");
+static_assert(PP >= 1 && PP <= 4 && WARPS >= 4 && WARPS <= 32, "PP 1..4, WARPS 4..32");
+// PROF (optional JIT constant, 0 if absent; benchmarks only): thread 0 of every block writes
+// %globaltimer at SL_MOE_DECODE_PROF_STAMPS points to prof[block * 16 + i] (kernels/moe_layer.h),
+// with extra block barriers before the second grid barrier and at the end.
+#ifndef PROF
+#define PROF 0
+#endif
+// XSMEM (optional JIT constant, 0 if absent): 1 = gate_up reads x as fp32 from shared memory
+// (8 KB at H = 2048, laid out so each LDS.128 of a warp is conflict-free) instead of holding it in
+// every warp's registers (64 fp32 registers x all warps = ~100 KB of the SM's register file), so
+// more warps -- more weight bytes in flight per SM -- fit the register file.
+#ifndef XSMEM
+#define XSMEM 0
+#endif
+#define STAMP(i)                                                                                                       \
+  do {                                                                                                                 \
+    if (PROF && threadIdx.x == 0) prof[blockIdx.x * 16 + (i)] = sl_grid_globaltimer_ns();                              \
+  } while (0)
+
+__device__ __forceinline__ float bf_lo(unsigned w) {
+  return __uint_as_float(w << 16);
+}
+__device__ __forceinline__ float bf_hi(unsigned w) {
+  return __uint_as_float(w & 0xffff0000u);
+}
+__device__ __forceinline__ float bf16_round(float f) {
+  return __bfloat162float(__float2bfloat16_rn(f));
+}
+__device__ __forceinline__ float dot8(uint4 a, uint4 b, float s) {
+  s = fmaf(bf_lo(a.x), bf_lo(b.x), s);
+  s = fmaf(bf_hi(a.x), bf_hi(b.x), s);
+  s = fmaf(bf_lo(a.y), bf_lo(b.y), s);
+  s = fmaf(bf_hi(a.y), bf_hi(b.y), s);
+  s = fmaf(bf_lo(a.z), bf_lo(b.z), s);
+  s = fmaf(bf_hi(a.z), bf_hi(b.z), s);
+  s = fmaf(bf_lo(a.w), bf_lo(b.w), s);
+  return fmaf(bf_hi(a.w), bf_hi(b.w), s);
+}
+__device__ __forceinline__ float warp_sum(float s) {
+#pragma unroll
+  for (int m = 16; m >= 1; m >>= 1)
+    s += __shfl_xor_sync(0xffffffffu, s, m);
+  return s;
+}
+// Lane's packets lane, lane + 32, ... of a row of H (zeros past the end): weights by streaming
+// loads (LD 0), x by ld.global.nc (1) in the router phase and ld.global.cg (2) after it -- two
+// different instructions, so the compiler cannot merge them and keep x live (64 fp32 registers)
+// through the router phase, which made ptxas split the router row's loads in two (two memory
+// latencies; sm_90 SASS at the 128-register cap).
+template <int LD = 0>
+__device__ __forceinline__ void load_hrow(const uint4 *__restrict__ row, int lane, uint4 (&v)[XP]) {
+#pragma unroll
+  for (int i = 0; i < XP; i++) {
+    const int p = lane + 32 * i;
+    if (XV % 32 == 0 || p < XV)
+      v[i] = LD == 0 ? __ldcs(row + p) : LD == 1 ? __ldg(row + p) : __ldcg(row + p);
+    else
+      v[i] = make_uint4(0u, 0u, 0u, 0u);
+  }
+}
+__device__ __forceinline__ float dot_hrow(const uint4 (&v)[XP], const uint4 (&x)[XP]) {
+  float s = 0.0f;
+#pragma unroll
+  for (int i = 0; i < XP; i++)
+    s = dot8(v[i], x[i], s);
+  return s;
+}
+
+// XSMEM: x as float4 xs[(i * 2 + h) * 32 + lane] = elements 8 (lane + 32 i) + 4 h .. + 3.
+__device__ __forceinline__ float dot4(unsigned a, unsigned b, float4 x, float s) {
+  s = fmaf(bf_lo(a), x.x, s);
+  s = fmaf(bf_hi(a), x.y, s);
+  s = fmaf(bf_lo(b), x.z, s);
+  return fmaf(bf_hi(b), x.w, s);
+}
+__device__ __forceinline__ void dot2_hrow_smem(const uint4 (&g)[XP], const uint4 (&u)[XP], const float4 *xs, int lane,
+                                               float &gs, float &us) {
+  gs = 0.0f, us = 0.0f;
+#pragma unroll
+  for (int i = 0; i < XP; i++) {
+    const float4 a = xs[(i * 2) * 32 + lane], b = xs[(i * 2 + 1) * 32 + lane];
+    gs = dot4(g[i].x, g[i].y, a, gs);
+    us = dot4(u[i].x, u[i].y, a, us);
+    gs = dot4(g[i].z, g[i].w, b, gs);
+    us = dot4(u[i].z, u[i].w, b, us);
+  }
+}
+
+__device__ __forceinline__ unsigned ld_relaxed_u32(const unsigned *p) {
+  unsigned v;
+  asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void st_relaxed_u32(unsigned *p, unsigned v) {
+  asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ unsigned long long ld_relaxed_u64(const unsigned long long *p) {
+  unsigned long long v;
+  asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void st_relaxed_u64(unsigned long long *p, unsigned long long v) {
+  asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
+// ---- mbarrier + bulk copy (sm_90) ------------------------------------------------------------
+__device__ __forceinline__ unsigned smem_u32(const void *p) {
+  return (unsigned)__cvta_generic_to_shared(p);
+}
+__device__ __forceinline__ bool mbar_try_wait(unsigned bar) {
+  unsigned done;
+  asm volatile("{\n\t.reg .pred p;\n\t"
+               "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0;\n\t"
+               "selp.u32 %0, 1, 0, p;\n\t}"
+               : "=r"(done)
+               : "r"(bar)
+               : "memory");
+  return done != 0;
+}
+// Every thread: wait for phase 0 of `bar` (the bulk copies), bounded. false on timeout.
+__device__ __forceinline__ bool mbar_wait(unsigned bar, unsigned long long timeout_ns) {
+  if (mbar_try_wait(bar)) return true;
+  const unsigned long long start = sl_grid_globaltimer_ns();
+  while (!mbar_try_wait(bar))
+    if (sl_grid_globaltimer_ns() - start > timeout_ns) return false;
+  return true;
+}
+
+// WARPS compute warps + 1 producer warp (index WARPS): the producer issues the bulk copies of the
+// down rows, whose issue stalls while HBM is saturated (H200: up to ~8 us for 8 copies of 24 KB,
+// measured with PROF) -- a compute warp doing it started its gate_up share that much later.
+#define NW (WARPS + 1)
+extern "C" __global__ void __launch_bounds__(NW * 32, 1)
+    sl_moe_decode_layer(const __nv_bfloat16 *__restrict__ x, const __nv_bfloat16 *__restrict__ w_router,
+                        const float *__restrict__ bias, int renormalize, float scaling,
+                        const __nv_bfloat16 *__restrict__ w_gate_up, const __nv_bfloat16 *__restrict__ w_down,
+                        int expert_begin, int expert_end, const __nv_bfloat16 *__restrict__ residual,
+                        __nv_bfloat16 *__restrict__ out, unsigned long long *tagged, unsigned *calls,
+                        int *__restrict__ topk_ids, float *__restrict__ topk_weights, int *__restrict__ expert_counts,
+                        __nv_bfloat16 *act, sl_grid_barrier_state_t *state, unsigned long long timeout_ns,
+                        unsigned long long *prof) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  __shared__ __align__(8) unsigned long long bar_s;
+  __shared__ int id_s[TOPK], slot_rank_s[TOPK], nv_s, abort_s;
+  __shared__ __align__(16) float lg_s[NUM_EXPERTS];
+  __shared__ float w_s[TOPK];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int G = (int)gridDim.x, b = (int)blockIdx.x;
+  const int c0 = (int)((long)b * HIDDEN / G), c1 = (int)((long)(b + 1) * HIDDEN / G), ncols = c1 - c0;
+  const int cmax = (HIDDEN + G - 1) / G;
+  // shared memory: down rows [TOPK][cmax][INTER] bf16, residual [cmax4] f32, expert outputs
+  // [TOPK][cmax4] f32 (cmax4 = cmax rounded up to 4), XSMEM: x [XP * 2 * 32] float4
+  const int cmax4 = (cmax + 3) & ~3;
+  __nv_bfloat16 *down_s = reinterpret_cast<__nv_bfloat16 *>(smem);
+  float *res_s = reinterpret_cast<float *>(down_s + (size_t)TOPK * cmax * INTER);
+  float *y_s = res_s + cmax4;
+  float4 *xs = reinterpret_cast<float4 *>(y_s + (size_t)TOPK * cmax4);
+  const unsigned bar = smem_u32(&bar_s);
+
+  STAMP(0);
+  if (PROF && threadIdx.x == 0) { // stamp 8: the SM this block runs on
+    unsigned smid;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
+    prof[blockIdx.x * 16 + 8] = smid;
+  }
+  sl_grid_barrier_t gb;
+  sl_grid_barrier_init(&gb, state);
+  if (threadIdx.x == 0) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar) : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); // visible to the copy engine
+  }
+  sl_router_lane_t ls;
+  if (warp == 0) sl_router_lane_init(lg_s, bias, lane, ls); // the bias: a constant input
+  if (residual) // this block's residual columns, read once now (a layer input), used at the end
+    for (int c = threadIdx.x; c < ncols; c += blockDim.x)
+      res_s[c] = __bfloat162float(residual[c0 + c]);
+
+  // ---- router logits: expert e on warp e / G of block e % G -----------------------------
+  // Each logit goes out as one 64-bit word (this launch's tag, value): whoever reads the word
+  // with the current tag has the value, no fence and no grid barrier needed (the consumer's
+  // poll is its load). Tag = the launch counter at the start + 1; block 0 stores it back when it
+  // leaves (every block has read it by then: block 0 leaves after the second grid barrier, or
+  // after a timeout long after every co-resident block started).
+  unsigned tag = 0;
+  if (lane == 0) tag = ld_relaxed_u32(calls) + 1u;
+  tag = __shfl_sync(0xffffffffu, tag, 0);
+  if (b + warp * G < NUM_EXPERTS) {
+    uint4 xa[XP];
+    load_hrow<1>(reinterpret_cast<const uint4 *>(x), lane, xa);
+    for (int e = b + warp * G; e < NUM_EXPERTS; e += NW * G) {
+      uint4 v[XP];
+      load_hrow(reinterpret_cast<const uint4 *>(w_router) + (size_t)e * XV, lane, v);
+      const float s = warp_sum(dot_hrow(v, xa));
+      if (lane == 0) st_relaxed_u64(tagged + e, (unsigned long long)tag << 32 | __float_as_uint(s));
+    }
+  }
+  STAMP(1);
+  uint4 xr[XP]; // x for gate_up (L2 by now), loaded while warp 0 computes the top-k
+  if (XSMEM) {
+    for (int p = threadIdx.x; p < XP * 32; p += blockDim.x) { // packet p of x -> xs, zeros past H
+      const uint4 v = p < XV ? __ldcg(reinterpret_cast<const uint4 *>(x) + p) : make_uint4(0u, 0u, 0u, 0u);
+      const int at = (p / 32) * 64 + p % 32;
+      xs[at] = make_float4(bf_lo(v.x), bf_hi(v.x), bf_lo(v.y), bf_hi(v.y));
+      xs[at + 32] = make_float4(bf_lo(v.z), bf_hi(v.z), bf_lo(v.w), bf_hi(v.w));
+    }
+  } else if (warp < WARPS) {
+    load_hrow<2>(reinterpret_cast<const uint4 *>(x), lane, xr);
+  }
+
+  // ---- top-k (every block, warp 0), the local ranks in rank order --------------------------
+  if (warp == 0) {
+    // every logit of this launch (polled, bounded), into shared memory for the router routine
+    bool got = false;
+    unsigned spins = 0;
+    unsigned long long start = 0;
+    while (true) {
+      bool mine = true;
+#pragma unroll
+      for (int i = 0; i < (NUM_EXPERTS + 31) / 32; i++) {
+        const int e = lane + 32 * i;
+        if (e < NUM_EXPERTS) {
+          const unsigned long long w = ld_relaxed_u64(tagged + e);
+          mine = mine && (unsigned)(w >> 32) == tag;
+          lg_s[e] = __uint_as_float((unsigned)w);
+        }
+      }
+      if (__all_sync(0xffffffffu, mine)) {
+        got = true;
+        break;
+      }
+      if ((++spins & 255u) == 0) {
+        const unsigned long long now = sl_grid_globaltimer_ns();
+        if (start == 0) {
+          start = now;
+        } else if (now - start > timeout_ns) {
+          if (lane == 0) sl_dev_error_record(&state->error, SL_DEV_ERR_TIMEOUT, b, -1, NUM_EXPERTS);
+          break;
+        }
+      }
+    }
+    if (lane == 0) abort_s = !got;
+    __syncwarp();
+    int id;
+    float wt;
+    sl_router_token(lg_s, 0, lane, ls, renormalize, scaling, id, wt);
+    const bool local = lane < TOPK && id >= expert_begin && id < expert_end;
+    const unsigned lm = __ballot_sync(0xffffffffu, local);
+    if (lane < TOPK) {
+      id_s[lane] = id;
+      w_s[lane] = wt;
+      if (local) slot_rank_s[__popc(lm & ((1u << lane) - 1u))] = lane; // slot -> rank
+      if (b == 0) {
+        topk_ids[lane] = id;
+        topk_weights[lane] = wt;
+      }
+    }
+    if (lane == 0) nv_s = __popc(lm);
+    STAMP(11);
+  }
+  __syncthreads();
+  STAMP(2);
+  if (abort_s) { // a logit never came (recorded): leave; the others time out at the grid barrier
+    if (b == 0 && threadIdx.x == 0) st_relaxed_u32(calls, tag);
+    return;
+  }
+  const int nv = nv_s;
+  if (warp == WARPS) {
+    // ---- producer: this block's down rows, by the copy engine ----------------------------
+    if (lane == 0) {
+      const unsigned bytes = (unsigned)ncols * INTER * 2u;
+      if (nv > 0 && bytes > 0) {
+        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes * nv) : "memory");
+        for (int s = 0; s < nv; s++) {
+          const int le = id_s[slot_rank_s[s]] - expert_begin;
+          const __nv_bfloat16 *src = w_down + ((size_t)le * HIDDEN + c0) * INTER;
+          asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                           smem_u32(down_s + (size_t)s * cmax * INTER)),
+                       "l"(src), "r"(bytes), "r"(bar)
+                       : "memory");
+        }
+      } else {
+        asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+      }
+      if (PROF) prof[blockIdx.x * 16 + 7] = sl_grid_globaltimer_ns();
+    }
+    if (b == 0) // tokens per local expert (0 or 1), as dispatch would count them
+      for (int e = lane; e < expert_end - expert_begin; e += 32) {
+        int n = 0;
+        for (int s = 0; s < nv; s++)
+          n += id_s[slot_rank_s[s]] == e + expert_begin;
+        expert_counts[e] = n;
+      }
+  } else {
+    // ---- gate_up + act: pairs (slot s, j) = (pq / INTER, pq % INTER) -------------------------
+    const long P = (long)nv * INTER;
+    auto load_pair = [&](long pq, uint4(&g)[XP], uint4(&u)[XP]) {
+      const int s = (int)(pq / INTER), j = (int)(pq % INTER);
+      const int le = id_s[slot_rank_s[s]] - expert_begin;
+      const uint4 *gr = reinterpret_cast<const uint4 *>(w_gate_up) + ((size_t)le * 2 * INTER + j) * XV;
+      load_hrow(gr, lane, g);
+      load_hrow(gr + (size_t)INTER * XV, lane, u);
+    };
+    auto finish_pair = [&](long pq, const uint4(&g)[XP], const uint4(&u)[XP]) {
+      float gs, us;
+      if (XSMEM) {
+        dot2_hrow_smem(g, u, xs, lane, gs, us);
+      } else {
+        gs = dot_hrow(g, xr);
+        us = dot_hrow(u, xr);
+      }
+      gs = warp_sum(gs);
+      us = warp_sum(us);
+      if (lane == 0) {
+        const float gb = bf16_round(gs), ub = bf16_round(us);
+        act[pq] = __float2bfloat16_rn(gb / (1.0f + expf(-gb)) * ub); // [slot][j]: pq = s * INTER + j
+      }
+    };
+    {
+      // one contiguous range [p0, p1) per block, strided over the compute warps, PP per step.
+      // (The blocks' ranges end ~1.6 us apart on the H200 -- about one loaded HBM latency, the
+      // drain of whichever warps issued last: handing the last eighth of the pairs out by global
+      // tickets to the warps done first did not narrow it, session 4 call 8.)
+      const long p0 = (long)b * P / G, p1 = (long)(b + 1) * P / G;
+      for (long p = p0 + warp; p < p1; p += (long)WARPS * PP) {
+        uint4 g[PP][XP], u[PP][XP];
+#pragma unroll
+        for (int q = 0; q < PP; q++)
+          if (q == 0 || p + (long)q * WARPS < p1) load_pair(p + (long)q * WARPS, g[q], u[q]); // warp-uniform
+#pragma unroll
+        for (int q = 0; q < PP; q++) {
+          if (q > 0 && p + (long)q * WARPS >= p1) break;
+          finish_pair(p + (long)q * WARPS, g[q], u[q]);
+        }
+      }
+    }
+  }
+  if (PROF) __syncthreads();
+  STAMP(3);
+  const bool ok = sl_grid_barrier_sync(&gb, timeout_ns);
+  STAMP(4);
+  // the copies land in this block's shared memory: wait for them even when giving up
+  if (b == 0 && threadIdx.x == 0) st_relaxed_u32(calls, tag); // every block has read it
+  if (!mbar_wait(bar, timeout_ns)) {
+    if (threadIdx.x == 0) sl_dev_error_record(&state->error, SL_DEV_ERR_PIPE_TIMEOUT, b, 0, 0);
+    return;
+  }
+  if (!ok) return;
+  STAMP(5);
+
+  // ---- down for columns [c0, c1) of every local rank, then the combine ----------------------
+  // Items (slot s, group of CPI columns): the warp holds act[s] in registers (read once, through
+  // L2: other blocks wrote it) and runs the CPI dot products side by side over the down rows in
+  // shared memory, each row read once -- that read (192 KB per block at Qwen3 size, ~0.8 us at
+  // 128 B/clock) is this phase's floor. (A warp per column re-reading act from shared memory for
+  // every column doubled the shared-memory traffic: ~2.5 us on the H200, PROF.)
+  {
+    constexpr int CPI = 8;
+    const int groups = (ncols + CPI - 1) / CPI;
+    const uint4 *ag = reinterpret_cast<const uint4 *>(act);
+    const uint4 *dw = reinterpret_cast<const uint4 *>(down_s);
+    for (int it = warp; it < nv * groups; it += NW) {
+      const int s = it / groups, cb = (it % groups) * CPI;
+      uint4 a[IPL];
+#pragma unroll
+      for (int i = 0; i < IPL; i++) {
+        const int q = lane + 32 * i;
+        a[i] = (IV % 32 == 0 || q < IV) ? __ldcg(ag + (size_t)s * IV + q) : make_uint4(0u, 0u, 0u, 0u);
+      }
+      float sum[CPI];
+#pragma unroll
+      for (int cc = 0; cc < CPI; cc++) {
+        // columns past the block's are computed on a row of this slot's region and dropped
+        const int c = cb + cc < cmax ? cb + cc : cmax - 1;
+        sum[cc] = 0.0f;
+#pragma unroll
+        for (int i = 0; i < IPL; i++) {
+          const int q = lane + 32 * i;
+          if (IV % 32 == 0 || q < IV) sum[cc] = dot8(dw[((size_t)s * cmax + c) * IV + q], a[i], sum[cc]);
+        }
+      }
+#pragma unroll
+      for (int m = 16; m >= 1; m >>= 1)
+#pragma unroll
+        for (int cc = 0; cc < CPI; cc++)
+          sum[cc] += __shfl_xor_sync(0xffffffffu, sum[cc], m);
+      float mine = sum[0];
+#pragma unroll
+      for (int cc = 1; cc < CPI; cc++)
+        if (lane == cc) mine = sum[cc];
+      if (lane < CPI && cb + lane < ncols) y_s[s * cmax4 + cb + lane] = bf16_round(mine); // expert output, bf16
+    }
+  }
+  STAMP(9);
+  __syncthreads();
+  for (int c = threadIdx.x; c < ncols; c += blockDim.x) { // combine: ranks in order, fp32
+    float acc = 0.0f;
+    for (int s = 0; s < nv; s++)
+      acc = __fmaf_rn(w_s[slot_rank_s[s]], y_s[s * cmax4 + c], acc);
+    if (residual) acc = __fadd_rn(acc, res_s[c]);
+    out[c0 + c] = __float2bfloat16_rn(acc);
+  }
+  STAMP(10);
+  if (PROF) __syncthreads();
+  STAMP(6);
+}
