@@ -207,6 +207,26 @@ static void test_layer_fuse_switch_and_stages(void **state) {
   a.stages = 32;
   assert_int_equal(sl_moe_layer_forward(layer, &a, NULL), SL_ERR_INVALID);
   sl_clear_error();
+  a.stages = 0;
+  /* The one-kernel decode layer is GPU only: ON at T = 1 on the CPU runs the reference layer
+   * (decode_taken false, the same output as OFF); bad decode arguments are refused. */
+  {
+    bool taken = true;
+    uint16_t one_off[H], one_on[H];
+    sl_moe_layer_args_t d = {.num_tokens = 1, .x = x, .out = one_off, .decode_kernel = SL_MOE_FUSE_OFF};
+    SL_ASSERT_OK(sl_moe_layer_forward(layer, &d, NULL));
+    d.out = one_on, d.decode_kernel = SL_MOE_FUSE_ON, d.decode_taken = &taken;
+    SL_ASSERT_OK(sl_moe_layer_forward(layer, &d, NULL));
+    assert_false(taken);
+    assert_memory_equal(one_on, one_off, sizeof one_on);
+    d.decode_kernel = 3;
+    assert_int_equal(sl_moe_layer_forward(layer, &d, NULL), SL_ERR_INVALID);
+    d.decode_kernel = SL_MOE_FUSE_ON, d.decode_variant = SL_MOE_DECODE_VARIANTS;
+    assert_int_equal(sl_moe_layer_forward(layer, &d, NULL), SL_ERR_INVALID);
+    d.decode_variant = -1;
+    assert_int_equal(sl_moe_layer_forward(layer, &d, NULL), SL_ERR_INVALID);
+    sl_clear_error();
+  }
   /* Stage by stage (on the layer's buffers): the same output as one full call. */
   memset(out, 0xFF, sizeof out);
   const unsigned order[] = {SL_MOE_STAGE_LOGITS, SL_MOE_STAGE_TOPK, SL_MOE_STAGE_DISPATCH, SL_MOE_STAGE_FFN,
