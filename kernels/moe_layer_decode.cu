@@ -238,9 +238,10 @@ extern "C" __global__ void __launch_bounds__(NW * 32, 1)
   // ---- router logits: expert e on warp e / G of block e % G -----------------------------
   // Each logit goes out as one 64-bit word (this launch's tag, value): whoever reads the word
   // with the current tag has the value, no fence and no grid barrier needed (the consumer's
-  // poll is its load). Tag = the launch counter at the start + 1; block 0 stores it back when it
-  // leaves (every block has read it by then: block 0 leaves after the second grid barrier, or
-  // after a timeout long after every co-resident block started).
+  // poll is its load). Tag = the launch counter at the start + 1; every block stores it back
+  // (the same value) once past the grid barrier or when it gives up after a timeout -- by then
+  // every co-resident block has read the counter -- so the next launch's tag is new even when
+  // some block never got that far.
   unsigned tag = 0;
   if (lane == 0) tag = ld_relaxed_u32(calls) + 1u;
   tag = __shfl_sync(0xffffffffu, tag, 0);
@@ -320,7 +321,7 @@ extern "C" __global__ void __launch_bounds__(NW * 32, 1)
   __syncthreads();
   STAMP(2);
   if (abort_s) { // a logit never came (recorded): leave; the others time out at the grid barrier
-    if (b == 0 && threadIdx.x == 0) st_relaxed_u32(calls, tag);
+    if (threadIdx.x == 0) st_relaxed_u32(calls, tag);
     return;
   }
   const int nv = nv_s;
@@ -399,7 +400,7 @@ extern "C" __global__ void __launch_bounds__(NW * 32, 1)
   const bool ok = sl_grid_barrier_sync(&gb, timeout_ns);
   STAMP(4);
   // the copies land in this block's shared memory: wait for them even when giving up
-  if (b == 0 && threadIdx.x == 0) st_relaxed_u32(calls, tag); // every block has read it
+  if (threadIdx.x == 0) st_relaxed_u32(calls, tag); // every block has read it
   if (!mbar_wait(bar, timeout_ns)) {
     if (threadIdx.x == 0) sl_dev_error_record(&state->error, SL_DEV_ERR_PIPE_TIMEOUT, b, 0, 0);
     return;
