@@ -34,6 +34,12 @@ sl_status_t sl_dev_error_status(const sl_dev_error_t *e, const char *what) {
                   "completed or a warp stopped consuming (expected bytes out of step with the copies?). Raise "
                   "SL_TIMEOUT_MS if the device is shared; outputs of this call are invalid",
                   what, e->a, e->b, e->c ? "waiting for a stage to be released" : "waiting for a stage's data");
+  case SL_DEV_ERR_POLL_TIMEOUT:
+    return SL_ERR(SL_ERR_TIMEOUT,
+                  "%s: block %d waited in vain for the values other blocks publish (%d of %d arrived); a block "
+                  "never ran or stopped. Raise SL_TIMEOUT_MS if the device is shared; outputs of this call are "
+                  "invalid",
+                  what, e->a, e->b, e->c);
   default: return SL_ERR(SL_ERR_INTERNAL, "%s: unknown device error code %d (%d %d %d)", what, e->code, e->a, e->b, e->c);
   }
 }

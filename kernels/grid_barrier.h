@@ -20,6 +20,8 @@ typedef enum {
   SL_DEV_ERR_NUMERIC = 4,  /* a = token, b = block of the row, c = block size */
   SL_DEV_ERR_PIPE_TIMEOUT = 5, /* a shared-memory pipeline (bulk copies + mbarriers) stalled:
                                 * a = block, b = stage use, c = 0 data wait / 1 release wait */
+  SL_DEV_ERR_POLL_TIMEOUT = 6, /* values published by other blocks never all came (the decode
+                                * layer's router logits): a = block, b = values seen, c = expected */
 } sl_dev_error_code_t;
 
 typedef struct {

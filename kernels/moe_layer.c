@@ -169,8 +169,9 @@ static sl_status_t decode_launch(sl_moe_layer_t *l, const sl_moe_layer_args_t *a
        *counts = l->counts, *act = l->act, *state = l->dispatch_ws;
   unsigned long long timeout_ns = (unsigned long long)sl_config()->timeout_ms * 1000000ull;
   unsigned long long *prof = a->decode_profile;
+  int absent = a->decode_absent_block - 1; /* tests: 0 none */
   void *args[] = {&x,   &wr,     &bias,  &renorm, &scaling, &wgu,    &wd,  &begin, &end,       &res,
-                  &out, &tagged, &calls, &ids,    &wts,     &counts, &act, &state, &timeout_ns, &prof};
+                  &out, &tagged, &calls, &ids,    &wts,     &counts, &act, &state, &timeout_ns, &absent, &prof};
   sl_launch_t launch = {.grid = {(unsigned)sms}, .block = {(unsigned)threads}, .shared_bytes = smem,
                         .stream = stream, .cooperative = true};
   return sl_kernel_launch(k, &launch, args);

@@ -113,6 +113,9 @@ typedef struct {
   /* Benchmarks only: a device buffer of SMs x 16 u64 for the decode kernel's phase timestamps
    * (%globaltimer ns; SL_MOE_DECODE_PROF_*), NULL normally (a separate build when set). */
   unsigned long long *decode_profile;
+  /* Tests only: block (decode_absent_block - 1) of the decode kernel returns at once, so the
+   * others' bounded waits must give up (0: none). */
+  int decode_absent_block;
   /* Benchmarks only: run just these stages (SL_MOE_STAGE_* bits; 0 = all) on the layer's
    * buffers as the previous call left them (per-stage timing in a graph). */
   unsigned stages;

@@ -14,10 +14,14 @@
  *  - two chained calls captured in one CUDA graph and replayed give the eager results bit for bit
  *    (determinism; the barrier and the copy-engine barrier reused across launches);
  *  - where it does not apply (T=2, routing given by the caller) ON runs the usual launches;
- *    a bad variant is refused. */
+ *    a bad variant is refused;
+ *  - a block that never shows up makes the others give up (bounded) with SL_ERR_TIMEOUT, and the
+ *    layer works again afterwards. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "kernels/moe_layer.h"
 #include "unit/moe_test_util.h"
@@ -371,10 +375,60 @@ static void test_not_applicable(void **s) {
   layer_close(&L);
 }
 
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* A block that never shows up (decode_absent_block): the others give up after SL_TIMEOUT_MS
+ * (main sets 500 ms unless the caller set it), sl_moe_layer_check reports SL_ERR_TIMEOUT, and
+ * the next calls are right again. Block 5 publishes a router logit (the logit poll times out);
+ * block SMs - 2 publishes none at E = 128 on 132 SMs (the grid barrier times out). */
+static void test_absent_block(void **s) {
+  const char *env = getenv("SL_TIMEOUT_MS");
+  if (!env || atol(env) > 5000) {
+    printf("  skipped: SL_TIMEOUT_MS is %s (needs <= 5000 ms)\n", env ? env : "unset");
+    return;
+  }
+  layer_t L = qwen3();
+  layer_open(&L, sl_test_seed() + 16);
+  const int sms = sl_device_info(gpu)->sm_count, blocks[] = {5, sms - 2};
+  const size_t xb = (size_t)L.H * 2;
+  uint64_t rng = sl_test_seed() * 13;
+  uint16_t *x = malloc(xb);
+  assert_non_null(x);
+  moe_rand_bf16(&rng, (size_t)L.H, x);
+  void *dx = moe_dev_copy(gpu, x, xb), *dout = moe_dev_copy(gpu, NULL, xb);
+  for (int i = 0; i < 2; i++) {
+    bool taken = false;
+    sl_moe_layer_args_t a = {.num_tokens = 1,
+                             .x = dx,
+                             .out = dout,
+                             .decode_kernel = SL_MOE_FUSE_ON,
+                             .decode_taken = &taken,
+                             .decode_absent_block = blocks[i] + 1};
+    const double t0 = now_s();
+    SL_ASSERT_OK(sl_moe_layer_forward(L.g, &a, NULL));
+    assert_true(taken);
+    assert_int_equal(sl_moe_layer_check(L.g, NULL), SL_ERR_TIMEOUT);
+    const double waited = now_s() - t0;
+    printf("  block %d absent: SL_ERR_TIMEOUT after %.2f s (%s)\n", blocks[i], waited, sl_last_error());
+    sl_clear_error();
+    assert_true(waited < 30.0);
+    decode_tokens(&L, 2, SL_MOE_DECODE_15X1_XS, sl_test_seed() * 17 + (uint64_t)i); /* right again */
+  }
+  sl_device_free(gpu, dx);
+  sl_device_free(gpu, dout);
+  free(x);
+  layer_close(&L);
+}
+
 int main(void) {
+  setenv("SL_TIMEOUT_MS", "500", 0); /* bounded waits of test_absent_block; a caller's value wins */
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_qwen3),       cmocka_unit_test(test_grouped),        cmocka_unit_test(test_expert_range),
-      cmocka_unit_test(test_graph_chain), cmocka_unit_test(test_not_applicable),
+      cmocka_unit_test(test_graph_chain), cmocka_unit_test(test_not_applicable), cmocka_unit_test(test_absent_block),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -311,6 +311,9 @@ static void test_device_error_messages(void **state) {
       {{SL_DEV_ERR_RANGE, 3, -1, 128}, SL_ERR_RANGE, "token 3 has expert id -1, outside [0, 128)"},
       {{SL_DEV_ERR_CAPACITY, 5, 90, 64}, SL_ERR_CAPACITY, "expert 5 received 90 tokens but its capacity is 64"},
       {{SL_DEV_ERR_NUMERIC, 4, 2, 128}, SL_ERR_NUMERIC, "token 4 holds NaN/Inf in block 2 (elements 256..383)"},
+      {{SL_DEV_ERR_PIPE_TIMEOUT, 9, 4, 1}, SL_ERR_TIMEOUT, "timed out in block 9 at stage use 4"},
+      {{SL_DEV_ERR_POLL_TIMEOUT, 6, 127, 128}, SL_ERR_TIMEOUT, "block 6 waited in vain for the values other blocks "
+                                                               "publish (127 of 128 arrived)"},
       {{42, 1, 2, 3}, SL_ERR_INTERNAL, "unknown device error code 42"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
