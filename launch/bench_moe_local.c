@@ -395,7 +395,10 @@ static sl_status_t bench_layer_stages(sl_bench_t *b, const model_t *m, sl_moe_la
   snprintf(shape, sizeof shape, "%s T=%d", m->name, T);
   for (size_t i = 0; i < sizeof st / sizeof st[0]; i++) {
     layer_ctx_t c = {.layer = layer, .x = x, .set_bytes = 0, .sets = 1};
-    c.la = (sl_moe_layer_args_t){.num_tokens = T, .x = x, .out = out, .fuse_small = st[i].fuse};
+    /* the chain of launches (decode_kernel off: the one-kernel decode layer has no stages; its
+     * phases are the "decode-kernel ... phases" rows) */
+    c.la = (sl_moe_layer_args_t){.num_tokens = T, .x = x, .out = out, .fuse_small = st[i].fuse,
+                                 .decode_kernel = SL_MOE_FUSE_OFF};
     /* One full call first: the stage's inputs (logits, ids, rows) as this setting leaves them. */
     SL_CHECK(run_layer(&c, 0, b->stream));
     c.la.stages = st[i].stages;
