@@ -179,7 +179,8 @@ static sl_status_t decode_launch(sl_moe_layer_t *l, const sl_moe_layer_args_t *a
 
 sl_status_t sl_moe_layer_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t *spec, void *user), void *user) {
   if (arch < SL_ARCH_HOPPER) return SL_OK;
-  /* Qwen3-30B-A3B (every variant), and the grouped-router shape of tests/gpu/test_moe_layer.c */
+  /* Qwen3-30B-A3B (every variant, and the PROF build), and the grouped-router shape of
+   * tests/gpu/test_moe_layer_decode.c */
   sl_moe_layer_config_t q = {.num_experts = 128, .top_k = 8, .hidden = 2048, .inter = 768, .expert_end = 128,
                              .router_kind = SL_ROUTER_SOFTMAX_TOPK, .renormalize = true};
   sl_jit_spec_t spec;
