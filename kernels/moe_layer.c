@@ -7,6 +7,7 @@
 #include "kernels/moe_ffn.h"
 #include "kernels/moe_layer.h"
 #include "runtime/sl_config.h"
+#include "runtime/sl_log.h"
 
 struct sl_moe_layer {
   sl_device_t *dev;
@@ -233,7 +234,11 @@ sl_status_t sl_moe_layer_forward(sl_moe_layer_t *l, const sl_moe_layer_args_t *a
   const int decode = a->decode_kernel == SL_MOE_FUSE_AUTO
                          ? (SL_MOE_LAYER_DECODE_KERNEL_AUTO ? SL_MOE_FUSE_ON : SL_MOE_FUSE_OFF)
                          : a->decode_kernel;
-  const bool one_kernel = decode == SL_MOE_FUSE_ON && decode_refusal(l, a, stages) == NULL;
+  const char *refusal = decode == SL_MOE_FUSE_ON ? decode_refusal(l, a, stages) : "off";
+  const bool one_kernel = refusal == NULL;
+  if (a->decode_kernel == SL_MOE_FUSE_ON && refusal) /* asked for explicitly: say why not */
+    SL_LOG_DEBUG("moe layer: decode_kernel on, but the one-kernel layer does not apply (%s): the launch chain runs",
+                 refusal);
   if (a->decode_taken) *a->decode_taken = one_kernel;
   if (one_kernel) {
     if (a->fused_taken) *a->fused_taken = false;
