@@ -12,9 +12,9 @@
 #include "kernels/grid_barrier.cuh"
 #include "kernels/moe_layout.h"
 #include "kernels/quant_formats.h"
+#include "kernels/moe_pdl.cuh"
 #include "kernels/vec.cuh"
 #if MOE_ROUTE
-#include "kernels/moe_pdl.cuh"
 #include "kernels/router_topk.cuh"
 #endif
 
@@ -135,21 +135,6 @@ __device__ __forceinline__ QuantVec quantize_vec(const uint4 &v, float global_sc
   return q;
 }
 #endif
-
-// Programmatic dependent launch (sm_90+; no-ops when the launch had no PDL attribute): the
-// routing kernel lets the copy kernel launch at once; the copy issues its first loads (x,
-// topk ids: inputs, not routing results) and then waits for the routing grid to complete
-// and its writes to be visible before it reads ranks and offsets.
-__device__ __forceinline__ void moe_pdl_trigger() {
-#if __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void moe_pdl_wait() {
-#if __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
 
 __device__ __forceinline__ unsigned sl_moe_atom_add_acq_rel_u32(unsigned *p, unsigned v) {
   unsigned old;
@@ -373,7 +358,7 @@ __device__ __forceinline__ void copy_items(const __nv_bfloat16 *__restrict__ x, 
     ItemInput in;
     load_item(item, span, spans, x, topk_ids, in);
     if (!waited) {
-      moe_pdl_wait();
+      sl_moe_pdl_wait();
       waited = true;
     }
     copy_item(item, span, spans, in, x, num_experts, expert_begin, expert_end, capacity, expert_x, expert_scales,
@@ -503,7 +488,10 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_ROUTE_THREADS)
   __shared__ int tag[(SL_MOE_ROUTE_THREADS / 32) * MOE_LOCAL];
   __shared__ int is_last;
   __shared__ int seg_total[MOE_SCAN_SEGS * MOE_LOCAL];
-  moe_pdl_trigger(); // the copy kernel may launch now (it waits for this grid before reading ranks)
+  // Programmatic dependent launch (kernels/moe_pdl.cuh; a no-op without the PDL attribute): the
+  // copy kernel may launch now; it issues its first loads (x, topk ids: inputs, not routing
+  // results) and waits for this grid before it reads ranks and offsets.
+  sl_moe_pdl_trigger();
   const int num_pairs = num_tokens * MOE_TOPK;
   route_pairs<SL_MOE_ROUTE_THREADS, MOE_ROUTE_ROUNDS>(blockIdx.x, num_pairs, topk_ids, num_experts, expert_begin,
                                                       expert_end, counts, pair_rank, &state->error, base, tag);

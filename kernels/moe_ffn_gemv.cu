@@ -7,8 +7,10 @@
 // warp's dot product in a fixed order (deterministic; no atomics).
 #include <cuda_bf16.h>
 
+#include "kernels/bulk_copy.cuh"    // bulk variant
 #include "kernels/grid_barrier.cuh" // sl_dev_error_t, sl_dev_error_record (bulk variant)
 #include "kernels/moe_ffn_gemv.h"
+#include "kernels/moe_pdl.cuh"
 
 // FFN_SPLIT (JIT constant; host: kernels/moe_ffn.c, ffn_variant): 0 = the wide variant
 // (256 threads, 8/16/32 token rows per pass, one warp per 16-row tile over the whole K);
@@ -94,16 +96,6 @@ __device__ __forceinline__ int gemv_active_experts(const int *__restrict__ count
 #define PF_AHEAD 4 // L2 prefetch distance in chunks (256 B of each row per chunk)
 #define CHUNK_BYTES (MMA_U * 32 * 2)
 
-__device__ __forceinline__ void ffn_pdl_wait() {
-#if __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void ffn_pdl_trigger() {
-#if __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
 // Hint only: ask L2 to fetch the 128-byte line holding p. Per lane (CCTL, any address per
 // lane); the bulk form (cp.async.bulk.prefetch.L2) takes a warp-uniform address, so 16
 // rows would need a 16-step waterfall loop per chunk.
@@ -183,7 +175,7 @@ __device__ __forceinline__ void ffn_tile_pass(const ffn_rows_t &r, int ch0, int 
   ffn_load_chunk(r, ch0, V, c, a0, b0);
   if (ch0 + 1 < ch1) ffn_load_chunk(r, ch0 + 1, V, c, a1, b1);
   if (*need_wait) {
-    ffn_pdl_wait();
+    sl_moe_pdl_wait();
     *need_wait = false;
   }
   for (int ch = ch0; ch < ch1; ch += 2) {
@@ -386,8 +378,8 @@ extern "C" __global__ void __launch_bounds__(FFN_THREADS, 1)
                             int inter, const __nv_bfloat16 *__restrict__ x, const __nv_bfloat16 *__restrict__ w_gate_up,
                             __nv_bfloat16 *__restrict__ act, const __nv_bfloat16 *__restrict__ w_down, int down_grid) {
   __shared__ int active[SL_MOE_FFN_GEMV_MAX_LOCAL], rows[SL_MOE_FFN_GEMV_MAX_LOCAL];
-  ffn_pdl_wait();
-  ffn_pdl_trigger();
+  sl_moe_pdl_wait();
+  sl_moe_pdl_trigger();
   int na = gemv_active_experts(counts, num_local, capacity, active, rows);
   if (na > slots) na = slots;
   const int per_slot = inter / 8;
@@ -504,7 +496,7 @@ extern "C" __global__ void __launch_bounds__(FFN_THREADS, 1)
     }
   }
 #endif
-  if (need_wait) ffn_pdl_wait();
+  if (need_wait) sl_moe_pdl_wait();
 }
 
 #else // FFN_BULK
@@ -548,42 +540,8 @@ extern "C" __global__ void __launch_bounds__(FFN_THREADS, 1)
       bulk_consume_pass<2, 2>(__VA_ARGS__);                                                                          \
   } while (0)
 
-__device__ __forceinline__ unsigned bulk_smem_addr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
-__device__ __forceinline__ void bulk_mbar_init(unsigned bar, unsigned count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
-}
-// Makes the initialised barriers visible to the async proxy (the bulk copies' complete_tx).
-__device__ __forceinline__ void bulk_mbar_init_fence() { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
-__device__ __forceinline__ void bulk_arrive_expect_tx(unsigned bar, unsigned bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void bulk_arrive(unsigned bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
-}
-__device__ __forceinline__ bool bulk_try_wait(unsigned bar, unsigned parity) {
-  unsigned done;
-  asm volatile("{\n\t.reg .pred p;\n\t"
-               "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
-               "selp.u32 %0, 1, 0, p;\n\t}"
-               : "=r"(done)
-               : "r"(bar), "r"(parity)
-               : "memory");
-  return done != 0;
-}
-// One weight row's chunk, global -> shared (16-byte aligned, a multiple of 16 bytes), its
-// bytes counted on `bar`. A CTA's own shared::cta address is a valid shared::cluster one.
-__device__ __forceinline__ void bulk_copy(unsigned dst, const void *src, unsigned bytes, unsigned bar) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
-               "l"(src), "r"(bytes), "r"(bar)
-               : "memory");
-}
 __device__ __forceinline__ void bulk_named_sync(int id) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(BULK_CONSUMERS * 32) : "memory");
-}
-__device__ __forceinline__ unsigned long long bulk_globaltimer() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
 }
 
 typedef struct {
@@ -595,11 +553,11 @@ typedef struct {
 // Wait for the phase of `parity` of `bar` to complete; false on timeout or abort.
 __device__ __forceinline__ bool bulk_wait(unsigned bar, unsigned parity, const bulk_guard_t &gd, int use, int which) {
   if (*gd.abort) return false;
-  if (bulk_try_wait(bar, parity)) return true;
-  const unsigned long long start = bulk_globaltimer();
-  while (!bulk_try_wait(bar, parity)) {
+  if (sl_bulk_try_wait(bar, parity)) return true;
+  const unsigned long long start = sl_grid_globaltimer_ns();
+  while (!sl_bulk_try_wait(bar, parity)) {
     if (*gd.abort) return false;
-    if (bulk_globaltimer() - start > gd.timeout_ns) {
+    if (sl_grid_globaltimer_ns() - start > gd.timeout_ns) {
       *gd.abort = 1;
       if (!gd.err) __trap();
       sl_dev_error_record(gd.err, SL_DEV_ERR_PIPE_TIMEOUT, (int)blockIdx.x, use, which);
@@ -622,7 +580,7 @@ __device__ __forceinline__ void bulk_produce(const bulk_walk_t &wk, const int *a
                                              const sl_moe_ffn_bulk_geom_t &g, char *ring, unsigned long long bars,
                                              const bulk_guard_t &gd, RowPtr row_ptr) {
   const int lane = threadIdx.x & 31;
-  const unsigned ring_addr = bulk_smem_addr(ring), full0 = (unsigned)bars, empty0 = full0 + 8u * g.stages;
+  const unsigned ring_addr = sl_bulk_smem_addr(ring), full0 = (unsigned)bars, empty0 = full0 + 8u * g.stages;
   int s = 0, use = 0;
   unsigned phase = 0;
   for (int t = wk.begin; t < wk.end; t++) {
@@ -634,10 +592,10 @@ __device__ __forceinline__ void bulk_produce(const bulk_walk_t &wk, const int *a
         // verdict is made warp-uniform so no lane continues alone.
         if (!__all_sync(0xffffffffu, bulk_wait(empty0 + 8u * s, phase ^ 1u, gd, use, 1))) return;
         const int bytes = sl_moe_ffn_bulk_chunk(&g, ch);
-        if (lane == 0) bulk_arrive_expect_tx(full0 + 8u * s, 16u * (unsigned)bytes);
+        if (lane == 0) sl_bulk_arrive_expect_tx(full0 + 8u * s, 16u * (unsigned)bytes);
         __syncwarp();
         if (lane < 16)
-          bulk_copy(ring_addr + (unsigned)sl_moe_ffn_bulk_offset(&g, s, lane, 0, 0), src + (long)ch * g.chunk_bytes,
+          sl_bulk_copy(ring_addr + (unsigned)sl_moe_ffn_bulk_offset(&g, s, lane, 0, 0), src + (long)ch * g.chunk_bytes,
                     (unsigned)bytes, full0 + 8u * s);
         use++;
         if (++s == g.stages) {
@@ -698,7 +656,7 @@ __device__ __forceinline__ void bulk_consume_pass(const sl_moe_ffn_bulk_geom_t &
       }
     }
     __syncwarp();
-    if (lane == 0) bulk_arrive(empty0 + 8u * *s);
+    if (lane == 0) sl_bulk_arrive(empty0 + 8u * *s);
     (*use)++;
     if (++*s == g.stages) {
       *s = 0;
@@ -741,16 +699,16 @@ __device__ __forceinline__ bulk_block_t bulk_setup(char *smem, int k, const int 
   bulk_block_t b;
   b.g = sl_moe_ffn_bulk_geom(k, num_local);
   b.ring = smem;
-  b.bars = bulk_smem_addr(smem + b.g.bar_offset);
+  b.bars = sl_bulk_smem_addr(smem + b.g.bar_offset);
   b.part = (float(*)[32][8])(smem + b.g.part_offset);
   b.active = (int *)(smem + b.g.table_offset);
   b.rows = b.active + num_local;
   if (threadIdx.x == 0) {
     for (int s = 0; s < b.g.stages; s++) {
-      bulk_mbar_init((unsigned)b.bars + 8u * s, 1u);
-      bulk_mbar_init((unsigned)b.bars + 8u * (b.g.stages + s), BULK_CONSUMERS);
+      sl_bulk_mbar_init((unsigned)b.bars + 8u * s, 1u);
+      sl_bulk_mbar_init((unsigned)b.bars + 8u * (b.g.stages + s), BULK_CONSUMERS);
     }
-    bulk_mbar_init_fence();
+    sl_bulk_mbar_init_fence();
   }
   int na = gemv_active_experts(counts, num_local, capacity, b.active, b.rows); // __syncthreads inside
   if (na > slots) na = slots;
@@ -771,8 +729,8 @@ extern "C" __global__ void __launch_bounds__(FFN_THREADS, 2)
                             __nv_bfloat16 *__restrict__ act, sl_dev_error_t *err, unsigned long long timeout_ns) {
   extern __shared__ __align__(128) char bulk_smem[];
   __shared__ int abort_flag;
-  ffn_pdl_wait();
-  ffn_pdl_trigger();
+  sl_moe_pdl_wait();
+  sl_moe_pdl_trigger();
   if (threadIdx.x == 0) abort_flag = 0;
   const int per_slot = inter / 8;
   const bulk_block_t b = bulk_setup(bulk_smem, hidden, counts, num_local, slots, capacity, per_slot);
@@ -822,10 +780,10 @@ extern "C" __global__ void __launch_bounds__(FFN_THREADS, 2)
       const int h = 16 * t0 + r < hidden ? 16 * t0 + r : hidden - 1; // rows past H: results dropped
       return (const char *)(w_down + e * expert_elems + (long)h * inter);
     });
-    ffn_pdl_wait();
+    sl_moe_pdl_wait();
     return;
   }
-  ffn_pdl_wait(); // the activations come from gate_up
+  sl_moe_pdl_wait(); // the activations come from gate_up
   int s = 0, use = 0, pass = 0;
   unsigned phase = 0;
   for (int t = b.wk.begin; t < b.wk.end; t++) {

@@ -40,6 +40,7 @@
 // state->error (the layer's dispatch workspace record: sl_moe_layer_check reports it).
 #include <cuda_bf16.h>
 
+#include "kernels/bulk_copy.cuh"
 #include "kernels/grid_barrier.cuh"
 #define SL_ROUTER_LOAD_NC 0 // the routine reads the logits from shared memory
 #include "kernels/router_topk.cuh"
@@ -146,11 +147,6 @@ __device__ __forceinline__ void dot2_hrow_smem(const uint4 (&g)[XP], const uint4
   }
 }
 
-__device__ __forceinline__ unsigned ld_relaxed_u32(const unsigned *p) {
-  unsigned v;
-  asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
 __device__ __forceinline__ void st_relaxed_u32(unsigned *p, unsigned v) {
   asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
@@ -163,25 +159,12 @@ __device__ __forceinline__ void st_relaxed_u64(unsigned long long *p, unsigned l
   asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
 
-// ---- mbarrier + bulk copy (sm_90) ------------------------------------------------------------
-__device__ __forceinline__ unsigned smem_u32(const void *p) {
-  return (unsigned)__cvta_generic_to_shared(p);
-}
-__device__ __forceinline__ bool mbar_try_wait(unsigned bar) {
-  unsigned done;
-  asm volatile("{\n\t.reg .pred p;\n\t"
-               "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0;\n\t"
-               "selp.u32 %0, 1, 0, p;\n\t}"
-               : "=r"(done)
-               : "r"(bar)
-               : "memory");
-  return done != 0;
-}
+// ---- the down rows' mbarrier (kernels/bulk_copy.cuh has the wrappers) ---------------------------
 // Every thread: wait for phase 0 of `bar` (the bulk copies), bounded. false on timeout.
 __device__ __forceinline__ bool mbar_wait(unsigned bar, unsigned long long timeout_ns) {
-  if (mbar_try_wait(bar)) return true;
+  if (sl_bulk_try_wait(bar, 0)) return true;
   const unsigned long long start = sl_grid_globaltimer_ns();
-  while (!mbar_try_wait(bar))
+  while (!sl_bulk_try_wait(bar, 0))
     if (sl_grid_globaltimer_ns() - start > timeout_ns) return false;
   return true;
 }
@@ -215,7 +198,7 @@ extern "C" __global__ void __launch_bounds__(NW * 32, 1)
   float *res_s = reinterpret_cast<float *>(down_s + (size_t)TOPK * cmax * INTER);
   float *y_s = res_s + cmax4;
   float4 *xs = reinterpret_cast<float4 *>(y_s + (size_t)TOPK * cmax4);
-  const unsigned bar = smem_u32(&bar_s);
+  const unsigned bar = sl_bulk_smem_addr(&bar_s);
 
   if (b == absent_block) return; // tests: this block never shows up; the others must time out
   STAMP(0);
@@ -227,8 +210,8 @@ extern "C" __global__ void __launch_bounds__(NW * 32, 1)
   sl_grid_barrier_t gb;
   sl_grid_barrier_init(&gb, state);
   if (threadIdx.x == 0) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar) : "memory");
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); // visible to the copy engine
+    sl_bulk_mbar_init(bar, 1u);
+    sl_bulk_mbar_init_fence(); // visible to the copy engine
   }
   sl_router_lane_t ls;
   if (warp == 0) sl_router_lane_init(lg_s, bias, lane, ls); // the bias: a constant input
@@ -244,7 +227,7 @@ extern "C" __global__ void __launch_bounds__(NW * 32, 1)
   // every co-resident block has read the counter -- so the next launch's tag is new even when
   // some block never got that far.
   unsigned tag = 0;
-  if (lane == 0) tag = ld_relaxed_u32(calls) + 1u;
+  if (lane == 0) tag = sl_grid_ld_relaxed_u32(calls) + 1u;
   tag = __shfl_sync(0xffffffffu, tag, 0);
   if (b + warp * G < NUM_EXPERTS) {
     uint4 xa[XP];
@@ -297,7 +280,8 @@ extern "C" __global__ void __launch_bounds__(NW * 32, 1)
         } else if (now - start > timeout_ns) {
           if (lane == 0) {
             int have = 0; // how many logits carried this launch's tag at the last poll
-            for (int e = 0; e < NUM_EXPERTS; e++) have += (unsigned)(ld_relaxed_u64(tagged + e) >> 32) == tag;
+            for (int e = 0; e < NUM_EXPERTS; e++)
+              have += (unsigned)(ld_relaxed_u64(tagged + e) >> 32) == tag;
             sl_dev_error_record(&state->error, SL_DEV_ERR_POLL_TIMEOUT, b, have, NUM_EXPERTS);
           }
           break;
@@ -335,17 +319,14 @@ extern "C" __global__ void __launch_bounds__(NW * 32, 1)
     if (lane == 0) {
       const unsigned bytes = (unsigned)ncols * INTER * 2u;
       if (nv > 0 && bytes > 0) {
-        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes * nv) : "memory");
+        sl_bulk_arrive_expect_tx(bar, bytes * nv);
         for (int s = 0; s < nv; s++) {
           const int le = id_s[slot_rank_s[s]] - expert_begin;
           const __nv_bfloat16 *src = w_down + ((size_t)le * HIDDEN + c0) * INTER;
-          asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                           smem_u32(down_s + (size_t)s * cmax * INTER)),
-                       "l"(src), "r"(bytes), "r"(bar)
-                       : "memory");
+          sl_bulk_copy(sl_bulk_smem_addr(down_s + (size_t)s * cmax * INTER), src, bytes, bar);
         }
       } else {
-        asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+        sl_bulk_arrive(bar);
       }
       if (PROF) prof[blockIdx.x * 16 + 7] = sl_grid_globaltimer_ns();
     }

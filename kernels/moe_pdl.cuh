@@ -1,5 +1,6 @@
-// Programmatic dependent launch (PDL, sm_90+) for the small-T MoE layer's non-FFN edges
-// (kernels/moe_layer.c, fuse_small): router logits -> route+dispatch, FFN down -> combine.
+// Programmatic dependent launch (PDL, sm_90+) for the MoE kernels: the split dispatch (route ->
+// copy), the FFN's streaming kernels (gate_up -> down) and the small-T layer's non-FFN edges
+// (kernels/moe_layer.c, fuse_small: router logits -> route+dispatch, FFN down -> combine).
 // griddepcontrol.wait blocks until the grids this one depends on have completed and their
 // memory is visible; every thread that reads the predecessor's output executes it first.
 // Before it a kernel may read only data complete when its predecessor started (inputs of
@@ -12,6 +13,13 @@
 __device__ __forceinline__ void sl_moe_pdl_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+// Lets the dependent grid launch now (its blocks start, then wait in sl_moe_pdl_wait for this
+// grid to complete); without it the dependent launches when this grid's last block exits.
+__device__ __forceinline__ void sl_moe_pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
 
