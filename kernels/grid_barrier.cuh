@@ -77,50 +77,61 @@ __device__ __forceinline__ void sl_grid_barrier_init(sl_grid_barrier_t *b, sl_gr
     b->epoch = sl_grid_ld_relaxed_u32(&state->word) & SL_GRID_BARRIER_EPOCH_BIT;
 }
 
+// Split phases, for thread 0 of each block only (the caller orders the block's writes before
+// the arrival itself, e.g. by a __syncthreads): arrive once, wait later, so the block can work
+// between the two. Each block must arrive exactly once per barrier.
+__device__ __forceinline__ void sl_grid_barrier_arrive(sl_grid_barrier_t *b) {
+  const unsigned nblocks = gridDim.x * gridDim.y * gridDim.z;
+  const bool first = blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0;
+  sl_grid_red_release_add_u32(&b->state->word, first ? SL_GRID_BARRIER_EPOCH_BIT - (nblocks - 1u) : 1u);
+}
+// Polls until every block has arrived (bounded: records SL_DEV_ERR_TIMEOUT and returns false
+// after timeout_ns). Thread 0 only; the block's other threads learn the outcome from it.
+__device__ __forceinline__ bool sl_grid_barrier_wait(sl_grid_barrier_t *b, unsigned long long timeout_ns) {
+  const unsigned *word = &b->state->word;
+  bool ok = true;
+  // Spin with relaxed loads (no per-poll acquire: ld.acquire invalidates L1 after every
+  // poll); one acquire fence once the epoch has flipped completes the acquire pattern
+  // (strong read, then fence.acq_rel). The timer is only started after 1024 polls, so
+  // a barrier that completes in time never reads %globaltimer.
+#if SL_GRID_BARRIER_ACQUIRE_POLL
+#define SL_GRID_BARRIER_POLL sl_grid_ld_acquire_u32
+#else
+#define SL_GRID_BARRIER_POLL sl_grid_ld_relaxed_u32
+#endif
+  unsigned v = SL_GRID_BARRIER_POLL(word);
+  unsigned spins = 0;
+  unsigned long long start = 0;
+  while (((v ^ b->epoch) & SL_GRID_BARRIER_EPOCH_BIT) == 0) {
+    v = SL_GRID_BARRIER_POLL(word);
+    if ((++spins & 1023u) == 0) {
+      const unsigned long long now = sl_grid_globaltimer_ns();
+      if (start == 0) {
+        start = now;
+      } else if (now - start > timeout_ns) {
+        sl_dev_error_record(&b->state->error, SL_DEV_ERR_TIMEOUT, (int)blockIdx.x,
+                            (int)(v & ~SL_GRID_BARRIER_EPOCH_BIT), (int)(gridDim.x * gridDim.y * gridDim.z));
+        ok = false;
+        break;
+      }
+    }
+  }
+#undef SL_GRID_BARRIER_POLL
+#if !SL_GRID_BARRIER_ACQUIRE_POLL
+  sl_grid_fence_acq_rel();
+#endif
+  b->epoch ^= SL_GRID_BARRIER_EPOCH_BIT;
+  return ok;
+}
+
 // Every thread of every block calls it. Returns false (in every thread of the block) on
 // timeout, after recording it; the caller then returns from the kernel.
 __device__ __forceinline__ bool sl_grid_barrier_sync(sl_grid_barrier_t *b, unsigned long long timeout_ns) {
   __shared__ int sl_grid_barrier_failed;
   __syncthreads();
   if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) {
-    unsigned nblocks = gridDim.x * gridDim.y * gridDim.z;
-    bool first = blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0;
-    unsigned inc = first ? SL_GRID_BARRIER_EPOCH_BIT - (nblocks - 1u) : 1u;
-    unsigned *word = &b->state->word;
-    sl_grid_red_release_add_u32(word, inc);
-    int failed = 0;
-    // Spin with relaxed loads (no per-poll acquire: ld.acquire invalidates L1 after every
-    // poll); one acquire fence once the epoch has flipped completes the acquire pattern
-    // (strong read, then fence.acq_rel). The timer is only started after 1024 polls, so
-    // a barrier that completes in time never reads %globaltimer.
-#if SL_GRID_BARRIER_ACQUIRE_POLL
-#define SL_GRID_BARRIER_POLL sl_grid_ld_acquire_u32
-#else
-#define SL_GRID_BARRIER_POLL sl_grid_ld_relaxed_u32
-#endif
-    unsigned v = SL_GRID_BARRIER_POLL(word);
-    unsigned spins = 0;
-    unsigned long long start = 0;
-    while (((v ^ b->epoch) & SL_GRID_BARRIER_EPOCH_BIT) == 0) {
-      v = SL_GRID_BARRIER_POLL(word);
-      if ((++spins & 1023u) == 0) {
-        const unsigned long long now = sl_grid_globaltimer_ns();
-        if (start == 0) {
-          start = now;
-        } else if (now - start > timeout_ns) {
-          sl_dev_error_record(&b->state->error, SL_DEV_ERR_TIMEOUT, (int)blockIdx.x,
-                              (int)(v & ~SL_GRID_BARRIER_EPOCH_BIT), (int)nblocks);
-          failed = 1;
-          break;
-        }
-      }
-    }
-#undef SL_GRID_BARRIER_POLL
-#if !SL_GRID_BARRIER_ACQUIRE_POLL
-    sl_grid_fence_acq_rel();
-#endif
-    b->epoch ^= SL_GRID_BARRIER_EPOCH_BIT;
-    sl_grid_barrier_failed = failed;
+    sl_grid_barrier_arrive(b);
+    sl_grid_barrier_failed = !sl_grid_barrier_wait(b, timeout_ns);
   }
   __syncthreads();
   return sl_grid_barrier_failed == 0;

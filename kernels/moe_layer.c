@@ -19,7 +19,7 @@ struct sl_moe_layer {
   void *expert_x, *expert_y; /* [E_local, Tmax, H] bf16 */
   int32_t *counts;        /* [E_local] */
   int32_t *slots;         /* [Tmax, K] */
-  void *act;              /* [K, I] bf16: the decode kernel's activations */
+  void *act;              /* [K, I] 32-bit words: the decode kernel's activations (bf16, or tagged words) */
   uint64_t *tagged;       /* [E] (launch tag << 32 | fp32 logit): the decode kernel's router logits */
   uint32_t *calls;        /* the decode kernel's launch counter (the tag of the last launch) */
   void *dispatch_ws, *ffn_ws;
@@ -66,7 +66,8 @@ sl_status_t sl_moe_layer_create(sl_device_t *dev, const sl_moe_layer_config_t *c
   SL_CHECK_GOTO(sl_device_malloc(dev, rows * H * 2, &l->expert_y), s, fail);
   SL_CHECK_GOTO(sl_device_malloc(dev, (size_t)local * 4, (void **)&l->counts), s, fail);
   SL_CHECK_GOTO(sl_device_malloc(dev, T * K * 4, (void **)&l->slots), s, fail);
-  SL_CHECK_GOTO(sl_device_malloc(dev, K * (size_t)cfg->inter * 2, &l->act), s, fail);
+  SL_CHECK_GOTO(sl_device_malloc(dev, K * (size_t)cfg->inter * 4, &l->act), s, fail);
+  SL_CHECK_GOTO(sl_memset(dev, l->act, 0, K * (size_t)cfg->inter * 4, NULL), s, fail); /* tag 0: none */
   SL_CHECK_GOTO(sl_device_malloc(dev, (size_t)cfg->num_experts * 8, (void **)&l->tagged), s, fail);
   SL_CHECK_GOTO(sl_device_malloc(dev, 4, (void **)&l->calls), s, fail);
   SL_CHECK_GOTO(sl_memset(dev, l->tagged, 0, (size_t)cfg->num_experts * 8, NULL), s, fail); /* tag 0: none */
@@ -84,8 +85,14 @@ fail:
 
 /* ---- the one-kernel decode layer (kernels/moe_layer_decode.cu) ------------------------------ */
 
-/* compute warps, pairs per step, x in shared memory */
-static const int decode_shapes[SL_MOE_DECODE_VARIANTS][3] = {{15, 1, 1}, {12, 1, 0}, {7, 2, 0}};
+/* The decode kernel's shapes (kernels/moe_layer_decode.cu has the constants' meaning). */
+typedef struct {
+  int warps, pairs, xsmem; /* compute warps, pairs per step, x in shared memory */
+  int tag_cpi;             /* ACTTAG with DCPI columns per down item (0: the grid barrier) */
+  int dmma;                /* the down phase on the tensor cores (with tag_cpi) */
+} decode_shape_t;
+static const decode_shape_t decode_shapes[SL_MOE_DECODE_VARIANTS] = {
+    {15, 1, 1, 16, 0}, {12, 1, 0, 0, 0}, {7, 2, 0, 0, 0}, {15, 1, 1, 0, 0}, {15, 1, 1, 16, 1}};
 
 static sl_router_args_t router_of(const sl_moe_layer_config_t *c, int T) {
   return (sl_router_args_t){.kind = c->router_kind, .num_tokens = T, .num_experts = c->num_experts,
@@ -101,25 +108,38 @@ sl_status_t sl_moe_layer_decode_spec(const sl_moe_layer_config_t *c, int variant
 static sl_status_t decode_spec(const sl_moe_layer_config_t *c, int variant, bool prof, sl_jit_spec_t *spec) {
   if (variant < 0 || variant >= SL_MOE_DECODE_VARIANTS)
     return SL_ERR(SL_ERR_INVALID, "moe layer: decode variant %d (0..%d)", variant, SL_MOE_DECODE_VARIANTS - 1);
+  if (decode_shapes[variant].dmma && c->inter % 64)
+    return SL_ERR(SL_ERR_UNSUPPORTED, "moe layer: decode variant %d (tensor-core down phase) needs I %% 64 == 0, I = %d",
+                  variant, c->inter);
   sl_router_args_t r = router_of(c, 1);
   sl_jit_spec_init(spec, "kernels/moe_layer_decode.cu", "sl_moe_decode_layer");
   SL_CHECK(sl_jit_spec_define(spec, "HIDDEN", "%d", c->hidden));
   SL_CHECK(sl_jit_spec_define(spec, "INTER", "%d", c->inter));
-  SL_CHECK(sl_jit_spec_define(spec, "WARPS", "%d", decode_shapes[variant][0]));
-  SL_CHECK(sl_jit_spec_define(spec, "PP", "%d", decode_shapes[variant][1]));
-  if (decode_shapes[variant][2]) SL_CHECK(sl_jit_spec_define(spec, "XSMEM", "1"));
+  const decode_shape_t *d = &decode_shapes[variant];
+  SL_CHECK(sl_jit_spec_define(spec, "WARPS", "%d", d->warps));
+  SL_CHECK(sl_jit_spec_define(spec, "PP", "%d", d->pairs));
+  if (d->xsmem) SL_CHECK(sl_jit_spec_define(spec, "XSMEM", "1"));
+  if (d->tag_cpi) {
+    SL_CHECK(sl_jit_spec_define(spec, "ACTTAG", "1"));
+    SL_CHECK(sl_jit_spec_define(spec, "DCPI", "%d", d->tag_cpi));
+  }
+  if (d->dmma) SL_CHECK(sl_jit_spec_define(spec, "DMMA", "1"));
   if (prof) SL_CHECK(sl_jit_spec_define(spec, "PROF", "1"));
   return sl_router_define_constants(&r, spec);
 }
 
 /* Dynamic shared memory of the decode kernel on `sms` blocks (kernels/moe_layer_decode.cu):
  * down rows [K][cmax][I] bf16 (cmax = ceil(H / sms) columns per block), residual [cmax4] f32,
- * expert outputs [K][cmax4] f32 (cmax4 = cmax rounded up to 4), and in the XSMEM shapes x as
- * fp32 packets (ceil(H / 256) x 256 floats). */
+ * expert outputs [K][cmax4][split] f32 (cmax4 = cmax rounded up to 4; split = 1, or in the DMMA
+ * shapes the parts of I), in the XSMEM shapes x as fp32 packets (ceil(H / 256) x 256 floats),
+ * and in the DMMA shapes each warp's activations (64 x windows per part, bf16). */
 static size_t decode_smem(const sl_moe_layer_config_t *c, int variant, int sms) {
+  const decode_shape_t *d = &decode_shapes[variant];
   const size_t K = (size_t)c->top_k, cmax = (size_t)((c->hidden + sms - 1) / sms), cmax4 = (cmax + 3) & ~(size_t)3;
-  const size_t xs = decode_shapes[variant][2] ? (size_t)((c->hidden + 255) / 256) * 256 * 4 : 0;
-  return K * cmax * c->inter * 2 + cmax4 * 4 + K * cmax4 * 4 + xs;
+  const size_t nwin = (size_t)c->inter / 64, split = d->dmma ? (nwin + 5) / 6 : 1, wph = (nwin + split - 1) / split;
+  const size_t xs = d->xsmem ? (size_t)((c->hidden + 255) / 256) * 256 * 4 : 0;
+  const size_t acts = d->dmma ? (size_t)(d->warps + 1) * 64 * wph * 2 : 0;
+  return K * cmax * c->inter * 2 + cmax4 * 4 + K * cmax4 * split * 4 + xs + acts;
 }
 
 /* Why the decode kernel does not apply to this call (NULL: it does). */
@@ -132,6 +152,7 @@ static const char *decode_refusal(const sl_moe_layer_t *l, const sl_moe_layer_ar
   if (a->topk_ids) return "routing given by the caller";
   if (stages != SL_MOE_STAGE_ALL) return "a subset of stages";
   if (c->hidden > 2048) return "H > 2048";
+  if (decode_shapes[a->decode_variant].dmma && c->inter % 64) return "this variant needs I % 64 == 0";
   if (((uintptr_t)a->x & 15) != 0) return "x not 16-byte aligned";
   if (c->router_kind == SL_ROUTER_SIGMOID_GROUPED) {
     const int NE = (c->num_experts + 31) / 32, GS = c->num_groups > 0 ? c->num_experts / c->num_groups : 0;
@@ -154,7 +175,7 @@ static sl_status_t decode_launch(sl_moe_layer_t *l, const sl_moe_layer_args_t *a
   SL_CHECK(sl_jit_get_kernel(l->dev, &spec, &k));
   const unsigned smem = (unsigned)decode_smem(c, a->decode_variant, sms);
   SL_CHECK(sl_kernel_set_max_shared(k, smem));
-  const int threads = (decode_shapes[a->decode_variant][0] + 1) * 32; /* + the copy-issuing warp */
+  const int threads = (decode_shapes[a->decode_variant].warps + 1) * 32; /* + the copy-issuing warp */
   int per_sm = 0;
   SL_CHECK(sl_kernel_occupancy(k, threads, smem, &per_sm));
   if (per_sm < 1)
@@ -180,7 +201,7 @@ static sl_status_t decode_launch(sl_moe_layer_t *l, const sl_moe_layer_args_t *a
 
 sl_status_t sl_moe_layer_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t *spec, void *user), void *user) {
   if (arch < SL_ARCH_HOPPER) return SL_OK;
-  /* Qwen3-30B-A3B (every variant, and the PROF build), and the grouped-router shape of
+  /* Qwen3-30B-A3B (every variant, each with its PROF build), and the grouped-router shapes of
    * tests/gpu/test_moe_layer_decode.c */
   sl_moe_layer_config_t q = {.num_experts = 128, .top_k = 8, .hidden = 2048, .inter = 768, .expert_end = 128,
                              .router_kind = SL_ROUTER_SOFTMAX_TOPK, .renormalize = true};
@@ -188,13 +209,17 @@ sl_status_t sl_moe_layer_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spe
   for (int v = 0; v < SL_MOE_DECODE_VARIANTS; v++) {
     SL_CHECK(sl_moe_layer_decode_spec(&q, v, &spec));
     SL_CHECK(fn(&spec, user));
+    SL_CHECK(decode_spec(&q, v, true, &spec)); /* the benchmark's phase-stamping builds */
+    SL_CHECK(fn(&spec, user));
   }
-  SL_CHECK(decode_spec(&q, 0, true, &spec)); /* the benchmark's phase-stamping build */
-  SL_CHECK(fn(&spec, user));
   sl_moe_layer_config_t g = {.num_experts = 64, .top_k = 6, .hidden = 1024, .inter = 384, .expert_end = 64,
                              .router_kind = SL_ROUTER_SIGMOID_GROUPED, .num_groups = 8, .topk_groups = 3,
                              .routed_scaling = 2.5f};
-  SL_CHECK(sl_moe_layer_decode_spec(&g, 0, &spec));
+  SL_CHECK(sl_moe_layer_decode_spec(&g, SL_MOE_DECODE_15X1_XS_BAR, &spec));
+  SL_CHECK(fn(&spec, user));
+  SL_CHECK(sl_moe_layer_decode_spec(&g, SL_MOE_DECODE_15X1_XS_TAG, &spec));
+  SL_CHECK(fn(&spec, user));
+  SL_CHECK(sl_moe_layer_decode_spec(&g, SL_MOE_DECODE_15X1_XS_TAG_MMA, &spec));
   return fn(&spec, user);
 }
 

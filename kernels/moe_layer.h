@@ -43,19 +43,27 @@ typedef enum { SL_MOE_FUSE_AUTO = 0, SL_MOE_FUSE_OFF = 1, SL_MOE_FUSE_ON = 2 } s
 
 /* One-kernel decode layer (sl_moe_layer_args_t.decode_kernel; kernels/moe_layer_decode.cu):
  * the whole layer for ONE token in one cooperative launch -- router logits (published as
- * tagged words), top-k in every block, gate_up + SiLU, grid barrier, down and combine -- with
+ * tagged words), top-k in every block, gate_up + SiLU (the activations published as tagged
+ * words too; the _BAR shapes use a grid barrier instead), down and combine -- with
  * each block's share of the down weights brought into shared memory by the copy engine while
  * gate_up streams. It applies (AUTO or ON) on a GPU of sm_90+, at T = 1 with the layer's own
  * router, all stages, H <= 2048, and when K x ceil(H / SMs) x I x 2 bytes of down rows (+ a
  * few KB) fit a block's shared memory (Qwen3-30B-A3B: 205 KB on 132 SMs); elsewhere the usual
- * launches run. AUTO means on: H200, Qwen3-30B-A3B T=1, 25.9 us in a graph vs 34.8 us for the
- * launches (kernels/NOTES.md "One-kernel decode layer"). */
+ * launches run. AUTO means on: H200, Qwen3-30B-A3B T=1, 25.9-26.0 us in a graph vs 34.8 us for
+ * the launches (kernels/NOTES.md "One-kernel decode layer"). */
 #define SL_MOE_LAYER_DECODE_KERNEL_AUTO 1
 /* Shapes of the decode kernel (sl_moe_layer_args_t.decode_variant; benchmarks): compute warps
  * per block x (gate, up) row pairs each warp loads before using them (+ one copy-issuing warp);
  * _XS: x read from shared memory instead of registers (room for more warps). Default: the first
  * (fastest on the H200, kernels/NOTES.md "One-kernel decode layer"). */
-enum { SL_MOE_DECODE_15X1_XS = 0, SL_MOE_DECODE_12X1 = 1, SL_MOE_DECODE_7X2 = 2, SL_MOE_DECODE_VARIANTS = 3 };
+enum {
+  SL_MOE_DECODE_15X1_XS_TAG = 0,     /* activations as tagged words, no second grid barrier */
+  SL_MOE_DECODE_12X1 = 1,            /* x in registers, grid barrier */
+  SL_MOE_DECODE_7X2 = 2,             /* x in registers, grid barrier */
+  SL_MOE_DECODE_15X1_XS_BAR = 3,     /* the grid barrier before the down phase (session 4's default) */
+  SL_MOE_DECODE_15X1_XS_TAG_MMA = 4, /* tagged, and the down phase on the tensor cores */
+  SL_MOE_DECODE_VARIANTS = 5
+};
 
 /* decode_profile[block * 16 + i]: 0 start, 1 the block's router logits published, 2 top-k done (block
  * barrier), 3 the block's gate_up done, 4 after the grid barrier, 5 down rows in shared

@@ -1,7 +1,7 @@
 // The whole local MoE layer for ONE token in one cooperative kernel (decode at batch 1):
-// router logits -> top-k in every block -> gate_up + SiLU-and-mul -> grid barrier -> down ->
-// combine (+ residual). Host side and the rule that picks it: kernels/moe_layer.c; measured
-// phase by phase in kernels/NOTES.md ("One-kernel decode layer").
+// router logits -> top-k in every block -> gate_up + SiLU-and-mul -> (tagged activations, or a
+// grid barrier) -> down -> combine (+ residual). Host side and the rule that picks it:
+// kernels/moe_layer.c; measured phase by phase in kernels/NOTES.md ("One-kernel decode layer").
 //
 // Why one kernel. At T = 1 the layer moves ~76 MB of expert weights (Qwen3-30B-A3B: 8 experts
 // x 9.4 MB; 17.7 us at copy bandwidth) and the chain of six launches (logits, top-k, dispatch,
@@ -23,9 +23,11 @@
 //    block, strided over its compute warps; a warp loads both 4 KB rows of PP pairs (16-byte
 //    loads, all issued before the first use), dots them with x, and writes
 //    act[k][j] = bf16(silu(bf16(g)) * bf16(u)) to global memory.
-//  - After the grid barrier a warp per (rank, 8 columns) reads that rank's activations (1.5 KB,
-//    L2) into registers and computes the 8 down outputs from shared memory; the block then
-//    combines its columns: no expert-output buffer and no combine launch.
+//  - The activations go out as 32-bit tagged words (ACTTAG, the default shape): a warp per rank
+//    polls that rank's words (3 KB, L2) -- the poll is the load, as for the logits -- and
+//    computes the block's 16 down outputs from shared memory; the block then combines its
+//    columns: no expert-output buffer and no combine launch. (The _BAR shapes wait at a grid
+//    barrier and read plain bf16 activations instead: ~0.2 us slower on the H200.)
 // DRAM traffic is the weights once (+ the router's 0.5 MB).
 //
 // Rounding as the unfused layer (kernels/moe_ffn_gemv.cu, kernels/moe_combine.cu): gate and up
@@ -35,7 +37,7 @@
 // then a xor butterfly), so results are deterministic; they differ from the tensor-core kernels
 // only by fp32 summation order. Router logits likewise (fp32 FMAs from bf16 x and weights).
 //
-// Waits are bounded: the logit poll, the grid barrier (kernels/grid_barrier.cuh) and the
+// Waits are bounded: the logit and activation polls, the grid barrier (kernels/grid_barrier.cuh) and the
 // mbarrier wait for the bulk copies give up after timeout_ns and record the error in
 // state->error (the layer's dispatch workspace record: sl_moe_layer_check reports it).
 #include <cuda_bf16.h>
@@ -72,6 +74,61 @@ static_assert(PP >= 1 && PP <= 4 && WARPS >= 4 && WARPS <= 32, "PP 1..4, WARPS 4
 // more warps -- more weight bytes in flight per SM -- fit the register file.
 #ifndef XSMEM
 #define XSMEM 0
+#endif
+// ACTTAG (optional JIT constant, 0 if absent): 1 = the activations go out as 32-bit tagged words
+// (the launch tag's low 16 bits << 16 | the bf16 value) and each down item polls the words of
+// its rank instead of waiting at a grid barrier: a rank's down outputs start as soon as the ~17
+// blocks that produce its activations are done, and the barrier's release/poll round trips
+// and the separate act read after it are gone. What the barrier also guaranteed -- every block
+// has read the launch counter before any block stores it back -- comes from a split grid barrier
+// instead: arrive after the top-k, wait (the copy warp, off the critical path) before the store.
+// Stale words: every launch writes all K x I words (ranks past nv with value 0), so a word the
+// readers see was written by this launch or carries an older launch's tag; 16 bits of tag are
+// enough as long as a word is not left unwritten by 65535 launches in a row, which only
+// launches that timed out (an error the host sees) can do.
+#ifndef ACTTAG
+#define ACTTAG 0
+#endif
+// DCPI (optional, ACTTAG only): output columns per down item (16: one item per rank at H/SMs <= 16,
+// the rank's activations polled once per block; 8: two warps per rank, each polling them).
+// POLLNS (optional, ACTTAG only): __nanosleep between two polls of the words not yet seen (each
+// poll re-reads them through L2 while other blocks still stream).
+#ifndef DCPI
+#define DCPI 16
+#endif
+#ifndef POLLNS
+#define POLLNS 32
+#endif
+// DMMA (optional JIT constant, 0 if absent; needs ACTTAG): 1 = the down phase on the tensor cores
+// (mma.sync m16n8k16 bf16 -> fp32), with the weights in registers before the activations come.
+//  - Items (rank s, tile m of 16 output rows, part sp of SPLIT along I): a warp multiplies the 16
+//    rows' slice (A, row-major 16 x 16 fragments) by the rank's activations (B). I is walked in
+//    windows of 64 elements, two rounds of two MMAs each, with a permuted k: lane (g, q) reads 16
+//    bytes of rows g and g + 8 at element 64 w + 16 q + 8 ((r + g) % 2) of round r. Rows of even g
+//    and odd g thus read different halves, so B carries two permutations of the activations --
+//    column 0 for the even rows, column 1 for the odd ones (lanes 0-7 load them; the other
+//    columns are zero) -- and every LDS.128 is bank-conflict-free on the plain row-major layout
+//    (rows 1536 bytes apart: g and g + 1 land on alternate 16-byte banks).
+//  - The warp loads its item's A fragments (WPH windows = 16 WPH registers, 96 at I = 768 with
+//    SPLIT = 2) as soon as its own gate_up share is done -- the 192 KB shared-memory read then
+//    overlaps the other warps' and blocks' stream -- and only then polls the activations, stages
+//    them as bf16 in its own 64 WPH-element shared row, and runs the MMAs: after the last
+//    activation lands, ~24 MMAs per warp instead of a 192 KB read and ~200 FMA-side instructions
+//    per lane (the H200 took ~2 us there).
+//  - Partial sums go to shared memory per part; the combine adds the parts in order, rounds to
+//    bf16 (the expert output), then combines the ranks as before. Sums are fp32 in the tensor
+//    cores' order: deterministic, not the FMA phase's order.
+#ifndef DMMA
+#define DMMA 0
+#endif
+#if DMMA
+static_assert(INTER % 64 == 0, "DMMA walks I in windows of 64");
+static_assert(ACTTAG, "DMMA polls tagged activations");
+static constexpr int NWIN = INTER / 64;               // windows of I
+static constexpr int SPLIT = (NWIN + 5) / 6;          // parts per rank: <= 6 windows (96 registers) each
+static constexpr int WPH = (NWIN + SPLIT - 1) / SPLIT; // windows per part
+#else
+static constexpr int SPLIT = 1;
 #endif
 #define STAMP(i)                                                                                                       \
   do {                                                                                                                 \
@@ -158,6 +215,109 @@ __device__ __forceinline__ unsigned long long ld_relaxed_u64(const unsigned long
 __device__ __forceinline__ void st_relaxed_u64(unsigned long long *p, unsigned long long v) {
   asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
+// Four 32-bit words, each a single-copy-atomic relaxed load (the vector gives no order among them).
+__device__ __forceinline__ uint4 ld_relaxed_v4(const uint4 *p) {
+  uint4 v;
+  asm volatile("ld.relaxed.gpu.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p)
+               : "memory");
+  return v;
+}
+// ACTTAG: whether all four words of a chunk carry tag16 in their high halves.
+__device__ __forceinline__ bool tagged4(uint4 v, unsigned tag16) {
+  return (v.x >> 16) == tag16 && (v.y >> 16) == tag16 && (v.z >> 16) == tag16 && (v.w >> 16) == tag16;
+}
+// ACTTAG: dot8 of a packet of 8 bf16 down weights with 8 activations given as fp32.
+__device__ __forceinline__ float dot8f(uint4 a, const float *x, float s) {
+  s = fmaf(bf_lo(a.x), x[0], s);
+  s = fmaf(bf_hi(a.x), x[1], s);
+  s = fmaf(bf_lo(a.y), x[2], s);
+  s = fmaf(bf_hi(a.y), x[3], s);
+  s = fmaf(bf_lo(a.z), x[4], s);
+  s = fmaf(bf_hi(a.z), x[5], s);
+  s = fmaf(bf_lo(a.w), x[6], s);
+  return fmaf(bf_hi(a.w), x[7], s);
+}
+// The FMA down phase's item: the CPI dot products of rows [cb, cb + CPI) of rank s's down rows
+// (shared memory, packets dw) with the activations a (this lane's packets, fp32), side by side so
+// each row is read once; a xor butterfly per column; the expert outputs rounded to bf16 into y_s.
+// Columns past the block's are computed on a row of this rank's region and dropped.
+template <int CPI>
+__device__ __forceinline__ void down_group(const uint4 *dw, const float (&a)[IPL][8], int s, int cb, int cmax, int cmax4,
+                                           int ncols, int lane, float *y_s) {
+  float sum[CPI];
+#pragma unroll
+  for (int cc = 0; cc < CPI; cc++) {
+    const int c = cb + cc < cmax ? cb + cc : cmax - 1;
+    sum[cc] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < IPL; i++) {
+      const int q = lane + 32 * i;
+      if (IV % 32 == 0 || q < IV) sum[cc] = dot8f(dw[((size_t)s * cmax + c) * IV + q], a[i], sum[cc]);
+    }
+  }
+#pragma unroll
+  for (int m = 16; m >= 1; m >>= 1)
+#pragma unroll
+    for (int cc = 0; cc < CPI; cc++)
+      sum[cc] += __shfl_xor_sync(0xffffffffu, sum[cc], m);
+  float mine = sum[0];
+#pragma unroll
+  for (int cc = 1; cc < CPI; cc++)
+    if (lane == cc) mine = sum[cc];
+  if (lane < CPI && cb + lane < ncols) y_s[s * cmax4 + cb + lane] = bf16_round(mine); // expert output, bf16
+}
+
+// DMMA: D += A (16 x 16 bf16, row-major fragments a0..a3) x B (16 x 8 bf16, b0..b1), fp32.
+__device__ __forceinline__ void mma_bf16_16816(float (&d)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3,
+                                               unsigned b0, unsigned b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+               "{%0, %1, %2, %3};"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// ACTTAG: this lane's chunks of activation words (at(k): the k-th chunk of 4 words, nullptr when
+// the lane has none; zeros then), polled until every word carries tag16 -- the poll is the load.
+// Bounded: false (in every lane) after timeout_ns, recorded as SL_DEV_ERR_POLL_TIMEOUT (chunks
+// seen, `expected` chunks in all).
+template <int N, typename F>
+__device__ __forceinline__ bool poll_chunks(F at, int lane, unsigned tag16, unsigned long long timeout_ns,
+                                            sl_grid_barrier_state_t *state, int b, int expected, uint4 (&w)[N]) {
+  unsigned need = 0; // bit k: chunk k not yet seen with this launch's tag
+#pragma unroll
+  for (int k = 0; k < N; k++) {
+    const uint4 *p = at(k);
+    w[k] = make_uint4(0u, 0u, 0u, 0u);
+    if (p) {
+      w[k] = ld_relaxed_v4(p);
+      if (!tagged4(w[k], tag16)) need |= 1u << k;
+    }
+  }
+  unsigned spins = 0;
+  unsigned long long start = 0;
+  while (__any_sync(0xffffffffu, need != 0)) {
+    __nanosleep(POLLNS);
+#pragma unroll
+    for (int k = 0; k < N; k++)
+      if (need >> k & 1u) {
+        w[k] = ld_relaxed_v4(at(k));
+        if (tagged4(w[k], tag16)) need &= ~(1u << k);
+      }
+    if ((++spins & 63u) == 0) {
+      const unsigned long long now = sl_grid_globaltimer_ns();
+      if (start == 0) {
+        start = now;
+      } else if (now - start > timeout_ns) {
+        const unsigned missing = __reduce_add_sync(0xffffffffu, (unsigned)__popc(need));
+        if (lane == 0) sl_dev_error_record(&state->error, SL_DEV_ERR_POLL_TIMEOUT, b, expected - (int)missing, expected);
+        return false;
+      }
+    }
+  }
+  return true;
+}
 
 // ---- the down rows' mbarrier (kernels/bulk_copy.cuh has the wrappers) ---------------------------
 // Every thread: wait for phase 0 of `bar` (the bulk copies), bounded. false on timeout.
@@ -184,7 +344,7 @@ extern "C" __global__ void __launch_bounds__(NW * 32, 1)
                         int absent_block, unsigned long long *prof) {
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ __align__(8) unsigned long long bar_s;
-  __shared__ int id_s[TOPK], slot_rank_s[TOPK], nv_s, abort_s;
+  __shared__ int id_s[TOPK], slot_rank_s[TOPK], nv_s, abort_s, fail_s;
   __shared__ __align__(16) float lg_s[NUM_EXPERTS];
   __shared__ float w_s[TOPK];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -192,12 +352,17 @@ extern "C" __global__ void __launch_bounds__(NW * 32, 1)
   const int c0 = (int)((long)b * HIDDEN / G), c1 = (int)((long)(b + 1) * HIDDEN / G), ncols = c1 - c0;
   const int cmax = (HIDDEN + G - 1) / G;
   // shared memory: down rows [TOPK][cmax][INTER] bf16, residual [cmax4] f32, expert outputs
-  // [TOPK][cmax4] f32 (cmax4 = cmax rounded up to 4), XSMEM: x [XP * 2 * 32] float4
+  // [TOPK][cmax4][SPLIT] f32 (cmax4 = cmax rounded up to 4; DMMA: per part), XSMEM: x
+  // [XP * 2 * 32] float4, DMMA: each warp's activations [NW][64 WPH] bf16. kernels/moe_layer.c
+  // (decode_smem) sizes it.
   const int cmax4 = (cmax + 3) & ~3;
   __nv_bfloat16 *down_s = reinterpret_cast<__nv_bfloat16 *>(smem);
   float *res_s = reinterpret_cast<float *>(down_s + (size_t)TOPK * cmax * INTER);
   float *y_s = res_s + cmax4;
-  float4 *xs = reinterpret_cast<float4 *>(y_s + (size_t)TOPK * cmax4);
+  float4 *xs = reinterpret_cast<float4 *>(y_s + (size_t)TOPK * cmax4 * SPLIT);
+#if DMMA
+  __nv_bfloat16 *act_s = reinterpret_cast<__nv_bfloat16 *>(xs + (XSMEM ? XP * 2 * 32 : 0));
+#endif
   const unsigned bar = sl_bulk_smem_addr(&bar_s);
 
   if (b == absent_block) return; // tests: this block never shows up; the others must time out
@@ -209,7 +374,10 @@ extern "C" __global__ void __launch_bounds__(NW * 32, 1)
   }
   sl_grid_barrier_t gb;
   sl_grid_barrier_init(&gb, state);
+  if (ACTTAG && threadIdx.x == WARPS * 32) // the copy warp arrives and waits (split barrier)
+    gb.epoch = sl_grid_ld_relaxed_u32(&state->word) & SL_GRID_BARRIER_EPOCH_BIT;
   if (threadIdx.x == 0) {
+    fail_s = 0;
     sl_bulk_mbar_init(bar, 1u);
     sl_bulk_mbar_init_fence(); // visible to the copy engine
   }
@@ -223,20 +391,28 @@ extern "C" __global__ void __launch_bounds__(NW * 32, 1)
   // Each logit goes out as one 64-bit word (this launch's tag, value): whoever reads the word
   // with the current tag has the value, no fence and no grid barrier needed (the consumer's
   // poll is its load). Tag = the launch counter at the start + 1; every block stores it back
-  // (the same value) once past the grid barrier or when it gives up after a timeout -- by then
+  // (the same value) once past the grid barrier (ACTTAG: the copy warp's split barrier) or when
+  // it gives up after a timeout -- by then
   // every co-resident block has read the counter -- so the next launch's tag is new even when
   // some block never got that far.
   unsigned tag = 0;
   if (lane == 0) tag = sl_grid_ld_relaxed_u32(calls) + 1u;
   tag = __shfl_sync(0xffffffffu, tag, 0);
+  const unsigned tag16 = tag & 0xffffu;
   if (b + warp * G < NUM_EXPERTS) {
-    uint4 xa[XP];
+    // The first row's loads go out before x's: left to itself, ptxas may hoist the unpacking of
+    // x (loop-invariant) above the loop, so the row's loads wait for x's -- two memory latencies
+    // in a row (seen at 126 registers with ACTTAG).
+    int e = b + warp * G;
+    uint4 v[XP], xa[XP];
+    load_hrow(reinterpret_cast<const uint4 *>(w_router) + (size_t)e * XV, lane, v);
     load_hrow<1>(reinterpret_cast<const uint4 *>(x), lane, xa);
-    for (int e = b + warp * G; e < NUM_EXPERTS; e += NW * G) {
-      uint4 v[XP];
-      load_hrow(reinterpret_cast<const uint4 *>(w_router) + (size_t)e * XV, lane, v);
+    while (true) {
       const float s = warp_sum(dot_hrow(v, xa));
       if (lane == 0) st_relaxed_u64(tagged + e, (unsigned long long)tag << 32 | __float_as_uint(s));
+      e += NW * G;
+      if (e >= NUM_EXPERTS) break;
+      load_hrow(reinterpret_cast<const uint4 *>(w_router) + (size_t)e * XV, lane, v);
     }
   }
   STAMP(1);
@@ -329,6 +505,20 @@ extern "C" __global__ void __launch_bounds__(NW * 32, 1)
         sl_bulk_arrive(bar);
       }
       if (PROF) prof[blockIdx.x * 16 + 7] = sl_grid_globaltimer_ns();
+      if (ACTTAG) sl_grid_barrier_arrive(&gb); // every warp of this block has read `calls`
+    }
+    if (ACTTAG) {
+      // this block's share of the words of ranks nv..K-1 (value 0): every word every launch
+      unsigned *aw = reinterpret_cast<unsigned *>(act) + (long)nv * INTER;
+      const long R = (long)(TOPK - nv) * INTER;
+      for (long i = (long)b * R / G + lane; i < (long)(b + 1) * R / G; i += 32)
+        st_relaxed_u32(aw + i, tag16 << 16);
+      // once every block has arrived, every block has read the launch counter: store it back
+      if (lane == 0) {
+        sl_grid_barrier_wait(&gb, timeout_ns); // a timeout is recorded; the act polls give up too
+        st_relaxed_u32(calls, tag);
+      }
+      __syncwarp();
     }
     if (b == 0) // tokens per local expert (0 or 1), as dispatch would count them
       for (int e = lane; e < expert_end - expert_begin; e += 32) {
@@ -359,7 +549,11 @@ extern "C" __global__ void __launch_bounds__(NW * 32, 1)
       us = warp_sum(us);
       if (lane == 0) {
         const float gb = bf16_round(gs), ub = bf16_round(us);
-        act[pq] = __float2bfloat16_rn(gb / (1.0f + expf(-gb)) * ub); // [slot][j]: pq = s * INTER + j
+        const __nv_bfloat16 av = __float2bfloat16_rn(gb / (1.0f + expf(-gb)) * ub); // [slot][j]: pq = s * INTER + j
+        if (ACTTAG)
+          st_relaxed_u32(reinterpret_cast<unsigned *>(act) + pq, tag16 << 16 | (unsigned)__bfloat16_as_ushort(av));
+        else
+          act[pq] = av;
       }
     };
     {
@@ -381,13 +575,48 @@ extern "C" __global__ void __launch_bounds__(NW * 32, 1)
       }
     }
   }
-  if (PROF) __syncthreads();
+#if DMMA
+  // DMMA: the down rows are in shared memory long before this (copies issued after the top-k);
+  // the warp's first item's A fragments go to registers now, before the activations are polled.
+  const int mt = (cmax + 15) / 16, items = ncols > 0 ? nv * mt * SPLIT : 0;
+  const auto item_of = [&](int it, int &s, int &m, int &sp) {
+    s = it / (mt * SPLIT), m = (it / SPLIT) % mt, sp = it % SPLIT;
+  };
+  const auto load_a = [&](int it, uint4(&A)[WPH][2][2]) {
+    int s, m, sp;
+    item_of(it, s, m, sp);
+    const int g = lane >> 2, q = lane & 3;
+    const int ra = min(m * 16 + g, ncols - 1), rb = min(m * 16 + g + 8, ncols - 1); // rows past ncols: dropped
+    const __nv_bfloat16 *pa = down_s + ((size_t)s * cmax + ra) * INTER, *pb = down_s + ((size_t)s * cmax + rb) * INTER;
+#pragma unroll
+    for (int wi = 0; wi < WPH; wi++)
+#pragma unroll
+      for (int rp = 0; rp < 2; rp++) {
+        A[wi][rp][0] = A[wi][rp][1] = make_uint4(0u, 0u, 0u, 0u);
+        if (sp * WPH + wi < NWIN) {
+          const int c = 64 * (sp * WPH + wi) + 16 * q + 8 * ((rp + g) & 1);
+          A[wi][rp][0] = *reinterpret_cast<const uint4 *>(pa + c);
+          A[wi][rp][1] = *reinterpret_cast<const uint4 *>(pb + c);
+        }
+      }
+  };
+  const bool rows_in = mbar_wait(bar, timeout_ns);
+  uint4 A[WPH][2][2];
+  if (rows_in && warp < items) load_a(warp, A);
+#endif
+  // ACTTAG: no warp polls the activations before the block's last gate_up loads are back (a
+  // poll's loads would queue with them; the H200 ran 2 us slower without this barrier).
+  if (PROF || ACTTAG) __syncthreads();
   STAMP(3);
-  const bool ok = sl_grid_barrier_sync(&gb, timeout_ns);
+  const bool ok = ACTTAG || sl_grid_barrier_sync(&gb, timeout_ns);
   STAMP(4);
   // the copies land in this block's shared memory: wait for them even when giving up
-  if (threadIdx.x == 0) st_relaxed_u32(calls, tag); // every block has read it
+  if (!ACTTAG && threadIdx.x == 0) st_relaxed_u32(calls, tag); // every block has read it
+#if DMMA
+  if (!rows_in) {
+#else
   if (!mbar_wait(bar, timeout_ns)) {
+#endif
     if (threadIdx.x == 0) sl_dev_error_record(&state->error, SL_DEV_ERR_PIPE_TIMEOUT, b, 0, 0);
     return;
   }
@@ -400,6 +629,85 @@ extern "C" __global__ void __launch_bounds__(NW * 32, 1)
   // shared memory, each row read once -- that read (192 KB per block at Qwen3 size, ~0.8 us at
   // 128 B/clock) is this phase's floor. (A warp per column re-reading act from shared memory for
   // every column doubled the shared-memory traffic: ~2.5 us on the H200, PROF.)
+#if DMMA
+  // Items (rank s, tile m, part sp), the first one's A fragments already in registers: poll the
+  // part's activations, stage them as bf16 in the warp's row of act_s, 2 x 2 WPH MMAs, partial
+  // sums to shared memory (the DMMA note at the top says the layout).
+  {
+    constexpr int CPLW = (16 * WPH + 31) / 32; // chunks of 4 activation words per lane
+    const int g = lane >> 2, q = lane & 3, n = lane >> 2;
+    __nv_bfloat16 *stage = act_s + (size_t)warp * 64 * WPH;
+    for (int it = warp; it < items; it += NW) {
+      int s, m, sp;
+      item_of(it, s, m, sp);
+      if (it != warp) load_a(it, A);
+      const int nwin = min(WPH, NWIN - sp * WPH);
+      const uint4 *base = reinterpret_cast<const uint4 *>(act) + ((size_t)s * INTER + 64 * sp * WPH) / 4;
+      uint4 w[CPLW];
+      const auto at = [&](int k) -> const uint4 * {
+        const int j = lane + 32 * k;
+        return j < 16 * nwin ? base + j : nullptr;
+      };
+      if (!poll_chunks<CPLW>(at, lane, tag16, timeout_ns, state, b, 16 * nwin, w) && lane == 0) fail_s = 1;
+      __syncwarp(); // the previous item's B loads are done
+#pragma unroll
+      for (int k = 0; k < CPLW; k++)
+        if (lane + 32 * k < 16 * nwin)
+          reinterpret_cast<uint2 *>(stage)[lane + 32 * k] =
+              make_uint2((w[k].x & 0xffffu) | w[k].y << 16, (w[k].z & 0xffffu) | w[k].w << 16);
+      __syncwarp();
+      float d0[4] = {0.0f, 0.0f, 0.0f, 0.0f}, d1[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+      for (int wi = 0; wi < WPH; wi++)
+#pragma unroll
+        for (int rp = 0; rp < 2; rp++)
+          if (wi < nwin) {
+            // B column n (lanes 0-7): the elements rows of parity n read in this round
+            const uint4 bb = lane < 8 ? *reinterpret_cast<const uint4 *>(stage + 64 * wi + 16 * q + 8 * ((rp + n) & 1))
+                                      : make_uint4(0u, 0u, 0u, 0u);
+            const uint4 &x0 = A[wi][rp][0], &x8 = A[wi][rp][1];
+            mma_bf16_16816(d0, x0.x, x8.x, x0.y, x8.y, bb.x, bb.y);
+            mma_bf16_16816(d1, x0.z, x8.z, x0.w, x8.w, bb.z, bb.w);
+          }
+      if (q == 0) { // C column (g & 1) holds row g's dot product (c0/c1), and row g + 8's (c2/c3)
+        const bool odd = g & 1; // (selects, not an index: a runtime index would put d0/d1 in local memory)
+        const int col = m * 16 + g;
+        const float lo = odd ? d0[1] + d1[1] : d0[0] + d1[0], hi = odd ? d0[3] + d1[3] : d0[2] + d1[2];
+        if (col < ncols) y_s[((size_t)s * cmax4 + col) * SPLIT + sp] = lo;
+        if (col + 8 < ncols) y_s[((size_t)s * cmax4 + col + 8) * SPLIT + sp] = hi;
+      }
+    }
+  }
+#elif ACTTAG
+  // Items (slot s, group of CPI = DCPI columns): the warp polls rank s's tagged activations (its
+  // packets' 24 words per lane), then runs the CPI dot products as below (same products, same
+  // order: the outputs equal the barrier version's bit for bit).
+  {
+    constexpr int CPI = DCPI;
+    const int groups = (ncols + CPI - 1) / CPI;
+    const uint4 *aw = reinterpret_cast<const uint4 *>(act); // 4 words per uint4, 2 per packet
+    const uint4 *dw = reinterpret_cast<const uint4 *>(down_s);
+    for (int it = warp; it < nv * groups; it += NW) {
+      const int s = it / groups, cb = (it % groups) * CPI;
+      uint4 w[2 * IPL]; // chunk 2 i + h: words 8 q + 4 h .. + 3 of packet q = lane + 32 i
+      const auto at = [&](int k) -> const uint4 * {
+        const int q = lane + 32 * (k >> 1);
+        return IV % 32 == 0 || q < IV ? aw + ((size_t)s * IV + q) * 2 + (k & 1) : nullptr;
+      };
+      if (!poll_chunks<2 * IPL>(at, lane, tag16, timeout_ns, state, b, 2 * IV, w) && lane == 0) fail_s = 1;
+      float a[IPL][8];
+#pragma unroll
+      for (int i = 0; i < IPL; i++) {
+        const uint4 lo = w[2 * i], hi = w[2 * i + 1];
+        const unsigned v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+        for (int e = 0; e < 8; e++)
+          a[i][e] = __uint_as_float(v[e] << 16);
+      }
+      down_group<CPI>(dw, a, s, cb, cmax, cmax4, ncols, lane, y_s);
+    }
+  }
+#else
   {
     constexpr int CPI = 8;
     const int groups = (ncols + CPI - 1) / CPI;
@@ -407,42 +715,36 @@ extern "C" __global__ void __launch_bounds__(NW * 32, 1)
     const uint4 *dw = reinterpret_cast<const uint4 *>(down_s);
     for (int it = warp; it < nv * groups; it += NW) {
       const int s = it / groups, cb = (it % groups) * CPI;
-      uint4 a[IPL];
+      float a[IPL][8];
 #pragma unroll
       for (int i = 0; i < IPL; i++) {
         const int q = lane + 32 * i;
-        a[i] = (IV % 32 == 0 || q < IV) ? __ldcg(ag + (size_t)s * IV + q) : make_uint4(0u, 0u, 0u, 0u);
+        const uint4 p = (IV % 32 == 0 || q < IV) ? __ldcg(ag + (size_t)s * IV + q) : make_uint4(0u, 0u, 0u, 0u);
+        const unsigned v[4] = {p.x, p.y, p.z, p.w};
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+          a[i][2 * e] = bf_lo(v[e]), a[i][2 * e + 1] = bf_hi(v[e]);
       }
-      float sum[CPI];
-#pragma unroll
-      for (int cc = 0; cc < CPI; cc++) {
-        // columns past the block's are computed on a row of this slot's region and dropped
-        const int c = cb + cc < cmax ? cb + cc : cmax - 1;
-        sum[cc] = 0.0f;
-#pragma unroll
-        for (int i = 0; i < IPL; i++) {
-          const int q = lane + 32 * i;
-          if (IV % 32 == 0 || q < IV) sum[cc] = dot8(dw[((size_t)s * cmax + c) * IV + q], a[i], sum[cc]);
-        }
-      }
-#pragma unroll
-      for (int m = 16; m >= 1; m >>= 1)
-#pragma unroll
-        for (int cc = 0; cc < CPI; cc++)
-          sum[cc] += __shfl_xor_sync(0xffffffffu, sum[cc], m);
-      float mine = sum[0];
-#pragma unroll
-      for (int cc = 1; cc < CPI; cc++)
-        if (lane == cc) mine = sum[cc];
-      if (lane < CPI && cb + lane < ncols) y_s[s * cmax4 + cb + lane] = bf16_round(mine); // expert output, bf16
+      down_group<CPI>(dw, a, s, cb, cmax, cmax4, ncols, lane, y_s);
     }
   }
+#endif
   STAMP(9);
   __syncthreads();
+  if (ACTTAG && fail_s) return; // an activation never came (recorded)
   for (int c = threadIdx.x; c < ncols; c += blockDim.x) { // combine: ranks in order, fp32
     float acc = 0.0f;
-    for (int s = 0; s < nv; s++)
-      acc = __fmaf_rn(w_s[slot_rank_s[s]], y_s[s * cmax4 + c], acc);
+    for (int s = 0; s < nv; s++) {
+#if DMMA
+      float y = y_s[((size_t)s * cmax4 + c) * SPLIT]; // the parts in order, then the expert output's bf16
+      for (int sp = 1; sp < SPLIT; sp++)
+        y += y_s[((size_t)s * cmax4 + c) * SPLIT + sp];
+      y = bf16_round(y);
+#else
+      const float y = y_s[s * cmax4 + c];
+#endif
+      acc = __fmaf_rn(w_s[slot_rank_s[s]], y, acc);
+    }
     if (residual) acc = __fadd_rn(acc, res_s[c]);
     out[c0 + c] = __float2bfloat16_rn(acc);
   }

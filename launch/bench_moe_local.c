@@ -519,8 +519,9 @@ static sl_status_t bench_layer(sl_bench_t *b, const model_t *m, const int *Ts, i
       const double best = gus > 0 && gus < us ? gus : us;
       char shape[64], path_name[48], extra[160];
       snprintf(shape, sizeof shape, "%s T=%d", m->name, T);
-      static const char *const dnames[SL_MOE_DECODE_VARIANTS] = {"decode-kernel 15x1xs", "decode-kernel 12x1",
-                                                                "decode-kernel 7x2"};
+      static const char *const dnames[SL_MOE_DECODE_VARIANTS] = {"decode-kernel 15x1xs-tag", "decode-kernel 12x1",
+                                                                "decode-kernel 7x2", "decode-kernel 15x1xs-bar",
+                                                                "decode-kernel 15x1xs-tag-mma"};
       snprintf(path_name, sizeof path_name, "%s/%s", dtaken ? "one-kernel" : sl_moe_path_name(path),
                dvariant >= 0                          ? dnames[dvariant]
                : dtaken                               ? "decode-kernel"

@@ -242,7 +242,7 @@ static layer_t qwen3(void) {
 static void test_qwen3(void **s) {
   layer_t L = qwen3();
   layer_open(&L, sl_test_seed() + 11);
-  decode_tokens(&L, 24, SL_MOE_DECODE_15X1_XS, sl_test_seed() * 3 + 1);
+  decode_tokens(&L, 24, SL_MOE_DECODE_15X1_XS_BAR, sl_test_seed() * 3 + 1);
   for (int v = 1; v < SL_MOE_DECODE_VARIANTS; v++)
     decode_tokens(&L, 8, v, sl_test_seed() * 3 + 1 + (uint64_t)v);
   layer_close(&L);
@@ -261,7 +261,9 @@ static void test_grouped(void **s) {
                .topk_groups = 3,
                .scaling = 2.5f};
   layer_open(&L, sl_test_seed() + 12);
-  decode_tokens(&L, 24, SL_MOE_DECODE_15X1_XS, sl_test_seed() * 5 + 1);
+  decode_tokens(&L, 24, SL_MOE_DECODE_15X1_XS_BAR, sl_test_seed() * 5 + 1);
+  decode_tokens(&L, 16, SL_MOE_DECODE_15X1_XS_TAG, sl_test_seed() * 5 + 2);
+  decode_tokens(&L, 16, SL_MOE_DECODE_15X1_XS_TAG_MMA, sl_test_seed() * 5 + 4);
   layer_close(&L);
 }
 
@@ -271,7 +273,9 @@ static void test_expert_range(void **s) {
   L.name = "qwen3 experts [32, 96)";
   L.begin = 32, L.end = 96;
   layer_open(&L, sl_test_seed() + 13);
-  decode_tokens(&L, 16, SL_MOE_DECODE_15X1_XS, sl_test_seed() * 7 + 1);
+  decode_tokens(&L, 16, SL_MOE_DECODE_15X1_XS_BAR, sl_test_seed() * 7 + 1);
+  decode_tokens(&L, 16, SL_MOE_DECODE_15X1_XS_TAG, sl_test_seed() * 7 + 2);
+  decode_tokens(&L, 16, SL_MOE_DECODE_15X1_XS_TAG_MMA, sl_test_seed() * 7 + 3);
   layer_close(&L);
 }
 
@@ -285,17 +289,27 @@ static void test_graph_chain(void **s) {
   assert_non_null(x);
   moe_rand_bf16(&rng, (size_t)L.H, x);
   void *dx = moe_dev_copy(gpu, x, xb), *d1 = moe_dev_copy(gpu, NULL, xb), *d2 = moe_dev_copy(gpu, NULL, xb);
-  bool t1 = false, t2 = false;
-  sl_moe_layer_args_t a1 = {.num_tokens = 1, .x = dx, .out = d1, .decode_kernel = SL_MOE_FUSE_ON, .decode_taken = &t1},
-                      a2 = {.num_tokens = 1,
-                            .x = d1,
-                            .out = d2,
-                            .residual = dx,
-                            .decode_kernel = SL_MOE_FUSE_ON,
-                            .decode_taken = &t2};
-  moe_layer_graph_chain(gpu, L.g, &a1, &a2, &a1, &a2, xb);
-  assert_true(t1 && t2);
-  printf("  two chained decode-kernel calls in one graph: bit-equal to the eager calls, 3 replays\n");
+  const int variants[] = {SL_MOE_DECODE_15X1_XS_BAR, SL_MOE_DECODE_15X1_XS_TAG, SL_MOE_DECODE_15X1_XS_TAG_MMA};
+  for (int v = 0; v < 3; v++) {
+    bool t1 = false, t2 = false;
+    sl_moe_layer_args_t a1 = {.num_tokens = 1,
+                              .x = dx,
+                              .out = d1,
+                              .decode_kernel = SL_MOE_FUSE_ON,
+                              .decode_variant = variants[v],
+                              .decode_taken = &t1},
+                        a2 = {.num_tokens = 1,
+                              .x = d1,
+                              .out = d2,
+                              .residual = dx,
+                              .decode_kernel = SL_MOE_FUSE_ON,
+                              .decode_variant = variants[v],
+                              .decode_taken = &t2};
+    moe_layer_graph_chain(gpu, L.g, &a1, &a2, &a1, &a2, xb);
+    assert_true(t1 && t2);
+    printf("  variant %d: two chained decode-kernel calls in one graph: bit-equal to the eager calls, 3 replays\n",
+           variants[v]);
+  }
   sl_device_free(gpu, dx);
   sl_device_free(gpu, d1);
   sl_device_free(gpu, d2);
@@ -358,7 +372,8 @@ static double now_s(void) {
 /* A block that never shows up (decode_absent_block): the others give up after SL_TIMEOUT_MS
  * (main sets 500 ms unless the caller set it), sl_moe_layer_check reports SL_ERR_TIMEOUT, and
  * the next calls are right again. Block 5 publishes a router logit (the logit poll times out);
- * block SMs - 2 publishes none at E = 128 on 132 SMs (the grid barrier times out). */
+ * block SMs - 2 publishes none at E = 128 on 132 SMs (the grid barrier times out; in the tagged
+ * variant the polls of the activations it owes, and the copy warps' split barrier). */
 static void test_absent_block(void **s) {
   const char *env = getenv("SL_TIMEOUT_MS");
   if (!env || atol(env) > 5000) {
@@ -374,23 +389,26 @@ static void test_absent_block(void **s) {
   assert_non_null(x);
   moe_rand_bf16(&rng, (size_t)L.H, x);
   void *dx = moe_dev_copy(gpu, x, xb), *dout = moe_dev_copy(gpu, NULL, xb);
-  for (int i = 0; i < 2; i++) {
+  for (int i = 0; i < 6; i++) { /* each block, in the barrier and the tagged-activation variants */
+    const int variant = i < 2 ? SL_MOE_DECODE_15X1_XS_BAR : i < 4 ? SL_MOE_DECODE_15X1_XS_TAG : SL_MOE_DECODE_15X1_XS_TAG_MMA;
     bool taken = false;
     sl_moe_layer_args_t a = {.num_tokens = 1,
                              .x = dx,
                              .out = dout,
                              .decode_kernel = SL_MOE_FUSE_ON,
+                             .decode_variant = variant,
                              .decode_taken = &taken,
-                             .decode_absent_block = blocks[i] + 1};
+                             .decode_absent_block = blocks[i % 2] + 1};
     const double t0 = now_s();
     SL_ASSERT_OK(sl_moe_layer_forward(L.g, &a, NULL));
     assert_true(taken);
     assert_int_equal(sl_moe_layer_check(L.g, NULL), SL_ERR_TIMEOUT);
     const double waited = now_s() - t0;
-    printf("  block %d absent: SL_ERR_TIMEOUT after %.2f s (%s)\n", blocks[i], waited, sl_last_error());
+    printf("  variant %d, block %d absent: SL_ERR_TIMEOUT after %.2f s (%s)\n", variant, blocks[i % 2], waited,
+           sl_last_error());
     sl_clear_error();
     assert_true(waited < 30.0);
-    decode_tokens(&L, 2, SL_MOE_DECODE_15X1_XS, sl_test_seed() * 17 + (uint64_t)i); /* right again */
+    decode_tokens(&L, 2, variant, sl_test_seed() * 17 + (uint64_t)i); /* right again */
   }
   sl_device_free(gpu, dx);
   sl_device_free(gpu, dout);
