@@ -194,8 +194,10 @@ static sl_status_t decode_launch(sl_moe_layer_t *l, const sl_moe_layer_args_t *a
   int absent = a->decode_absent_block - 1; /* tests: 0 none */
   void *args[] = {&x,   &wr,     &bias,  &renorm, &scaling, &wgu,    &wd,  &begin, &end,       &res,
                   &out, &tagged, &calls, &ids,    &wts,     &counts, &act, &state, &timeout_ns, &absent, &prof};
+  const int pdl = a->decode_pdl == SL_MOE_FUSE_AUTO ? (SL_MOE_LAYER_DECODE_PDL_AUTO ? SL_MOE_FUSE_ON : SL_MOE_FUSE_OFF)
+                                                    : a->decode_pdl;
   sl_launch_t launch = {.grid = {(unsigned)sms}, .block = {(unsigned)threads}, .shared_bytes = smem,
-                        .stream = stream, .cooperative = true};
+                        .stream = stream, .cooperative = true, .pdl = pdl == SL_MOE_FUSE_ON};
   return sl_kernel_launch(k, &launch, args);
 }
 
@@ -237,9 +239,10 @@ sl_status_t sl_moe_layer_forward(sl_moe_layer_t *l, const sl_moe_layer_args_t *a
   if (a->fuse_small < SL_MOE_FUSE_AUTO || a->fuse_small > SL_MOE_FUSE_ON)
     return SL_ERR(SL_ERR_INVALID, "moe layer: fuse_small %d (0 auto, 1 off, 2 on)", a->fuse_small);
   if (a->decode_kernel < SL_MOE_FUSE_AUTO || a->decode_kernel > SL_MOE_FUSE_ON || a->decode_variant < 0 ||
-      a->decode_variant >= SL_MOE_DECODE_VARIANTS)
-    return SL_ERR(SL_ERR_INVALID, "moe layer: decode_kernel %d (0 auto, 1 off, 2 on), decode_variant %d (0..%d)",
-                  a->decode_kernel, a->decode_variant, SL_MOE_DECODE_VARIANTS - 1);
+      a->decode_variant >= SL_MOE_DECODE_VARIANTS || a->decode_pdl < SL_MOE_FUSE_AUTO || a->decode_pdl > SL_MOE_FUSE_ON)
+    return SL_ERR(SL_ERR_INVALID,
+                  "moe layer: decode_kernel %d (0 auto, 1 off, 2 on), decode_variant %d (0..%d), decode_pdl %d (0..2)",
+                  a->decode_kernel, a->decode_variant, SL_MOE_DECODE_VARIANTS - 1, a->decode_pdl);
   const bool cpu = sl_device_backend(l->dev) != SL_BACKEND_CUDA;
   const int32_t *ids = a->topk_ids;
   const float *weights = a->topk_weights;

@@ -52,6 +52,12 @@ typedef enum { SL_MOE_FUSE_AUTO = 0, SL_MOE_FUSE_OFF = 1, SL_MOE_FUSE_ON = 2 } s
  * launches run. AUTO means on: H200, Qwen3-30B-A3B T=1, 25.9-26.0 us in a graph vs 34.8 us for
  * the launches (kernels/NOTES.md "One-kernel decode layer"). */
 #define SL_MOE_LAYER_DECODE_KERNEL_AUTO 1
+/* The decode kernel as a programmatic dependent launch (sl_moe_layer_args_t.decode_pdl): it may
+ * start while the kernel before it still runs, loads its router rows (constants), then waits for
+ * that kernel (griddepcontrol.wait) before touching anything else; it lets the next kernel
+ * launch once all its blocks have passed a grid-wide barrier. AUTO means on (measured in
+ * bench/results/2026-11-29-s5-h200-*; kernels/NOTES.md "One-kernel decode layer"). */
+#define SL_MOE_LAYER_DECODE_PDL_AUTO 1
 /* Shapes of the decode kernel (sl_moe_layer_args_t.decode_variant; benchmarks): compute warps
  * per block x (gate, up) row pairs each warp loads before using them (+ one copy-issuing warp);
  * _XS: x read from shared memory instead of registers (room for more warps). Default: the first
@@ -68,8 +74,9 @@ enum {
 /* decode_profile[block * 16 + i]: 0 start, 1 the block's router logits published, 2 top-k done (block
  * barrier), 3 the block's gate_up done, 4 after the grid barrier, 5 down rows in shared
  * memory, 6 end, 7 the down copies issued, 8 the SM id (not a time), 9 thread 0's down items
- * done, 10 thread 0's combine done, 11 warp 0's top-k done. */
-enum { SL_MOE_DECODE_PROF_STAMPS = 12 };
+ * done, 10 thread 0's combine done, 11 warp 0's top-k done, 12 past the PDL wait (= the
+ * predecessor's end when launched as a programmatic dependent). */
+enum { SL_MOE_DECODE_PROF_STAMPS = 13 };
 
 /* The layer's stages (sl_moe_layer_args_t.stages). With fuse_small the top-k runs inside
  * the dispatch stage (SL_MOE_STAGE_TOPK then launches nothing). */
@@ -117,6 +124,7 @@ typedef struct {
    * usual launches (decode_taken says which ran). AUTO: SL_MOE_LAYER_DECODE_KERNEL_AUTO. */
   int decode_kernel;
   int decode_variant;          /* SL_MOE_DECODE_* (0: the default shape) */
+  int decode_pdl;              /* sl_moe_fuse_t: launch it as a programmatic dependent (above) */
   bool *decode_taken;          /* optional out */
   /* Benchmarks only: a device buffer of SMs x 16 u64 for the decode kernel's phase timestamps
    * (%globaltimer ns; SL_MOE_DECODE_PROF_*), NULL normally (a separate build when set). */

@@ -44,6 +44,7 @@
 
 #include "kernels/bulk_copy.cuh"
 #include "kernels/grid_barrier.cuh"
+#include "kernels/moe_pdl.cuh"
 #define SL_ROUTER_LOAD_NC 0 // the routine reads the logits from shared memory
 #include "kernels/router_topk.cuh"
 
@@ -161,17 +162,19 @@ __device__ __forceinline__ float warp_sum(float s) {
   return s;
 }
 // Lane's packets lane, lane + 32, ... of a row of H (zeros past the end): weights by streaming
-// loads (LD 0), x by ld.global.nc (1) in the router phase and ld.global.cg (2) after it -- two
+// loads (LD 0), x by ld.global.cv (1) in the router phase and ld.global.cg (2) after it -- two
 // different instructions, so the compiler cannot merge them and keep x live (64 fp32 registers)
 // through the router phase, which made ptxas split the router row's loads in two (two memory
-// latencies; sm_90 SASS at the 128-register cap).
+// latencies; sm_90 SASS at the 128-register cap). Both go to L2: with PDL the kernel before this
+// one may write x while this grid already runs, which the read-only path (ld.global.nc) does not
+// allow.
 template <int LD = 0>
 __device__ __forceinline__ void load_hrow(const uint4 *__restrict__ row, int lane, uint4 (&v)[XP]) {
 #pragma unroll
   for (int i = 0; i < XP; i++) {
     const int p = lane + 32 * i;
     if (XV % 32 == 0 || p < XV)
-      v[i] = LD == 0 ? __ldcs(row + p) : LD == 1 ? __ldg(row + p) : __ldcg(row + p);
+      v[i] = LD == 0 ? __ldcs(row + p) : LD == 1 ? __ldcv(row + p) : __ldcg(row + p);
     else
       v[i] = make_uint4(0u, 0u, 0u, 0u);
   }
@@ -372,10 +375,6 @@ extern "C" __global__ void __launch_bounds__(NW * 32, 1)
     asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
     prof[blockIdx.x * 16 + 8] = smid;
   }
-  sl_grid_barrier_t gb;
-  sl_grid_barrier_init(&gb, state);
-  if (ACTTAG && threadIdx.x == WARPS * 32) // the copy warp arrives and waits (split barrier)
-    gb.epoch = sl_grid_ld_relaxed_u32(&state->word) & SL_GRID_BARRIER_EPOCH_BIT;
   if (threadIdx.x == 0) {
     fail_s = 0;
     sl_bulk_mbar_init(bar, 1u);
@@ -383,6 +382,21 @@ extern "C" __global__ void __launch_bounds__(NW * 32, 1)
   }
   sl_router_lane_t ls;
   if (warp == 0) sl_router_lane_init(lg_s, bias, lane, ls); // the bias: a constant input
+  // Programmatic dependent launch (the host's decode_pdl): this grid may start while the kernel
+  // before it in the stream still runs (its blocks take each SM as the predecessor's block there
+  // exits). Before the wait only constants are read -- the router row this warp dots with x, so
+  // its HBM latency overlaps the predecessor's tail -- and nothing is written; everything else
+  // (x, the residual, the launch counter, the barrier word, every tagged word) comes after it.
+  // Without a PDL launch the wait returns at once.
+  const int e0 = b + warp * G; // this warp's router row, if any
+  uint4 v[XP];
+  if (e0 < NUM_EXPERTS) load_hrow(reinterpret_cast<const uint4 *>(w_router) + (size_t)e0 * XV, lane, v);
+  sl_moe_pdl_wait();
+  STAMP(12);
+  sl_grid_barrier_t gb;
+  sl_grid_barrier_init(&gb, state);
+  if (ACTTAG && threadIdx.x == WARPS * 32) // the copy warp arrives and waits (split barrier)
+    gb.epoch = sl_grid_ld_relaxed_u32(&state->word) & SL_GRID_BARRIER_EPOCH_BIT;
   if (residual) // this block's residual columns, read once now (a layer input), used at the end
     for (int c = threadIdx.x; c < ncols; c += blockDim.x)
       res_s[c] = __bfloat162float(residual[c0 + c]);
@@ -399,13 +413,12 @@ extern "C" __global__ void __launch_bounds__(NW * 32, 1)
   if (lane == 0) tag = sl_grid_ld_relaxed_u32(calls) + 1u;
   tag = __shfl_sync(0xffffffffu, tag, 0);
   const unsigned tag16 = tag & 0xffffu;
-  if (b + warp * G < NUM_EXPERTS) {
-    // The first row's loads go out before x's: left to itself, ptxas may hoist the unpacking of
-    // x (loop-invariant) above the loop, so the row's loads wait for x's -- two memory latencies
-    // in a row (seen at 126 registers with ACTTAG).
-    int e = b + warp * G;
-    uint4 v[XP], xa[XP];
-    load_hrow(reinterpret_cast<const uint4 *>(w_router) + (size_t)e * XV, lane, v);
+  if (e0 < NUM_EXPERTS) {
+    // The first row's loads went out before x's (above the PDL wait): left to itself, ptxas may
+    // hoist the unpacking of x (loop-invariant) above the loop, so the row's loads wait for x's
+    // -- two memory latencies in a row (seen at 126 registers with ACTTAG).
+    int e = e0;
+    uint4 xa[XP];
     load_hrow<1>(reinterpret_cast<const uint4 *>(x), lane, xa);
     while (true) {
       const float s = warp_sum(dot_hrow(v, xa));
@@ -515,7 +528,8 @@ extern "C" __global__ void __launch_bounds__(NW * 32, 1)
         st_relaxed_u32(aw + i, tag16 << 16);
       // once every block has arrived, every block has read the launch counter: store it back
       if (lane == 0) {
-        sl_grid_barrier_wait(&gb, timeout_ns); // a timeout is recorded; the act polls give up too
+        // a timeout is recorded; the act polls give up too
+        if (sl_grid_barrier_wait(&gb, timeout_ns)) sl_moe_pdl_trigger(); // every block is resident (see below)
         st_relaxed_u32(calls, tag);
       }
       __syncwarp();
@@ -609,6 +623,10 @@ extern "C" __global__ void __launch_bounds__(NW * 32, 1)
   if (PROF || ACTTAG) __syncthreads();
   STAMP(3);
   const bool ok = ACTTAG || sl_grid_barrier_sync(&gb, timeout_ns);
+  // PDL: the next grid may launch once every block of this one has triggered or exited. Only
+  // after a grid-wide barrier: then every block of this cooperative grid holds its SM, so a
+  // dependent block (waiting for this grid) can never take an SM one of ours still needs.
+  if (!ACTTAG && ok && threadIdx.x == 0) sl_moe_pdl_trigger();
   STAMP(4);
   // the copies land in this block's shared memory: wait for them even when giving up
   if (!ACTTAG && threadIdx.x == 0) st_relaxed_u32(calls, tag); // every block has read it

@@ -131,7 +131,7 @@ static sl_status_t decode_phases(sl_bench_t *b, layer_ctx_t *c, const char *shap
     unsigned long long t0 = ~0ull;
     for (int k = 0; k < sms; k++) t0 = h[k * 16] < t0 ? h[k * 16] : t0;
     static const char *const stamp[SL_MOE_DECODE_PROF_STAMPS] = {
-        "start", "logits", "topk", "gate_up", "bar", "down", "end", "copies", "-", "items0", "comb0", "topk0"};
+        "start", "logits", "topk", "gate_up", "bar", "down", "end", "copies", "-", "items0", "comb0", "topk0", "waited"};
     char extra[600];
     int n = snprintf(extra, sizeof extra, "us after the first block's start, min/max over blocks:");
     double end = 0;
@@ -471,7 +471,7 @@ static sl_status_t bench_layer(sl_bench_t *b, const model_t *m, const int *Ts, i
      * decode layer forced (decode_kernel ON) in each of its shapes at T = 1, where it applies
      * ("decode-kernel 15x1xs" ...), each followed by its phase timestamps (decode_phases). */
     bool default_decode = false;
-    for (int variant = 0; variant < 7 + SL_MOE_DECODE_VARIANTS; variant++) {
+    for (int variant = 0; variant < 7 + SL_MOE_DECODE_VARIANTS + 1; variant++) {
       const bool exact = variant == 2;
       const sl_moe_ffn_args_t probe = {.num_local_experts = E, .capacity = T, .num_tokens = T, .top_k = K};
       const bool gemv = sl_moe_ffn_uses_gemv(&probe);
@@ -483,7 +483,9 @@ static sl_status_t bench_layer(sl_bench_t *b, const model_t *m, const int *Ts, i
       /* 5: the bulk variant forced (sm_90+), T <= 8, unless the automatic choice took it. */
       const bool auto_bulk = sl_moe_ffn_gemv_variant(&probe) == SL_MOE_FFN_GEMV_BULK;
       if (variant == 5 && (!gemv || T > 8 || auto_bulk || sl_device_info(dev)->arch < SL_ARCH_HOPPER)) continue;
-      const int dvariant = variant - 7; /* SL_MOE_DECODE_*, the decode-kernel rows */
+      /* SL_MOE_DECODE_*, the decode-kernel rows; the last one: the default shape without PDL */
+      const bool nopdl = variant == 7 + SL_MOE_DECODE_VARIANTS;
+      const int dvariant = nopdl ? 0 : variant - 7;
       if (dvariant >= 0 && (T != 1 || !gpu_of(b))) continue;
       if (variant == 6 && !default_decode) continue;
       bool dtaken = false;
@@ -501,7 +503,8 @@ static sl_status_t bench_layer(sl_bench_t *b, const model_t *m, const int *Ts, i
                                    .decode_kernel = dvariant >= 0 ? SL_MOE_FUSE_ON
                                                     : variant == 0 ? SL_MOE_FUSE_AUTO
                                                                    : SL_MOE_FUSE_OFF,
-                                   .decode_variant = dvariant >= 0 ? dvariant : 0, .decode_taken = &dtaken};
+                                   .decode_variant = dvariant >= 0 ? dvariant : 0,
+                                   .decode_pdl = nopdl ? SL_MOE_FUSE_OFF : SL_MOE_FUSE_AUTO, .decode_taken = &dtaken};
       if (dvariant >= 0) { /* only where it applies (one untimed call says) */
         SL_CHECK_GOTO(run_layer(&c, 0, b->stream), s, out);
         SL_CHECK_GOTO(sl_moe_layer_check(layer, b->stream), s, out);
@@ -523,7 +526,8 @@ static sl_status_t bench_layer(sl_bench_t *b, const model_t *m, const int *Ts, i
                                                                 "decode-kernel 7x2", "decode-kernel 15x1xs-bar",
                                                                 "decode-kernel 15x1xs-tag-mma"};
       snprintf(path_name, sizeof path_name, "%s/%s", dtaken ? "one-kernel" : sl_moe_path_name(path),
-               dvariant >= 0                          ? dnames[dvariant]
+               nopdl                                  ? "decode-kernel 15x1xs-tag, no PDL"
+               : dvariant >= 0                        ? dnames[dvariant]
                : dtaken                               ? "decode-kernel"
                : exact                                ? "exact"
                : variant == 5                         ? "gemv-bulk"
@@ -550,7 +554,7 @@ static sl_status_t bench_layer(sl_bench_t *b, const model_t *m, const int *Ts, i
       if (variant == 0) default_decode = dtaken;
       if (dvariant >= 0) {
         char pname[64];
-        snprintf(pname, sizeof pname, "%s phases", dnames[dvariant]);
+        snprintf(pname, sizeof pname, "%s%s phases", dnames[dvariant], nopdl ? ", no PDL" : "");
         SL_CHECK_GOTO(decode_phases(b, &c, shape, pname), s, out);
       }
     }

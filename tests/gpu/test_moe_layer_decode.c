@@ -289,14 +289,18 @@ static void test_graph_chain(void **s) {
   assert_non_null(x);
   moe_rand_bf16(&rng, (size_t)L.H, x);
   void *dx = moe_dev_copy(gpu, x, xb), *d1 = moe_dev_copy(gpu, NULL, xb), *d2 = moe_dev_copy(gpu, NULL, xb);
-  const int variants[] = {SL_MOE_DECODE_15X1_XS_BAR, SL_MOE_DECODE_15X1_XS_TAG, SL_MOE_DECODE_15X1_XS_TAG_MMA};
-  for (int v = 0; v < 3; v++) {
+  /* each shape as a programmatic dependent launch (the default), and the default shape without */
+  const int variants[] = {SL_MOE_DECODE_15X1_XS_BAR, SL_MOE_DECODE_15X1_XS_TAG, SL_MOE_DECODE_15X1_XS_TAG_MMA,
+                          SL_MOE_DECODE_15X1_XS_TAG},
+            pdl[] = {SL_MOE_FUSE_AUTO, SL_MOE_FUSE_AUTO, SL_MOE_FUSE_AUTO, SL_MOE_FUSE_OFF};
+  for (int v = 0; v < 4; v++) {
     bool t1 = false, t2 = false;
     sl_moe_layer_args_t a1 = {.num_tokens = 1,
                               .x = dx,
                               .out = d1,
                               .decode_kernel = SL_MOE_FUSE_ON,
                               .decode_variant = variants[v],
+                              .decode_pdl = pdl[v],
                               .decode_taken = &t1},
                         a2 = {.num_tokens = 1,
                               .x = d1,
@@ -304,11 +308,12 @@ static void test_graph_chain(void **s) {
                               .residual = dx,
                               .decode_kernel = SL_MOE_FUSE_ON,
                               .decode_variant = variants[v],
+                              .decode_pdl = pdl[v],
                               .decode_taken = &t2};
     moe_layer_graph_chain(gpu, L.g, &a1, &a2, &a1, &a2, xb);
     assert_true(t1 && t2);
-    printf("  variant %d: two chained decode-kernel calls in one graph: bit-equal to the eager calls, 3 replays\n",
-           variants[v]);
+    printf("  variant %d%s: two chained decode-kernel calls in one graph: bit-equal to the eager calls, 3 replays\n",
+           variants[v], pdl[v] == SL_MOE_FUSE_OFF ? " (no PDL)" : "");
   }
   sl_device_free(gpu, dx);
   sl_device_free(gpu, d1);
@@ -354,6 +359,9 @@ static void test_not_applicable(void **s) {
   assert_int_equal(sl_moe_layer_forward(L.g, &a, NULL), SL_ERR_INVALID);
   sl_clear_error();
   a.decode_variant = 0, a.decode_kernel = 3;
+  assert_int_equal(sl_moe_layer_forward(L.g, &a, NULL), SL_ERR_INVALID);
+  sl_clear_error();
+  a.decode_kernel = SL_MOE_FUSE_ON, a.decode_pdl = -1;
   assert_int_equal(sl_moe_layer_forward(L.g, &a, NULL), SL_ERR_INVALID);
   sl_clear_error();
   sl_device_free(gpu, dx);

@@ -225,6 +225,9 @@ static void test_layer_fuse_switch_and_stages(void **state) {
     assert_int_equal(sl_moe_layer_forward(layer, &d, NULL), SL_ERR_INVALID);
     d.decode_variant = -1;
     assert_int_equal(sl_moe_layer_forward(layer, &d, NULL), SL_ERR_INVALID);
+    d.decode_variant = 0, d.decode_pdl = 3;
+    assert_int_equal(sl_moe_layer_forward(layer, &d, NULL), SL_ERR_INVALID);
+    d.decode_pdl = 0;
     sl_clear_error();
   }
   /* Stage by stage (on the layer's buffers): the same output as one full call. */
