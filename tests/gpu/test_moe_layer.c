@@ -29,16 +29,6 @@ static uint16_t *h_wr, *h_wgu, *h_wd;
 static void *d_wr, *d_wgu, *d_wd;
 static sl_moe_layer_t *g_layer, *c_layer;
 
-static void fill_uniform_bf16(uint64_t *rng, uint16_t *w, size_t n, float amp) {
-  for (size_t i = 0; i < n; i += 4) {
-    uint64_t r = sl_test_rand_u64(rng);
-    for (size_t j = 0; j < 4 && i + j < n; j++) {
-      float u = (float)((r >> (16 * j)) & 0xFFFF) * (1.0f / 32768.0f) - 1.0f; /* [-1, 1) */
-      w[i + j] = sl_f32_to_bf16(amp * u);
-    }
-  }
-}
-
 static sl_moe_layer_config_t config(const void *wr, const void *wgu, const void *wd) {
   return (sl_moe_layer_config_t){.num_experts = E, .top_k = K, .hidden = H, .inter = IN, .expert_begin = 0,
                                  .expert_end = E, .router_kind = SL_ROUTER_SOFTMAX_TOPK, .renormalize = true,
@@ -55,9 +45,9 @@ static int setup(void **s) {
   h_wd = malloc(nd * 2);
   assert_true(h_wr && h_wgu && h_wd);
   /* Uniform amplitudes giving unit-variance logits and activations of order one. */
-  fill_uniform_bf16(&rng, h_wr, nr, sqrtf(3.0f / H) * 2.0f);
-  fill_uniform_bf16(&rng, h_wgu, ngu, sqrtf(3.0f / H));
-  fill_uniform_bf16(&rng, h_wd, nd, sqrtf(3.0f / IN));
+  moe_uniform_bf16(&rng, h_wr, nr, sqrtf(3.0f / H) * 2.0f);
+  moe_uniform_bf16(&rng, h_wgu, ngu, sqrtf(3.0f / H));
+  moe_uniform_bf16(&rng, h_wd, nd, sqrtf(3.0f / IN));
   d_wr = moe_dev_copy(gpu, h_wr, nr * 2);
   d_wgu = moe_dev_copy(gpu, h_wgu, ngu * 2);
   d_wd = moe_dev_copy(gpu, h_wd, nd * 2);

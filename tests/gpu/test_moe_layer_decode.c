@@ -42,16 +42,6 @@ typedef struct {
 
 static sl_device_t *gpu, *cpu;
 
-static void fill_uniform_bf16(uint64_t *rng, uint16_t *w, size_t n, float amp) {
-  for (size_t i = 0; i < n; i += 4) {
-    uint64_t r = sl_test_rand_u64(rng);
-    for (size_t j = 0; j < 4 && i + j < n; j++) {
-      float u = (float)((r >> (16 * j)) & 0xFFFF) * (1.0f / 32768.0f) - 1.0f; /* [-1, 1) */
-      w[i + j] = sl_f32_to_bf16(amp * u);
-    }
-  }
-}
-
 static void layer_open(layer_t *L, uint64_t seed) {
   uint64_t rng = seed;
   const size_t nr = (size_t)L->E * L->H, nl = (size_t)(L->end - L->begin);
@@ -61,9 +51,9 @@ static void layer_open(layer_t *L, uint64_t seed) {
   L->h_wd = malloc(nd * 2);
   L->h_bias = malloc((size_t)L->E * 4);
   assert_true(L->h_wr && L->h_wgu && L->h_wd && L->h_bias);
-  fill_uniform_bf16(&rng, L->h_wr, nr, sqrtf(3.0f / L->H) * 2.0f);
-  fill_uniform_bf16(&rng, L->h_wgu, ngu, sqrtf(3.0f / L->H));
-  fill_uniform_bf16(&rng, L->h_wd, nd, sqrtf(3.0f / L->I));
+  moe_uniform_bf16(&rng, L->h_wr, nr, sqrtf(3.0f / L->H) * 2.0f);
+  moe_uniform_bf16(&rng, L->h_wgu, ngu, sqrtf(3.0f / L->H));
+  moe_uniform_bf16(&rng, L->h_wd, nd, sqrtf(3.0f / L->I));
   for (int e = 0; e < L->E; e++)
     L->h_bias[e] = (float)(sl_test_rand_u64(&rng) % 2001) * 1e-4f - 0.1f;
   L->d_wr = moe_dev_copy(gpu, L->h_wr, nr * 2);

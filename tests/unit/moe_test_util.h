@@ -33,6 +33,17 @@ static inline void moe_rand_bf16(uint64_t *rng, size_t n, uint16_t *out) {
   for (size_t i = 0; i < n; i++) out[i] = sl_f32_to_bf16(sl_test_rand_normal(rng));
 }
 
+/* Weights uniform in [-amp, amp): four 16-bit draws per random word. */
+static inline void moe_uniform_bf16(uint64_t *rng, uint16_t *w, size_t n, float amp) {
+  for (size_t i = 0; i < n; i += 4) {
+    uint64_t r = sl_test_rand_u64(rng);
+    for (size_t j = 0; j < 4 && i + j < n; j++) {
+      float u = (float)((r >> (16 * j)) & 0xFFFF) * (1.0f / 32768.0f) - 1.0f; /* [-1, 1) */
+      w[i + j] = sl_f32_to_bf16(amp * u);
+    }
+  }
+}
+
 /* One problem and its outputs, all host memory. */
 typedef struct {
   int T, H, K, E, begin, end, capacity, max_tokens;
