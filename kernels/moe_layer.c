@@ -88,11 +88,11 @@ fail:
 /* The decode kernel's shapes (kernels/moe_layer_decode.cu has the constants' meaning). */
 typedef struct {
   int warps, pairs, xsmem; /* compute warps, pairs per step, x in shared memory */
-  int tag_cpi;             /* ACTTAG with DCPI columns per down item (0: the grid barrier) */
-  int dmma;                /* the down phase on the tensor cores (with tag_cpi) */
+  int tag;                 /* ACTTAG: tagged activations (0: the grid barrier) */
+  int dmma;                /* the down phase on the tensor cores (with tag) */
 } decode_shape_t;
 static const decode_shape_t decode_shapes[SL_MOE_DECODE_VARIANTS] = {
-    {15, 1, 1, 16, 0}, {12, 1, 0, 0, 0}, {7, 2, 0, 0, 0}, {15, 1, 1, 0, 0}, {15, 1, 1, 16, 1}};
+    {15, 1, 1, 1, 0}, {12, 1, 0, 0, 0}, {7, 2, 0, 0, 0}, {15, 1, 1, 0, 0}, {15, 1, 1, 1, 1}};
 
 static sl_router_args_t router_of(const sl_moe_layer_config_t *c, int T) {
   return (sl_router_args_t){.kind = c->router_kind, .num_tokens = T, .num_experts = c->num_experts,
@@ -119,10 +119,7 @@ static sl_status_t decode_spec(const sl_moe_layer_config_t *c, int variant, bool
   SL_CHECK(sl_jit_spec_define(spec, "WARPS", "%d", d->warps));
   SL_CHECK(sl_jit_spec_define(spec, "PP", "%d", d->pairs));
   if (d->xsmem) SL_CHECK(sl_jit_spec_define(spec, "XSMEM", "1"));
-  if (d->tag_cpi) {
-    SL_CHECK(sl_jit_spec_define(spec, "ACTTAG", "1"));
-    SL_CHECK(sl_jit_spec_define(spec, "DCPI", "%d", d->tag_cpi));
-  }
+  if (d->tag) SL_CHECK(sl_jit_spec_define(spec, "ACTTAG", "1"));
   if (d->dmma) SL_CHECK(sl_jit_spec_define(spec, "DMMA", "1"));
   if (prof) SL_CHECK(sl_jit_spec_define(spec, "PROF", "1"));
   return sl_router_define_constants(&r, spec);

@@ -90,13 +90,8 @@ static_assert(PP >= 1 && PP <= 4 && WARPS >= 4 && WARPS <= 32, "PP 1..4, WARPS 4
 #ifndef ACTTAG
 #define ACTTAG 0
 #endif
-// DCPI (optional, ACTTAG only): output columns per down item (16: one item per rank at H/SMs <= 16,
-// the rank's activations polled once per block; 8: two warps per rank, each polling them).
 // POLLNS (optional, ACTTAG only): __nanosleep between two polls of the words not yet seen (each
-// poll re-reads them through L2 while other blocks still stream).
-#ifndef DCPI
-#define DCPI 16
-#endif
+// poll re-reads them through L2 while other blocks still stream; 256 measured slower than 32).
 #ifndef POLLNS
 #define POLLNS 32
 #endif
@@ -697,11 +692,12 @@ extern "C" __global__ void __launch_bounds__(NW * 32, 1)
     }
   }
 #elif ACTTAG
-  // Items (slot s, group of CPI = DCPI columns): the warp polls rank s's tagged activations (its
+  // Items (slot s, group of CPI = 16 columns: one item per rank at H / SMs <= 16, so each rank's
+  // activations are polled once per block; 8 columns, two warps per rank, measured slower): the warp polls rank s's tagged activations (its
   // packets' 24 words per lane), then runs the CPI dot products as below (same products, same
   // order: the outputs equal the barrier version's bit for bit).
   {
-    constexpr int CPI = DCPI;
+    constexpr int CPI = 16;
     const int groups = (ncols + CPI - 1) / CPI;
     const uint4 *aw = reinterpret_cast<const uint4 *>(act); // 4 words per uint4, 2 per packet
     const uint4 *dw = reinterpret_cast<const uint4 *>(down_s);
