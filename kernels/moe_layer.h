@@ -49,8 +49,8 @@ typedef enum { SL_MOE_FUSE_AUTO = 0, SL_MOE_FUSE_OFF = 1, SL_MOE_FUSE_ON = 2 } s
  * gate_up streams. It applies (AUTO or ON) on a GPU of sm_90+, at T = 1 with the layer's own
  * router, all stages, H <= 2048, and when K x ceil(H / SMs) x I x 2 bytes of down rows (+ a
  * few KB) fit a block's shared memory (Qwen3-30B-A3B: 205 KB on 132 SMs); elsewhere the usual
- * launches run. AUTO means on: H200, Qwen3-30B-A3B T=1, 24.8 us in a graph (with decode_pdl) vs
- * 35.0 us for the launches (kernels/NOTES.md "One-kernel decode layer"). */
+ * launches run. AUTO means on: H200, Qwen3-30B-A3B T=1, 24.5 us in a graph (with decode_pdl;
+ * session 6) vs ~35 us for the launches (kernels/NOTES.md "One-kernel decode layer"). */
 #define SL_MOE_LAYER_DECODE_KERNEL_AUTO 1
 /* The decode kernel as a programmatic dependent launch (sl_moe_layer_args_t.decode_pdl): it may
  * start while the kernel before it still runs, loads its router rows (constants), then waits for
@@ -60,15 +60,21 @@ typedef enum { SL_MOE_FUSE_AUTO = 0, SL_MOE_FUSE_OFF = 1, SL_MOE_FUSE_ON = 2 } s
 #define SL_MOE_LAYER_DECODE_PDL_AUTO 1
 /* Shapes of the decode kernel (sl_moe_layer_args_t.decode_variant; benchmarks): compute warps
  * per block x (gate, up) row pairs each warp loads before using them (+ one copy-issuing warp);
- * _XS: x read from shared memory instead of registers (room for more warps). Default: the first
- * (fastest on the H200, kernels/NOTES.md "One-kernel decode layer"). */
+ * _XS: x read from shared memory instead of registers (room for more warps); _TAG: activations
+ * as tagged words (no second grid barrier); _PR: the gate_up pairs past the compute warps' last
+ * full round go to the copy warp; _IF: the top-k's ids before the stream, its weights later on
+ * the copy warp. Default: the first (fastest on the H200, kernels/NOTES.md "One-kernel decode
+ * layer"). */
 enum {
-  SL_MOE_DECODE_15X1_XS_TAG = 0,     /* activations as tagged words, no second grid barrier */
-  SL_MOE_DECODE_12X1 = 1,            /* x in registers, grid barrier */
-  SL_MOE_DECODE_7X2 = 2,             /* x in registers, grid barrier */
-  SL_MOE_DECODE_15X1_XS_BAR = 3,     /* the grid barrier before the down phase (session 4's default) */
-  SL_MOE_DECODE_15X1_XS_TAG_MMA = 4, /* tagged, and the down phase on the tensor cores */
-  SL_MOE_DECODE_VARIANTS = 5
+  SL_MOE_DECODE_15X1_XS_TAG_PR_IF = 0, /* the default (session 6) */
+  SL_MOE_DECODE_12X1 = 1,              /* x in registers, grid barrier */
+  SL_MOE_DECODE_7X2 = 2,               /* x in registers, grid barrier */
+  SL_MOE_DECODE_15X1_XS_BAR = 3,       /* the grid barrier before the down phase (session 4's default) */
+  SL_MOE_DECODE_15X1_XS_TAG_MMA = 4,   /* tagged, and the down phase on the tensor cores */
+  SL_MOE_DECODE_15X1_XS_TAG = 5,       /* tagged (session 5's default) */
+  SL_MOE_DECODE_15X1_XS_TAG_PR = 6,
+  SL_MOE_DECODE_15X1_XS_TAG_IF = 7,
+  SL_MOE_DECODE_VARIANTS = 8
 };
 
 /* decode_profile[block * 16 + i]: 0 start, 1 the block's router logits published, 2 top-k done (block

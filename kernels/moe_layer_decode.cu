@@ -22,7 +22,10 @@
 //  - gate_up: the K x I (gate row j, up row j) pairs are split into one contiguous range per
 //    block, strided over its compute warps; a warp loads both 4 KB rows of PP pairs (16-byte
 //    loads, all issued before the first use), dots them with x, and writes
-//    act[k][j] = bf16(silu(bf16(g)) * bf16(u)) to global memory.
+//    act[k][j] = bf16(silu(bf16(g)) * bf16(u)) to global memory. In the default shape (PRODREM)
+//    the copy warp takes the 1-2 pairs past the compute warps' last full round, and (IDSFIRST)
+//    the top-k warp computes only the ids before the stream starts; the copy warp computes the
+//    weights later (PRODREM and IDSFIRST below say why).
 //  - The activations go out as 32-bit tagged words (ACTTAG, the default shape): a warp per rank
 //    polls that rank's words (3 KB, L2) -- the poll is the load, as for the logits -- and
 //    computes the block's 16 down outputs from shared memory; the block then combines its
@@ -116,6 +119,26 @@ static_assert(PP >= 1 && PP <= 4 && WARPS >= 4 && WARPS <= 32, "PP 1..4, WARPS 4
 //    cores' order: deterministic, not the FMA phase's order.
 #ifndef DMMA
 #define DMMA 0
+#endif
+// IDSFIRST (optional JIT constant, 0 if absent): 1 = the top-k warp computes only the ids
+// (sl_router_token_part<SL_ROUTER_IDS>) before the block barrier that starts the stream; the
+// weights -- needed only by the combine -- come from the copy warp afterwards (the same
+// operations, the same bits), so the softmax denominator and the renormalization leave the path
+// before the first weight load.
+#ifndef IDSFIRST
+#define IDSFIRST 0
+#endif
+// PRODREM (optional JIT constant, 0 if absent): a block's n gate_up pairs take n / WARPS full
+// rounds of its compute warps plus n % WARPS pairs for some of them -- a last round in which most
+// warps idle and HBM sees a fraction of the loads in flight (at Qwen3 size 46-47 pairs: 1-2 of 15
+// warps run a 4th round). With PRODREM = r, those n % WARPS pairs go to the copy warp instead when
+// there are at most r of them: it issues the first one's loads before the bulk copies (whose issue
+// stalls for microseconds while HBM is saturated) and the others after, all long before the
+// compute warps end their last full round. Its split-barrier arrive then comes first (every warp
+// of the block has read the launch counter once the top-k barrier is passed), so its wait -- and
+// the PDL trigger after it -- do not wait for those pairs.
+#ifndef PRODREM
+#define PRODREM 0
 #endif
 #if DMMA
 static_assert(INTER % 64 == 0, "DMMA walks I in windows of 64");
@@ -330,6 +353,48 @@ __device__ __forceinline__ bool mbar_wait(unsigned bar, unsigned long long timeo
 // WARPS compute warps + 1 producer warp (index WARPS): the producer issues the bulk copies of the
 // down rows, whose issue stalls while HBM is saturated (H200: up to ~8 us for 8 copies of 24 KB,
 // measured with PROF) -- a compute warp doing it started its gate_up share that much later.
+// The gate_up pair helpers (pairs (slot s, j) = (pq / INTER, pq % INTER)), defined in the scope of
+// each branch that runs pairs: the compute warps, and with PRODREM the copy warp.
+#define SL_DECODE_PAIRS \
+  const long P = (long)nv * INTER; \
+  auto load_pair = [&](long pq, uint4(&g)[XP], uint4(&u)[XP]) { \
+    const int s = (int)(pq / INTER), j = (int)(pq % INTER); \
+    const int le = id_s[slot_rank_s[s]] - expert_begin; \
+    const uint4 *gr = reinterpret_cast<const uint4 *>(w_gate_up) + ((size_t)le * 2 * INTER + j) * XV; \
+    load_hrow(gr, lane, g); \
+    load_hrow(gr + (size_t)INTER * XV, lane, u); \
+  }; \
+  auto finish_pair = [&](long pq, const uint4(&g)[XP], const uint4(&u)[XP]) { \
+    float gs, us; \
+    if (XSMEM) { \
+      dot2_hrow_smem(g, u, xs, lane, gs, us); \
+    } else { \
+      gs = dot_hrow(g, xr); \
+      us = dot_hrow(u, xr); \
+    } \
+    gs = warp_sum(gs); \
+    us = warp_sum(us); \
+    if (lane == 0) { \
+      const float gb = bf16_round(gs), ub = bf16_round(us); \
+      const __nv_bfloat16 av = __float2bfloat16_rn(gb / (1.0f + expf(-gb)) * ub); \
+      if (ACTTAG) \
+        st_relaxed_u32(reinterpret_cast<unsigned *>(act) + pq, tag16 << 16 | (unsigned)__bfloat16_as_ushort(av)); \
+      else \
+        act[pq] = av; \
+    } \
+  };
+
+// The end of the compute warps' gate_up pairs in a block's range [p0, p1): p1, or with PRODREM the
+// start of the pairs past their last full step when there are at most PRODREM of them (those are
+// the copy warp's; PRODREM above).
+__device__ __forceinline__ long compute_end(long p0, long p1) {
+  if constexpr (PRODREM > 0) {
+    const long rem = (p1 - p0) % ((long)WARPS * PP);
+    return rem <= PRODREM ? p1 - rem : p1;
+  }
+  return p1;
+}
+
 #define NW (WARPS + 1)
 extern "C" __global__ void __launch_bounds__(NW * 32, 1)
     sl_moe_decode_layer(const __nv_bfloat16 *__restrict__ x, const __nv_bfloat16 *__restrict__ w_router,
@@ -340,11 +405,17 @@ extern "C" __global__ void __launch_bounds__(NW * 32, 1)
                         int *__restrict__ topk_ids, float *__restrict__ topk_weights, int *__restrict__ expert_counts,
                         __nv_bfloat16 *act, sl_grid_barrier_state_t *state, unsigned long long timeout_ns,
                         int absent_block, unsigned long long *prof) {
-  extern __shared__ __align__(16) unsigned char smem[];
+  // 128-byte aligned (the static arrays below are padded to it): the bulk copies land at whole
+  // 128-byte lines. When the IDSFIRST shape's one more static array left the dynamic part 64-byte
+  // aligned, its stream ran ~0.5 us longer on the H200 (session 6 calls 2-4).
+  extern __shared__ __align__(128) unsigned char smem[];
   __shared__ __align__(8) unsigned long long bar_s;
   __shared__ int id_s[TOPK], slot_rank_s[TOPK], nv_s, abort_s, fail_s;
   __shared__ __align__(16) float lg_s[NUM_EXPERTS];
   __shared__ float w_s[TOPK];
+#if IDSFIRST
+  __shared__ sl_router_pick_t pick_s[TOPK]; // each rank's selection, for the weights
+#endif
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int G = (int)gridDim.x, b = (int)blockIdx.x;
   const int c0 = (int)((long)b * HIDDEN / G), c1 = (int)((long)(b + 1) * HIDDEN / G), ncols = c1 - c0;
@@ -376,7 +447,7 @@ extern "C" __global__ void __launch_bounds__(NW * 32, 1)
     sl_bulk_mbar_init_fence(); // visible to the copy engine
   }
   sl_router_lane_t ls;
-  if (warp == 0) sl_router_lane_init(lg_s, bias, lane, ls); // the bias: a constant input
+  if (warp == 0 || (IDSFIRST && warp == WARPS)) sl_router_lane_init(lg_s, bias, lane, ls); // the bias: a constant input
   // Programmatic dependent launch (the host's decode_pdl): this grid may start while the kernel
   // before it in the stream still runs (its blocks take each SM as the predecessor's block there
   // exits). Before the wait only constants are read -- the router row this warp dots with x, so
@@ -432,7 +503,7 @@ extern "C" __global__ void __launch_bounds__(NW * 32, 1)
       xs[at] = make_float4(bf_lo(v.x), bf_hi(v.x), bf_lo(v.y), bf_hi(v.y));
       xs[at + 32] = make_float4(bf_lo(v.z), bf_hi(v.z), bf_lo(v.w), bf_hi(v.w));
     }
-  } else if (warp < WARPS) {
+  } else if (warp < WARPS || PRODREM) {
     load_hrow<2>(reinterpret_cast<const uint4 *>(x), lane, xr);
   }
 
@@ -476,16 +547,27 @@ extern "C" __global__ void __launch_bounds__(NW * 32, 1)
     __syncwarp();
     int id;
     float wt;
+#if IDSFIRST
+    sl_router_pick_t pick;
+    sl_router_token_part<SL_ROUTER_IDS>(lg_s, 0, lane, ls, renormalize, scaling, id, wt, pick);
+#else
     sl_router_token(lg_s, 0, lane, ls, renormalize, scaling, id, wt);
+#endif
     const bool local = lane < TOPK && id >= expert_begin && id < expert_end;
     const unsigned lm = __ballot_sync(0xffffffffu, local);
     if (lane < TOPK) {
       id_s[lane] = id;
+#if IDSFIRST
+      pick_s[lane] = pick;
+#else
       w_s[lane] = wt;
+#endif
       if (local) slot_rank_s[__popc(lm & ((1u << lane) - 1u))] = lane; // slot -> rank
       if (b == 0) {
         topk_ids[lane] = id;
+#if !IDSFIRST
         topk_weights[lane] = wt;
+#endif
       }
     }
     if (lane == 0) nv_s = __popc(lm);
@@ -499,8 +581,16 @@ extern "C" __global__ void __launch_bounds__(NW * 32, 1)
   }
   const int nv = nv_s;
   if (warp == WARPS) {
+#if PRODREM
+    SL_DECODE_PAIRS
+    const long pe = (long)(b + 1) * P / G;
+    long pp = compute_end((long)b * P / G, pe); // [pp, pe): this warp's pairs
+    uint4 g[XP], u[XP];
+    if (pp < pe) load_pair(pp, g, u); // in flight while lane 0 issues the copies
+#endif
     // ---- producer: this block's down rows, by the copy engine ----------------------------
     if (lane == 0) {
+      if (ACTTAG && PRODREM) sl_grid_barrier_arrive(&gb); // every warp of this block has read `calls`
       const unsigned bytes = (unsigned)ncols * INTER * 2u;
       if (nv > 0 && bytes > 0) {
         sl_bulk_arrive_expect_tx(bar, bytes * nv);
@@ -513,8 +603,12 @@ extern "C" __global__ void __launch_bounds__(NW * 32, 1)
         sl_bulk_arrive(bar);
       }
       if (PROF) prof[blockIdx.x * 16 + 7] = sl_grid_globaltimer_ns();
-      if (ACTTAG) sl_grid_barrier_arrive(&gb); // every warp of this block has read `calls`
+      if (ACTTAG && !PRODREM) sl_grid_barrier_arrive(&gb); // every warp of this block has read `calls`
     }
+#if PRODREM
+    __syncwarp();
+    if (pp < pe) finish_pair(pp++, g, u);
+#endif
     if (ACTTAG) {
       // this block's share of the words of ranks nv..K-1 (value 0): every word every launch
       unsigned *aw = reinterpret_cast<unsigned *>(act) + (long)nv * INTER;
@@ -529,6 +623,24 @@ extern "C" __global__ void __launch_bounds__(NW * 32, 1)
       }
       __syncwarp();
     }
+#if PRODREM
+    for (; pp < pe; pp++) {
+      load_pair(pp, g, u);
+      finish_pair(pp, g, u);
+    }
+#endif
+#if IDSFIRST
+    { // the weights of the top-k warp's picks
+      sl_router_pick_t pick = pick_s[lane < TOPK ? lane : 0];
+      int id_unused = 0;
+      float wt;
+      sl_router_token_part<SL_ROUTER_WEIGHTS>(lg_s, 0, lane, ls, renormalize, scaling, id_unused, wt, pick);
+      if (lane < TOPK) {
+        w_s[lane] = wt;
+        if (b == 0) topk_weights[lane] = wt;
+      }
+    }
+#endif
     if (b == 0) // tokens per local expert (0 or 1), as dispatch would count them
       for (int e = lane; e < expert_end - expert_begin; e += 32) {
         int n = 0;
@@ -538,39 +650,14 @@ extern "C" __global__ void __launch_bounds__(NW * 32, 1)
       }
   } else {
     // ---- gate_up + act: pairs (slot s, j) = (pq / INTER, pq % INTER) -------------------------
-    const long P = (long)nv * INTER;
-    auto load_pair = [&](long pq, uint4(&g)[XP], uint4(&u)[XP]) {
-      const int s = (int)(pq / INTER), j = (int)(pq % INTER);
-      const int le = id_s[slot_rank_s[s]] - expert_begin;
-      const uint4 *gr = reinterpret_cast<const uint4 *>(w_gate_up) + ((size_t)le * 2 * INTER + j) * XV;
-      load_hrow(gr, lane, g);
-      load_hrow(gr + (size_t)INTER * XV, lane, u);
-    };
-    auto finish_pair = [&](long pq, const uint4(&g)[XP], const uint4(&u)[XP]) {
-      float gs, us;
-      if (XSMEM) {
-        dot2_hrow_smem(g, u, xs, lane, gs, us);
-      } else {
-        gs = dot_hrow(g, xr);
-        us = dot_hrow(u, xr);
-      }
-      gs = warp_sum(gs);
-      us = warp_sum(us);
-      if (lane == 0) {
-        const float gb = bf16_round(gs), ub = bf16_round(us);
-        const __nv_bfloat16 av = __float2bfloat16_rn(gb / (1.0f + expf(-gb)) * ub); // [slot][j]: pq = s * INTER + j
-        if (ACTTAG)
-          st_relaxed_u32(reinterpret_cast<unsigned *>(act) + pq, tag16 << 16 | (unsigned)__bfloat16_as_ushort(av));
-        else
-          act[pq] = av;
-      }
-    };
+    SL_DECODE_PAIRS
     {
-      // one contiguous range [p0, p1) per block, strided over the compute warps, PP per step.
+      // one contiguous range per block, strided over the compute warps, PP per step ([p0, p1);
+      // with PRODREM, the pairs past the last full step may go to the copy warp: compute_end).
       // (The blocks' ranges end ~1.6 us apart on the H200 -- about one loaded HBM latency, the
       // drain of whichever warps issued last: handing the last eighth of the pairs out by global
       // tickets to the warps done first did not narrow it, session 4 call 8.)
-      const long p0 = (long)b * P / G, p1 = (long)(b + 1) * P / G;
+      const long p0 = (long)b * P / G, p1 = compute_end(p0, (long)(b + 1) * P / G);
       for (long p = p0 + warp; p < p1; p += (long)WARPS * PP) {
         uint4 g[PP][XP], u[PP][XP];
 #pragma unroll

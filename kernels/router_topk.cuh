@@ -207,12 +207,25 @@ __device__ __forceinline__ void sl_router_lane_init(const void *logits, const fl
 #endif
 }
 
+// What a call of the routine computes (sl_router_token_part): all of it, or one of its two halves
+// for a caller that needs the ids before the weights (the one-kernel decode layer streams the
+// chosen experts' weights meanwhile). A half runs the same operations as the whole, so it gives
+// the same bits (the router kernel's SASS is unchanged by the split).
+enum { SL_ROUTER_ALL = 0, SL_ROUTER_IDS = 1, SL_ROUTER_WEIGHTS = 2 };
+// Rank r's selection (lane r): what the weights half needs from the ids half.
+struct sl_router_pick_t {
+  unsigned key; // the order key (softmax: the logit's, exact)
+  float q;      // the payload (grouped: the unbiased score)
+};
+
 // Token t of the [*, NUM_EXPERTS] logits, by the whole warp (every lane calls it, converged):
 // lane r < TOPK gets rank r's expert id and its weight (renormalized if asked, times scaling);
-// the other lanes get unspecified values.
-__device__ __forceinline__ void sl_router_token(const void *__restrict__ logits, long t, int lane,
-                                                const sl_router_lane_t &ls, int renormalize, float scaling,
-                                                int &my_id, float &wt) {
+// the other lanes get unspecified values. PART SL_ROUTER_IDS: the ids, and `pick` for the
+// weights half; SL_ROUTER_WEIGHTS: only the weight of `pick` (my_id untouched).
+template <int PART>
+__device__ __forceinline__ void sl_router_token_part(const void *__restrict__ logits, long t, int lane,
+                                                     const sl_router_lane_t &ls, int renormalize, float scaling,
+                                                     int &my_id, float &wt, sl_router_pick_t &pick) {
   const int valid = ls.valid;
   const bool vec = ls.vec;
 #if KIND == 1
@@ -238,66 +251,71 @@ __device__ __forceinline__ void sl_router_token(const void *__restrict__ logits,
   }
   // denominator: max by key (the reference's definition), exp per slot, lane sum in slot
   // order, xor butterfly; independent of the selection below
-  const float mx = sl_router_key_value(__reduce_max_sync(FULL, lmax));
-  float ex[NE], sum = 0.0f;
+  float mx = 0.0f, sum = 0.0f;
+  if constexpr (PART != SL_ROUTER_IDS) {
+    mx = sl_router_key_value(__reduce_max_sync(FULL, lmax));
+    float ex[NE];
 #pragma unroll
-  for (int j = 0; j < NE; j++) // all exps first: one branch-free block, interleaved
-    ex[j] = sl_router_expf(x[j] - mx);
-#pragma unroll
-  for (int j = 0; j < NE; j++)
-    sum = SL_QF_ADD(sum, j < valid ? ex[j] : 0.0f);
-#pragma unroll
-  for (int m = 16; m >= 1; m >>= 1)
-    sum = SL_QF_ADD(sum, __shfl_xor_sync(FULL, sum, m));
-  sort_desc(c, q);
-#else
-  // sigmoid = 1 / (1 + exp(-x)) as sl_qf_sigmoidf: all exps first, then all reciprocals
-  // (recip_fast), both branch-free, so the NE chains interleave in one basic block
-  float ex[NE];
-#pragma unroll
-  for (int j = 0; j < NE; j++)
-    ex[j] = sl_router_expf(-x[j]);
-  float sg[NE];
-  bool fast = true;
-#pragma unroll
-  for (int j = 0; j < NE; j++) {
-    const float d = SL_QF_ADD(1.0f, ex[j]);
-    sg[j] = recip_fast(d);
-    fast = fast && d < 0x1p64f; // false for NaN
-  }
-  if (!fast) { // rare (logit < -44 or NaN): the IEEE division, as the reference
+    for (int j = 0; j < NE; j++) // all exps first: one branch-free block, interleaved
+      ex[j] = sl_router_expf(x[j] - mx);
 #pragma unroll
     for (int j = 0; j < NE; j++)
-      sg[j] = SL_QF_DIV(1.0f, SL_QF_ADD(1.0f, ex[j]));
-  }
+      sum = SL_QF_ADD(sum, j < valid ? ex[j] : 0.0f);
 #pragma unroll
-  for (int j = 0; j < NE; j++) {
-    float s = sg[j];
-    float b = has_bias ? SL_QF_ADD(s, bv[j]) : s;
-    unsigned k = j < valid ? sl_router_key(b) : SL_ROUTER_KEY_NONE;
-    c[j] = (unsigned long long)k << 32 | (unsigned)(31 - j);
-    q[j] = s;
+    for (int m = 16; m >= 1; m >>= 1)
+      sum = SL_QF_ADD(sum, __shfl_xor_sync(FULL, sum, m));
   }
-  sort_desc(c, q);
-  // group score: the two largest keys of the group (this lane's slots 0 and 1, merged over
-  // the group's LPG lanes), their values added
-  unsigned t1 = hi(c[0]), t2 = NE > 1 ? hi(c[NE > 1 ? 1 : 0]) : SL_ROUTER_KEY_NONE;
+  if constexpr (PART != SL_ROUTER_WEIGHTS) sort_desc(c, q);
+#else
+  if constexpr (PART != SL_ROUTER_WEIGHTS) { // (the weights half reads only the pick)
+    // sigmoid = 1 / (1 + exp(-x)) as sl_qf_sigmoidf: all exps first, then all reciprocals
+    // (recip_fast), both branch-free, so the NE chains interleave in one basic block
+    float ex[NE];
 #pragma unroll
-  for (int m = 1; m < LPG; m <<= 1) {
-    unsigned o1 = __shfl_xor_sync(FULL, t1, m), o2 = __shfl_xor_sync(FULL, t2, m);
-    unsigned n2 = max(min(t1, o1), max(t2, o2));
-    t1 = max(t1, o1), t2 = n2;
-  }
-  const unsigned gkey = sl_router_key(SL_QF_ADD(sl_router_key_value(t1), sl_router_key_value(t2)));
-  // keep the group if fewer than TOPK_GROUPS groups rank above it (key, then lower group)
-  const int group = lane / LPG;
-  int above = 0;
+    for (int j = 0; j < NE; j++)
+      ex[j] = sl_router_expf(-x[j]);
+    float sg[NE];
+    bool fast = true;
 #pragma unroll
-  for (int g = 0; g < NUM_GROUPS; g++) {
-    unsigned o = __shfl_sync(FULL, gkey, g * LPG);
-    above += (o > gkey || (o == gkey && g < group)) ? 1 : 0;
+    for (int j = 0; j < NE; j++) {
+      const float d = SL_QF_ADD(1.0f, ex[j]);
+      sg[j] = recip_fast(d);
+      fast = fast && d < 0x1p64f; // false for NaN
+    }
+    if (!fast) { // rare (logit < -44 or NaN): the IEEE division, as the reference
+#pragma unroll
+      for (int j = 0; j < NE; j++)
+        sg[j] = SL_QF_DIV(1.0f, SL_QF_ADD(1.0f, ex[j]));
+    }
+#pragma unroll
+    for (int j = 0; j < NE; j++) {
+      float s = sg[j];
+      float b = has_bias ? SL_QF_ADD(s, bv[j]) : s;
+      unsigned k = j < valid ? sl_router_key(b) : SL_ROUTER_KEY_NONE;
+      c[j] = (unsigned long long)k << 32 | (unsigned)(31 - j);
+      q[j] = s;
+    }
+    sort_desc(c, q);
+    // group score: the two largest keys of the group (this lane's slots 0 and 1, merged over
+    // the group's LPG lanes), their values added
+    unsigned t1 = hi(c[0]), t2 = NE > 1 ? hi(c[NE > 1 ? 1 : 0]) : SL_ROUTER_KEY_NONE;
+#pragma unroll
+    for (int m = 1; m < LPG; m <<= 1) {
+      unsigned o1 = __shfl_xor_sync(FULL, t1, m), o2 = __shfl_xor_sync(FULL, t2, m);
+      unsigned n2 = max(min(t1, o1), max(t2, o2));
+      t1 = max(t1, o1), t2 = n2;
+    }
+    const unsigned gkey = sl_router_key(SL_QF_ADD(sl_router_key_value(t1), sl_router_key_value(t2)));
+    // keep the group if fewer than TOPK_GROUPS groups rank above it (key, then lower group)
+    const int group = lane / LPG;
+    int above = 0;
+#pragma unroll
+    for (int g = 0; g < NUM_GROUPS; g++) {
+      unsigned o = __shfl_sync(FULL, gkey, g * LPG);
+      above += (o > gkey || (o == gkey && g < group)) ? 1 : 0;
+    }
+    if (above >= TOPK_GROUPS || valid == 0) c[0] = (unsigned long long)SL_ROUTER_KEY_NONE << 32;
   }
-  if (above >= TOPK_GROUPS || valid == 0) c[0] = (unsigned long long)SL_ROUTER_KEY_NONE << 32;
 #endif
   // top-k rounds. Only redux -> vote -> ffs -> the winner's shift is on the chain; the
   // winner's slot and payload are shuffled into per-round registers that nothing reads
@@ -306,29 +324,35 @@ __device__ __forceinline__ void sl_router_token(const void *__restrict__ logits,
   unsigned rm[TOPK], rs[TOPK];
   int rw[TOPK];
   float rq[TOPK];
-#pragma unroll
-  for (int r = 0; r < TOPK; r++) {
-    const unsigned head = hi(c[0]);
-    const unsigned m = __reduce_max_sync(FULL, head);
-    const unsigned ties = __ballot_sync(FULL, head == m);
-    const int w = __ffs(ties) - 1; // lowest lane: lowest ids
-    rm[r] = m, rw[r] = w;
-    rs[r] = __shfl_sync(FULL, (unsigned)c[0], w);
-    rq[r] = __shfl_sync(FULL, q[0], w);
-    if (lane == w) {
-#pragma unroll
-      for (int p = 0; p + 1 < DEPTH; p++)
-        c[p] = c[p + 1], q[p] = q[p + 1];
-      c[DEPTH - 1] = (unsigned long long)SL_ROUTER_KEY_NONE << 32;
-    }
-  }
-  // lane r keeps rank r
-  my_id = 0;
   unsigned my_key = SL_ROUTER_KEY_NONE;
   float my_q = 0.0f;
+  if constexpr (PART == SL_ROUTER_WEIGHTS) {
+    my_key = pick.key, my_q = pick.q;
+  } else {
 #pragma unroll
-  for (int r = 0; r < TOPK; r++)
-    if (lane == r) my_id = rw[r] * NE + (int)(31u - rs[r]), my_key = rm[r], my_q = rq[r];
+    for (int r = 0; r < TOPK; r++) {
+      const unsigned head = hi(c[0]);
+      const unsigned m = __reduce_max_sync(FULL, head);
+      const unsigned ties = __ballot_sync(FULL, head == m);
+      const int w = __ffs(ties) - 1; // lowest lane: lowest ids
+      rm[r] = m, rw[r] = w;
+      rs[r] = __shfl_sync(FULL, (unsigned)c[0], w);
+      rq[r] = __shfl_sync(FULL, q[0], w);
+      if (lane == w) {
+#pragma unroll
+        for (int p = 0; p + 1 < DEPTH; p++)
+          c[p] = c[p + 1], q[p] = q[p + 1];
+        c[DEPTH - 1] = (unsigned long long)SL_ROUTER_KEY_NONE << 32;
+      }
+    }
+    // lane r keeps rank r
+    my_id = 0;
+#pragma unroll
+    for (int r = 0; r < TOPK; r++)
+      if (lane == r) my_id = rw[r] * NE + (int)(31u - rs[r]), my_key = rm[r], my_q = rq[r];
+    pick.key = my_key, pick.q = my_q;
+  }
+  if constexpr (PART == SL_ROUTER_IDS) return;
   // weights, one rank per lane
 #if KIND == 0
   wt = SL_QF_DIV(sl_router_expf(sl_router_key_value(my_key) - mx), sum);
@@ -344,6 +368,12 @@ __device__ __forceinline__ void sl_router_token(const void *__restrict__ logits,
     wt = SL_QF_DIV(wt, norm);
   }
   wt = SL_QF_MUL(wt, scaling);
+}
+__device__ __forceinline__ void sl_router_token(const void *__restrict__ logits, long t, int lane,
+                                                const sl_router_lane_t &ls, int renormalize, float scaling,
+                                                int &my_id, float &wt) {
+  sl_router_pick_t pick;
+  sl_router_token_part<SL_ROUTER_ALL>(logits, t, lane, ls, renormalize, scaling, my_id, wt, pick);
 }
 
 #endif

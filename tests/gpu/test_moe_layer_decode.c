@@ -254,6 +254,7 @@ static void test_grouped(void **s) {
   decode_tokens(&L, 24, SL_MOE_DECODE_15X1_XS_BAR, sl_test_seed() * 5 + 1);
   decode_tokens(&L, 16, SL_MOE_DECODE_15X1_XS_TAG, sl_test_seed() * 5 + 2);
   decode_tokens(&L, 16, SL_MOE_DECODE_15X1_XS_TAG_MMA, sl_test_seed() * 5 + 4);
+  decode_tokens(&L, 16, SL_MOE_DECODE_15X1_XS_TAG_PR_IF, sl_test_seed() * 5 + 5);
   layer_close(&L);
 }
 
@@ -266,6 +267,7 @@ static void test_expert_range(void **s) {
   decode_tokens(&L, 16, SL_MOE_DECODE_15X1_XS_BAR, sl_test_seed() * 7 + 1);
   decode_tokens(&L, 16, SL_MOE_DECODE_15X1_XS_TAG, sl_test_seed() * 7 + 2);
   decode_tokens(&L, 16, SL_MOE_DECODE_15X1_XS_TAG_MMA, sl_test_seed() * 7 + 3);
+  decode_tokens(&L, 16, SL_MOE_DECODE_15X1_XS_TAG_PR_IF, sl_test_seed() * 7 + 4);
   layer_close(&L);
 }
 
@@ -281,9 +283,9 @@ static void test_graph_chain(void **s) {
   void *dx = moe_dev_copy(gpu, x, xb), *d1 = moe_dev_copy(gpu, NULL, xb), *d2 = moe_dev_copy(gpu, NULL, xb);
   /* each shape as a programmatic dependent launch (the default), and the default shape without */
   const int variants[] = {SL_MOE_DECODE_15X1_XS_BAR, SL_MOE_DECODE_15X1_XS_TAG, SL_MOE_DECODE_15X1_XS_TAG_MMA,
-                          SL_MOE_DECODE_15X1_XS_TAG},
-            pdl[] = {SL_MOE_FUSE_AUTO, SL_MOE_FUSE_AUTO, SL_MOE_FUSE_AUTO, SL_MOE_FUSE_OFF};
-  for (int v = 0; v < 4; v++) {
+                          SL_MOE_DECODE_15X1_XS_TAG_PR_IF, SL_MOE_DECODE_15X1_XS_TAG_PR_IF},
+            pdl[] = {SL_MOE_FUSE_AUTO, SL_MOE_FUSE_AUTO, SL_MOE_FUSE_AUTO, SL_MOE_FUSE_AUTO, SL_MOE_FUSE_OFF};
+  for (int v = 0; v < 5; v++) {
     bool t1 = false, t2 = false;
     sl_moe_layer_args_t a1 = {.num_tokens = 1,
                               .x = dx,
@@ -387,8 +389,12 @@ static void test_absent_block(void **s) {
   assert_non_null(x);
   moe_rand_bf16(&rng, (size_t)L.H, x);
   void *dx = moe_dev_copy(gpu, x, xb), *dout = moe_dev_copy(gpu, NULL, xb);
-  for (int i = 0; i < 6; i++) { /* each block, in the barrier and the tagged-activation variants */
-    const int variant = i < 2 ? SL_MOE_DECODE_15X1_XS_BAR : i < 4 ? SL_MOE_DECODE_15X1_XS_TAG : SL_MOE_DECODE_15X1_XS_TAG_MMA;
+  /* each block, in the barrier variant and the tagged ones (the copy warp's split-barrier arrive
+   * after the copies, or before them with PR) */
+  const int variants[] = {SL_MOE_DECODE_15X1_XS_BAR, SL_MOE_DECODE_15X1_XS_TAG, SL_MOE_DECODE_15X1_XS_TAG_MMA,
+                          SL_MOE_DECODE_15X1_XS_TAG_PR_IF};
+  for (int i = 0; i < 8; i++) {
+    const int variant = variants[i / 2];
     bool taken = false;
     sl_moe_layer_args_t a = {.num_tokens = 1,
                              .x = dx,
