@@ -56,7 +56,10 @@ sl_status_t sl_host_alloc_mapped(sl_device_t *dev, size_t bytes, void **host_ptr
 void sl_host_free_mapped(sl_device_t *dev, void *host_ptr);
 
 /* Copies in any direction (unified addressing); asynchronous on `stream` on CUDA,
- * immediate on the CPU backend. */
+ * immediate on the CPU backend. stream NULL is CUDA's legacy default stream: the streams of
+ * sl_stream_create are non-blocking (not ordered after it), and a pageable host -> device
+ * copy may still be in flight when the call returns, so sync (sl_device_sync) before another
+ * stream reads what a NULL-stream copy or memset wrote. */
 sl_status_t sl_memcpy(sl_device_t *dev, void *dst, const void *src, size_t bytes, sl_stream_t *stream);
 sl_status_t sl_memset(sl_device_t *dev, void *dst, int byte, size_t bytes, sl_stream_t *stream);
 

@@ -74,6 +74,7 @@ static void test_mapped_host_output_and_graph(void **state) {
   void *dx, *hy, *dy;
   SL_ASSERT_OK(sl_device_malloc(dev, (size_t)n * 2, &dx));
   SL_ASSERT_OK(sl_memcpy(dev, dx, hx, (size_t)n * 2, NULL));
+  SL_ASSERT_OK(sl_device_sync(dev)); /* the kernel runs on a non-blocking stream (not ordered after stream 0) */
   SL_ASSERT_OK(sl_host_alloc_mapped(dev, (size_t)n * 4, &hy, &dy));
   memset(hy, 0xff, (size_t)n * 4);
   float scale = 3.0f;

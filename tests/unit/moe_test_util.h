@@ -105,7 +105,14 @@ static inline void moe_case_free(moe_case_t *c) {
 static inline void *moe_dev_copy(sl_device_t *dev, const void *host, size_t bytes) {
   void *p = NULL;
   SL_ASSERT_OK(sl_device_malloc(dev, bytes ? bytes : 16, &p));
-  if (host && bytes) SL_ASSERT_OK(sl_memcpy(dev, p, host, bytes, NULL));
+  if (host && bytes) {
+    SL_ASSERT_OK(sl_memcpy(dev, p, host, bytes, NULL));
+    /* The copy is on the legacy default stream, which the streams of sl_stream_create
+     * (cudaStreamNonBlocking) are not ordered after, and a pageable host -> device copy may
+     * still be in flight when it returns: wait, or a test's first kernel on its own stream
+     * can read a partly copied input (a prefix of the buffer new, the rest stale). */
+    SL_ASSERT_OK(sl_device_sync(dev));
+  }
   return p;
 }
 
