@@ -92,12 +92,10 @@ typedef struct {
   int dmma;                /* the down phase on the tensor cores (with tag) */
   int prodrem;             /* PRODREM: up to this many pairs past the last full round on the copy warp */
   int idsfirst;            /* IDSFIRST: the top-k's ids before the stream, its weights on the copy warp */
-  int jsplit;              /* JSPLIT: the FMA down items in this many parts of I (0: 1) */
 } decode_shape_t;
 static const decode_shape_t decode_shapes[SL_MOE_DECODE_VARIANTS] = {
-    {15, 1, 1, 1, 0, 2, 1, 0}, {12, 1, 0, 0, 0, 0, 0, 0}, {7, 2, 0, 0, 0, 0, 0, 0},
-    {15, 1, 1, 0, 0, 0, 0, 0}, {15, 1, 1, 1, 1, 0, 0, 0}, {15, 1, 1, 1, 0, 0, 0, 0},
-    {15, 1, 1, 1, 0, 2, 0, 0}, {15, 1, 1, 1, 0, 0, 1, 0}, {15, 1, 1, 1, 0, 2, 1, 2}};
+    {15, 1, 1, 1, 0, 2, 1}, {12, 1, 0, 0, 0, 0, 0}, {7, 2, 0, 0, 0, 0, 0}, {15, 1, 1, 0, 0, 0, 0},
+    {15, 1, 1, 1, 1, 0, 0}, {15, 1, 1, 1, 0, 0, 0}, {15, 1, 1, 1, 0, 2, 0}, {15, 1, 1, 1, 0, 0, 1}};
 
 static sl_router_args_t router_of(const sl_moe_layer_config_t *c, int T) {
   return (sl_router_args_t){.kind = c->router_kind, .num_tokens = T, .num_experts = c->num_experts,
@@ -128,7 +126,6 @@ static sl_status_t decode_spec(const sl_moe_layer_config_t *c, int variant, bool
   if (d->dmma) SL_CHECK(sl_jit_spec_define(spec, "DMMA", "1"));
   if (d->prodrem) SL_CHECK(sl_jit_spec_define(spec, "PRODREM", "%d", d->prodrem));
   if (d->idsfirst) SL_CHECK(sl_jit_spec_define(spec, "IDSFIRST", "1"));
-  if (d->jsplit > 1) SL_CHECK(sl_jit_spec_define(spec, "JSPLIT", "%d", d->jsplit));
   if (prof) SL_CHECK(sl_jit_spec_define(spec, "PROF", "1"));
   return sl_router_define_constants(&r, spec);
 }
@@ -141,8 +138,7 @@ static sl_status_t decode_spec(const sl_moe_layer_config_t *c, int variant, bool
 static size_t decode_smem(const sl_moe_layer_config_t *c, int variant, int sms) {
   const decode_shape_t *d = &decode_shapes[variant];
   const size_t K = (size_t)c->top_k, cmax = (size_t)((c->hidden + sms - 1) / sms), cmax4 = (cmax + 3) & ~(size_t)3;
-  const size_t nwin = (size_t)c->inter / 64, split = d->dmma ? (nwin + 5) / 6 : d->jsplit > 1 ? (size_t)d->jsplit : 1;
-  const size_t wph = (nwin + split - 1) / split;
+  const size_t nwin = (size_t)c->inter / 64, split = d->dmma ? (nwin + 5) / 6 : 1, wph = (nwin + split - 1) / split;
   const size_t xs = d->xsmem ? (size_t)((c->hidden + 255) / 256) * 256 * 4 : 0;
   const size_t acts = d->dmma ? (size_t)(d->warps + 1) * 64 * wph * 2 : 0;
   return K * cmax * c->inter * 2 + cmax4 * 4 + K * cmax4 * split * 4 + xs + acts;
@@ -228,8 +224,6 @@ sl_status_t sl_moe_layer_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spe
   SL_CHECK(sl_moe_layer_decode_spec(&g, SL_MOE_DECODE_15X1_XS_TAG, &spec));
   SL_CHECK(fn(&spec, user));
   SL_CHECK(sl_moe_layer_decode_spec(&g, SL_MOE_DECODE_15X1_XS_TAG_PR_IF, &spec));
-  SL_CHECK(fn(&spec, user));
-  SL_CHECK(sl_moe_layer_decode_spec(&g, SL_MOE_DECODE_15X1_XS_TAG_PR_IF_J2, &spec));
   SL_CHECK(fn(&spec, user));
   SL_CHECK(sl_moe_layer_decode_spec(&g, SL_MOE_DECODE_15X1_XS_TAG_MMA, &spec));
   return fn(&spec, user);

@@ -74,8 +74,7 @@ enum {
   SL_MOE_DECODE_15X1_XS_TAG = 5,       /* tagged (session 5's default) */
   SL_MOE_DECODE_15X1_XS_TAG_PR = 6,
   SL_MOE_DECODE_15X1_XS_TAG_IF = 7,
-  SL_MOE_DECODE_15X1_XS_TAG_PR_IF_J2 = 8, /* the default with the down items split in two parts of I */
-  SL_MOE_DECODE_VARIANTS = 9
+  SL_MOE_DECODE_VARIANTS = 8
 };
 
 /* decode_profile[block * 16 + i]: 0 start, 1 the block's router logits published, 2 top-k done (block

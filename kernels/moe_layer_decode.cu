@@ -146,19 +146,8 @@ static_assert(ACTTAG, "DMMA polls tagged activations");
 static constexpr int NWIN = INTER / 64;               // windows of I
 static constexpr int SPLIT = (NWIN + 5) / 6;          // parts per rank: <= 6 windows (96 registers) each
 static constexpr int WPH = (NWIN + SPLIT - 1) / SPLIT; // windows per part
-static constexpr int IPLP = IPL;
 #else
-// JSPLIT (optional JIT constant, 1 if absent; ACTTAG, not DMMA): the FMA down phase's items are
-// (rank, 16 columns, part of I): JSPLIT parts of I per rank, so at Qwen3 size (8 ranks, one group
-// of columns) 16 items keep all 16 warps busy instead of 8; each polls only its part's
-// activations. Partial sums go to y_s per part; the combine adds them in order and rounds the
-// expert output to bf16 (as the DMMA shape).
-#ifndef JSPLIT
-#define JSPLIT 1
-#endif
-static_assert(JSPLIT == 1 || (ACTTAG && JSPLIT == 2), "JSPLIT 2 needs ACTTAG");
-static constexpr int SPLIT = JSPLIT;
-static constexpr int IPLP = ((IV + JSPLIT - 1) / JSPLIT + 31) / 32; // a part's packets per lane
+static constexpr int SPLIT = 1;
 #endif
 #define STAMP(i)                                                                                                       \
   do {                                                                                                                 \
@@ -277,16 +266,16 @@ __device__ __forceinline__ float dot8f(uint4 a, const float *x, float s) {
 // Columns past the block's are computed on a row of this rank's region and dropped.
 template <int CPI>
 __device__ __forceinline__ void down_group(const uint4 *dw, const float (&a)[IPL][8], int s, int cb, int cmax, int cmax4,
-                                           int ncols, int lane, float *y_s, int q0 = 0, int qn = IV, int sp = -1) {
+                                           int ncols, int lane, float *y_s) {
   float sum[CPI];
 #pragma unroll
   for (int cc = 0; cc < CPI; cc++) {
     const int c = cb + cc < cmax ? cb + cc : cmax - 1;
     sum[cc] = 0.0f;
 #pragma unroll
-    for (int i = 0; i < IPLP; i++) {
+    for (int i = 0; i < IPL; i++) {
       const int q = lane + 32 * i;
-      if ((IV % 32 == 0 && sp < 0) || q < qn) sum[cc] = dot8f(dw[((size_t)s * cmax + c) * IV + q0 + q], a[i], sum[cc]);
+      if (IV % 32 == 0 || q < IV) sum[cc] = dot8f(dw[((size_t)s * cmax + c) * IV + q], a[i], sum[cc]);
     }
   }
 #pragma unroll
@@ -298,12 +287,7 @@ __device__ __forceinline__ void down_group(const uint4 *dw, const float (&a)[IPL
 #pragma unroll
   for (int cc = 1; cc < CPI; cc++)
     if (lane == cc) mine = sum[cc];
-  if (lane < CPI && cb + lane < ncols) {
-    if (sp < 0)
-      y_s[s * cmax4 + cb + lane] = bf16_round(mine); // expert output, bf16
-    else
-      y_s[((size_t)s * cmax4 + cb + lane) * SPLIT + sp] = mine; // part sp's fp32 partial sum
-  }
+  if (lane < CPI && cb + lane < ncols) y_s[s * cmax4 + cb + lane] = bf16_round(mine); // expert output, bf16
 }
 
 // DMMA: D += A (16 x 16 bf16, row-major fragments a0..a3) x B (16 x 8 bf16, b0..b1), fp32.
@@ -804,29 +788,24 @@ extern "C" __global__ void __launch_bounds__(NW * 32, 1)
     const int groups = (ncols + CPI - 1) / CPI;
     const uint4 *aw = reinterpret_cast<const uint4 *>(act); // 4 words per uint4, 2 per packet
     const uint4 *dw = reinterpret_cast<const uint4 *>(down_s);
-    constexpr int QN = (IV + JSPLIT - 1) / JSPLIT; // packets of a part (the last one may have fewer)
-    for (int it = warp; it < nv * groups * JSPLIT; it += NW) {
-      const int sp = it % JSPLIT, s = it / (groups * JSPLIT), cb = (it / JSPLIT % groups) * CPI;
-      const int q0 = sp * QN, qn = min(QN, IV - q0);
-      uint4 w[2 * IPLP]; // chunk 2 i + h: words 8 q + 4 h .. + 3 of packet q0 + q, q = lane + 32 i
+    for (int it = warp; it < nv * groups; it += NW) {
+      const int s = it / groups, cb = (it % groups) * CPI;
+      uint4 w[2 * IPL]; // chunk 2 i + h: words 8 q + 4 h .. + 3 of packet q = lane + 32 i
       const auto at = [&](int k) -> const uint4 * {
         const int q = lane + 32 * (k >> 1);
-        return (JSPLIT == 1 && IV % 32 == 0) || q < qn ? aw + ((size_t)s * IV + q0 + q) * 2 + (k & 1) : nullptr;
+        return IV % 32 == 0 || q < IV ? aw + ((size_t)s * IV + q) * 2 + (k & 1) : nullptr;
       };
-      if (!poll_chunks<2 * IPLP>(at, lane, tag16, timeout_ns, state, b, 2 * qn, w) && lane == 0) fail_s = 1;
-      float a[IPL][8] = {};
+      if (!poll_chunks<2 * IPL>(at, lane, tag16, timeout_ns, state, b, 2 * IV, w) && lane == 0) fail_s = 1;
+      float a[IPL][8];
 #pragma unroll
-      for (int i = 0; i < IPLP; i++) {
+      for (int i = 0; i < IPL; i++) {
         const uint4 lo = w[2 * i], hi = w[2 * i + 1];
         const unsigned v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
 #pragma unroll
         for (int e = 0; e < 8; e++)
           a[i][e] = __uint_as_float(v[e] << 16);
       }
-      if (JSPLIT == 1)
-        down_group<CPI>(dw, a, s, cb, cmax, cmax4, ncols, lane, y_s);
-      else
-        down_group<CPI>(dw, a, s, cb, cmax, cmax4, ncols, lane, y_s, q0, qn, sp);
+      down_group<CPI>(dw, a, s, cb, cmax, cmax4, ncols, lane, y_s);
     }
   }
 #else
@@ -857,7 +836,7 @@ extern "C" __global__ void __launch_bounds__(NW * 32, 1)
   for (int c = threadIdx.x; c < ncols; c += blockDim.x) { // combine: ranks in order, fp32
     float acc = 0.0f;
     for (int s = 0; s < nv; s++) {
-#if DMMA || JSPLIT > 1
+#if DMMA
       float y = y_s[((size_t)s * cmax4 + c) * SPLIT]; // the parts in order, then the expert output's bf16
       for (int sp = 1; sp < SPLIT; sp++)
         y += y_s[((size_t)s * cmax4 + c) * SPLIT + sp];
