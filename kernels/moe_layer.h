@@ -74,7 +74,8 @@ enum {
   SL_MOE_DECODE_15X1_XS_TAG = 5,       /* tagged (session 5's default) */
   SL_MOE_DECODE_15X1_XS_TAG_PR = 6,
   SL_MOE_DECODE_15X1_XS_TAG_IF = 7,
-  SL_MOE_DECODE_VARIANTS = 8
+  SL_MOE_DECODE_15X1_XS_TAG_PR_IF_RO = 8, /* the default with rank-ordered pairs (NOT MEASURED yet) */
+  SL_MOE_DECODE_VARIANTS = 9
 };
 
 /* decode_profile[block * 16 + i]: 0 start, 1 the block's router logits published, 2 top-k done (block
