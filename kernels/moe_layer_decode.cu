@@ -367,9 +367,9 @@ __device__ __forceinline__ bool mbar_wait(unsigned bar, unsigned long long timeo
 // each branch that runs pairs: the compute warps, and with PRODREM the copy warp.
 #define SL_DECODE_PAIRS \
   const long P = (long)nv * INTER; \
+  const long rg0 = RANKORD ? (long)b * P / G : 0, rg1 = RANKORD ? (long)(b + 1) * P / G : 0; \
   auto pair_of = [&](long p) -> long { \
-    const long g0 = (long)b * P / G; \
-    return RANKORD ? sl_moe_decode_rank_pair(g0, (long)(b + 1) * P / G, nv, INTER, p - g0) : p; \
+    return RANKORD ? sl_moe_decode_rank_pair(rg0, rg1, nv, INTER, p - rg0) : p; \
   }; \
   auto load_pair = [&](long pq, uint4(&g)[XP], uint4(&u)[XP]) { \
     const int s = (int)(pq / INTER), j = (int)(pq % INTER); \
