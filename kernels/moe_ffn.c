@@ -16,7 +16,8 @@
  *    Qwen3 size); at T=128 ~8 rows per expert over all 128 experts (1.2 GB). Each warp
  *    streams a 16-row weight tile (gate_up: 8 gate + 8 up rows of the same intermediate
  *    indices, so SiLU-and-mul is fused in the thread holding both; down: 16 output columns)
- *    with 16-byte loads and an L2 prefetch ahead, and multiplies it with all of the expert's
+ *    with 16-byte loads (two 4 KB chunks in registers; the L2 prefetch ahead is off by
+ *    default, SL_MOE_FFN_GEMV_PF: it made L2 the limit), and multiplies it with all of the expert's
  *    rows on tensor cores (mma m16n8k16, fp32 accumulation; 8/16/32 rows per pass; three
  *    compiled variants, wide, split and bulk (weights staged in shared memory by the
  *    bulk-copy engine, ffn_bulk), chosen by sl_moe_ffn_gemv_variant below). H200
@@ -89,6 +90,9 @@ sl_status_t sl_moe_ffn_plan_spec(int num_local_experts, sl_jit_spec_t *spec) {
   return sl_jit_spec_define(spec, "FFN_LOCAL", "%d", num_local_experts);
 }
 
+static int pf_override = -1;
+void sl_moe_ffn_set_pf_override(int chunks) { pf_override = chunks >= 0 && chunks <= 16 ? chunks : -1; }
+
 sl_status_t sl_moe_ffn_gemv_variant_spec(int which, int variant, sl_jit_spec_t *spec) {
   static const char *const names[] = {"sl_moe_ffn_gemv_gate_up", "sl_moe_ffn_gemv_down", "sl_moe_gate_gemv"};
   if (which < 0 || which > 2)
@@ -98,7 +102,9 @@ sl_status_t sl_moe_ffn_gemv_variant_spec(int which, int variant, sl_jit_spec_t *
                   "moe ffn gemv spec: variant %d (SL_MOE_FFN_GEMV_WIDE %d, _SPLIT %d or _BULK %d)", variant,
                   SL_MOE_FFN_GEMV_WIDE, SL_MOE_FFN_GEMV_SPLIT, SL_MOE_FFN_GEMV_BULK);
   sl_jit_spec_init(spec, "kernels/moe_ffn_gemv.cu", names[which]);
-  /* The router-logits kernel ignores FFN_SPLIT / FFN_BULK: always compiled as 0 (one cubin). */
+  /* The router-logits kernel ignores FFN_SPLIT / FFN_BULK / FFN_PF: always compiled with the
+   * defaults (one cubin). */
+  SL_CHECK(sl_jit_spec_define(spec, "FFN_PF", "%d", which < 2 && pf_override >= 0 ? pf_override : SL_MOE_FFN_GEMV_PF));
   SL_CHECK(sl_jit_spec_define(spec, "FFN_SPLIT", "%d", which < 2 && variant == SL_MOE_FFN_GEMV_SPLIT ? 1 : 0));
   return sl_jit_spec_define(spec, "FFN_BULK", "%d", which < 2 && variant == SL_MOE_FFN_GEMV_BULK ? 1 : 0);
 }

@@ -76,6 +76,9 @@ sl_status_t sl_moe_ffn_plan_spec(int num_local_experts, sl_jit_spec_t *spec);
 /* The streaming kernels: which = 0 gate_up + SiLU-and-mul, 1 down, 2 router logits (used
  * by sl_moe_gate_logits for T <= SL_MOE_FFN_GEMV_MAX_ROWS on the GPU). */
 sl_status_t sl_moe_ffn_gemv_spec(int which, sl_jit_spec_t *spec); /* the wide variant */
+/* Benchmark sweep only (not thread-safe; set between launches): the streaming kernels' L2
+ * prefetch distance in chunks, 0..16 (0: none); -1 restores SL_MOE_FFN_GEMV_PF. */
+void sl_moe_ffn_set_pf_override(int chunks);
 /* Any variant of the FFN kernels (which 0, 1; SL_MOE_FFN_GEMV_WIDE, _SPLIT or _BULK); which
  * = 2 (router logits) has one variant. */
 sl_status_t sl_moe_ffn_gemv_variant_spec(int which, int variant, sl_jit_spec_t *spec);

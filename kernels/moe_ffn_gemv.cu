@@ -83,17 +83,22 @@ __device__ __forceinline__ int gemv_active_experts(const int *__restrict__ count
 // 16 bytes at k0 + 8c of its rows; words .x/.y feed the first mma, .z/.w the second): the
 // same permutation for weights and tokens, so every output is a plain dot product.
 // Streaming: 16-byte loads of each lane's two rows, MMA_U k-steps per chunk, two chunks in
-// registers (the next chunk's loads are issued before the current one is used), and an
-// L2 prefetch PF_AHEAD chunks ahead (one instruction per chunk: lane l fetches the 128-byte
-// line l % 2 of row l / 2's 256 bytes), continued into the warp's next tile: the HBM sees
-// ~(PF_AHEAD + 2) x 4 KB in flight per warp however few warps have work.
+// registers (the next chunk's loads are issued before the current one is used), and,
+// when FFN_PF > 0, an L2 prefetch PF_AHEAD chunks ahead (one instruction per chunk: lane l
+// fetches the 128-byte line l % 2 of row l / 2's 256 bytes), continued into the warp's next
+// tile. The default is no prefetch (SL_MOE_FFN_GEMV_PF 0): on the H200 the prefetch's extra
+// L2 lookups made L2 throughput the limit (92 % under ncu at T = 128) and the layer ran
+// 10-12 % slower at T = 8..128 (kernels/moe_ffn_gemv.h has the sweep).
 // Tiles (slot-major) are split into one contiguous, balanced range per block, strided over
 // the block's 8 warps: a small tile count still spreads over every SM (T=1: 768 gate_up
 // tiles, 5-6 streaming warps on each of 132 SMs), and at larger counts a block works on one
 // or two experts, so their token rows (the B operand, up to 16 x 4 KB) stay in its L1
 // instead of being re-read from L2 for every tile.
 #define MMA_U 4    // k-steps of 32 elements per chunk: 2 rows x 4 x 16 B per lane
-#define PF_AHEAD 4 // L2 prefetch distance in chunks (256 B of each row per chunk)
+#ifndef FFN_PF
+#error "FFN_PF (L2 prefetch distance in chunks, 0: none) must be defined by the host (kernels/moe_ffn.c)"
+#endif
+#define PF_AHEAD FFN_PF // L2 prefetch distance in chunks (256 B of each row per chunk)
 #define CHUNK_BYTES (MMA_U * 32 * 2)
 
 // Hint only: ask L2 to fetch the 128-byte line holding p. Per lane (CCTL, any address per
@@ -181,7 +186,7 @@ __device__ __forceinline__ void ffn_tile_pass(const ffn_rows_t &r, int ch0, int 
   for (int ch = ch0; ch < ch1; ch += 2) {
     // Prefetch chunk ch + PF_AHEAD (and + 1) of this range, or the start of the next unit.
 #pragma unroll
-    for (int d = 0; d < 2; d++) {
+    for (int d = 0; d < (PF_AHEAD > 0 ? 2 : 0); d++) {
       const long off = (long)(ch + d + PF_AHEAD) * CHUNK_BYTES;
       const long noff = off - (long)ch1 * CHUNK_BYTES; // chunks past this range's end
       if (noff < 0) {

@@ -12,6 +12,15 @@
  * passes), so up to ~16 rows per expert the weights are streamed once at full bandwidth
  * with the mma units mostly idle. */
 #define SL_MOE_FFN_GEMV_MAX_ROWS 16
+/* The streaming kernels' L2 prefetch distance in 4 KB chunks of a warp's tile (JIT constant
+ * FFN_PF; 0: no prefetch). sl_moe_ffn_set_pf_override changes it for a benchmark sweep
+ * (`SL_BENCH_FFN_PF=N sluice bench moe-local`). MEASURED (H200, session 7, bench/results/
+ * 2026-11-29-s7-h200-ffn-pf/): the full Qwen3-30B-A3B layer at T = 8 / 32 / 128, graph us,
+ * with the wide kernels: pf 0 134.5 / 273.2 / 328.3; 2 144.3 / 290.4 / 355.2; 4 (the old
+ * default) 150.2 / 301.7 / 368.7; 8 160.5 / 320.6 / 394.6. ncu at T = 128 with pf 4: L2
+ * throughput 92 % at 76 % of DRAM bandwidth -- the prefetch's extra L2 lookups, not the
+ * bytes in flight, were the limit. Hence 0. */
+#define SL_MOE_FFN_GEMV_PF 0
 
 /* Two variants of the FFN streaming kernels (JIT constant FFN_SPLIT; the choice and its
  * reasoning: ffn_variant in kernels/moe_ffn.c). Wide: SL_MOE_FFN_GEMV_THREADS threads,

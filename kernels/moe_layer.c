@@ -92,12 +92,10 @@ typedef struct {
   int dmma;                /* the down phase on the tensor cores (with tag) */
   int prodrem;             /* PRODREM: up to this many pairs past the last full round on the copy warp */
   int idsfirst;            /* IDSFIRST: the top-k's ids before the stream, its weights on the copy warp */
-  int rankord;             /* RANKORD: each block's pairs are rows of every rank, walked rank by rank */
 } decode_shape_t;
 static const decode_shape_t decode_shapes[SL_MOE_DECODE_VARIANTS] = {
-    {15, 1, 1, 1, 0, 2, 1, 0}, {12, 1, 0, 0, 0, 0, 0, 0}, {7, 2, 0, 0, 0, 0, 0, 0},
-    {15, 1, 1, 0, 0, 0, 0, 0}, {15, 1, 1, 1, 1, 0, 0, 0}, {15, 1, 1, 1, 0, 0, 0, 0},
-    {15, 1, 1, 1, 0, 2, 0, 0}, {15, 1, 1, 1, 0, 0, 1, 0}, {15, 1, 1, 1, 0, 2, 1, 1}};
+    {15, 1, 1, 1, 0, 2, 1}, {12, 1, 0, 0, 0, 0, 0}, {7, 2, 0, 0, 0, 0, 0}, {15, 1, 1, 0, 0, 0, 0},
+    {15, 1, 1, 1, 1, 0, 0}, {15, 1, 1, 1, 0, 0, 0}, {15, 1, 1, 1, 0, 2, 0}, {15, 1, 1, 1, 0, 0, 1}};
 
 static sl_router_args_t router_of(const sl_moe_layer_config_t *c, int T) {
   return (sl_router_args_t){.kind = c->router_kind, .num_tokens = T, .num_experts = c->num_experts,
@@ -128,7 +126,6 @@ static sl_status_t decode_spec(const sl_moe_layer_config_t *c, int variant, bool
   if (d->dmma) SL_CHECK(sl_jit_spec_define(spec, "DMMA", "1"));
   if (d->prodrem) SL_CHECK(sl_jit_spec_define(spec, "PRODREM", "%d", d->prodrem));
   if (d->idsfirst) SL_CHECK(sl_jit_spec_define(spec, "IDSFIRST", "1"));
-  if (d->rankord) SL_CHECK(sl_jit_spec_define(spec, "RANKORD", "1"));
   if (prof) SL_CHECK(sl_jit_spec_define(spec, "PROF", "1"));
   return sl_router_define_constants(&r, spec);
 }
@@ -227,8 +224,6 @@ sl_status_t sl_moe_layer_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spe
   SL_CHECK(sl_moe_layer_decode_spec(&g, SL_MOE_DECODE_15X1_XS_TAG, &spec));
   SL_CHECK(fn(&spec, user));
   SL_CHECK(sl_moe_layer_decode_spec(&g, SL_MOE_DECODE_15X1_XS_TAG_PR_IF, &spec));
-  SL_CHECK(fn(&spec, user));
-  SL_CHECK(sl_moe_layer_decode_spec(&g, SL_MOE_DECODE_15X1_XS_TAG_PR_IF_RO, &spec));
   SL_CHECK(fn(&spec, user));
   SL_CHECK(sl_moe_layer_decode_spec(&g, SL_MOE_DECODE_15X1_XS_TAG_MMA, &spec));
   return fn(&spec, user);

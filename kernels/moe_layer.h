@@ -49,7 +49,7 @@ typedef enum { SL_MOE_FUSE_AUTO = 0, SL_MOE_FUSE_OFF = 1, SL_MOE_FUSE_ON = 2 } s
  * gate_up streams. It applies (AUTO or ON) on a GPU of sm_90+, at T = 1 with the layer's own
  * router, all stages, H <= 2048, and when K x ceil(H / SMs) x I x 2 bytes of down rows (+ a
  * few KB) fit a block's shared memory (Qwen3-30B-A3B: 205 KB on 132 SMs); elsewhere the usual
- * launches run. AUTO means on: H200, Qwen3-30B-A3B T=1, 24.5-24.7 us in a graph (with decode_pdl;
+ * launches run. AUTO means on: H200, Qwen3-30B-A3B T=1, 24.6-24.8 us in a graph (with decode_pdl;
  * session 6) vs ~35 us for the launches (kernels/NOTES.md "One-kernel decode layer"). */
 #define SL_MOE_LAYER_DECODE_KERNEL_AUTO 1
 /* The decode kernel as a programmatic dependent launch (sl_moe_layer_args_t.decode_pdl): it may
@@ -74,8 +74,7 @@ enum {
   SL_MOE_DECODE_15X1_XS_TAG = 5,       /* tagged (session 5's default) */
   SL_MOE_DECODE_15X1_XS_TAG_PR = 6,
   SL_MOE_DECODE_15X1_XS_TAG_IF = 7,
-  SL_MOE_DECODE_15X1_XS_TAG_PR_IF_RO = 8, /* the default with rank-ordered pairs (NOT MEASURED yet) */
-  SL_MOE_DECODE_VARIANTS = 9
+  SL_MOE_DECODE_VARIANTS = 8
 };
 
 /* decode_profile[block * 16 + i]: 0 start, 1 the block's router logits published, 2 top-k done (block

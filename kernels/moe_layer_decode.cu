@@ -47,7 +47,6 @@
 
 #include "kernels/bulk_copy.cuh"
 #include "kernels/grid_barrier.cuh"
-#include "kernels/moe_layout.h"
 #include "kernels/moe_pdl.cuh"
 #define SL_ROUTER_LOAD_NC 0 // the routine reads the logits from shared memory
 #include "kernels/router_topk.cuh"
@@ -140,15 +139,6 @@ static_assert(PP >= 1 && PP <= 4 && WARPS >= 4 && WARPS <= 32, "PP 1..4, WARPS 4
 // the PDL trigger after it -- do not wait for those pairs.
 #ifndef PRODREM
 #define PRODREM 0
-#endif
-// RANKORD (optional JIT constant, 0 if absent; NOT MEASURED yet, written without a GPU in session
-// 6): a block's pairs are ~I / G rows of EVERY rank, walked rank by rank
-// (sl_moe_decode_rank_pair, kernels/moe_layout.h), instead of one contiguous range of 1-2 ranks.
-// The ranks' activations then complete one after another across the grid: when a block's own
-// stream ends, the items of all but the last ranks find their activations already there, and only
-// the last ranks' items wait for the slowest block (fewer items contend at the end).
-#ifndef RANKORD
-#define RANKORD 0
 #endif
 #if DMMA
 static_assert(INTER % 64 == 0, "DMMA walks I in windows of 64");
@@ -367,10 +357,6 @@ __device__ __forceinline__ bool mbar_wait(unsigned bar, unsigned long long timeo
 // each branch that runs pairs: the compute warps, and with PRODREM the copy warp.
 #define SL_DECODE_PAIRS \
   const long P = (long)nv * INTER; \
-  const long rg0 = RANKORD ? (long)b * P / G : 0, rg1 = RANKORD ? (long)(b + 1) * P / G : 0; \
-  auto pair_of = [&](long p) -> long { \
-    return RANKORD ? sl_moe_decode_rank_pair(rg0, rg1, nv, INTER, p - rg0) : p; \
-  }; \
   auto load_pair = [&](long pq, uint4(&g)[XP], uint4(&u)[XP]) { \
     const int s = (int)(pq / INTER), j = (int)(pq % INTER); \
     const int le = id_s[slot_rank_s[s]] - expert_begin; \
@@ -600,7 +586,7 @@ extern "C" __global__ void __launch_bounds__(NW * 32, 1)
     const long pe = (long)(b + 1) * P / G;
     long pp = compute_end((long)b * P / G, pe); // [pp, pe): this warp's pairs
     uint4 g[XP], u[XP];
-    if (pp < pe) load_pair(pair_of(pp), g, u); // in flight while lane 0 issues the copies
+    if (pp < pe) load_pair(pp, g, u); // in flight while lane 0 issues the copies
 #endif
     // ---- producer: this block's down rows, by the copy engine ----------------------------
     if (lane == 0) {
@@ -621,7 +607,7 @@ extern "C" __global__ void __launch_bounds__(NW * 32, 1)
     }
 #if PRODREM
     __syncwarp();
-    if (pp < pe) finish_pair(pair_of(pp++), g, u);
+    if (pp < pe) finish_pair(pp++, g, u);
 #endif
     if (ACTTAG) {
       // this block's share of the words of ranks nv..K-1 (value 0): every word every launch
@@ -639,8 +625,8 @@ extern "C" __global__ void __launch_bounds__(NW * 32, 1)
     }
 #if PRODREM
     for (; pp < pe; pp++) {
-      load_pair(pair_of(pp), g, u);
-      finish_pair(pair_of(pp), g, u);
+      load_pair(pp, g, u);
+      finish_pair(pp, g, u);
     }
 #endif
 #if IDSFIRST
@@ -676,11 +662,11 @@ extern "C" __global__ void __launch_bounds__(NW * 32, 1)
         uint4 g[PP][XP], u[PP][XP];
 #pragma unroll
         for (int q = 0; q < PP; q++)
-          if (q == 0 || p + (long)q * WARPS < p1) load_pair(pair_of(p + (long)q * WARPS), g[q], u[q]); // warp-uniform
+          if (q == 0 || p + (long)q * WARPS < p1) load_pair(p + (long)q * WARPS, g[q], u[q]); // warp-uniform
 #pragma unroll
         for (int q = 0; q < PP; q++) {
           if (q > 0 && p + (long)q * WARPS >= p1) break;
-          finish_pair(pair_of(p + (long)q * WARPS), g[q], u[q]);
+          finish_pair(p + (long)q * WARPS, g[q], u[q]);
         }
       }
     }

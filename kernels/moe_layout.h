@@ -69,21 +69,6 @@ static inline sl_moe_ws_layout_t sl_moe_ws_layout(int max_tokens, int top_k, int
 }
 #define SL_MOE_WS_DONE_OFFSET 32
 
-/* One-kernel decode layer, rank-ordered gate_up pairs (opt-in shape, JIT constant RANKORD in
- * kernels/moe_layer_decode.cu): the nv x I pairs (rank s, row j) are numbered g = j nv + s, block
- * b of G takes g in [g0, g1) = [b P / G, (b + 1) P / G) (P = nv I: the same balanced counts as
- * the plain split), and walks them rank by rank: its pair i is the i-th of (s, j) in (s, j)
- * order, returned as pq = s I + j (the activation's index). Every block then holds ~I / G rows
- * of EVERY rank, so the ranks' activations complete one after another across the grid. */
-static inline long sl_moe_decode_rank_pair(long g0, long g1, int nv, int inter, long i) {
-  for (int s = 0; s < nv; s++) {
-    const long ja = (g0 + nv - 1 - s) / nv, jb = (g1 + nv - 1 - s) / nv; /* rows j of rank s in [g0, g1) */
-    if (i < jb - ja) return (long)s * inter + ja + i;
-    i -= jb - ja;
-  }
-  return -1; /* i >= g1 - g0 */
-}
-
 /* Balanced replicated dispatch (opt-in, sl_moe_dispatch_args_t.force_repl_balance): a grid of
  * G blocks where block b copies the contiguous (token, chunk) items
  * [sl_moe_bal_begin(b), sl_moe_bal_begin(b + 1)) of all `items` (T x chunks per row): every

@@ -525,7 +525,7 @@ static sl_status_t bench_layer(sl_bench_t *b, const model_t *m, const int *Ts, i
       static const char *const dnames[SL_MOE_DECODE_VARIANTS] = {
           "decode-kernel 15x1xs-tag-pr-if", "decode-kernel 12x1",           "decode-kernel 7x2",
           "decode-kernel 15x1xs-bar",       "decode-kernel 15x1xs-tag-mma", "decode-kernel 15x1xs-tag",
-          "decode-kernel 15x1xs-tag-pr",    "decode-kernel 15x1xs-tag-if",  "decode-kernel 15x1xs-tag-pr-if-ro"};
+          "decode-kernel 15x1xs-tag-pr",    "decode-kernel 15x1xs-tag-if"};
       snprintf(path_name, sizeof path_name, "%s/%s", dtaken ? "one-kernel" : sl_moe_path_name(path),
                nopdl                                  ? "decode-kernel 15x1xs-tag-pr-if, no PDL"
                : dvariant >= 0                        ? dnames[dvariant]
@@ -724,6 +724,14 @@ int sl_cmd_bench_moe_local(sl_runtime_t *rt, int argc, char **argv) {
     return 2;
   }
   const bool gpu = gpu_of(&b);
+  /* SL_BENCH_FFN_PF=N (0..16): the FFN streaming kernels' L2 prefetch distance for this run
+   * (a sweep of the JIT constant FFN_PF; default SL_MOE_FFN_GEMV_PF). */
+  const char *pf = getenv("SL_BENCH_FFN_PF");
+  if (pf && *pf) {
+    sl_moe_ffn_set_pf_override(atoi(pf));
+    printf("# SL_BENCH_FFN_PF=%d: FFN streaming kernels' L2 prefetch distance (default %d)\n", atoi(pf),
+           SL_MOE_FFN_GEMV_PF);
+  }
   static const int quick_gpu[] = {1, 128, 4096}, quick_cpu[] = {1, 8};
   const int *Ts = token_counts;
   int nT = (int)(sizeof token_counts / sizeof token_counts[0]);

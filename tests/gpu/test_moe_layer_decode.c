@@ -255,7 +255,6 @@ static void test_grouped(void **s) {
   decode_tokens(&L, 16, SL_MOE_DECODE_15X1_XS_TAG, sl_test_seed() * 5 + 2);
   decode_tokens(&L, 16, SL_MOE_DECODE_15X1_XS_TAG_MMA, sl_test_seed() * 5 + 4);
   decode_tokens(&L, 16, SL_MOE_DECODE_15X1_XS_TAG_PR_IF, sl_test_seed() * 5 + 5);
-  decode_tokens(&L, 16, SL_MOE_DECODE_15X1_XS_TAG_PR_IF_RO, sl_test_seed() * 5 + 6);
   layer_close(&L);
 }
 
@@ -269,7 +268,6 @@ static void test_expert_range(void **s) {
   decode_tokens(&L, 16, SL_MOE_DECODE_15X1_XS_TAG, sl_test_seed() * 7 + 2);
   decode_tokens(&L, 16, SL_MOE_DECODE_15X1_XS_TAG_MMA, sl_test_seed() * 7 + 3);
   decode_tokens(&L, 16, SL_MOE_DECODE_15X1_XS_TAG_PR_IF, sl_test_seed() * 7 + 4);
-  decode_tokens(&L, 16, SL_MOE_DECODE_15X1_XS_TAG_PR_IF_RO, sl_test_seed() * 7 + 5);
   layer_close(&L);
 }
 
@@ -285,11 +283,9 @@ static void test_graph_chain(void **s) {
   void *dx = moe_dev_copy(gpu, x, xb), *d1 = moe_dev_copy(gpu, NULL, xb), *d2 = moe_dev_copy(gpu, NULL, xb);
   /* each shape as a programmatic dependent launch (the default), and the default shape without */
   const int variants[] = {SL_MOE_DECODE_15X1_XS_BAR, SL_MOE_DECODE_15X1_XS_TAG, SL_MOE_DECODE_15X1_XS_TAG_MMA,
-                          SL_MOE_DECODE_15X1_XS_TAG_PR_IF, SL_MOE_DECODE_15X1_XS_TAG_PR_IF_RO,
-                          SL_MOE_DECODE_15X1_XS_TAG_PR_IF},
-            pdl[] = {SL_MOE_FUSE_AUTO, SL_MOE_FUSE_AUTO, SL_MOE_FUSE_AUTO,
-                     SL_MOE_FUSE_AUTO, SL_MOE_FUSE_AUTO, SL_MOE_FUSE_OFF};
-  for (int v = 0; v < 6; v++) {
+                          SL_MOE_DECODE_15X1_XS_TAG_PR_IF, SL_MOE_DECODE_15X1_XS_TAG_PR_IF},
+            pdl[] = {SL_MOE_FUSE_AUTO, SL_MOE_FUSE_AUTO, SL_MOE_FUSE_AUTO, SL_MOE_FUSE_AUTO, SL_MOE_FUSE_OFF};
+  for (int v = 0; v < 5; v++) {
     bool t1 = false, t2 = false;
     sl_moe_layer_args_t a1 = {.num_tokens = 1,
                               .x = dx,
