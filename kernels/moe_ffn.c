@@ -115,7 +115,9 @@ sl_status_t sl_moe_ffn_gemv_spec(int which, sl_jit_spec_t *spec) {
 
 /* Which streaming variant (kernels/moe_ffn_gemv.cu, FFN_SPLIT) serves a call that takes the
  * streaming kernels. Split while an expert can hold at most SL_MOE_FFN_GEMV_SPLIT_MAX_ROWS
- * (8) rows, min(capacity, T) <= 8 (decode T <= 8), else wide. Why:
+ * (8) rows, min(capacity, T) <= 8 (decode T <= 8), and the call has at least
+ * SL_MOE_FFN_GEMV_SPLIT_MIN_PAIRS (16) pairs (T >= 2 at K = 8; at T = 1 the split kernel's
+ * K division over warps measured slower), else wide. Why:
  *  - At 1-8 rows an expert is one 8-row n-tile, one weight pass. The wide kernel carries
  *    the 16- and 32-row code (NT = 2, 4: up to 16 accumulators and 16 token vectors live
  *    per lane), which sets its 214 registers for every call: 8 warps per SM. H200 ncu at
@@ -133,9 +135,9 @@ sl_status_t sl_moe_ffn_gemv_spec(int which, sl_jit_spec_t *spec) {
  *    (16/32 rows per pass) stays. Between, T*K <= 16 x E_local with skew > 8 rows: wide.
  *    Measured comparison: `sluice bench moe-local --only moe_layer` prints both at T <= 16
  *    (the row of the variant AUTO did not take); T = 9..256 are unchanged (wide).
- *  - NOT YET MEASURED: AUTO takes split only when SL_MOE_FFN_GEMV_SPLIT_AUTO is 1 (0 until a
- *    GPU run shows it faster; kernels/moe_ffn_gemv.h). The H200 measured split slower
- *    (layer T=1 41.9 vs 36.0 us): more register-held loads per SM are not the lever.
+ *  - Measured (kernels/moe_ffn_gemv.h, SL_MOE_FFN_GEMV_SPLIT_AUTO): with the L2 prefetch on
+ *    the H200 measured split slower (layer T=1 41.9 vs 36.0 us); with it off (session 7)
+ *    split is 3 % faster at T = 8 and 7 % slower at T = 1 (FFN alone), hence the pair bound.
  *  - Bulk (sm_90+; ffn_bulk above): the weights go global -> shared memory by cp.async.bulk
  *    into an mbarrier ring (bytes in flight bounded by shared memory, not registers: ~96 KB
  *    per SM, one instruction per 2 KB row chunk), a producer warp and 8 consumer warps.
@@ -148,8 +150,10 @@ int sl_moe_ffn_gemv_variant(const sl_moe_ffn_args_t *a) {
     return a->gemv_variant;
   const int m = a->capacity < a->num_tokens ? a->capacity : a->num_tokens;
   if (SL_MOE_FFN_GEMV_BULK_AUTO && m <= SL_MOE_FFN_GEMV_BULK_MAX_ROWS) return SL_MOE_FFN_GEMV_BULK;
-  return SL_MOE_FFN_GEMV_SPLIT_AUTO && m <= SL_MOE_FFN_GEMV_SPLIT_MAX_ROWS ? SL_MOE_FFN_GEMV_SPLIT
-                                                                         : SL_MOE_FFN_GEMV_WIDE;
+  const long pairs = (long)a->num_tokens * a->top_k;
+  return SL_MOE_FFN_GEMV_SPLIT_AUTO && m <= SL_MOE_FFN_GEMV_SPLIT_MAX_ROWS && pairs >= SL_MOE_FFN_GEMV_SPLIT_MIN_PAIRS
+             ? SL_MOE_FFN_GEMV_SPLIT
+             : SL_MOE_FFN_GEMV_WIDE;
 }
 
 /* The rule (documented in kernels/moe_ffn.h and NOTES.md): the streaming kernels while an

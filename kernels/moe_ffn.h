@@ -82,7 +82,7 @@ void sl_moe_ffn_set_pf_override(int chunks);
 /* Any variant of the FFN kernels (which 0, 1; SL_MOE_FFN_GEMV_WIDE, _SPLIT or _BULK); which
  * = 2 (router logits) has one variant. */
 sl_status_t sl_moe_ffn_gemv_variant_spec(int which, int variant, sl_jit_spec_t *spec);
-/* The variant ffn_gemv launches for these arguments (reads capacity, num_tokens,
+/* The variant ffn_gemv launches for these arguments (reads capacity, num_tokens, top_k,
  * gemv_variant): SL_MOE_FFN_GEMV_WIDE, _SPLIT or _BULK (the launcher takes wide instead of
  * an automatic bulk choice below sm_90). */
 int sl_moe_ffn_gemv_variant(const sl_moe_ffn_args_t *a);

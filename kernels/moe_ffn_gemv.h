@@ -31,11 +31,15 @@
  * 8-row pass. */
 #define SL_MOE_FFN_GEMV_SPLIT_THREADS 384
 #define SL_MOE_FFN_GEMV_SPLIT_MAX_ROWS 8
-/* 1: the automatic choice takes the split variant up to SL_MOE_FFN_GEMV_SPLIT_MAX_ROWS rows.
- * 0 until it has run on a GPU (written 2026-11-29 without one): the split kernels are then
- * used only when forced (gemv_variant), which the GPU tests and the benchmark's
- * "<path>/gemv-split" comparison rows do. Set to 1 once those rows show it faster. */
-#define SL_MOE_FFN_GEMV_SPLIT_AUTO 0
+/* 1: the automatic choice takes the split variant up to SL_MOE_FFN_GEMV_SPLIT_MAX_ROWS rows
+ * when the call has at least SL_MOE_FFN_GEMV_SPLIT_MIN_PAIRS (token, expert) pairs (0: only
+ * when forced, gemv_variant). MEASURED (H200, session 7, with the L2 prefetch off; bench/
+ * results/2026-11-29-s7-h200-ffn-split/), graph us, split vs wide: T = 8 (64 pairs, 54
+ * experts) layer 132.27 vs 135.77, FFN alone 122.79 vs 126.66; T = 1 (8 pairs, 8 experts) FFN
+ * alone 26.99 vs 25.12, the chain of launches 34.84 vs 33.15 -- with 5-6 tiles per block the
+ * split variant divides each tile's K over warps and loses. T = 2..7: not measured. */
+#define SL_MOE_FFN_GEMV_SPLIT_AUTO 1
+#define SL_MOE_FFN_GEMV_SPLIT_MIN_PAIRS 16
 /* sl_moe_ffn_args_t.gemv_variant */
 #define SL_MOE_FFN_GEMV_AUTO 0
 #define SL_MOE_FFN_GEMV_WIDE 1

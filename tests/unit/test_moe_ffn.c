@@ -187,13 +187,21 @@ static void test_ffn_work_split(void **state) {
 }
 
 /* The streaming kernels' variant (kernels/moe_ffn.c, sl_moe_ffn_gemv_variant): split while
- * an expert holds at most 8 rows (min(capacity, T)), wide above; forced either way. */
+ * an expert holds at most 8 rows (min(capacity, T)) and the call has >= 16 pairs, wide
+ * otherwise; forced either way. */
 static void test_ffn_gemv_variant_rule(void **state) {
   (void)state;
   sl_moe_ffn_args_t a = {.num_local_experts = 128, .capacity = 1, .hidden = 2048, .inter = 768, .num_tokens = 1,
                          .top_k = 8};
   const int small = SL_MOE_FFN_GEMV_SPLIT_AUTO ? SL_MOE_FFN_GEMV_SPLIT : SL_MOE_FFN_GEMV_WIDE;
+  assert_int_equal(sl_moe_ffn_gemv_variant(&a), SL_MOE_FFN_GEMV_WIDE); /* T = 1: 8 pairs */
+  a.capacity = a.num_tokens = SL_MOE_FFN_GEMV_SPLIT_MIN_PAIRS / a.top_k; /* T = 2: 16 pairs */
   assert_int_equal(sl_moe_ffn_gemv_variant(&a), small);
+  a.capacity = 1; /* one row per expert, but 16 pairs: split */
+  assert_int_equal(sl_moe_ffn_gemv_variant(&a), small);
+  a.top_k = 4; /* 8 pairs: wide */
+  assert_int_equal(sl_moe_ffn_gemv_variant(&a), SL_MOE_FFN_GEMV_WIDE);
+  a.top_k = 8;
   a.capacity = a.num_tokens = SL_MOE_FFN_GEMV_SPLIT_MAX_ROWS; /* T = 8: the switch point */
   assert_int_equal(sl_moe_ffn_gemv_variant(&a), small);
   a.capacity = a.num_tokens = SL_MOE_FFN_GEMV_SPLIT_MAX_ROWS + 1;
