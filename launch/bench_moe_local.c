@@ -729,8 +729,15 @@ int sl_cmd_bench_moe_local(sl_runtime_t *rt, int argc, char **argv) {
    * (a sweep of the JIT constant FFN_PF; default SL_MOE_FFN_GEMV_PF). */
   const char *pf = getenv("SL_BENCH_FFN_PF");
   if (pf && *pf) {
-    sl_moe_ffn_set_pf_override(atoi(pf));
-    printf("# SL_BENCH_FFN_PF=%d: FFN streaming kernels' L2 prefetch distance (default %d)\n", atoi(pf),
+    char *end;
+    const long v = strtol(pf, &end, 10);
+    if (*end || v < 0 || v > 16) {
+      fprintf(stderr, "sluice bench moe-local: SL_BENCH_FFN_PF='%s' is not valid; accepted: 0..16\n", pf);
+      sl_bench_finish(&b);
+      return 2;
+    }
+    sl_moe_ffn_set_pf_override((int)v);
+    printf("# SL_BENCH_FFN_PF=%ld: FFN streaming kernels' L2 prefetch distance (default %d)\n", v,
            SL_MOE_FFN_GEMV_PF);
   }
   static const int quick_gpu[] = {1, 128, 4096}, quick_cpu[] = {1, 8};
