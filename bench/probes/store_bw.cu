@@ -17,14 +17,12 @@
 // same routing and buffers with N extra blocks. Then write-only / read-only / copy streams of
 // 64 MB - 1 GB (each launch on its own buffer). Results: bench/results/2026-11-29-s7-h200-probes/.
 // nvcc -O3 -arch=sm_90 store_bw.cu -o store_bw -lcuda
-#include <cstdio>
-#include <cstdlib>
-#include <vector>
 #include <cstring>
-#include <cuda_runtime.h>
-#include <cuda_bf16.h>
+#include <vector>
 #include <cuda.h>
-#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { printf("%s: %s\n", #x, cudaGetErrorString(e_)); exit(1); } } while (0)
+#include <cuda_bf16.h>
+
+#include "probe_util.cuh"
 
 enum { T = 128, K = 8, E = 256, H = 7168, CHUNK = 256, CHUNKS = H / CHUNK, R = 20 };
 
@@ -90,25 +88,7 @@ __global__ void wr(int4 *__restrict__ q, size_t n) {
   }
   for (; i < n; i += stride) q[i] = v;
 }
-__global__ void rd(const int4 *__restrict__ p, size_t n, int *sink) {
-  int4 acc = {0, 0, 0, 0};
-  size_t stride = (size_t)gridDim.x * blockDim.x, i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-  for (; i + 3 * stride < n; i += 4 * stride) {
-    int4 a = __ldcs(p + i), b = __ldcs(p + i + stride), c = __ldcs(p + i + 2 * stride), d = __ldcs(p + i + 3 * stride);
-    acc.x ^= a.x ^ b.y ^ c.z ^ d.w;
-  }
-  for (; i < n; i += stride) acc.x ^= __ldcs(p + i).x;
-  if (acc.x == 0x7f123456) *sink = acc.x;
-}
-__global__ void cp(const int4 *__restrict__ p, int4 *__restrict__ q, size_t n) {
-  size_t stride = (size_t)gridDim.x * blockDim.x, i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-  for (; i + stride < n; i += 2 * stride) {
-    int4 a = __ldcs(p + i), b = __ldcs(p + i + stride);
-    __stcs(q + i, a); __stcs(q + i + stride, b);
-  }
-  for (; i < n; i += stride) q[i] = p[i];
-}
-static void streams(int sms, cudaStream_t st, cudaEvent_t e0, cudaEvent_t e1) {
+static void streams(int sms, cudaStream_t st) {
   const int RS = 10;
   size_t mbs[] = {64, 256, 1024};
   printf("\nstreams (graph of %d launches, best of 6; GB/s = bytes moved (read + written) / time)\n", RS);
@@ -123,34 +103,14 @@ static void streams(int sms, cudaStream_t st, cudaEvent_t e0, cudaEvent_t e1) {
     CK(cudaMalloc(&b, bytes * RS));
     CK(cudaMemset(a, 1, bytes * RS));
     double us[4];
-    for (int kind = 0; kind < 4; kind++) {
-      cudaGraph_t g;
-      cudaGraphExec_t ge;
-      CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-      for (int r = 0; r < RS; r++) {
+    for (int kind = 0; kind < 4; kind++)
+      us[kind] = graph_us(st, RS, 6, 1, [&](int r) {
         char *pa = a + (size_t)r * bytes, *pb = b + (size_t)r * bytes;
         if (kind == 0) wr<<<sms * 4, 256, 0, st>>>((int4 *)pb, n);
         else if (kind == 1) rd<<<sms * 4, 256, 0, st>>>((const int4 *)pa, n, sink);
         else if (kind == 2) cp<<<sms * 4, 256, 0, st>>>((const int4 *)pa, (int4 *)pb, n);
         else CK(cudaMemsetAsync(pb, 0, bytes, st));
-      }
-      CK(cudaStreamEndCapture(st, &g));
-      CK(cudaGraphInstantiate(&ge, g, 0));
-      float best = 1e30f;
-      for (int rep = 0; rep < 6; rep++) {
-        CK(cudaEventRecord(e0, st));
-        CK(cudaGraphLaunch(ge, st));
-        CK(cudaEventRecord(e1, st));
-        CK(cudaStreamSynchronize(st));
-        float ms;
-        CK(cudaEventElapsedTime(&ms, e0, e1));
-        if (rep > 0 && ms < best) best = ms;
-      }
-      CK(cudaGetLastError());
-      CK(cudaGraphExecDestroy(ge));
-      CK(cudaGraphDestroy(g));
-      us[kind] = best * 1e3 / RS;
-    }
+      });
     printf("%8zu %10.2f %10.1f %10.2f %10.1f %10.2f %10.1f %10.1f\n", mb, us[0], bytes / (us[0] * 1e3), us[1],
            bytes / (us[1] * 1e3), us[2], 2.0 * bytes / (us[2] * 1e3), bytes / (us[3] * 1e3));
     CK(cudaFree(a));
@@ -185,9 +145,6 @@ int main(int argc, char **argv) {
   CK(cudaMemcpy(rows, h.data(), T * K * sizeof(int), cudaMemcpyHostToDevice));
   cudaStream_t st;
   CK(cudaStreamCreate(&st));
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
   CK(cudaFuncSetAttribute(bulk<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, H * 2));
   double wbytes = (double)T * K * H * 2, rbytes = (double)x_bytes;
   printf("dispatch-store probe: T=%d K=%d H=%d, %.1f MB written, %.1f MB read, %d SMs\n", T, K, H, wbytes / 1e6,
@@ -203,10 +160,7 @@ int main(int argc, char **argv) {
   CK(cudaMemcpy(ids, hid.data(), T * K * sizeof(int), cudaMemcpyHostToDevice));
   for (int kind = 0; kind < 11; kind++)
     for (int rot = 0; rot < 2; rot++) {
-      cudaGraph_t g;
-      cudaGraphExec_t ge;
-      CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-      for (int r = 0; r < R; r++) {
+      const double us = graph_us(st, R, 8, 2, [&](int r) {
         int shift = rot ? r * 13 : 0;
         switch (kind) {
         case 0: scatter<<<T * CHUNKS / 8, 256, 0, st>>>((const uint4 *)x, (uint4 *)out, rows, ids, shift, 0); break;
@@ -221,26 +175,10 @@ int main(int argc, char **argv) {
         case 5: bulk<4><<<T * 4, 32, H / 2, st>>>((const uint4 *)x, out, rows, shift); break;
         case 6: CK(cudaMemsetAsync(out + (rot ? (size_t)r * 16 << 20 : 0), 0, (size_t)wbytes, st)); break;
         }
-      }
-      CK(cudaStreamEndCapture(st, &g));
-      CK(cudaGraphInstantiate(&ge, g, 0));
-      float best = 1e30f;
-      for (int rep = 0; rep < 8; rep++) {
-        CK(cudaEventRecord(e0, st));
-        CK(cudaGraphLaunch(ge, st));
-        CK(cudaEventRecord(e1, st));
-        CK(cudaStreamSynchronize(st));
-        float ms;
-        CK(cudaEventElapsedTime(&ms, e0, e1));
-        if (rep > 1 && ms < best) best = ms;
-      }
-      CK(cudaGetLastError());
-      CK(cudaGraphExecDestroy(ge));
-      CK(cudaGraphDestroy(g));
-      double us = best * 1e3 / R;
+      });
       printf("%-22s %6s %9.2f %12.1f\n", names[kind], rot ? "rot" : "same", us, wbytes / (us * 1e3));
     }
-  /* The real replicated dispatch kernel (argv[1]: its JIT cache file, DSv3 bf16 E_local=256),
+  /* The real replicated dispatch kernel (each argument: a JIT cache file of it, DSv3 bf16 E_local=256),
    * same routing and buffers as the rows above. */
   for (int ai = 1; ai < argc; ai++) {
     /* FILE[:N]: N extra blocks after the copy grid (the kernel's extra totals block) */
@@ -270,28 +208,12 @@ int main(int argc, char **argv) {
     float gs = 1.0f;
     for (int rep2 = 0; rep2 < 2; rep2++) { /* twice: the spread between replays */
       void *args[] = {&x, &ids, &nt, &ne, &eb, &ee, &cap, &out, &scales, &gs, &counts, &slots, &state};
-      cudaGraph_t g;
-      cudaGraphExec_t ge;
-      CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-      for (int r = 0; r < R; r++)
+      const double us = graph_us(st, R, 8, 2, [&](int) {
         if (cuLaunchKernel(fn, T * CHUNKS / 8 + extra_blocks, 1, 1, 256, 1, 1, 0, st, args, nullptr) != CUDA_SUCCESS) {
           printf("launch failed\n");
-          return 1;
+          exit(1);
         }
-      CK(cudaStreamEndCapture(st, &g));
-      CK(cudaGraphInstantiate(&ge, g, 0));
-      float best = 1e30f;
-      for (int rep = 0; rep < 8; rep++) {
-        CK(cudaEventRecord(e0, st));
-        CK(cudaGraphLaunch(ge, st));
-        CK(cudaEventRecord(e1, st));
-        CK(cudaStreamSynchronize(st));
-        float ms;
-        CK(cudaEventElapsedTime(&ms, e0, e1));
-        if (rep > 1 && ms < best) best = ms;
-      }
-      CK(cudaGetLastError());
-      double us = best * 1e3 / R;
+      });
       const char *base = strrchr(argv[ai], '/');
       printf("%-22s %6s %9.2f %12.1f\n", base ? base + 1 : argv[ai], "same", us, wbytes / (us * 1e3));
     }
@@ -299,6 +221,6 @@ int main(int argc, char **argv) {
     CK(cudaMemcpy(hs, state, sizeof hs, cudaMemcpyDeviceToHost));
     printf("real kernel: device error code %d (0: none)\n", hs[4]);
   }
-  streams(sms, st, e0, e1);
+  streams(sms, st);
   return 0;
 }
