@@ -333,7 +333,7 @@ __device__ __forceinline__ void ffn_dn_tile(const ffn_rows_t &r, const char *nex
 
 // gate_up's hand-over to down: this lane's prefetch pointer at the first unit that the same
 // (block, warp) takes in the down kernel of down_grid blocks (NULL: none), and the bytes
-// from there to that row's end.
+// from there to that row's end. Used only when FFN_PF > 0 (ffn_tile_pass's prefetch).
 __device__ __forceinline__ const char *ffn_down_first_pf(int na, const int *active, int down_grid, int hidden,
                                                          int inter, const __nv_bfloat16 *w_down, long *bytes) {
   *bytes = 0;

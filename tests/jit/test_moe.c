@@ -127,6 +127,15 @@ static void test_odd_shapes(void **state) {
     SL_ASSERT_OK(sl_moe_ffn_gemv_variant_spec(which, SL_MOE_FFN_GEMV_SPLIT, &spec));
     SL_ASSERT_OK(compile_point(&spec, &w));
   }
+  /* The L2 prefetch path (FFN_PF > 0: off by default, kept for the benchmark sweep). */
+  sl_moe_ffn_set_pf_override(4);
+  for (int which = 0; which < 2; which++) {
+    SL_ASSERT_OK(sl_moe_ffn_gemv_variant_spec(which, SL_MOE_FFN_GEMV_WIDE, &spec));
+    SL_ASSERT_OK(compile_point(&spec, &w));
+    SL_ASSERT_OK(sl_moe_ffn_gemv_variant_spec(which, SL_MOE_FFN_GEMV_SPLIT, &spec));
+    SL_ASSERT_OK(compile_point(&spec, &w));
+  }
+  sl_moe_ffn_set_pf_override(-1);
 }
 
 static void test_bad_constants_named(void **state) {
