@@ -92,7 +92,7 @@ static sl_status_t time_both_g(sl_bench_t *b, sl_bench_fn fn, void *ctx, int tok
   *graph_us = -1;
   if ((tokens <= GRAPH_MAX_T || graph_too) && sl_device_backend(b->rt->dev) == SL_BACKEND_CUDA)
     SL_CHECK(sl_bench_time(b, fn, ctx, true, graph_us));
-  return SL_OK;
+  return sl_bench_time_kernel(b, fn, ctx); /* the row's kern_us (CUPTI; "-" without it) */
 }
 static sl_status_t time_both(sl_bench_t *b, sl_bench_fn fn, void *ctx, int tokens, double *us, double *graph_us) {
   return time_both_g(b, fn, ctx, tokens, false, us, graph_us);
@@ -568,7 +568,9 @@ static sl_status_t bench_qknorm_shape(sl_bench_t *b, int tokens, int q_heads, in
      * the plain figure carries (see kernels/NOTES.md). */
     const bool ref_shape = tokens == PYTORCH_QKNORM_T && q_heads == 32 && kv_heads == 4;
     SL_CHECK_GOTO(time_both_g(b, qk_fused, &c, tokens, ref_shape, &us, &gus), s, out);
+    const double fused_kernel_us = b->row_kernel_us; /* each row its own kern_us */
     SL_CHECK_GOTO(time_both_g(b, qk_generic, &c, tokens, ref_shape, &gen_us, &gen_gus), s, out);
+    const double generic_kernel_us = b->row_kernel_us;
     snprintf(extra, sizeof extra, "2x rmsnorm/fused: %.2fx%s", us > 0 ? gen_us / us : 0.0, "");
     if (gus > 0 && gen_gus > 0)
       snprintf(extra, sizeof extra, "2x rmsnorm/fused: %.2fx (graph %.2fx)", us > 0 ? gen_us / us : 0.0, gen_gus / gus);
@@ -576,7 +578,9 @@ static sl_status_t bench_qknorm_shape(sl_bench_t *b, int tokens, int q_heads, in
       snprintf(extra, sizeof extra,
                "2x rmsnorm/fused: %.2fx; PyTorch/fused: %.1fx, graph %.1fx (issue figure %.1f us, not measured here)",
                gen_us / us, PYTORCH_QKNORM_US / us, gus > 0 ? PYTORCH_QKNORM_US / gus : 0.0, PYTORCH_QKNORM_US);
+    b->row_kernel_us = fused_kernel_us;
     sl_bench_row(b, "qknorm", shape, path, us, moved, gus, extra);
+    b->row_kernel_us = generic_kernel_us;
     sl_bench_row(b, "qknorm/2x-rmsnorm", shape, "generic", gen_us, moved, gen_gus, NULL);
     if (tune && qk_tuned_shape(info, tokens, q_heads + kv_heads))
       SL_CHECK_GOTO(tune_qknorm_shape(b, &c, qk_fused, "qknorm", shape, moved, &pt), s, out);

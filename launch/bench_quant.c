@@ -251,6 +251,7 @@ static sl_status_t bench_one_at(sl_bench_t *b, op_t op, int T, int H, int unroll
   if (s == SL_OK) s = sl_bench_time(b, run_once, &c, false, &us);
   /* decode sizes: the latency that matters is inside a CUDA graph */
   if (s == SL_OK && gpu && T <= 1024) s = sl_bench_time(b, run_once, &c, true, &graph_us); /* plain = host gap below ~8192 */
+  if (s == SL_OK && gpu) s = sl_bench_time_kernel(b, run_once, &c); /* the row's kern_us (CUPTI) */
   if (s == SL_OK) {
     char shape[48], path[24], extra[64] = "";
     if (is_router(op))

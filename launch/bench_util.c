@@ -232,6 +232,7 @@ static void write_json(sl_bench_t *b, cJSON *o) {
 sl_status_t sl_bench_init(sl_runtime_t *rt, int *argc, char **argv, sl_bench_t *b) {
   memset(b, 0, sizeof *b);
   b->rt = rt;
+  b->row_kernel_us = -1;
   bool gpu = sl_device_backend(rt->dev) == SL_BACKEND_CUDA;
   b->iters = gpu ? 50 : 5;
   b->warmup = gpu ? 5 : 1;
@@ -292,8 +293,8 @@ void sl_bench_finish(sl_bench_t *b) {
 
 void sl_bench_header(sl_bench_t *b, const char *title) {
   if (b->rt->boot.rank != 0) return;
-  printf("\n## %s\n%-22s %-24s %-10s %10s %10s %9s %8s %10s  %s\n", title, "op", "shape", "path", "us", "GB/s",
-         "%copy", "%cp@sz", "graph_us", "");
+  printf("\n## %s\n%-22s %-24s %-10s %10s %10s %9s %8s %10s %8s  %s\n", title, "op", "shape", "path", "us", "GB/s",
+         "%copy", "%cp@sz", "graph_us", "kern_us", "");
 }
 
 void sl_bench_row(sl_bench_t *b, const char *op, const char *shape, const char *path, double us, double bytes,
@@ -301,15 +302,18 @@ void sl_bench_row(sl_bench_t *b, const char *op, const char *shape, const char *
   if (b->rt->boot.rank != 0) return;
   double gbps = us > 0 ? bytes / (us * 1e-6) / 1e9 : 0;
   double pct = b->copy_gbps > 0 ? 100.0 * gbps / b->copy_gbps : 0;
-  char g[32] = "-", at[32] = "-";
+  char g[32] = "-", at[32] = "-", kt[32] = "-";
   if (graph_us >= 0) snprintf(g, sizeof g, "%.2f", graph_us);
+  const double kernel_us = b->row_kernel_us;
+  b->row_kernel_us = -1;
+  if (kernel_us >= 0) snprintf(kt, sizeof kt, "%.2f", kernel_us);
   double copy_us = 0, pct_at = -1;
   if (bytes >= 16e6 && us > 0 && b->rt->boot.size == 1 && sl_bench_copy_us(b, bytes, &copy_us) == SL_OK) {
     pct_at = 100.0 * copy_us / us;
     snprintf(at, sizeof at, "%.1f%%", pct_at);
   }
-  printf("%-22s %-24s %-10s %10.2f %10.1f %8.1f%% %8s %10s  %s\n", op, shape, path ? path : "-", us, gbps, pct, at, g,
-         extra ? extra : "");
+  printf("%-22s %-24s %-10s %10.2f %10.1f %8.1f%% %8s %10s %8s  %s\n", op, shape, path ? path : "-", us, gbps, pct, at,
+         g, kt, extra ? extra : "");
   fflush(stdout);
   if (b->json) {
     cJSON *o = cJSON_CreateObject();
@@ -321,6 +325,7 @@ void sl_bench_row(sl_bench_t *b, const char *op, const char *shape, const char *
     cJSON_AddNumberToObject(o, "gbps", gbps);
     cJSON_AddNumberToObject(o, "pct_copy", pct);
     if (graph_us >= 0) cJSON_AddNumberToObject(o, "graph_us", graph_us);
+    if (kernel_us >= 0) cJSON_AddNumberToObject(o, "kernel_us", kernel_us);
     if (pct_at >= 0) {
       cJSON_AddNumberToObject(o, "copy_same_us", copy_us);
       cJSON_AddNumberToObject(o, "pct_copy_same_size", pct_at);

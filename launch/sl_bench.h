@@ -28,6 +28,8 @@ typedef struct {
     double bytes, us;
   } copy_at[64];
   int copy_at_n;
+  double row_kernel_us; /* the next row's kernel device time (sl_bench_kernel_us), < 0: none;
+                           sl_bench_row prints it and resets it */
 } sl_bench_t;
 
 /* Parse the common options (--iters, --json, --quick, --only), create a stream and measure
@@ -44,6 +46,16 @@ typedef sl_status_t (*sl_bench_fn)(void *ctx, int iter, sl_stream_t *stream);
  * (SL_ERR_UNSUPPORTED on the CPU backend). */
 sl_status_t sl_bench_time(sl_bench_t *b, sl_bench_fn fn, void *ctx, bool in_graph, double *median_us);
 
+/* Median device time of one repetition by CUPTI (launch/bench_cupti.c): repetitions run back to
+ * back as in the plain timing, and each one's time is the span from the start of its first
+ * kernel (memset, memcpy) to the end of its last, on the GPU clock -- no launch gap, no events
+ * (the kernel time DeepEP's benchmarks report through the PyTorch profiler). SL_ERR_UNSUPPORTED
+ * on the CPU backend or where libcupti cannot be opened. */
+sl_status_t sl_bench_kernel_us(sl_bench_t *b, sl_bench_fn fn, void *ctx, double *median_us);
+/* sl_bench_kernel_us into b->row_kernel_us for the next row (-1, and SL_OK, where CUPTI is not
+ * available). */
+sl_status_t sl_bench_time_kernel(sl_bench_t *b, sl_bench_fn fn, void *ctx);
+
 /* Should a row named `op` run under --only? */
 bool sl_bench_selected(const sl_bench_t *b, const char *op);
 
@@ -58,7 +70,7 @@ bool sl_bench_hidden_selected(const sl_bench_t *b, int hidden);
 sl_status_t sl_bench_copy_us(sl_bench_t *b, double bytes, double *us);
 
 /* Print one row (and a JSON line): op, shape, path taken, µs, GB/s for `bytes` moved,
- * % of copy bandwidth; graph_us < 0 when not measured. `extra` may be NULL. From 16 MB moved on
+ * % of copy bandwidth; graph_us < 0 when not measured; kern_us: b->row_kernel_us (then reset). `extra` may be NULL. From 16 MB moved on
  * the GPU, in single-rank runs, the row also shows "%cp@sz": a same-size copy's time (sl_bench_copy_us) / us. */
 void sl_bench_row(sl_bench_t *b, const char *op, const char *shape, const char *path, double us, double bytes,
                   double graph_us, const char *extra);

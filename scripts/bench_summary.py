@@ -25,7 +25,9 @@ for path in sorted(glob.glob(os.path.join(out, "bench-*.json"))):
     for o in rows:
         g = o.get("graph_us")
         g = f"{g:.2f}" if g is not None else "-"
+        k = o.get("kernel_us")
+        k = f"  kern {k:.2f}" if k is not None else ""
         at = o.get("pct_copy_same_size")
         at = f"{at:5.1f}%" if at is not None else "     -"
         print(f"  {o['op']:<22} {o['shape']:<24} {o.get('path', ''):<10} {o['us']:9.2f} us "
-              f"{o['pct_copy']:6.1f}% @sz {at}  graph {g:>6}  {o.get('extra', '')}")
+              f"{o['pct_copy']:6.1f}% @sz {at}  graph {g:>6}{k}  {o.get('extra', '')}")
