@@ -104,6 +104,13 @@ static sl_router_args_t router_of(const sl_moe_layer_config_t *c, int T) {
                             .logits_dtype = SL_DTYPE_F32, .correction_bias = c->correction_bias};
 }
 
+static int decode_cut = 0;
+bool sl_moe_layer_set_decode_cut(int mask) {
+  if (mask < 0 || mask > 15 || ((mask & 8) && !(mask & 4))) return false;
+  decode_cut = mask;
+  return true;
+}
+
 static sl_status_t decode_spec(const sl_moe_layer_config_t *c, int variant, bool prof, sl_jit_spec_t *spec);
 sl_status_t sl_moe_layer_decode_spec(const sl_moe_layer_config_t *c, int variant, sl_jit_spec_t *spec) {
   return decode_spec(c, variant, false, spec);
@@ -127,6 +134,7 @@ static sl_status_t decode_spec(const sl_moe_layer_config_t *c, int variant, bool
   if (d->prodrem) SL_CHECK(sl_jit_spec_define(spec, "PRODREM", "%d", d->prodrem));
   if (d->idsfirst) SL_CHECK(sl_jit_spec_define(spec, "IDSFIRST", "1"));
   if (prof) SL_CHECK(sl_jit_spec_define(spec, "PROF", "1"));
+  if (decode_cut) SL_CHECK(sl_jit_spec_define(spec, "CUT", "%d", decode_cut));
   return sl_router_define_constants(&r, spec);
 }
 

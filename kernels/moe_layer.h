@@ -159,6 +159,11 @@ const int32_t *sl_moe_layer_expert_counts(const sl_moe_layer_t *layer);
 sl_status_t sl_moe_layer_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t *spec, void *user), void *user);
 /* The decode kernel's spec for a layer configuration and variant. */
 sl_status_t sl_moe_layer_decode_spec(const sl_moe_layer_config_t *cfg, int variant, sl_jit_spec_t *spec);
+/* Benchmarks only (not thread-safe; set between launches; WRONG RESULTS while set): the decode
+ * kernel's CUT mask (kernels/moe_layer_decode.cu: 1 no activation wait, 2 no down dot products,
+ * 4 no logit poll / top-k, 8 no router logits, only with 4), to time what each phase costs.
+ * Returns false for a mask outside those rules; 0 restores the real kernel. */
+bool sl_moe_layer_set_decode_cut(int mask);
 
 #ifdef __cplusplus
 }

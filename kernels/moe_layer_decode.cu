@@ -113,7 +113,10 @@ static_assert(PP >= 1 && PP <= 4 && WARPS >= 4 && WARPS <= 32, "PP 1..4, WARPS 4
 //    overlaps the other warps' and blocks' stream -- and only then polls the activations, stages
 //    them as bf16 in its own 64 WPH-element shared row, and runs the MMAs: after the last
 //    activation lands, ~24 MMAs per warp instead of a 192 KB read and ~200 FMA-side instructions
-//    per lane (the H200 took ~2 us there).
+//    per lane (the H200 took ~2 us there). Session 8 loaded A after the block barrier instead (no
+//    competition with the block's own stream) in a shape with PRODREM and IDSFIRST: 27.09 us
+//    against 24.69 for the FMA default in the same run -- the down phase after the barrier took
+//    as long as the FMA one (both read the 192 KB of rows from shared memory), removed again.
 //  - Partial sums go to shared memory per part; the combine adds the parts in order, rounds to
 //    bf16 (the expert output), then combines the ranks as before. Sums are fp32 in the tensor
 //    cores' order: deterministic, not the FMA phase's order.
@@ -139,6 +142,16 @@ static_assert(PP >= 1 && PP <= 4 && WARPS >= 4 && WARPS <= 32, "PP 1..4, WARPS 4
 // the PDL trigger after it -- do not wait for those pairs.
 #ifndef PRODREM
 #define PRODREM 0
+#endif
+// CUT (optional JIT constant, 0 if absent; benchmarks only, WRONG RESULTS): phases left out, to
+// measure what each costs on the critical path (`SL_BENCH_DECODE_CUT=mask sluice bench moe-local`):
+//  1 = the activation polls read each word once and do not wait for this launch's tag;
+//  2 = no down dot products (the polled words still feed the expert outputs);
+//  4 = no logit poll and no top-k: the ids are (tag * TOPK + k) % NUM_EXPERTS (new experts
+//      every launch, as the benchmark's rotated inputs give), the weights 1 / TOPK;
+//  8 = no router logits either (with 4: the stream starts right after the PDL wait).
+#ifndef CUT
+#define CUT 0
 #endif
 #if DMMA
 static_assert(INTER % 64 == 0, "DMMA walks I in windows of 64");
@@ -260,10 +273,37 @@ __device__ __forceinline__ float dot8f(uint4 a, const float *x, float s) {
   s = fmaf(bf_lo(a.w), x[6], s);
   return fmaf(bf_hi(a.w), x[7], s);
 }
+// The warp sums of N per-lane values (N a power of two <= 32), lane l ending with the sum of value
+// l / (32 / N): at xor distance M a lane keeps half of its values and adds the partner's copies of
+// them (N/2 shuffles), then M/2 on the kept half, ... -- 2N - 1 + log2(32/N) shuffles instead of
+// 5N for a butterfly per value. Each sum is built by the same tree of additions as that butterfly
+// (at every step a lane holds what the butterfly's lane holds for the values it kept), so the bits
+// are the same.
+template <int N, int M> __device__ __forceinline__ float reduce_scatter(const float (&v)[N], int lane) {
+  if constexpr (N == 1) {
+    float s = v[0];
+#pragma unroll
+    for (int m = M; m >= 1; m >>= 1)
+      s += __shfl_xor_sync(0xffffffffu, s, m);
+    return s;
+  } else {
+    static_assert(M >= 1 && N <= 2 * M, "N <= 32 values, a power of two");
+    float h[N / 2];
+    const bool up = lane & M;
+#pragma unroll
+    for (int i = 0; i < N / 2; i++) {
+      const float send = up ? v[i] : v[i + N / 2], keep = up ? v[i + N / 2] : v[i];
+      h[i] = keep + __shfl_xor_sync(0xffffffffu, send, M);
+    }
+    return reduce_scatter<N / 2, M / 2>(h, lane);
+  }
+}
+
 // The FMA down phase's item: the CPI dot products of rows [cb, cb + CPI) of rank s's down rows
 // (shared memory, packets dw) with the activations a (this lane's packets, fp32), side by side so
-// each row is read once; a xor butterfly per column; the expert outputs rounded to bf16 into y_s.
-// Columns past the block's are computed on a row of this rank's region and dropped.
+// each row is read once; the warp sums by reduce_scatter (the butterfly's bits); the expert
+// outputs rounded to bf16 into y_s. Columns past the block's are computed on a row of this rank's
+// region and dropped.
 template <int CPI>
 __device__ __forceinline__ void down_group(const uint4 *dw, const float (&a)[IPL][8], int s, int cb, int cmax, int cmax4,
                                            int ncols, int lane, float *y_s) {
@@ -278,16 +318,10 @@ __device__ __forceinline__ void down_group(const uint4 *dw, const float (&a)[IPL
       if (IV % 32 == 0 || q < IV) sum[cc] = dot8f(dw[((size_t)s * cmax + c) * IV + q], a[i], sum[cc]);
     }
   }
-#pragma unroll
-  for (int m = 16; m >= 1; m >>= 1)
-#pragma unroll
-    for (int cc = 0; cc < CPI; cc++)
-      sum[cc] += __shfl_xor_sync(0xffffffffu, sum[cc], m);
-  float mine = sum[0];
-#pragma unroll
-  for (int cc = 1; cc < CPI; cc++)
-    if (lane == cc) mine = sum[cc];
-  if (lane < CPI && cb + lane < ncols) y_s[s * cmax4 + cb + lane] = bf16_round(mine); // expert output, bf16
+  // column cb + lane / (32 / CPI), summed over the warp by the same xor tree as a butterfly
+  const float mine = reduce_scatter<CPI, 16>(sum, lane);
+  const int c = lane / (32 / CPI);
+  if (lane % (32 / CPI) == 0 && cb + c < ncols) y_s[s * cmax4 + cb + c] = bf16_round(mine); // expert output, bf16
 }
 
 // DMMA: D += A (16 x 16 bf16, row-major fragments a0..a3) x B (16 x 8 bf16, b0..b1), fp32.
@@ -316,6 +350,7 @@ __device__ __forceinline__ bool poll_chunks(F at, int lane, unsigned tag16, unsi
       if (!tagged4(w[k], tag16)) need |= 1u << k;
     }
   }
+  if (CUT & 1) return true; // timing only: whatever the words hold
   unsigned spins = 0;
   unsigned long long start = 0;
   while (__any_sync(0xffffffffu, need != 0)) {
@@ -463,8 +498,10 @@ extern "C" __global__ void __launch_bounds__(NW * 32, 1)
   sl_grid_barrier_init(&gb, state);
   if (ACTTAG && threadIdx.x == WARPS * 32) // the copy warp arrives and waits (split barrier)
     gb.epoch = sl_grid_ld_relaxed_u32(&state->word) & SL_GRID_BARRIER_EPOCH_BIT;
-  if (residual) // this block's residual columns, read once now (a layer input), used at the end
-    for (int c = threadIdx.x; c < ncols; c += blockDim.x)
+  // This block's residual columns (a layer input), used at the end: read by the copy warp, which
+  // has no router row, so the logit warps' first loads do not queue behind them.
+  if (residual && warp == WARPS)
+    for (int c = lane; c < ncols; c += 32)
       res_s[c] = __bfloat162float(residual[c0 + c]);
 
   // ---- router logits: expert e on warp e / G of block e % G -----------------------------
@@ -475,17 +512,22 @@ extern "C" __global__ void __launch_bounds__(NW * 32, 1)
   // it gives up after a timeout -- by then
   // every co-resident block has read the counter -- so the next launch's tag is new even when
   // some block never got that far.
+  // x's loads go out before the launch counter's: the tag is needed only by the logit's store,
+  // and the counter's load followed by the shuffle of its value stalls the warp, so x issued
+  // after it cost a second L2/HBM round trip in a row before the first logit (sm_90 SASS of
+  // session 7's default: LDG counter -> VIADD -> SHFL -> 8 LDG of x).
+  const bool router_warp = e0 < NUM_EXPERTS && !(CUT & 8);
+  uint4 xa[XP];
+  if (router_warp) load_hrow<1>(reinterpret_cast<const uint4 *>(x), lane, xa);
   unsigned tag = 0;
   if (lane == 0) tag = sl_grid_ld_relaxed_u32(calls) + 1u;
   tag = __shfl_sync(0xffffffffu, tag, 0);
   const unsigned tag16 = tag & 0xffffu;
-  if (e0 < NUM_EXPERTS) {
+  if (router_warp) {
     // The first row's loads went out before x's (above the PDL wait): left to itself, ptxas may
     // hoist the unpacking of x (loop-invariant) above the loop, so the row's loads wait for x's
     // -- two memory latencies in a row (seen at 126 registers with ACTTAG).
     int e = e0;
-    uint4 xa[XP];
-    load_hrow<1>(reinterpret_cast<const uint4 *>(x), lane, xa);
     while (true) {
       const float s = warp_sum(dot_hrow(v, xa));
       if (lane == 0) st_relaxed_u64(tagged + e, (unsigned long long)tag << 32 | __float_as_uint(s));
@@ -508,7 +550,22 @@ extern "C" __global__ void __launch_bounds__(NW * 32, 1)
   }
 
   // ---- top-k (every block, warp 0), the local ranks in rank order --------------------------
-  if (warp == 0) {
+  if (CUT & 4) {
+    if (warp == 0) { // timing only: ids from the tag, weights 1 / TOPK
+      const int id = (int)((tag * (unsigned)TOPK + (unsigned)lane) % (unsigned)NUM_EXPERTS);
+      const bool local = lane < TOPK && id >= expert_begin && id < expert_end;
+      const unsigned lm = __ballot_sync(0xffffffffu, local);
+      if (lane < TOPK) {
+        id_s[lane] = id;
+        w_s[lane] = 1.0f / TOPK;
+#if IDSFIRST
+        pick_s[lane] = sl_router_pick_t{0u, 0.0f};
+#endif
+        if (local) slot_rank_s[__popc(lm & ((1u << lane) - 1u))] = lane;
+      }
+      if (lane == 0) nv_s = __popc(lm), abort_s = 0;
+    }
+  } else if (warp == 0) {
     // every logit of this launch (polled, bounded), into shared memory for the router routine
     bool got = false;
     unsigned spins = 0;
@@ -630,7 +687,7 @@ extern "C" __global__ void __launch_bounds__(NW * 32, 1)
     }
 #endif
 #if IDSFIRST
-    { // the weights of the top-k warp's picks
+    if (!(CUT & 4)) { // the weights of the top-k warp's picks
       sl_router_pick_t pick = pick_s[lane < TOPK ? lane : 0];
       int id_unused = 0;
       float wt;
@@ -805,7 +862,11 @@ extern "C" __global__ void __launch_bounds__(NW * 32, 1)
         for (int e = 0; e < 8; e++)
           a[i][e] = __uint_as_float(v[e] << 16);
       }
-      down_group<CPI>(dw, a, s, cb, cmax, cmax4, ncols, lane, y_s);
+      if (CUT & 2) { // timing only: no dot products
+        if (lane < CPI && cb + lane < ncols) y_s[s * cmax4 + cb + lane] = a[0][0];
+      } else {
+        down_group<CPI>(dw, a, s, cb, cmax, cmax4, ncols, lane, y_s);
+      }
     }
   }
 #else

@@ -103,12 +103,32 @@ static sl_status_t run_layer(void *p, int iter, sl_stream_t *st) {
   return sl_moe_layer_forward(c->layer, &a, st);
 }
 
+/* SL_BENCH_DECODE_CUT set: only the default decode shape's rows (and its phases) at T = 1. */
+static bool decode_cut_only = false;
+
+/* A benchmark-only integer variable: 0 unset, 1 set (*v in [lo, hi]), -1 invalid (said why). */
+static int bench_env(const char *name, long lo, long hi, long *v) {
+  const char *e = getenv(name);
+  if (!e || !*e) return 0;
+  char *end;
+  *v = strtol(e, &end, 10);
+  if (!*end && *v >= lo && *v <= hi) return 1;
+  fprintf(stderr, "sluice bench moe-local: %s='%s' is not valid; accepted: %ld..%ld\n", name, e, lo, hi);
+  return -1;
+}
+
 static bool gpu_of(const sl_bench_t *b) { return sl_device_backend(b->rt->dev) == SL_BACKEND_CUDA; }
 
+/* Plain and (graph) CUDA-graph times; with the graph, also the kernel device time by CUPTI
+ * for the row that follows (b->row_kernel_us; "-" where CUPTI is not available). */
 static sl_status_t time_both(sl_bench_t *b, sl_bench_fn fn, void *ctx, bool graph, double *us, double *graph_us) {
   SL_CHECK(sl_bench_time(b, fn, ctx, false, us));
   *graph_us = -1;
-  if (graph && gpu_of(b)) SL_CHECK(sl_bench_time(b, fn, ctx, true, graph_us));
+  b->row_kernel_us = -1;
+  if (graph && gpu_of(b)) {
+    SL_CHECK(sl_bench_time(b, fn, ctx, true, graph_us));
+    SL_CHECK(sl_bench_time_kernel(b, fn, ctx));
+  }
   return SL_OK;
 }
 
@@ -487,6 +507,7 @@ static sl_status_t bench_layer(sl_bench_t *b, const model_t *m, const int *Ts, i
       const bool nopdl = variant == 7 + SL_MOE_DECODE_VARIANTS;
       const int dvariant = nopdl ? 0 : variant - 7;
       if (dvariant >= 0 && (T != 1 || !gpu_of(b))) continue;
+      if (decode_cut_only && (T != 1 || dvariant != 0 || nopdl)) continue;
       if (variant == 6 && !default_decode) continue;
       bool dtaken = false;
       const int fuse = variant != 4 ? SL_MOE_FUSE_AUTO : SL_MOE_LAYER_FUSE_SMALL_AUTO ? SL_MOE_FUSE_OFF : SL_MOE_FUSE_ON;
@@ -559,7 +580,7 @@ static sl_status_t bench_layer(sl_bench_t *b, const model_t *m, const int *Ts, i
         SL_CHECK_GOTO(decode_phases(b, &c, shape, pname), s, out);
       }
     }
-    if (gpu_of(b) && (T == 1 || T == 8)) SL_CHECK_GOTO(bench_layer_stages(b, m, layer, x, out, T), s, out);
+    if (gpu_of(b) && !decode_cut_only && (T == 1 || T == 8)) SL_CHECK_GOTO(bench_layer_stages(b, m, layer, x, out, T), s, out);
   }
 out:
   sl_stream_sync(dev, b->stream);
@@ -720,25 +741,36 @@ int sl_cmd_bench_moe_local(sl_runtime_t *rt, int argc, char **argv) {
   }
   if (argc > 1) {
     fprintf(stderr, "usage: sluice bench moe-local [--iters N] [--quick|--full] [--only OP] [--tokens N,...] [--hidden N,...] [--json FILE]\n"
-                    "  SL_BENCH_FFN_PF=N (0..16): the FFN streaming kernels' L2 prefetch distance for this run\n");
+                    "  SL_BENCH_FFN_PF=N (0..16): the FFN streaming kernels' L2 prefetch distance for this run\n"
+                    "  SL_BENCH_DECODE_CUT=mask: the decode kernel without some phases (timing only, wrong results)\n");
     sl_bench_finish(&b);
     return 2;
   }
   const bool gpu = gpu_of(&b);
   /* SL_BENCH_FFN_PF=N (0..16): the FFN streaming kernels' L2 prefetch distance for this run
    * (a sweep of the JIT constant FFN_PF; default SL_MOE_FFN_GEMV_PF). */
-  const char *pf = getenv("SL_BENCH_FFN_PF");
-  if (pf && *pf) {
-    char *end;
-    const long v = strtol(pf, &end, 10);
-    if (*end || v < 0 || v > 16) {
-      fprintf(stderr, "sluice bench moe-local: SL_BENCH_FFN_PF='%s' is not valid; accepted: 0..16\n", pf);
-      sl_bench_finish(&b);
-      return 2;
-    }
+  long v = 0;
+  int set = bench_env("SL_BENCH_FFN_PF", 0, 16, &v);
+  if (set > 0) {
     sl_moe_ffn_set_pf_override((int)v);
     printf("# SL_BENCH_FFN_PF=%ld: FFN streaming kernels' L2 prefetch distance (default %d)\n", v,
            SL_MOE_FFN_GEMV_PF);
+  }
+  /* SL_BENCH_DECODE_CUT=mask: the one-kernel decode layer with phases left out (timing only,
+   * wrong results; sl_moe_layer_set_decode_cut); only its default shape's rows run. */
+  const int cut = set < 0 ? 0 : bench_env("SL_BENCH_DECODE_CUT", 0, 15, &v);
+  if (cut > 0 && !sl_moe_layer_set_decode_cut((int)v)) {
+    fprintf(stderr, "sluice bench moe-local: SL_BENCH_DECODE_CUT=%ld: 8 only with 4\n", v);
+    set = -1;
+  } else if (cut > 0) {
+    decode_cut_only = true; /* 0 too: the real kernel, the same rows */
+    printf("# SL_BENCH_DECODE_CUT=%ld: decode kernel phases left out (1 act wait, 2 down dots, 4 logit poll + top-k, 8 "
+           "logits): timing only, wrong results\n",
+           v);
+  }
+  if (set < 0 || cut < 0) {
+    sl_bench_finish(&b);
+    return 2;
   }
   static const int quick_gpu[] = {1, 128, 4096}, quick_cpu[] = {1, 8};
   const int *Ts = token_counts;

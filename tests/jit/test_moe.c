@@ -65,6 +65,19 @@ static void test_odd_shapes(void **state) {
     SL_ASSERT_OK(sl_moe_layer_decode_spec(&dc, v, &spec));
     SL_ASSERT_OK(compile_point(&spec, &w));
   }
+  /* The benchmark's timing-only CUT builds of the default shape (every valid mask); masks
+   * outside the rules are refused. */
+  dc.inter = 200;
+  for (int cut = 1; cut <= 15; cut++) {
+    const bool valid = !(cut & 8) || (cut & 4);
+    assert_int_equal(sl_moe_layer_set_decode_cut(cut), valid);
+    if (!valid) continue;
+    SL_ASSERT_OK(sl_moe_layer_decode_spec(&dc, SL_MOE_DECODE_15X1_XS_TAG_PR_IF, &spec));
+    SL_ASSERT_OK(compile_point(&spec, &w));
+  }
+  assert_false(sl_moe_layer_set_decode_cut(16));
+  assert_false(sl_moe_layer_set_decode_cut(-1));
+  assert_true(sl_moe_layer_set_decode_cut(0));
   for (int which = 0; which < 4; which++) {
     SL_ASSERT_OK(sl_moe_dispatch_spec(264, 3, 5, SL_MOE_PAYLOAD_BF16, 0, which, &spec));
     SL_ASSERT_OK(compile_point(&spec, &w));
