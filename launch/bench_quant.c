@@ -45,7 +45,14 @@ typedef struct {
   void *in[MAX_SETS], *out[MAX_SETS], *scales[MAX_SETS];
   float *bias;
   size_t in_bytes, out_bytes, scale_bytes;
+  bool linear; /* MX/NV formats: the linear [T, H/block] scales instead of the swizzled tiles */
 } ctx_t;
+
+/* The MX/NV rows run in both scale layouts: "<op>_swz" (the 128x4 tiles Blackwell GEMMs read)
+ * and "<op>_lin" ([T, H/block]); FP8 group-128 is linear only. */
+static bool has_layouts(op_t op) {
+  return op == OP_QUANT_MXFP8 || op == OP_QUANT_MXFP4 || op == OP_QUANT_NVFP4 || op == OP_DEQUANT_NVFP4;
+}
 
 static bool is_router(op_t op) {
   return op == OP_ROUTER_SOFTMAX || op == OP_ROUTER_GROUPED;
@@ -66,7 +73,7 @@ static void sizes(ctx_t *c) {
                           : c->op == OP_QUANT_MXFP8 ? SL_QUANT_MXFP8
                           : c->op == OP_QUANT_MXFP4 ? SL_QUANT_MXFP4
                                                     : SL_QUANT_NVFP4;
-    sl_quant_layout_t l = f == SL_QUANT_FP8_GROUP ? SL_QUANT_LAYOUT_LINEAR : SL_QUANT_LAYOUT_SWIZZLED;
+    sl_quant_layout_t l = f == SL_QUANT_FP8_GROUP || c->linear ? SL_QUANT_LAYOUT_LINEAR : SL_QUANT_LAYOUT_SWIZZLED;
     c->in_bytes = T * H * 2, c->out_bytes = sl_quant_codes_bytes(f, c->T, c->H);
     c->scale_bytes = sl_quant_scales_bytes(f, l, c->T, c->H);
     break;
@@ -74,7 +81,8 @@ static void sizes(ctx_t *c) {
   case OP_DEQUANT_FP8: c->in_bytes = T * H, c->scale_bytes = T * (H / 128) * 4, c->out_bytes = T * H * 2; break;
   case OP_DEQUANT_NVFP4:
     c->in_bytes = T * H / 2,
-    c->scale_bytes = sl_quant_scales_bytes(SL_QUANT_NVFP4, SL_QUANT_LAYOUT_SWIZZLED, c->T, c->H);
+    c->scale_bytes = sl_quant_scales_bytes(SL_QUANT_NVFP4, c->linear ? SL_QUANT_LAYOUT_LINEAR : SL_QUANT_LAYOUT_SWIZZLED,
+                                           c->T, c->H);
     c->out_bytes = T * H * 2;
     break;
   case OP_ROUTER_SOFTMAX: c->in_bytes = T * 128 * 2, c->out_bytes = T * 8 * 8; break;
@@ -110,7 +118,7 @@ static sl_status_t run_once(void *p, int iter, sl_stream_t *stream) {
                          .codes = c->out[s],
                          .scales = c->scales[s],
                          .global_scale = 1.0f,
-                         .layout = SL_QUANT_LAYOUT_SWIZZLED,
+                         .layout = c->linear ? SL_QUANT_LAYOUT_LINEAR : SL_QUANT_LAYOUT_SWIZZLED,
                          .rule = SL_QUANT_RULE_CEIL};
     if (c->op == OP_QUANT_FP8)
       q.format = SL_QUANT_FP8_GROUP, q.layout = SL_QUANT_LAYOUT_LINEAR, q.rule = SL_QUANT_RULE_IEEE;
@@ -123,7 +131,7 @@ static sl_status_t run_once(void *p, int iter, sl_stream_t *stream) {
   case OP_DEQUANT_NVFP4: {
     bool nv = c->op == OP_DEQUANT_NVFP4;
     sl_dequant_args_t d = {.format = nv ? SL_QUANT_NVFP4 : SL_QUANT_FP8_GROUP,
-                           .layout = nv ? SL_QUANT_LAYOUT_SWIZZLED : SL_QUANT_LAYOUT_LINEAR,
+                           .layout = nv && !c->linear ? SL_QUANT_LAYOUT_SWIZZLED : SL_QUANT_LAYOUT_LINEAR,
                            .num_tokens = c->T,
                            .hidden = c->H,
                            .codes = c->in[s],
@@ -201,31 +209,32 @@ static void free_ctx(ctx_t *c) {
 static const int tune_unrolls[] = {1, 2, 4};
 static const int tune_segs[] = {0, 4, SL_KQ_SEG_POINT, 32};
 
-static sl_status_t bench_one_at(sl_bench_t *b, op_t op, int T, int H, int unroll, int seg);
+static sl_status_t bench_one_at(sl_bench_t *b, op_t op, int T, int H, int unroll, int seg, bool linear);
 
 static sl_status_t bench_one(sl_bench_t *b, op_t op, int T, int H) {
   if (!sl_bench_selected(b, op_names[op])) return SL_OK;
-  SL_CHECK(bench_one_at(b, op, T, H, 0, SL_KQ_SEG_TABLE));
+  SL_CHECK(bench_one_at(b, op, T, H, 0, SL_KQ_SEG_TABLE, false));
+  if (has_layouts(op)) SL_CHECK(bench_one_at(b, op, T, H, 0, SL_KQ_SEG_TABLE, true));
   const char *tune = getenv("SL_KQ_TUNE");
   if (!tune || strcmp(tune, "1") != 0 || is_router(op) || T < 1024 ||
       sl_device_backend(b->rt->dev) != SL_BACKEND_CUDA)
     return SL_OK;
   sl_status_t s = SL_OK;
   for (size_t i = 0; i < sizeof tune_unrolls / sizeof tune_unrolls[0] && s == SL_OK; i++)
-    s = bench_one_at(b, op, T, H, tune_unrolls[i], SL_KQ_SEG_TABLE);
+    s = bench_one_at(b, op, T, H, tune_unrolls[i], SL_KQ_SEG_TABLE, false);
   for (size_t i = 0; i < sizeof tune_segs / sizeof tune_segs[0] && s == SL_OK; i++)
-    s = bench_one_at(b, op, T, H, sl_kq_unroll(sl_device_info(b->rt->dev)->arch), tune_segs[i]);
+    s = bench_one_at(b, op, T, H, sl_kq_unroll(sl_device_info(b->rt->dev)->arch), tune_segs[i], false);
   sl_kq_set_unroll_override(0);
   sl_kq_set_seg_override(SL_KQ_SEG_TABLE);
   return s;
 }
 
-static sl_status_t bench_one_at(sl_bench_t *b, op_t op, int T, int H, int unroll, int seg) {
+static sl_status_t bench_one_at(sl_bench_t *b, op_t op, int T, int H, int unroll, int seg, bool linear) {
   sl_kq_set_unroll_override(unroll);
   sl_kq_set_seg_override(seg);
   sl_device_t *dev = b->rt->dev;
   bool gpu = sl_device_backend(dev) == SL_BACKEND_CUDA;
-  ctx_t c = {.dev = dev, .op = op, .T = T, .H = H};
+  ctx_t c = {.dev = dev, .op = op, .T = T, .H = H, .linear = linear};
   sizes(&c);
   size_t set = c.in_bytes + c.out_bytes + c.scale_bytes;
   /* Rotate through enough input/output sets that L2 (H200: 60 MB) can't hold them between
@@ -269,7 +278,10 @@ static sl_status_t bench_one_at(sl_bench_t *b, op_t op, int T, int H, int unroll
       snprintf(path, sizeof path, "cpu");
     if (gpu && T >= 8192 && !is_router(op)) snprintf(extra, sizeof extra, "target >= 92%% copy");
     if (gpu && T <= 16) snprintf(extra, sizeof extra, "target graph <= 3 us");
-    sl_bench_row(b, op_names[op], shape, path, us, (double)set, graph_us, extra[0] ? extra : NULL);
+    char name[32];
+    snprintf(name, sizeof name, "%s", op_names[op]);
+    if (linear) memcpy(name + strlen(name) - 3, "lin", 3); /* "..._swz" -> "..._lin" */
+    sl_bench_row(b, name, shape, path, us, (double)set, graph_us, extra[0] ? extra : NULL);
   }
   free_ctx(&c);
   sl_kq_set_unroll_override(0);
@@ -289,7 +301,8 @@ sl_status_t sl_bench_kernels_quant(sl_bench_t *b) {
     hs = gpu ? quick_gpu_h : cpu_h, nh = 1;
   }
   sl_bench_header(b, "Activations, quantization, router (bf16 inputs; act: [T, 2I] -> [T, I]; quant: "
-                     "swizzled scales for MX/NV; bytes = inputs read once + outputs and scales written once)");
+                     "MX/NV scales swizzled (_swz) and linear (_lin); bytes = inputs read once + outputs and scales "
+                     "written once)");
   for (int op = 0; op < OP_COUNT; op++)
     for (int h = 0; h < nh; h++) {
       if (is_router((op_t)op) && h > 0) continue; /* the router's shape is T x experts */
