@@ -19,6 +19,14 @@ if(SLUICE_HAVE_CUDA)
   sl_cli_test(jit_warm_sm90 jit "[0-9]+ compiled, [0-9]+ already cached, 0 failed"
               ${CMAKE_COMMAND} -E env SL_CACHE_DIR=${CMAKE_BINARY_DIR}/jit-cache-cli $<TARGET_FILE:sluice> jit warm --arch 90 --module probe)
 endif()
+# The kern_us column (CUPTI; "-" on the CPU backend) and both scale layouts of the MX/NV rows.
+sl_cli_test(bench_kern_layouts unit "kern_us.*quant_mxfp4_swz +T=1 .*quant_mxfp4_lin +T=1 "
+            $<TARGET_FILE:sluice> bench kernels --quick --only quant_mxfp4 --tokens 1)
+# The decode kernel's timing-only cuts: masks outside the rules are refused with the rule.
+sl_cli_test(bench_decode_cut_rule unit "SL_BENCH_DECODE_CUT=8: 8 only with 4"
+            ${CMAKE_COMMAND} -E env SL_BENCH_DECODE_CUT=8 $<TARGET_FILE:sluice> bench moe-local --only moe_layer)
+sl_cli_test(bench_decode_cut_range unit "SL_BENCH_DECODE_CUT='16' is not valid; accepted: 0..15"
+            ${CMAKE_COMMAND} -E env SL_BENCH_DECODE_CUT=16 $<TARGET_FILE:sluice> bench moe-local --only moe_layer)
 # Benchmarks smoke-run on the CPU backend (quick mode): they must run end to end and print rows.
 sl_cli_test(bench_kernels_cpu unit "RMSNorm.*QK-norm.*Embedding" $<TARGET_FILE:sluice> bench kernels --quick)
 sl_cli_test(bench_shape_filter unit "rmsnorm +T=16 h=2048.*rmsnorm\\+residual +T=16 h=2048"
