@@ -149,11 +149,6 @@ static sl_status_t cupti_check(CUptiResult r, const char *what) {
   return SL_ERR(SL_ERR_UNSUPPORTED, "cupti %s: %s", what, s); /* the column goes off, the run goes on */
 }
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
 static int cmp_corr(const void *a, const void *b) {
   const uint32_t x = ((const op_rec_t *)a)->corr, y = ((const op_rec_t *)b)->corr;
   return (x > y) - (x < y);
@@ -216,7 +211,7 @@ sl_status_t sl_bench_kernel_us(sl_bench_t *b, sl_bench_fn fn, void *ctx, double 
       s = SL_ERR(SL_ERR_UNSUPPORTED, "kernel timing: %d of %d repetitions recorded (%zu operations, %zu correlations, %zu dropped)",
                  have, n, ops, ext, dropped);
     else {
-      qsort(span, (size_t)n, sizeof *span, cmp_double);
+      qsort(span, (size_t)n, sizeof *span, sl_bench_cmp_double);
       *median_us = span[n / 2];
     }
   }

@@ -21,11 +21,6 @@ typedef struct {
   char *mpi_buf;
 } pair_t;
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
 /* One ping-pong: the initiator puts `bytes` + flag, the responder answers in kind. */
 static sl_status_t proxy_pingpong(pair_t *p, size_t bytes) {
   uint64_t e = ++p->epoch;
@@ -113,7 +108,7 @@ static sl_status_t time_it(sl_bench_t *b, pair_t *p, what_t what, size_t bytes, 
   }
   if (s == SL_OK) s = sl_proxy_quiesce(p->px);
   if (s == SL_OK) {
-    qsort(t, (size_t)n, sizeof *t, cmp_double);
+    qsort(t, (size_t)n, sizeof *t, sl_bench_cmp_double);
     double med = t[n / 2];
     s = sl_mpi_status(MPI_Allreduce(&med, seconds, 1, MPI_DOUBLE, MPI_MAX, p->world), "bench allreduce");
   }

@@ -6,7 +6,7 @@
 #include "runtime/sl_probe.h"
 #include "sl_bench.h"
 
-static int cmp_double(const void *a, const void *b) {
+int sl_bench_cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return x < y ? -1 : x > y;
 }
@@ -64,7 +64,7 @@ static sl_status_t time_plain(sl_bench_t *b, sl_bench_fn fn, void *ctx, double *
     SL_CHECK_GOTO(sl_event_elapsed_ms(dev, ev[2 * i], ev[2 * i + 1], &ms), s, out);
     us[i] = ms * 1e3;
   }
-  qsort(us, (size_t)n, sizeof *us, cmp_double);
+  qsort(us, (size_t)n, sizeof *us, sl_bench_cmp_double);
   *median_us = us[n / 2];
 out:
   if (ev)
@@ -109,7 +109,7 @@ static sl_status_t time_graph(sl_bench_t *b, sl_bench_fn fn, void *ctx, double *
     us[i] = ms * 1e3 / SL_BENCH_REPS_PER_GRAPH;
   }
   if (s == SL_OK) {
-    qsort(us, (size_t)b->iters, sizeof *us, cmp_double);
+    qsort(us, (size_t)b->iters, sizeof *us, sl_bench_cmp_double);
     *median_us = us[b->iters / 2];
   }
   free(us);

@@ -56,6 +56,9 @@ sl_status_t sl_bench_kernel_us(sl_bench_t *b, sl_bench_fn fn, void *ctx, double 
  * available). */
 sl_status_t sl_bench_time_kernel(sl_bench_t *b, sl_bench_fn fn, void *ctx);
 
+/* qsort comparator of doubles, ascending (the medians). */
+int sl_bench_cmp_double(const void *a, const void *b);
+
 /* Should a row named `op` run under --only? */
 bool sl_bench_selected(const sl_bench_t *b, const char *op);
 
