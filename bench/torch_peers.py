@@ -21,6 +21,7 @@ ap.add_argument("--ours")
 ap.add_argument("--json")
 ap.add_argument("--quick", action="store_true")
 ap.add_argument("--budget-s", type=float, default=240.0)
+ap.add_argument("--tokens", help="comma-separated token counts (default: all of the issue's)")
 args = ap.parse_args()
 start = time.time()
 dev = "cuda"
@@ -96,14 +97,72 @@ def t_us(fn):
     return do_bench(fn, warmup=3, rep=20, return_mode="median") * 1e3
 
 
+FLUSH = None
+
+
+def k_us(fn, reps=20):
+    """Median kernel time of one call by the PyTorch profiler (CUPTI, as our kern_us): the span
+    from the call's first kernel start to its last kernel end, each call after an L2 flush (a
+    256 MB fill, whose kernel separates the calls and is not counted). None if the profiler
+    gives no kernels."""
+    global FLUSH
+    if FLUSH is None:
+        FLUSH = torch.empty(256 << 20, dtype=torch.int8, device=dev)
+    fn()
+    torch.cuda.synchronize()
+    acts = [torch.profiler.ProfilerActivity.CUDA]
+    with torch.profiler.profile(activities=acts) as prof:
+        for _ in range(reps):
+            FLUSH.fill_(1)
+            fn()
+        torch.cuda.synchronize()
+    kern = []
+    for e in prof.events():
+        if e.device_type != torch.autograd.DeviceType.CUDA or e.time_range.end <= e.time_range.start:
+            continue
+        kern.append((e.time_range.start, e.time_range.end, e.name))
+    kern.sort()
+    spans, cur = [], None
+    for start, end, name in kern:
+        if "fill" in name.lower() or "memset" in name.lower():
+            if cur:
+                spans.append(cur[1] - cur[0])
+            cur = None
+        elif cur is None:
+            cur = [start, end]
+        else:
+            cur[1] = max(cur[1], end)
+    if cur:
+        spans.append(cur[1] - cur[0])
+    if not spans:
+        return None
+    spans.sort()
+    return spans[len(spans) // 2]
+
+
 Ts = [1, 16, 8192] if args.quick else [1, 16, 128, 1024, 8192, 32768]
+if args.tokens:
+    Ts = [int(t) for t in args.tokens.split(",")]
 Hs = [7168] if args.quick else [2048, 4096, 7168]
 rows = []
 
 
-def record(op, shape, peer, us, nbytes):
-    rows.append({"op": op, "shape": shape, "peer": peer, "us": us, "bytes": nbytes})
-    print(f"{op:<20} {shape:<22} {peer:<14} {us:10.2f} us {nbytes / us / 1e3:9.1f} GB/s", flush=True)
+def record(op, shape, peer, us, nbytes, fn=None, tokens=0):
+    """One peer row; with fn and tokens >= 8192 also its kernel time (k_us), so the large
+    shapes compare kernel to kernel as well as events to events."""
+    kus = None
+    if fn is not None and tokens >= 8192:
+        try:
+            kus = k_us(fn)
+        except Exception as ex:  # the profiler is optional: the events time stands alone
+            print(f"# kernel time of {op} {shape} {peer}: {ex}", file=sys.stderr)
+    rows.append({"op": op, "shape": shape, "peer": peer, "us": us, "bytes": nbytes, "kernel_us": kus})
+    ktxt = f"{kus:10.2f} kern_us" if kus else ""
+    print(f"{op:<20} {shape:<22} {peer:<14} {us:10.2f} us {nbytes / us / 1e3:9.1f} GB/s {ktxt}", flush=True)
+
+
+def rec(op, shape, peer, fn, nbytes, tokens):
+    record(op, shape, peer, t_us(fn), nbytes, fn, tokens)
 
 
 for H in Hs:
@@ -114,22 +173,22 @@ for H in Hs:
         x = torch.randn(T, H, device=dev, dtype=torch.bfloat16)
         shape = f"T={T} h={H} bf16"
         nb = 2 * T * H * 2 + H * 2
-        record("rmsnorm", shape, "eager", t_us(lambda: eager_rms(x, w)), nb)
-        record("rmsnorm", shape, "compile", t_us(lambda: comp(eager_rms)(x, w)), nb)
-        record("rmsnorm", shape, "triton-row", t_us(lambda: triton_rms(x, w)), nb)
+        rec("rmsnorm", shape, "eager", lambda: eager_rms(x, w), nb, T)
+        rec("rmsnorm", shape, "compile", lambda: comp(eager_rms)(x, w), nb, T)
+        rec("rmsnorm", shape, "triton-row", lambda: triton_rms(x, w), nb, T)
         xa = torch.randn(T, 2 * H, device=dev, dtype=torch.bfloat16)
         ashape = f"T={T} I={H}"
         nb = T * 2 * H * 2 + T * H * 2
-        record("act_silu_bf16", ashape, "eager", t_us(lambda: eager_silu(xa)), nb)
-        record("act_silu_bf16", ashape, "compile", t_us(lambda: comp(eager_silu)(xa)), nb)
-        record("act_silu_bf16", ashape, "triton-row", t_us(lambda: triton_silu(xa)), nb)
+        rec("act_silu_bf16", ashape, "eager", lambda: eager_silu(xa), nb, T)
+        rec("act_silu_bf16", ashape, "compile", lambda: comp(eager_silu)(xa), nb, T)
+        rec("act_silu_bf16", ashape, "triton-row", lambda: triton_silu(xa), nb, T)
         qshape = f"T={T} H={H}"
         nb = T * H * 2 + T * H + T * H // 128 * 4
-        record("quant_fp8_g128", qshape, "eager", t_us(lambda: eager_fp8_group(x)), nb)
-        record("quant_fp8_g128", qshape, "compile", t_us(lambda: comp(eager_fp8_group)(x)), nb)
+        rec("quant_fp8_g128", qshape, "eager", lambda: eager_fp8_group(x), nb, T)
+        rec("quant_fp8_g128", qshape, "compile", lambda: comp(eager_fp8_group)(x), nb, T)
 
 for qh in (32, 64):
-    for T in [1, 16, 128, 1024, 4096, 8192, 32768] if not args.quick else [16, 4096]:
+    for T in Ts if args.tokens else [1, 16, 128, 1024, 4096, 8192, 32768] if not args.quick else [16, 4096]:
         if time.time() - start > args.budget_s:
             break
         q = torch.randn(T, qh, 128, device=dev, dtype=torch.bfloat16)
@@ -138,8 +197,8 @@ for qh in (32, 64):
         wk = torch.randn(128, device=dev, dtype=torch.bfloat16)
         shape = f"T={T} {qh}+4x128 bf16"
         nb = 2 * T * (qh + 4) * 128 * 2
-        record("qknorm", shape, "eager", t_us(lambda: eager_qknorm(q, k, wq, wk)), nb)
-        record("qknorm", shape, "compile", t_us(lambda: comp(eager_qknorm)(q, k, wq, wk)), nb)
+        rec("qknorm", shape, "eager", lambda: eager_qknorm(q, k, wq, wk), nb, T)
+        rec("qknorm", shape, "compile", lambda: comp(eager_qknorm)(q, k, wq, wk), nb, T)
 
 if args.json:
     with open(args.json, "w") as f:
@@ -167,3 +226,21 @@ if args.ours:
         slower += ratio < 1
         print(f"  {k[0]:<20} {k[1]:<22} ours {o['us']:9.2f} us  {r['peer']:<11} {r['us']:9.2f} us  ratio {ratio:5.2f}")
     print(f"shapes where a peer is faster: {slower}")
+    # kernel to kernel (CUPTI on both sides), where both have it: the fastest peer by kernel time
+    kbest = {}
+    for r in rows:
+        k = (r["op"], r["shape"])
+        if r.get("kernel_us") and (k not in kbest or r["kernel_us"] < kbest[k]["kernel_us"]):
+            kbest[k] = r
+    kslower = 0
+    if kbest:
+        print("\nkernel time (CUPTI) ours vs the fastest peer's (ratio = peer / ours)")
+    for k, r in kbest.items():
+        o = ours.get(k)
+        if not o or not o.get("kernel_us") or o["kernel_us"] <= 0:
+            continue
+        ratio = r["kernel_us"] / o["kernel_us"]
+        kslower += ratio < 1
+        print(f"  {k[0]:<20} {k[1]:<22} ours {o['kernel_us']:9.2f} us  {r['peer']:<11} {r['kernel_us']:9.2f} us  ratio {ratio:5.2f}")
+    if kbest:
+        print(f"shapes where a peer's kernel is faster: {kslower}")

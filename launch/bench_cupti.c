@@ -171,9 +171,11 @@ sl_status_t sl_bench_kernel_us(sl_bench_t *b, sl_bench_fn fn, void *ctx, double 
   size_t enabled = 0;
   for (; s == SL_OK && enabled < sizeof kinds / sizeof kinds[0]; enabled++)
     s = cupti_check(g_cupti.enable(kinds[enabled]), "enable");
-  /* Repetitions back to back as in the plain timing, no events between them; the API calls of
-   * repetition i carry the external correlation id i + 1. */
+  /* Repetitions back to back as in the plain timing (under --flush each after its fill), no
+   * events between them; the API calls of repetition i carry the external correlation id i + 1. */
   for (int i = 0; s == SL_OK && i < n; i++) {
+    s = sl_bench_flush(b, i); /* --flush: its fill carries no correlation id, so it is not counted */
+    if (s != SL_OK) break;
     s = cupti_check(g_cupti.push_ext(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, (uint64_t)i + 1), "push");
     if (s != SL_OK) break;
     s = fn(ctx, b->warmup + i, b->stream);

@@ -39,7 +39,8 @@ static sl_status_t parse_list(const char *opt, const char *text, int *list, int 
 }
 
 /* Time `fn` over b->iters repetitions; all are enqueued before one sync so the host runs
- * ahead and the events see device time, not launch gaps. */
+ * ahead and the events see device time, not launch gaps (under --flush each one follows its
+ * fill, outside the events). */
 static sl_status_t time_plain(sl_bench_t *b, sl_bench_fn fn, void *ctx, double *median_us) {
   sl_device_t *dev = b->rt->dev;
   int n = b->iters;
@@ -53,6 +54,7 @@ static sl_status_t time_plain(sl_bench_t *b, sl_bench_fn fn, void *ctx, double *
   for (int i = 0; i < 2 * n; i++) SL_CHECK_GOTO(sl_event_create(dev, &ev[i]), s, out);
   for (int i = 0; i < b->warmup; i++) SL_CHECK_GOTO(fn(ctx, i, b->stream), s, out);
   for (int i = 0; i < n; i++) {
+    SL_CHECK_GOTO(sl_bench_flush(b, i), s, out);
     SL_CHECK_GOTO(sl_event_record(dev, ev[2 * i], b->stream), s, out);
     SL_CHECK_GOTO(fn(ctx, b->warmup + i, b->stream), s, out);
     SL_CHECK_GOTO(sl_event_record(dev, ev[2 * i + 1], b->stream), s, out);
@@ -229,6 +231,11 @@ static void write_json(sl_bench_t *b, cJSON *o) {
   cJSON_Delete(o);
 }
 
+sl_status_t sl_bench_flush(sl_bench_t *b, int iter) {
+  if (!b->flush_buf) return SL_OK;
+  return sl_memset(b->rt->dev, b->flush_buf, (iter & 0x7f) + 1, SL_BENCH_FLUSH_BYTES, b->stream);
+}
+
 sl_status_t sl_bench_init(sl_runtime_t *rt, int *argc, char **argv, sl_bench_t *b) {
   memset(b, 0, sizeof *b);
   b->rt = rt;
@@ -238,8 +245,11 @@ sl_status_t sl_bench_init(sl_runtime_t *rt, int *argc, char **argv, sl_bench_t *
   b->warmup = gpu ? 5 : 1;
   b->quick = !gpu;
   int out = 1;
+  bool flush = false;
   for (int i = 1; i < *argc; i++) {
-    if (strcmp(argv[i], "--iters") == 0 && i + 1 < *argc) {
+    if (strcmp(argv[i], "--flush") == 0) {
+      flush = true;
+    } else if (strcmp(argv[i], "--iters") == 0 && i + 1 < *argc) {
       b->iters = atoi(argv[++i]);
       if (b->iters < 1) return SL_ERR(SL_ERR_INVALID, "--iters must be >= 1");
     } else if (strcmp(argv[i], "--json") == 0 && i + 1 < *argc) {
@@ -265,12 +275,17 @@ sl_status_t sl_bench_init(sl_runtime_t *rt, int *argc, char **argv, sl_bench_t *
   *argc = out;
   SL_CHECK(sl_stream_create(rt->dev, &b->stream));
   SL_CHECK(measure_ceilings(b));
+  if (flush && gpu) SL_CHECK(sl_device_malloc(rt->dev, SL_BENCH_FLUSH_BYTES, &b->flush_buf));
   if (rt->boot.rank == 0) {
     const sl_device_info_t *d = sl_device_info(rt->dev);
     printf("# device %s (%s), copy bandwidth %.0f GB/s (read+write)", d->name,
            gpu ? "cuda" : "cpu", b->copy_gbps);
     if (gpu) printf(", launch %.2f us, in graph %.2f us per kernel", b->launch_us, b->graph_launch_us);
     printf("\n");
+    if (flush)
+      printf("# --flush: %s\n", gpu ? "a 256 MB fill before every timed repetition (us and kern_us; not graph_us, "
+                                      "not the ceilings), as triton.testing.do_bench"
+                                    : "ignored on the CPU backend");
     if (b->json) {
       cJSON *o = cJSON_CreateObject();
       cJSON_AddBoolToObject(o, "ceiling", 1);
@@ -278,6 +293,7 @@ sl_status_t sl_bench_init(sl_runtime_t *rt, int *argc, char **argv, sl_bench_t *
       cJSON_AddNumberToObject(o, "copy_gbps", b->copy_gbps);
       cJSON_AddNumberToObject(o, "launch_us", b->launch_us);
       cJSON_AddNumberToObject(o, "graph_launch_us", b->graph_launch_us);
+      cJSON_AddBoolToObject(o, "flush", b->flush_buf != NULL);
       write_json(b, o);
     }
   }
@@ -287,6 +303,8 @@ sl_status_t sl_bench_init(sl_runtime_t *rt, int *argc, char **argv, sl_bench_t *
 void sl_bench_finish(sl_bench_t *b) {
   if (b->json) fclose(b->json);
   b->json = NULL;
+  if (b->flush_buf) sl_device_free(b->rt->dev, b->flush_buf);
+  b->flush_buf = NULL;
   sl_stream_destroy(b->rt->dev, b->stream);
   b->stream = NULL;
 }

@@ -30,10 +30,19 @@ typedef struct {
   int copy_at_n;
   double row_kernel_us; /* the next row's kernel device time (sl_bench_kernel_us), < 0: none;
                            sl_bench_row prints it and resets it */
+  void *flush_buf;      /* --flush (GPU): SL_BENCH_FLUSH_BYTES written before every timed
+                           repetition of the plain and kernel timings, NULL otherwise */
 } sl_bench_t;
 
-/* Parse the common options (--iters, --json, --quick, --only), create a stream and measure
- * the ceilings. Unknown options are left for the caller: *argc/argv are compacted. */
+/* --flush: the L2 flush of triton.testing.do_bench (a 256 MB fill before each repetition,
+ * outside the timed span), so rows compare with peers timed that way (bench/torch_peers.py). */
+#define SL_BENCH_FLUSH_BYTES ((size_t)256 << 20)
+
+/* Under --flush, enqueue the fill that precedes repetition `iter` (no-op otherwise). */
+sl_status_t sl_bench_flush(sl_bench_t *b, int iter);
+
+/* Parse the common options (--iters, --json, --quick, --only, --tokens, --hidden, --flush),
+ * create a stream and measure the ceilings (never flushed). Unknown options are left for the caller: *argc/argv are compacted. */
 sl_status_t sl_bench_init(sl_runtime_t *rt, int *argc, char **argv, sl_bench_t *b);
 void sl_bench_finish(sl_bench_t *b);
 

@@ -22,6 +22,9 @@ endif()
 # The kern_us column (CUPTI; "-" on the CPU backend) and both scale layouts of the MX/NV rows.
 sl_cli_test(bench_kern_layouts unit "kern_us.*quant_mxfp4_swz +T=1 .*quant_mxfp4_lin +T=1 "
             $<TARGET_FILE:sluice> bench kernels --quick --only quant_mxfp4 --tokens 1)
+# --flush (do_bench's L2 flush before each repetition) is a GPU timing mode: said, and ignored, on the CPU.
+sl_cli_test(bench_flush_cpu unit "# --flush: ignored on the CPU backend.*rmsnorm +T=1 "
+            $<TARGET_FILE:sluice> bench kernels --quick --flush --only rmsnorm --tokens 1)
 # The decode kernel's timing-only cuts: masks outside the rules are refused with the rule.
 sl_cli_test(bench_decode_cut_rule unit "SL_BENCH_DECODE_CUT=8: 8 only with 4"
             ${CMAKE_COMMAND} -E env SL_BENCH_DECODE_CUT=8 $<TARGET_FILE:sluice> bench moe-local --only moe_layer)

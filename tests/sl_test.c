@@ -1,6 +1,7 @@
 /* Shared helpers for Sluice tests. */
 #include "sl_test.h"
 
+#include <fnmatch.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,4 +83,9 @@ size_t sl_test_compare_f32(const char *what, const float *got, const float *want
   }
   if (bad) fprintf(stderr, "  %s: %zu of %zu mismatched (atol %g rtol %g)\n", what, bad, n, (double)atol, (double)rtol);
   return bad;
+}
+
+bool sl_test_selected(const char *name) {
+  const char *f = getenv("SL_TEST_FILTER");
+  return !f || !*f || fnmatch(f, name, 0) == 0;
 }

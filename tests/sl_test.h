@@ -3,6 +3,7 @@
 #define SL_TEST_H
 
 #include <setjmp.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stddef.h>
@@ -30,6 +31,10 @@ uint64_t sl_test_seed(void);
 uint64_t sl_test_rand_u64(uint64_t *state);
 float sl_test_rand_uniform(uint64_t *state, float lo, float hi);
 float sl_test_rand_normal(uint64_t *state);
+
+/* Whether the cmocka test `name` runs: SL_TEST_FILTER unset or empty, or a glob (fnmatch(3),
+ * e.g. "test_rmsnorm_pow2*") it matches -- to re-run part of a long GPU test on a lent machine. */
+bool sl_test_selected(const char *name);
 
 /* Open the CUDA device for a gpu test or exit(SL_TEST_SKIP) with a visible reason. */
 sl_device_t *sl_test_open_gpu_or_skip(int local_rank);
