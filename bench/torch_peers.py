@@ -13,8 +13,9 @@ import time
 import torch
 import torch.nn.functional as F
 import triton
-import triton.language as tl
 from triton.testing import do_bench
+
+from triton_rows import rms_row, silu_mul_row  # bench/triton_rows.py, next to this script
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--ours")
@@ -26,27 +27,6 @@ args = ap.parse_args()
 start = time.time()
 dev = "cuda"
 EPS = 1e-6
-
-
-@triton.jit
-def rms_row(x_ptr, w_ptr, y_ptr, H: tl.constexpr, BLOCK: tl.constexpr, eps):
-    row = tl.program_id(0)
-    offs = tl.arange(0, BLOCK)
-    m = offs < H
-    x = tl.load(x_ptr + row * H + offs, mask=m, other=0.0).to(tl.float32)
-    w = tl.load(w_ptr + offs, mask=m, other=0.0).to(tl.float32)
-    r = tl.rsqrt(tl.sum(x * x, axis=0) / H + eps)
-    tl.store(y_ptr + row * H + offs, (x * r * w).to(tl.bfloat16), mask=m)
-
-
-@triton.jit
-def silu_mul_row(x_ptr, y_ptr, I: tl.constexpr, BLOCK: tl.constexpr):
-    row = tl.program_id(0)
-    offs = tl.arange(0, BLOCK)
-    m = offs < I
-    g = tl.load(x_ptr + row * 2 * I + offs, mask=m, other=0.0).to(tl.float32)
-    u = tl.load(x_ptr + row * 2 * I + I + offs, mask=m, other=0.0).to(tl.float32)
-    tl.store(y_ptr + row * I + offs, (g / (1 + tl.exp(-g)) * u).to(tl.bfloat16), mask=m)
 
 
 def triton_rms(x, w):

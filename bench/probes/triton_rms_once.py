@@ -8,18 +8,9 @@ import sys
 
 import torch
 import triton
-import triton.language as tl
 
-
-@triton.jit
-def rms_row(x_ptr, w_ptr, y_ptr, H: tl.constexpr, BLOCK: tl.constexpr, eps):
-    row = tl.program_id(0)
-    offs = tl.arange(0, BLOCK)
-    m = offs < H
-    x = tl.load(x_ptr + row * H + offs, mask=m, other=0.0).to(tl.float32)
-    w = tl.load(w_ptr + offs, mask=m, other=0.0).to(tl.float32)
-    r = tl.rsqrt(tl.sum(x * x, axis=0) / H + eps)
-    tl.store(y_ptr + row * H + offs, (x * r * w).to(tl.bfloat16), mask=m)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from triton_rows import rms_row  # noqa: E402 (bench/triton_rows.py)
 
 
 T, H = int(sys.argv[1]), int(sys.argv[2])
