@@ -42,7 +42,8 @@ typedef struct {
 sl_status_t sl_bench_flush(sl_bench_t *b, int iter);
 
 /* Parse the common options (--iters, --json, --quick, --only, --tokens, --hidden, --flush),
- * create a stream and measure the ceilings (never flushed). Unknown options are left for the caller: *argc/argv are compacted. */
+ * create a stream and measure the ceilings (never flushed). Unknown options are left for the
+ * caller: *argc/argv are compacted. */
 sl_status_t sl_bench_init(sl_runtime_t *rt, int *argc, char **argv, sl_bench_t *b);
 void sl_bench_finish(sl_bench_t *b);
 
