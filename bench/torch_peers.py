@@ -5,6 +5,7 @@ L2 flushed between repetitions). Prints a table and, given our bench JSON, the r
 fastest peer's time to ours (>1: we are faster).
   python3 bench/torch_peers.py [--ours bench-kernels.json] [--json out.json] [--quick]"""
 import argparse
+import ctypes
 import json
 import re
 import sys
@@ -23,6 +24,8 @@ ap.add_argument("--json")
 ap.add_argument("--quick", action="store_true")
 ap.add_argument("--budget-s", type=float, default=240.0)
 ap.add_argument("--tokens", help="comma-separated token counts (default: all of the issue's)")
+ap.add_argument("--ours-lib", help="libsluice_peer_ffi.so: also time our RMSNorm, SiLU-and-mul and FP8 "
+                "quantization in this harness (rows 'sluice'), next to the peers")
 args = ap.parse_args()
 start = time.time()
 dev = "cuda"
@@ -50,6 +53,58 @@ def eager_rms(x, w):
 def eager_silu(x):
     g, u = x.chunk(2, dim=-1)
     return F.silu(g) * u
+
+
+class Ours:
+    """Our kernels through bench/peer_ffi.c (ctypes), on PyTorch's default stream."""
+
+    def __init__(self, path):
+        c = ctypes
+        self.lib = lib = c.CDLL(path)
+        lib.slpf_error.restype = c.c_char_p
+        lib.slpf_rmsnorm_bf16.argtypes = [c.c_void_p, c.c_void_p, c.c_void_p, c.c_int, c.c_int, c.c_float]
+        lib.slpf_silu_mul_bf16.argtypes = [c.c_void_p, c.c_void_p, c.c_int, c.c_int]
+        lib.slpf_quant_fp8_g128_bf16.argtypes = [c.c_void_p, c.c_void_p, c.c_void_p, c.c_int, c.c_int]
+        self.check(lib.slpf_open())
+        if lib.slpf_is_gpu() != 1:
+            raise RuntimeError("the peer FFI opened the CPU backend, not the GPU")
+
+    def check(self, rc):
+        if rc:
+            raise RuntimeError(f"peer ffi: {self.lib.slpf_error().decode()}")
+
+    def rms(self, x, w):
+        y = torch.empty_like(x)
+        self.check(self.lib.slpf_rmsnorm_bf16(y.data_ptr(), x.data_ptr(), w.data_ptr(), x.shape[0], x.shape[1], EPS))
+        return y
+
+    def silu(self, x):
+        y = torch.empty((x.shape[0], x.shape[1] // 2), dtype=x.dtype, device=x.device)
+        self.check(self.lib.slpf_silu_mul_bf16(y.data_ptr(), x.data_ptr(), x.shape[0], x.shape[1] // 2))
+        return y
+
+    def fp8_group(self, x):
+        T, H = x.shape
+        q = torch.empty((T, H), dtype=torch.uint8, device=x.device)
+        s = torch.empty((T, H // 128), dtype=torch.float32, device=x.device)
+        self.check(self.lib.slpf_quant_fp8_g128_bf16(q.data_ptr(), s.data_ptr(), x.data_ptr(), T, H))
+        return q, s
+
+
+ours_lib = Ours(args.ours_lib) if args.ours_lib else None
+
+
+def ours_row(op, shape, fn, ref, nb, T):
+    """Our kernel timed like the peers, after one call that JIT-compiles it and a check of its
+    output against `ref` (a peer's output; bf16 within 2 ulps, or the scales within 1e-6) -- a
+    wrong result (an ABI slip) is reported and not timed."""
+    got, want = fn(), ref()
+    torch.cuda.synchronize()
+    g, r = (got[1], want[1]) if isinstance(got, tuple) else (got.float(), want.float())
+    if not torch.allclose(g, r, rtol=2 ** -6, atol=1e-6):
+        print(f"# sluice {op} {shape}: output differs from the peer's (max {(g - r).abs().max().item():.3g}); not timed")
+        return
+    rec(op, shape, "sluice", fn, nb, T)
 
 
 def eager_fp8_group(x):
@@ -156,16 +211,22 @@ for H in Hs:
         rec("rmsnorm", shape, "eager", lambda: eager_rms(x, w), nb, T)
         rec("rmsnorm", shape, "compile", lambda: comp(eager_rms)(x, w), nb, T)
         rec("rmsnorm", shape, "triton-row", lambda: triton_rms(x, w), nb, T)
+        if ours_lib:
+            ours_row("rmsnorm", shape, lambda: ours_lib.rms(x, w), lambda: triton_rms(x, w), nb, T)
         xa = torch.randn(T, 2 * H, device=dev, dtype=torch.bfloat16)
         ashape = f"T={T} I={H}"
         nb = T * 2 * H * 2 + T * H * 2
         rec("act_silu_bf16", ashape, "eager", lambda: eager_silu(xa), nb, T)
         rec("act_silu_bf16", ashape, "compile", lambda: comp(eager_silu)(xa), nb, T)
         rec("act_silu_bf16", ashape, "triton-row", lambda: triton_silu(xa), nb, T)
+        if ours_lib:
+            ours_row("act_silu_bf16", ashape, lambda: ours_lib.silu(xa), lambda: triton_silu(xa), nb, T)
         qshape = f"T={T} H={H}"
         nb = T * H * 2 + T * H + T * H // 128 * 4
         rec("quant_fp8_g128", qshape, "eager", lambda: eager_fp8_group(x), nb, T)
         rec("quant_fp8_g128", qshape, "compile", lambda: comp(eager_fp8_group)(x), nb, T)
+        if ours_lib:
+            ours_row("quant_fp8_g128", qshape, lambda: ours_lib.fp8_group(x), lambda: eager_fp8_group(x), nb, T)
 
 for qh in (32, 64):
     for T in Ts if args.tokens else [1, 16, 128, 1024, 4096, 8192, 32768] if not args.quick else [16, 4096]:
@@ -185,6 +246,29 @@ if args.json:
         for r in rows:
             f.write(json.dumps(r) + "\n")
 
+peer_rows = [r for r in rows if r["peer"] != "sluice"]
+same = {(r["op"], r["shape"]): r for r in rows if r["peer"] == "sluice"}
+if same:
+    # ours through the peer FFI, timed by the same do_bench and profiler as the peers
+    print("\nsame harness: ours (peer_ffi) vs the fastest peer, events and kernel time (ratio = peer / ours)")
+    e_slower = k_slower = 0
+    for k, o in same.items():
+        cand = [r for r in peer_rows if (r["op"], r["shape"]) == k]
+        if not cand:
+            continue
+        e = min(cand, key=lambda r: r["us"])
+        ratio = e["us"] / o["us"]
+        e_slower += ratio < 1
+        line = f"  {k[0]:<20} {k[1]:<22} ours {o['us']:9.2f} us  {e['peer']:<11} {e['us']:9.2f} us  ratio {ratio:5.2f}"
+        kc = [r for r in cand if r.get("kernel_us")]
+        if o.get("kernel_us") and kc:
+            kr = min(kc, key=lambda r: r["kernel_us"])
+            kratio = kr["kernel_us"] / o["kernel_us"]
+            k_slower += kratio < 1
+            line += f" | kern {o['kernel_us']:8.2f} vs {kr['kernel_us']:8.2f} ({kr['peer']}) ratio {kratio:5.2f}"
+        print(line)
+    print(f"shapes where a peer is faster in the same harness: {e_slower} by events, {k_slower} by kernel time")
+
 if args.ours:
     ours = {}
     for line in open(args.ours):
@@ -192,7 +276,7 @@ if args.ours:
         if not o.get("ceiling"):
             ours.setdefault((o["op"], o["shape"]), o)
     best = {}
-    for r in rows:
+    for r in peer_rows:
         k = (r["op"], r["shape"])
         if k not in best or r["us"] < best[k]["us"]:
             best[k] = r
@@ -208,7 +292,7 @@ if args.ours:
     print(f"shapes where a peer is faster: {slower}")
     # kernel to kernel (CUPTI on both sides), where both have it: the fastest peer by kernel time
     kbest = {}
-    for r in rows:
+    for r in peer_rows:
         k = (r["op"], r["shape"])
         if r.get("kernel_us") and (k not in kbest or r["kernel_us"] < kbest[k]["kernel_us"]):
             kbest[k] = r

@@ -1,0 +1,81 @@
+/* A flat C ABI over the kernel-library ops that bench/torch_peers.py compares with PyTorch and
+ * Triton peers (RMSNorm, SiLU-and-mul, FP8 group-128 quantization), built as the shared library
+ * libsluice_peer_ffi.so. A Python harness loads it with ctypes and runs our kernels on tensors
+ * the framework allocated, so ours and the peers are timed by the same timer with the same
+ * L2 treatment (triton.testing.do_bench, the PyTorch profiler): `torch_peers.py --ours-lib`.
+ *
+ * Conventions: one device per process, opened by slpf_open (the GPU when there is one, the
+ * CPU backend otherwise: then pointers are host memory); work goes on CUDA's legacy default
+ * stream -- PyTorch's default stream -- and is asynchronous; every call returns 0 or an
+ * sl_status_t, and slpf_error() says what went wrong. bf16 tensors, dense rows. */
+#include <stdbool.h>
+
+#include "kernels/act.h"
+#include "kernels/quant.h"
+#include "kernels/rmsnorm.h"
+#include "runtime/sl_config.h"
+#include "runtime/sl_device.h"
+#include "runtime/sl_status.h"
+
+#define SLPF_EXPORT __attribute__((visibility("default")))
+
+static sl_device_t *g_dev;
+
+static int no_device(void) {
+  return SL_ERR(SL_ERR_INVALID, "peer ffi: slpf_open was not called (or failed)");
+}
+
+/* Open the device SL_DEVICE names (auto: the GPU, or the CPU backend without one); idempotent. */
+SLPF_EXPORT int slpf_open(void) {
+  if (g_dev) return SL_OK;
+  return sl_device_open(sl_config()->device, 0, &g_dev);
+}
+
+/* 1 when the device is a GPU (pointers are device memory), 0 on the CPU backend, -1 unopened. */
+SLPF_EXPORT int slpf_is_gpu(void) {
+  return g_dev ? sl_device_backend(g_dev) == SL_BACKEND_CUDA : -1;
+}
+
+/* The last error's text (this thread's). */
+SLPF_EXPORT const char *slpf_error(void) {
+  return sl_last_error();
+}
+
+/* y = rmsnorm(x) * w, [rows, hidden] bf16, weight [hidden] bf16, fp32 accumulation (sl_rmsnorm). */
+SLPF_EXPORT int slpf_rmsnorm_bf16(void *y, const void *x, const void *w, int rows, int hidden, float eps) {
+  if (!g_dev) return no_device();
+  const sl_rmsnorm_args_t a = {.x = x, .y = y, .weight = w, .rows = rows, .hidden = hidden,
+                               .in_dtype = SL_DTYPE_BF16, .out_dtype = SL_DTYPE_BF16, .w_dtype = SL_DTYPE_BF16,
+                               .res_dtype = SL_DTYPE_BF16, .eps = eps};
+  return sl_rmsnorm(g_dev, &a, NULL);
+}
+
+/* y[t] = silu(x[t, :inter]) * x[t, inter:], x [rows, 2 inter] bf16, y [rows, inter] bf16 (sl_act). */
+SLPF_EXPORT int slpf_silu_mul_bf16(void *y, const void *x, int rows, int inter) {
+  if (!g_dev) return no_device();
+  const sl_act_args_t a = {.kind = SL_ACT_SILU_MUL, .num_tokens = rows, .inter = inter, .in_dtype = SL_DTYPE_BF16,
+                           .out_dtype = SL_DTYPE_BF16, .in = x, .out = y};
+  return sl_act(g_dev, &a, NULL);
+}
+
+/* FP8 E4M3 per-token-group (128) quantization of x [rows, hidden] bf16: codes [rows, hidden]
+ * bytes, fp32 scales [rows, hidden / 128] = absmax / 448 (sl_quant, IEEE rule, linear). */
+SLPF_EXPORT int slpf_quant_fp8_g128_bf16(void *codes, float *scales, const void *x, int rows, int hidden) {
+  if (!g_dev) return no_device();
+  const sl_quant_args_t a = {.format = SL_QUANT_FP8_GROUP, .rule = SL_QUANT_RULE_IEEE,
+                             .layout = SL_QUANT_LAYOUT_LINEAR, .num_tokens = rows, .hidden = hidden,
+                             .in_dtype = SL_DTYPE_BF16, .in = x, .codes = codes, .scales = scales};
+  return sl_quant(g_dev, &a, NULL);
+}
+
+/* Wait for the default stream (what the calls above enqueued). */
+SLPF_EXPORT int slpf_sync(void) {
+  if (!g_dev) return no_device();
+  SL_CHECK(sl_stream_sync(g_dev, NULL));
+  return sl_device_check(g_dev, "peer ffi work");
+}
+
+SLPF_EXPORT void slpf_close(void) {
+  if (g_dev) sl_device_close(g_dev);
+  g_dev = NULL;
+}
