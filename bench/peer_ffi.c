@@ -4,10 +4,10 @@
  * the framework allocated, so ours and the peers are timed by the same timer with the same
  * L2 treatment (triton.testing.do_bench, the PyTorch profiler): `torch_peers.py --ours-lib`.
  *
- * Conventions: one device per process, opened by slpf_open (the GPU when there is one, the
+ * Conventions: one device per process, opened by sl_peer_ffi_open (the GPU when there is one, the
  * CPU backend otherwise: then pointers are host memory); work goes on CUDA's legacy default
  * stream -- PyTorch's default stream -- and is asynchronous; every call returns 0 or an
- * sl_status_t, and slpf_error() says what went wrong. bf16 tensors, dense rows. */
+ * sl_status_t, and sl_peer_ffi_error() says what went wrong. bf16 tensors, dense rows. */
 #include <stdbool.h>
 
 #include "kernels/act.h"
@@ -17,65 +17,85 @@
 #include "runtime/sl_device.h"
 #include "runtime/sl_status.h"
 
-#define SLPF_EXPORT __attribute__((visibility("default")))
+#define SL_PEER_FFI_EXPORT __attribute__((visibility("default")))
 
 static sl_device_t *g_dev;
 
 static int no_device(void) {
-  return SL_ERR(SL_ERR_INVALID, "peer ffi: slpf_open was not called (or failed)");
+  return SL_ERR(SL_ERR_INVALID, "peer ffi: sl_peer_ffi_open was not called (or failed)");
 }
 
 /* Open the device SL_DEVICE names (auto: the GPU, or the CPU backend without one); idempotent. */
-SLPF_EXPORT int slpf_open(void) {
+SL_PEER_FFI_EXPORT int sl_peer_ffi_open(void) {
   if (g_dev) return SL_OK;
   return sl_device_open(sl_config()->device, 0, &g_dev);
 }
 
 /* 1 when the device is a GPU (pointers are device memory), 0 on the CPU backend, -1 unopened. */
-SLPF_EXPORT int slpf_is_gpu(void) {
+SL_PEER_FFI_EXPORT int sl_peer_ffi_is_gpu(void) {
   return g_dev ? sl_device_backend(g_dev) == SL_BACKEND_CUDA : -1;
 }
 
 /* The last error's text (this thread's). */
-SLPF_EXPORT const char *slpf_error(void) {
+SL_PEER_FFI_EXPORT const char *sl_peer_ffi_error(void) {
   return sl_last_error();
 }
 
 /* y = rmsnorm(x) * w, [rows, hidden] bf16, weight [hidden] bf16, fp32 accumulation (sl_rmsnorm). */
-SLPF_EXPORT int slpf_rmsnorm_bf16(void *y, const void *x, const void *w, int rows, int hidden, float eps) {
+SL_PEER_FFI_EXPORT int sl_peer_ffi_rmsnorm_bf16(void *y, const void *x, const void *w, int rows, int hidden,
+                                                float eps) {
   if (!g_dev) return no_device();
-  const sl_rmsnorm_args_t a = {.x = x, .y = y, .weight = w, .rows = rows, .hidden = hidden,
-                               .in_dtype = SL_DTYPE_BF16, .out_dtype = SL_DTYPE_BF16, .w_dtype = SL_DTYPE_BF16,
-                               .res_dtype = SL_DTYPE_BF16, .eps = eps};
+  const sl_rmsnorm_args_t a = {.x = x,
+                               .y = y,
+                               .weight = w,
+                               .rows = rows,
+                               .hidden = hidden,
+                               .in_dtype = SL_DTYPE_BF16,
+                               .out_dtype = SL_DTYPE_BF16,
+                               .w_dtype = SL_DTYPE_BF16,
+                               .res_dtype = SL_DTYPE_BF16,
+                               .eps = eps};
   return sl_rmsnorm(g_dev, &a, NULL);
 }
 
 /* y[t] = silu(x[t, :inter]) * x[t, inter:], x [rows, 2 inter] bf16, y [rows, inter] bf16 (sl_act). */
-SLPF_EXPORT int slpf_silu_mul_bf16(void *y, const void *x, int rows, int inter) {
+SL_PEER_FFI_EXPORT int sl_peer_ffi_silu_mul_bf16(void *y, const void *x, int rows, int inter) {
   if (!g_dev) return no_device();
-  const sl_act_args_t a = {.kind = SL_ACT_SILU_MUL, .num_tokens = rows, .inter = inter, .in_dtype = SL_DTYPE_BF16,
-                           .out_dtype = SL_DTYPE_BF16, .in = x, .out = y};
+  const sl_act_args_t a = {.kind = SL_ACT_SILU_MUL,
+                           .num_tokens = rows,
+                           .inter = inter,
+                           .in_dtype = SL_DTYPE_BF16,
+                           .out_dtype = SL_DTYPE_BF16,
+                           .in = x,
+                           .out = y};
   return sl_act(g_dev, &a, NULL);
 }
 
 /* FP8 E4M3 per-token-group (128) quantization of x [rows, hidden] bf16: codes [rows, hidden]
  * bytes, fp32 scales [rows, hidden / 128] = absmax / 448 (sl_quant, IEEE rule, linear). */
-SLPF_EXPORT int slpf_quant_fp8_g128_bf16(void *codes, float *scales, const void *x, int rows, int hidden) {
+SL_PEER_FFI_EXPORT int sl_peer_ffi_quant_fp8_g128_bf16(void *codes, float *scales, const void *x, int rows,
+                                                       int hidden) {
   if (!g_dev) return no_device();
-  const sl_quant_args_t a = {.format = SL_QUANT_FP8_GROUP, .rule = SL_QUANT_RULE_IEEE,
-                             .layout = SL_QUANT_LAYOUT_LINEAR, .num_tokens = rows, .hidden = hidden,
-                             .in_dtype = SL_DTYPE_BF16, .in = x, .codes = codes, .scales = scales};
+  const sl_quant_args_t a = {.format = SL_QUANT_FP8_GROUP,
+                             .rule = SL_QUANT_RULE_IEEE,
+                             .layout = SL_QUANT_LAYOUT_LINEAR,
+                             .num_tokens = rows,
+                             .hidden = hidden,
+                             .in_dtype = SL_DTYPE_BF16,
+                             .in = x,
+                             .codes = codes,
+                             .scales = scales};
   return sl_quant(g_dev, &a, NULL);
 }
 
 /* Wait for the default stream (what the calls above enqueued). */
-SLPF_EXPORT int slpf_sync(void) {
+SL_PEER_FFI_EXPORT int sl_peer_ffi_sync(void) {
   if (!g_dev) return no_device();
   SL_CHECK(sl_stream_sync(g_dev, NULL));
   return sl_device_check(g_dev, "peer ffi work");
 }
 
-SLPF_EXPORT void slpf_close(void) {
+SL_PEER_FFI_EXPORT void sl_peer_ffi_close(void) {
   if (g_dev) sl_device_close(g_dev);
   g_dev = NULL;
 }

@@ -61,33 +61,33 @@ class Ours:
     def __init__(self, path):
         c = ctypes
         self.lib = lib = c.CDLL(path)
-        lib.slpf_error.restype = c.c_char_p
-        lib.slpf_rmsnorm_bf16.argtypes = [c.c_void_p, c.c_void_p, c.c_void_p, c.c_int, c.c_int, c.c_float]
-        lib.slpf_silu_mul_bf16.argtypes = [c.c_void_p, c.c_void_p, c.c_int, c.c_int]
-        lib.slpf_quant_fp8_g128_bf16.argtypes = [c.c_void_p, c.c_void_p, c.c_void_p, c.c_int, c.c_int]
-        self.check(lib.slpf_open())
-        if lib.slpf_is_gpu() != 1:
+        lib.sl_peer_ffi_error.restype = c.c_char_p
+        lib.sl_peer_ffi_rmsnorm_bf16.argtypes = [c.c_void_p, c.c_void_p, c.c_void_p, c.c_int, c.c_int, c.c_float]
+        lib.sl_peer_ffi_silu_mul_bf16.argtypes = [c.c_void_p, c.c_void_p, c.c_int, c.c_int]
+        lib.sl_peer_ffi_quant_fp8_g128_bf16.argtypes = [c.c_void_p, c.c_void_p, c.c_void_p, c.c_int, c.c_int]
+        self.check(lib.sl_peer_ffi_open())
+        if lib.sl_peer_ffi_is_gpu() != 1:
             raise RuntimeError("the peer FFI opened the CPU backend, not the GPU")
 
     def check(self, rc):
         if rc:
-            raise RuntimeError(f"peer ffi: {self.lib.slpf_error().decode()}")
+            raise RuntimeError(f"peer ffi: {self.lib.sl_peer_ffi_error().decode()}")
 
     def rms(self, x, w):
         y = torch.empty_like(x)
-        self.check(self.lib.slpf_rmsnorm_bf16(y.data_ptr(), x.data_ptr(), w.data_ptr(), x.shape[0], x.shape[1], EPS))
+        self.check(self.lib.sl_peer_ffi_rmsnorm_bf16(y.data_ptr(), x.data_ptr(), w.data_ptr(), x.shape[0], x.shape[1], EPS))
         return y
 
     def silu(self, x):
         y = torch.empty((x.shape[0], x.shape[1] // 2), dtype=x.dtype, device=x.device)
-        self.check(self.lib.slpf_silu_mul_bf16(y.data_ptr(), x.data_ptr(), x.shape[0], x.shape[1] // 2))
+        self.check(self.lib.sl_peer_ffi_silu_mul_bf16(y.data_ptr(), x.data_ptr(), x.shape[0], x.shape[1] // 2))
         return y
 
     def fp8_group(self, x):
         T, H = x.shape
         q = torch.empty((T, H), dtype=torch.uint8, device=x.device)
         s = torch.empty((T, H // 128), dtype=torch.float32, device=x.device)
-        self.check(self.lib.slpf_quant_fp8_g128_bf16(q.data_ptr(), s.data_ptr(), x.data_ptr(), T, H))
+        self.check(self.lib.sl_peer_ffi_quant_fp8_g128_bf16(q.data_ptr(), s.data_ptr(), x.data_ptr(), T, H))
         return q, s
 
 

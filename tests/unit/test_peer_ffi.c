@@ -1,5 +1,5 @@
 /* The peer FFI (bench/peer_ffi.c, libsluice_peer_ffi.so) as a Python harness uses it: the
- * library dlopen()ed, its slpf_* symbols looked up by name, run on the CPU backend (SL_DEVICE=cpu,
+ * library dlopen()ed, its sl_peer_ffi_* symbols looked up by name, run on the CPU backend (SL_DEVICE=cpu,
  * host pointers) and checked against definitions computed here in double precision (RMSNorm,
  * SiLU-and-mul) and against sl_quant_ref (FP8 group-128, bit for bit); its errors are codes
  * with a message. argv[1]: the library's path. */
@@ -35,21 +35,22 @@ static void *sym(void *h, const char *name) {
 static ffi_t load(void) {
   ffi_t f = {.h = dlopen(lib_path, RTLD_NOW | RTLD_LOCAL)};
   if (!f.h) fail_msg("dlopen %s: %s", lib_path, dlerror());
-  f.open = (int (*)(void))sym(f.h, "slpf_open");
-  f.is_gpu = (int (*)(void))sym(f.h, "slpf_is_gpu");
-  f.error = (const char *(*)(void))sym(f.h, "slpf_error");
-  f.rmsnorm = (int (*)(void *, const void *, const void *, int, int, float))sym(f.h, "slpf_rmsnorm_bf16");
-  f.silu = (int (*)(void *, const void *, int, int))sym(f.h, "slpf_silu_mul_bf16");
-  f.quant = (int (*)(void *, float *, const void *, int, int))sym(f.h, "slpf_quant_fp8_g128_bf16");
-  f.sync = (int (*)(void))sym(f.h, "slpf_sync");
-  f.close = (void (*)(void))sym(f.h, "slpf_close");
+  f.open = (int (*)(void))sym(f.h, "sl_peer_ffi_open");
+  f.is_gpu = (int (*)(void))sym(f.h, "sl_peer_ffi_is_gpu");
+  f.error = (const char *(*)(void))sym(f.h, "sl_peer_ffi_error");
+  f.rmsnorm = (int (*)(void *, const void *, const void *, int, int, float))sym(f.h, "sl_peer_ffi_rmsnorm_bf16");
+  f.silu = (int (*)(void *, const void *, int, int))sym(f.h, "sl_peer_ffi_silu_mul_bf16");
+  f.quant = (int (*)(void *, float *, const void *, int, int))sym(f.h, "sl_peer_ffi_quant_fp8_g128_bf16");
+  f.sync = (int (*)(void))sym(f.h, "sl_peer_ffi_sync");
+  f.close = (void (*)(void))sym(f.h, "sl_peer_ffi_close");
   return f;
 }
 
 static uint16_t *rand_bf16(uint64_t *rng, size_t n, float scale) {
   uint16_t *p = malloc(n * 2);
   assert_non_null(p);
-  for (size_t i = 0; i < n; i++) p[i] = sl_f32_to_bf16(scale * sl_test_rand_normal(rng));
+  for (size_t i = 0; i < n; i++)
+    p[i] = sl_f32_to_bf16(scale * sl_test_rand_normal(rng));
   return p;
 }
 
@@ -62,8 +63,8 @@ static int bf16_close(uint16_t got, double want) {
 static void test_ops_on_the_cpu_backend(void **state) {
   (void)state;
   ffi_t f = load();
-  assert_int_not_equal(f.rmsnorm(NULL, NULL, NULL, 1, 64, 1e-6f), 0); /* before slpf_open: an error */
-  assert_non_null(strstr(f.error(), "slpf_open"));
+  assert_int_not_equal(f.rmsnorm(NULL, NULL, NULL, 1, 64, 1e-6f), 0); /* before sl_peer_ffi_open: an error */
+  assert_non_null(strstr(f.error(), "sl_peer_ffi_open"));
   assert_int_equal(f.open(), 0);
   assert_int_equal(f.is_gpu(), 0);
   uint64_t rng = sl_test_seed();
@@ -77,7 +78,8 @@ static void test_ops_on_the_cpu_backend(void **state) {
   assert_int_equal(f.sync(), 0);
   for (int r = 0; r < rows; r++) {
     double ss = 0;
-    for (int i = 0; i < hidden; i++) ss += pow(sl_bf16_to_f32(x[r * hidden + i]), 2);
+    for (int i = 0; i < hidden; i++)
+      ss += pow(sl_bf16_to_f32(x[r * hidden + i]), 2);
     const double inv = 1.0 / sqrt(ss / hidden + 1e-6);
     for (int i = 0; i < hidden; i++)
       if (!bf16_close(y[r * hidden + i], sl_bf16_to_f32(x[r * hidden + i]) * inv * sl_bf16_to_f32(w[i])))
@@ -91,7 +93,8 @@ static void test_ops_on_the_cpu_backend(void **state) {
   assert_int_equal(f.sync(), 0);
   for (int r = 0; r < rows; r++)
     for (int i = 0; i < inter; i++) {
-      const double gv = sl_bf16_to_f32(g[(size_t)r * 2 * inter + i]), uv = sl_bf16_to_f32(g[(size_t)r * 2 * inter + inter + i]);
+      const double gv = sl_bf16_to_f32(g[(size_t)r * 2 * inter + i]),
+                   uv = sl_bf16_to_f32(g[(size_t)r * 2 * inter + inter + i]);
       if (!bf16_close(a[r * inter + i], gv / (1.0 + exp(-gv)) * uv)) fail_msg("silu row %d col %d", r, i);
     }
   /* FP8 group-128: the reference quantizer's bytes and scales exactly */
@@ -102,9 +105,15 @@ static void test_ops_on_the_cpu_backend(void **state) {
   memset(scales, 0xff, (size_t)rows * (hidden / 128) * 4);
   assert_int_equal(f.quant(codes, scales, x, rows, hidden), 0);
   assert_int_equal(f.sync(), 0);
-  const sl_quant_args_t q = {.format = SL_QUANT_FP8_GROUP, .rule = SL_QUANT_RULE_IEEE,
-                             .layout = SL_QUANT_LAYOUT_LINEAR, .num_tokens = rows, .hidden = hidden,
-                             .in_dtype = SL_DTYPE_BF16, .in = x, .codes = codes_ref, .scales = scales_ref};
+  const sl_quant_args_t q = {.format = SL_QUANT_FP8_GROUP,
+                             .rule = SL_QUANT_RULE_IEEE,
+                             .layout = SL_QUANT_LAYOUT_LINEAR,
+                             .num_tokens = rows,
+                             .hidden = hidden,
+                             .in_dtype = SL_DTYPE_BF16,
+                             .in = x,
+                             .codes = codes_ref,
+                             .scales = scales_ref};
   SL_ASSERT_OK(sl_quant_ref(&q));
   assert_memory_equal(codes, codes_ref, (size_t)rows * hidden);
   assert_memory_equal(scales, scales_ref, (size_t)rows * (hidden / 128) * 4);
