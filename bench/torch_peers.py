@@ -3,7 +3,9 @@
 Triton row kernel for the same ops and shapes, timed by triton.testing.do_bench (median,
 L2 flushed between repetitions). Prints a table and, given our bench JSON, the ratio of the
 fastest peer's time to ours (>1: we are faster).
-  python3 bench/torch_peers.py [--ours bench-kernels.json] [--json out.json] [--quick]"""
+With --ours-lib it also times our kernels in this same harness (bench/peer_ffi.c, rows "sluice").
+  python3 bench/torch_peers.py [--ours bench-kernels.json] [--ours-lib libsluice_peer_ffi.so]
+                               [--json out.json] [--tokens T,...] [--quick] [--budget-s S]"""
 import argparse
 import ctypes
 import json
@@ -96,8 +98,8 @@ ours_lib = Ours(args.ours_lib) if args.ours_lib else None
 
 def ours_row(op, shape, fn, ref, nb, T):
     """Our kernel timed like the peers, after one call that JIT-compiles it and a check of its
-    output against `ref` (a peer's output; bf16 within 2 ulps, or the scales within 1e-6) -- a
-    wrong result (an ABI slip) is reported and not timed."""
+    output against `ref` (a peer's output: the values, or for quantization the scales, within
+    2^-6 relative) -- a wrong result (an ABI slip) is reported and not timed."""
     got, want = fn(), ref()
     torch.cuda.synchronize()
     g, r = (got[1], want[1]) if isinstance(got, tuple) else (got.float(), want.float())
@@ -182,11 +184,12 @@ Hs = [7168] if args.quick else [2048, 4096, 7168]
 rows = []
 
 
-def record(op, shape, peer, us, nbytes, fn=None, tokens=0):
-    """One peer row; with fn and tokens >= 8192 also its kernel time (k_us), so the large
-    shapes compare kernel to kernel as well as events to events."""
+def rec(op, shape, peer, fn, nbytes, tokens):
+    """One row: fn timed by do_bench, and from 8192 tokens also its kernel time (k_us), so the
+    large shapes compare kernel to kernel as well as events to events."""
+    us = t_us(fn)
     kus = None
-    if fn is not None and tokens >= 8192:
+    if tokens >= 8192:
         try:
             kus = k_us(fn)
         except Exception as ex:  # the profiler is optional: the events time stands alone
@@ -194,10 +197,6 @@ def record(op, shape, peer, us, nbytes, fn=None, tokens=0):
     rows.append({"op": op, "shape": shape, "peer": peer, "us": us, "bytes": nbytes, "kernel_us": kus})
     ktxt = f"{kus:10.2f} kern_us" if kus else ""
     print(f"{op:<20} {shape:<22} {peer:<14} {us:10.2f} us {nbytes / us / 1e3:9.1f} GB/s {ktxt}", flush=True)
-
-
-def rec(op, shape, peer, fn, nbytes, tokens):
-    record(op, shape, peer, t_us(fn), nbytes, fn, tokens)
 
 
 for H in Hs:
