@@ -11,6 +11,7 @@
 #include <stdbool.h>
 
 #include "kernels/act.h"
+#include "kernels/kq_launch.h"
 #include "kernels/quant.h"
 #include "kernels/rmsnorm.h"
 #include "runtime/sl_config.h"
@@ -56,6 +57,39 @@ SL_PEER_FFI_EXPORT int sl_peer_ffi_rmsnorm_bf16(void *y, const void *x, const vo
                                .res_dtype = SL_DTYPE_BF16,
                                .eps = eps};
   return sl_rmsnorm(g_dev, &a, NULL);
+}
+
+/* The same with the launch knobs of sl_rmsnorm_args_t given (0 = the table's for each): elements
+ * per thread, warps per block, weight placement (SL_RMSNORM_WEIGHT_*) and grid policy
+ * (SL_RMSNORM_GRID_*); bench/probes/peer_sweep.py times each choice in the peers' harness. */
+SL_PEER_FFI_EXPORT int sl_peer_ffi_rmsnorm_bf16_cfg(void *y, const void *x, const void *w, int rows, int hidden,
+                                                    float eps, int elts, int warps, int weight_regs, int grid_policy) {
+  if (!g_dev) return no_device();
+  const sl_rmsnorm_args_t a = {.x = x,
+                               .y = y,
+                               .weight = w,
+                               .rows = rows,
+                               .hidden = hidden,
+                               .in_dtype = SL_DTYPE_BF16,
+                               .out_dtype = SL_DTYPE_BF16,
+                               .w_dtype = SL_DTYPE_BF16,
+                               .res_dtype = SL_DTYPE_BF16,
+                               .eps = eps,
+                               .elts = elts,
+                               .warps = warps,
+                               .weight_regs = weight_regs,
+                               .grid_policy = grid_policy};
+  return sl_rmsnorm(g_dev, &a, NULL);
+}
+
+/* The act/quant launch overrides (kernels/kq_launch.h) for the calls that follow: warps per
+ * block, items in flight per warp, segment length and the full-grid waves; 0 (the segment:
+ * -1) restores the table's for each. For bench/probes/peer_sweep.py. */
+SL_PEER_FFI_EXPORT void sl_peer_ffi_kq_overrides(int warps, int unroll, int seg, int waves) {
+  sl_kq_set_warps_override(warps);
+  sl_kq_set_unroll_override(unroll);
+  sl_kq_set_seg_override(seg < 0 ? SL_KQ_SEG_TABLE : seg);
+  sl_kq_set_full_grid_waves_override(waves);
 }
 
 /* y[t] = silu(x[t, :inter]) * x[t, inter:], x [rows, 2 inter] bf16, y [rows, inter] bf16 (sl_act). */

@@ -7,7 +7,6 @@ With --ours-lib it also times our kernels in this same harness (bench/peer_ffi.c
   python3 bench/torch_peers.py [--ours bench-kernels.json] [--ours-lib libsluice_peer_ffi.so]
                                [--json out.json] [--tokens T,...] [--quick] [--budget-s S]"""
 import argparse
-import ctypes
 import json
 import re
 import sys
@@ -18,7 +17,8 @@ import torch.nn.functional as F
 import triton
 from triton.testing import do_bench
 
-from triton_rows import rms_row, silu_mul_row  # bench/triton_rows.py, next to this script
+from peer_ffi import SluicePeerFFI  # bench/peer_ffi.py, next to this script
+from triton_rows import triton_rms as triton_row_rms, triton_silu  # bench/triton_rows.py
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--ours")
@@ -35,17 +35,7 @@ EPS = 1e-6
 
 
 def triton_rms(x, w):
-    y = torch.empty_like(x)
-    H = x.shape[-1]
-    rms_row[(x.shape[0],)](x, w, y, H, triton.next_power_of_2(H), EPS, num_warps=8 if H >= 4096 else 4)
-    return y
-
-
-def triton_silu(x):
-    T, I2 = x.shape
-    y = torch.empty((T, I2 // 2), dtype=x.dtype, device=x.device)
-    silu_mul_row[(T,)](x, y, I2 // 2, triton.next_power_of_2(I2 // 2), num_warps=8)
-    return y
+    return triton_row_rms(x, w, EPS)
 
 
 def eager_rms(x, w):
@@ -57,43 +47,7 @@ def eager_silu(x):
     return F.silu(g) * u
 
 
-class Ours:
-    """Our kernels through bench/peer_ffi.c (ctypes), on PyTorch's default stream."""
-
-    def __init__(self, path):
-        c = ctypes
-        self.lib = lib = c.CDLL(path)
-        lib.sl_peer_ffi_error.restype = c.c_char_p
-        lib.sl_peer_ffi_rmsnorm_bf16.argtypes = [c.c_void_p, c.c_void_p, c.c_void_p, c.c_int, c.c_int, c.c_float]
-        lib.sl_peer_ffi_silu_mul_bf16.argtypes = [c.c_void_p, c.c_void_p, c.c_int, c.c_int]
-        lib.sl_peer_ffi_quant_fp8_g128_bf16.argtypes = [c.c_void_p, c.c_void_p, c.c_void_p, c.c_int, c.c_int]
-        self.check(lib.sl_peer_ffi_open())
-        if lib.sl_peer_ffi_is_gpu() != 1:
-            raise RuntimeError("the peer FFI opened the CPU backend, not the GPU")
-
-    def check(self, rc):
-        if rc:
-            raise RuntimeError(f"peer ffi: {self.lib.sl_peer_ffi_error().decode()}")
-
-    def rms(self, x, w):
-        y = torch.empty_like(x)
-        self.check(self.lib.sl_peer_ffi_rmsnorm_bf16(y.data_ptr(), x.data_ptr(), w.data_ptr(), x.shape[0], x.shape[1], EPS))
-        return y
-
-    def silu(self, x):
-        y = torch.empty((x.shape[0], x.shape[1] // 2), dtype=x.dtype, device=x.device)
-        self.check(self.lib.sl_peer_ffi_silu_mul_bf16(y.data_ptr(), x.data_ptr(), x.shape[0], x.shape[1] // 2))
-        return y
-
-    def fp8_group(self, x):
-        T, H = x.shape
-        q = torch.empty((T, H), dtype=torch.uint8, device=x.device)
-        s = torch.empty((T, H // 128), dtype=torch.float32, device=x.device)
-        self.check(self.lib.sl_peer_ffi_quant_fp8_g128_bf16(q.data_ptr(), s.data_ptr(), x.data_ptr(), T, H))
-        return q, s
-
-
-ours_lib = Ours(args.ours_lib) if args.ours_lib else None
+ours_lib = SluicePeerFFI(args.ours_lib, EPS) if args.ours_lib else None
 
 
 def ours_row(op, shape, fn, ref, nb, T):

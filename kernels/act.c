@@ -110,7 +110,8 @@ static int act_seg(int arch, int warps, int inter, sl_dtype_t in, sl_dtype_t out
 sl_status_t sl_act_spec(const sl_act_args_t *a, int arch, int sm_count, sl_jit_spec_t *spec) {
   int warps = sl_kq_warps(arch, sm_count, a->num_tokens);
   return spec_at(a->kind, a->inter, a->in_dtype, a->out_dtype, a->scale_ue8m0 ? SL_QRULE_CEIL : SL_QRULE_IEEE, warps,
-                 sl_kq_unroll(arch), act_seg(arch, warps, a->inter, a->in_dtype, a->out_dtype), spec);
+                 sl_kq_unroll_act(arch, a->out_dtype != SL_DTYPE_FP8_E4M3),
+                 act_seg(arch, warps, a->inter, a->in_dtype, a->out_dtype), spec);
 }
 
 static sl_status_t check_aligned(const void *p, long row_bytes, const char *what) {
@@ -139,7 +140,8 @@ sl_status_t sl_act(sl_device_t *dev, const sl_act_args_t *a, sl_stream_t *stream
   SL_CHECK(sl_act_spec(a, info->arch, info->sm_count, &spec));
   sl_kernel_t *k;
   SL_CHECK(sl_jit_get_kernel(dev, &spec, &k));
-  int warps = sl_kq_warps(info->arch, info->sm_count, a->num_tokens), unroll = sl_kq_unroll(info->arch);
+  int warps = sl_kq_warps(info->arch, info->sm_count, a->num_tokens),
+      unroll = sl_kq_unroll_act(info->arch, a->out_dtype != SL_DTYPE_FP8_E4M3);
   const void *in = a->in;
   void *out = a->out;
   float *scales = a->out_scales;
@@ -175,7 +177,7 @@ sl_status_t sl_act_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t *s
               sl_jit_spec_t spec;
               sl_dtype_t out = o == 0 ? dtypes[d] : SL_DTYPE_FP8_E4M3;
               SL_CHECK(spec_at((sl_act_kind_t)kind, inters[i], dtypes[d], out, o == 2 ? SL_QRULE_CEIL : SL_QRULE_IEEE,
-                               warps[w], ac->unroll, seg, &spec));
+                               warps[w], o == 0 ? ac->unroll_act16 : ac->unroll, seg, &spec));
               SL_CHECK(fn(&spec, user));
             }
   return SL_OK;

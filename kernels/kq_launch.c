@@ -2,6 +2,17 @@
  * blocks (the occupancy answer is remembered by the runtime with the kernel). */
 #include "kernels/kq_launch.h"
 
+static int waves_override, warps_override; /* 0: the defaults (kq_launch.h) */
+void sl_kq_set_full_grid_waves_override(int waves) {
+  waves_override = waves > 0 ? waves : 0;
+}
+void sl_kq_set_warps_override(int warps) {
+  warps_override = warps > 0 && warps <= 32 ? warps : 0;
+}
+int sl_kq_warps(int arch, int sm_count, long rows) {
+  return warps_override ? warps_override : sl_kq_table_warps(arch, sm_count, rows);
+}
+
 sl_status_t sl_kq_launch(sl_device_t *dev, sl_kernel_t *k, int warps, int unroll, long items, sl_stream_t *stream,
                          void **args) {
   long want = (items + (long)warps * unroll - 1) / ((long)warps * unroll), resident = 0;
@@ -9,7 +20,8 @@ sl_status_t sl_kq_launch(sl_device_t *dev, sl_kernel_t *k, int warps, int unroll
   /* Up to a few waves the grid is capped at the resident blocks and strides; beyond that one
    * block per group of items (many short-lived blocks) streams better on the H200, as it did
    * for RMSNorm (+3-8 points of copy bandwidth at T >= 8192, kernels/NOTES.md). */
-  long blocks = want <= SL_KQ_FULL_GRID_WAVES * resident ? (want < resident ? want : resident) : want;
+  const long waves = waves_override ? waves_override : SL_KQ_FULL_GRID_WAVES;
+  long blocks = want <= waves * resident ? (want < resident ? want : resident) : want;
   if (blocks < 1) blocks = 1;
   sl_launch_t l = {.grid = {(unsigned)blocks, 1, 1}, .block = {(unsigned)(warps * 32), 1, 1}, .stream = stream};
   return sl_kernel_launch(k, &l, args);
@@ -23,6 +35,9 @@ void sl_kq_set_unroll_override(int unroll) {
 
 int sl_kq_unroll(int arch) {
   return unroll_override ? unroll_override : sl_kq_arch_cfg(arch)->unroll;
+}
+int sl_kq_unroll_act(int arch, int act16) {
+  return act16 && !unroll_override ? sl_kq_arch_cfg(arch)->unroll_act16 : sl_kq_unroll(arch);
 }
 
 static int seg_override = SL_KQ_SEG_TABLE;

@@ -31,6 +31,7 @@ typedef struct {
                * increments and the per-warp prologue is paid once per N chunks. */
   int seg_act16; /* the same for the activation without quantization (bf16/f16/f32 out): its
                   * item is cheap, so the running-pointer walk only delays the next loads */
+  int unroll_act16; /* `unroll` for that activation (item layout at every T) */
 } sl_kq_arch_cfg_t;
 
 /* Hopper seg: MEASURED on the H200 (`SL_KQ_TUNE=1 sluice bench kernels --tokens
@@ -42,10 +43,16 @@ typedef struct {
  *   quant nvfp4    1.174 / 1.007 / 1.031 / 1.047     dequant fp8   1.001 / 1.009 / 1.066 / 1.102
  *   quant mxfp8    1.002 / 1.005 / 1.025 / 1.046     dequant nvfp4 1.172 / 1.023 / 1.021 / 1.020
  * -> seg 4, and 0 for the 16-bit activation. Blackwell: not measured (the item layout). */
+/* Hopper unroll_act16 1: MEASURED on the H200. The unroll sweep of session 3 (w8u1 / w8u2, rotated
+ * inputs, events) already had 1 ahead at every act16 prefill shape (T=8192 I=2048 27.49 / 28.64 us,
+ * the others 0.2-1.7 % apart); in the peers' harness (do_bench: a 256 MB fill before each call,
+ * bench/probes/peer_sweep.py, session 10 call 3) 1 is 0.9-2.5 us faster at T = 1..8192, I = 2048
+ * (T=16 4.35 / 5.36 us, T=8192 29.9 / 32.1): the decode warp's second item only lengthens its
+ * chain of dependent loads and its code. Blackwell: not measured. */
 static const sl_kq_arch_cfg_t sl_kq_arch_table[] = {
-    {SL_ARCH_HOPPER, 1, 8, 2, 4, 0},
-    {SL_ARCH_BLACKWELL, 1, 8, 2, 0, 0},
-    {0, 1, 8, 2, 0, 0},
+    {SL_ARCH_HOPPER, 1, 8, 2, 4, 0, 1},
+    {SL_ARCH_BLACKWELL, 1, 8, 2, 0, 0, 2},
+    {0, 1, 8, 2, 0, 0, 2},
 };
 
 static inline const sl_kq_arch_cfg_t *sl_kq_arch_cfg(int arch) {
@@ -60,6 +67,8 @@ static inline const sl_kq_arch_cfg_t *sl_kq_arch_cfg(int arch) {
  * between launches. */
 void sl_kq_set_unroll_override(int unroll); /* 0: the table */
 int sl_kq_unroll(int arch);
+/* The same for the activation kernel: act16 (bf16/f16/f32 out) takes the table's unroll_act16. */
+int sl_kq_unroll_act(int arch, int act16);
 
 /* Segment layout (the table's `seg`, JIT constant SEG of quant.cu / act.cu) for a launch of
  * `warps` warps per block: decode launches (one warp per block) keep 0, so a short row still
@@ -94,11 +103,19 @@ static inline long sl_kq_seg_tasks(long rows, int chunks, int seg) {
   return s > 0 ? rows * ((chunks + s - 1) / s) : 0;
 }
 
-/* Warps per block for `rows` rows on a device of `sm_count` SMs. */
-static inline int sl_kq_warps(int arch, int sm_count, long rows) {
+/* Warps per block for `rows` rows on a device of `sm_count` SMs: the table's decode or prefill
+ * value, unless a benchmark sweep has set an override for the act and quant kernels
+ * (sl_kq_set_warps_override; not the router). Not thread-safe, as the unroll override. */
+void sl_kq_set_warps_override(int warps); /* 0: the table; else 1..32 */
+int sl_kq_warps(int arch, int sm_count, long rows);
+static inline int sl_kq_table_warps(int arch, int sm_count, long rows) {
   const sl_kq_arch_cfg_t *c = sl_kq_arch_cfg(arch);
   return rows < sm_count ? c->decode_warps : c->prefill_warps;
 }
+
+/* The resident waves past which sl_kq_launch gives every group of items its own block:
+ * SL_KQ_FULL_GRID_WAVES, unless a benchmark sweep has set an override (0: the default). */
+void sl_kq_set_full_grid_waves_override(int waves);
 
 /* Launch `k` with a grid no larger than the device keeps resident (the kernels loop over
  * their work items grid-stride): blocks = min(ceil(items / (warps * unroll)), resident).

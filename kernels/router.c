@@ -170,7 +170,7 @@ static sl_status_t spec_at(int kind, int E, int K, int G, int TG, sl_dtype_t dt,
 
 sl_status_t sl_router_spec(const sl_router_args_t *a, int arch, int sm_count, sl_jit_spec_t *spec) {
   return spec_at((int)a->kind, a->num_experts, a->top_k, a->num_groups, a->topk_groups, a->logits_dtype,
-                 sl_kq_warps(arch, sm_count, a->num_tokens), spec);
+                 sl_kq_table_warps(arch, sm_count, a->num_tokens), spec);
 }
 
 sl_status_t sl_router_check_gpu(const sl_router_args_t *a) {
@@ -201,7 +201,7 @@ sl_status_t sl_router(sl_device_t *dev, const sl_router_args_t *a, sl_stream_t *
   float *w = a->topk_weights, sc = scaling_of(a);
   int t = a->num_tokens, renorm = a->renormalize;
   void *args[] = {&logits, &bias, &ids, &w, &t, &renorm, &sc};
-  return sl_kq_launch(dev, k, sl_kq_warps(info->arch, info->sm_count, t), 1, t, stream, args);
+  return sl_kq_launch(dev, k, sl_kq_table_warps(info->arch, info->sm_count, t), 1, t, stream, args);
 }
 
 /* Configuration points: Qwen3-MoE (128 experts, top 8), Mixtral (8, top 2), DeepSeek-V2-Lite

@@ -10,7 +10,7 @@ import torch
 import triton
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from triton_rows import rms_row  # noqa: E402 (bench/triton_rows.py)
+from triton_rows import rms_row, rms_warps  # noqa: E402 (bench/triton_rows.py)
 
 
 T, H = int(sys.argv[1]), int(sys.argv[2])
@@ -18,7 +18,7 @@ xs = [torch.randn(T, H, device="cuda", dtype=torch.bfloat16) for _ in range(8)]
 ys = [torch.empty_like(x) for x in xs]
 w = torch.randn(H, device="cuda", dtype=torch.bfloat16)
 for i in range(8):
-    k = rms_row[(T,)](xs[i], w, ys[i], H, triton.next_power_of_2(H), 1e-6, num_warps=8 if H >= 4096 else 4)
+    k = rms_row[(T,)](xs[i], w, ys[i], H, triton.next_power_of_2(H), 1e-6, num_warps=rms_warps(H))
 torch.cuda.synchronize()
 if os.environ.get("PTX_OUT"):  # the kernel's PTX, to compare loads, stores and math with ours
     try:

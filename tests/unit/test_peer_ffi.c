@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "kernels/quant.h"
+#include "kernels/rmsnorm.h"
 #include "kernels/sl_dtype.h"
 #include "sl_test.h"
 
@@ -20,6 +21,8 @@ typedef struct {
   int (*is_gpu)(void);
   const char *(*error)(void);
   int (*rmsnorm)(void *, const void *, const void *, int, int, float);
+  int (*rmsnorm_cfg)(void *, const void *, const void *, int, int, float, int, int, int, int);
+  void (*kq_overrides)(int, int, int, int);
   int (*silu)(void *, const void *, int, int);
   int (*quant)(void *, float *, const void *, int, int);
   int (*sync)(void);
@@ -39,6 +42,9 @@ static ffi_t load(void) {
   f.is_gpu = (int (*)(void))sym(f.h, "sl_peer_ffi_is_gpu");
   f.error = (const char *(*)(void))sym(f.h, "sl_peer_ffi_error");
   f.rmsnorm = (int (*)(void *, const void *, const void *, int, int, float))sym(f.h, "sl_peer_ffi_rmsnorm_bf16");
+  f.rmsnorm_cfg = (int (*)(void *, const void *, const void *, int, int, float, int, int, int, int))sym(
+      f.h, "sl_peer_ffi_rmsnorm_bf16_cfg");
+  f.kq_overrides = (void (*)(int, int, int, int))sym(f.h, "sl_peer_ffi_kq_overrides");
   f.silu = (int (*)(void *, const void *, int, int))sym(f.h, "sl_peer_ffi_silu_mul_bf16");
   f.quant = (int (*)(void *, float *, const void *, int, int))sym(f.h, "sl_peer_ffi_quant_fp8_g128_bf16");
   f.sync = (int (*)(void))sym(f.h, "sl_peer_ffi_sync");
@@ -85,7 +91,19 @@ static void test_ops_on_the_cpu_backend(void **state) {
       if (!bf16_close(y[r * hidden + i], sl_bf16_to_f32(x[r * hidden + i]) * inv * sl_bf16_to_f32(w[i])))
         fail_msg("rmsnorm row %d col %d: %g", r, i, sl_bf16_to_f32(y[r * hidden + i]));
   }
-  /* SiLU-and-mul: [rows, 2 inter] -> [rows, inter] */
+  /* The same with launch knobs given: checked (a bad one is refused), the same result. */
+  uint16_t *y2 = malloc((size_t)rows * hidden * 2);
+  assert_non_null(y2);
+  memset(y2, 0xff, (size_t)rows * hidden * 2);
+  assert_int_equal(f.rmsnorm_cfg(y2, x, w, rows, hidden, 1e-6f, 16, 2, SL_RMSNORM_WEIGHT_REGS, SL_RMSNORM_GRID_FULL), 0);
+  assert_int_equal(f.sync(), 0);
+  assert_memory_equal(y2, y, (size_t)rows * hidden * 2);
+  assert_int_equal(f.rmsnorm_cfg(y2, x, w, rows, hidden, 1e-6f, 16, 33, 0, 0), SL_ERR_INVALID);
+  assert_non_null(strstr(f.error(), "warps 33"));
+  free(y2);
+  /* SiLU-and-mul: [rows, 2 inter] -> [rows, inter], under launch overrides (the CPU backend has
+   * no launch; the symbol is there and the result unchanged), then the table's again */
+  f.kq_overrides(4, 1, 0, 1);
   uint16_t *g = rand_bf16(&rng, (size_t)rows * 2 * inter, 3.0f), *a = malloc((size_t)rows * inter * 2);
   assert_non_null(a);
   memset(a, 0xff, (size_t)rows * inter * 2);
@@ -97,6 +115,7 @@ static void test_ops_on_the_cpu_backend(void **state) {
                    uv = sl_bf16_to_f32(g[(size_t)r * 2 * inter + inter + i]);
       if (!bf16_close(a[r * inter + i], gv / (1.0 + exp(-gv)) * uv)) fail_msg("silu row %d col %d", r, i);
     }
+  f.kq_overrides(0, 0, -1, 0);
   /* FP8 group-128: the reference quantizer's bytes and scales exactly */
   uint8_t *codes = malloc((size_t)rows * hidden), *codes_ref = malloc((size_t)rows * hidden);
   float *scales = malloc((size_t)rows * (hidden / 128) * 4), *scales_ref = malloc((size_t)rows * (hidden / 128) * 4);

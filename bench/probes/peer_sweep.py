@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""Our RMSNorm and SiLU-and-mul launch choices timed in the peers' harness (triton.testing.do_bench:
+a 256 MB fill before every repetition, CUDA events), next to the Triton row kernel and our
+defaults: which choice wins at the shapes where the defaults lose to Triton in that harness
+(bench/torch_peers.py's "same harness" lines). Each time is the median of 3 do_bench medians,
+taken round-robin over the candidates so drift hits them alike.
+  python3 bench/probes/peer_sweep.py --lib build-gpu/libsluice_peer_ffi.so [--tokens 1,16,128,1024,8192]
+                                     [--hidden 2048] [--ops rms,silu] [--budget-s 240]"""
+import argparse
+import os
+import statistics
+import sys
+import time
+
+import torch
+from triton.testing import do_bench
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from peer_ffi import SluicePeerFFI  # noqa: E402 (bench/peer_ffi.py)
+from triton_rows import triton_rms, triton_silu  # noqa: E402 (bench/triton_rows.py)
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--lib", required=True)
+ap.add_argument("--tokens", default="1,16,128,1024,8192")
+ap.add_argument("--hidden", default="2048")
+ap.add_argument("--ops", default="rms,silu")
+ap.add_argument("--budget-s", type=float, default=240.0)
+args = ap.parse_args()
+EPS = 1e-6
+SMS = torch.cuda.get_device_properties(0).multi_processor_count
+ours = SluicePeerFFI(args.lib, EPS)
+start = time.time()
+
+# sl_rmsnorm_args_t knobs (kernels/rmsnorm.h): weight 1 = in registers, 2 = re-read per row;
+# grid 1 = resident (grid-stride), 2 = full (one block per rows_per_block rows).
+W_NAMES = {1: "wr", 2: "rl"}
+G_NAMES = {1: "res", 2: "full"}
+
+
+def rms_cands(T, H):
+    out = []
+    for elts in (8, 16, 32):
+        rw = (H + 32 * elts - 1) // (32 * elts)
+        if rw > 32:
+            continue
+        for mult in (1, 2, 4, 8):
+            warps = rw * mult
+            if warps > 32:
+                continue
+            for wreg in (1, 2):
+                for grid in ((1,) if T < SMS else (1, 2)):
+                    out.append((f"e={elts} w={warps} {W_NAMES[wreg]} {G_NAMES[grid]}", (elts, warps, wreg, grid)))
+    return out
+
+
+def silu_cands():
+    out = []
+    for warps in (1, 2, 4, 8, 16):
+        for unroll in (1, 2, 4):
+            for waves in (1, 4, 1000):
+                out.append((f"w={warps} u={unroll} waves={waves}", (warps, unroll, -1, waves)))
+    return out
+
+
+def timed(fn):
+    return do_bench(fn, warmup=3, rep=20, return_mode="median") * 1e3
+
+
+def sweep(title, peer_fn, default_fn, cands, run, check):
+    """cands: (name, cfg); run(cfg) -> output; check(out) raises on a wrong result."""
+    fns = [("triton-row", peer_fn), ("ours default", default_fn)]
+    for name, cfg in cands:
+        try:  # the JIT compile and the check happen outside the timing
+            out = run(cfg)
+            torch.cuda.synchronize()
+            check(out)
+        except RuntimeError as e:
+            print(f"#  {title} {name}: {e}; not timed")
+            continue
+        fns.append((name, (lambda c: lambda: run(c))(cfg)))
+    ours.kq_overrides()
+    times = {name: [] for name, _ in fns}
+    for _ in range(3):
+        for name, fn in fns:
+            times[name].append(timed(fn))
+    ours.kq_overrides()
+    med = sorted((statistics.median(v), name) for name, v in times.items())
+    tri = statistics.median(times["triton-row"])
+    dflt = statistics.median(times["ours default"])
+    print(f"== {title}: triton-row {tri:.2f} us, ours default {dflt:.2f} us (ratio {tri / dflt:.2f})")
+    for us, name in med[:8]:
+        print(f"   {us:8.2f} us  ratio {tri / us:5.2f}  {name}")
+    sys.stdout.flush()
+
+
+def close(got, want):
+    if not torch.allclose(got.float(), want.float(), rtol=2 ** -6, atol=1e-6):
+        raise RuntimeError(f"output differs (max {(got.float() - want.float()).abs().max().item():.3g})")
+
+
+def silu_run(x, cfg):
+    ours.kq_overrides(*cfg)
+    return ours.silu(x)
+
+
+for H in [int(h) for h in args.hidden.split(",")]:
+    for T in [int(t) for t in args.tokens.split(",")]:
+        if time.time() - start > args.budget_s:
+            print(f"# budget of {args.budget_s:.0f} s spent: stopped before T={T} H={H}")
+            sys.exit(0)
+        torch.manual_seed(T * 7 + H)
+        if "rms" in args.ops:
+            x = torch.randn(T, H, device="cuda", dtype=torch.bfloat16)
+            w = torch.randn(H, device="cuda", dtype=torch.bfloat16)
+            ref = triton_rms(x, w, EPS)
+            sweep(f"rmsnorm T={T} h={H}", lambda: triton_rms(x, w, EPS), lambda: ours.rms(x, w), rms_cands(T, H),
+                  lambda cfg: ours.rms(x, w, cfg), lambda y: close(y, ref))
+        if "silu" in args.ops:
+            xa = torch.randn(T, 2 * H, device="cuda", dtype=torch.bfloat16)
+            refa = triton_silu(xa)
+            sweep(f"act_silu_bf16 T={T} I={H}", lambda: triton_silu(xa), lambda: silu_run(xa, (0, 0, -1, 0)), silu_cands(),
+                  lambda cfg: silu_run(xa, cfg), lambda y: close(y, refa))
