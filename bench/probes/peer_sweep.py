@@ -3,9 +3,10 @@
 a 256 MB fill before every repetition, CUDA events), next to the Triton row kernel and our
 defaults: which choice wins at the shapes where the defaults lose to Triton in that harness
 (bench/torch_peers.py's "same harness" lines). Each time is the median of 3 do_bench medians,
-taken round-robin over the candidates so drift hits them alike.
+taken round-robin over the candidates so drift hits them alike (--rounds; the spread of the
+rounds is printed next to each median).
   python3 bench/probes/peer_sweep.py --lib build-gpu/libsluice_peer_ffi.so [--tokens 1,16,128,1024,8192]
-                                     [--hidden 2048] [--ops rms,silu] [--budget-s 240]"""
+                                     [--hidden 2048] [--ops rms,silu] [--budget-s 240] [--rounds 3] [--top 8]"""
 import argparse
 import os
 import statistics
@@ -25,6 +26,8 @@ ap.add_argument("--tokens", default="1,16,128,1024,8192")
 ap.add_argument("--hidden", default="2048")
 ap.add_argument("--ops", default="rms,silu")
 ap.add_argument("--budget-s", type=float, default=240.0)
+ap.add_argument("--rounds", type=int, default=3, help="do_bench medians per candidate (round-robin)")
+ap.add_argument("--top", type=int, default=8, help="candidates printed per shape")
 args = ap.parse_args()
 EPS = 1e-6
 SMS = torch.cuda.get_device_properties(0).multi_processor_count
@@ -80,16 +83,17 @@ def sweep(title, peer_fn, default_fn, cands, run, check):
         fns.append((name, (lambda c: lambda: run(c))(cfg)))
     ours.kq_overrides()
     times = {name: [] for name, _ in fns}
-    for _ in range(3):
+    for _ in range(args.rounds):
         for name, fn in fns:
             times[name].append(timed(fn))
     ours.kq_overrides()
     med = sorted((statistics.median(v), name) for name, v in times.items())
     tri = statistics.median(times["triton-row"])
     dflt = statistics.median(times["ours default"])
-    print(f"== {title}: triton-row {tri:.2f} us, ours default {dflt:.2f} us (ratio {tri / dflt:.2f})")
-    for us, name in med[:8]:
-        print(f"   {us:8.2f} us  ratio {tri / us:5.2f}  {name}")
+    print(f"== {title}: triton-row {tri:.2f} us, ours default {dflt:.2f} us (ratio {tri / dflt:.2f}), "
+          f"{len(fns) - 2} candidates")
+    for us, name in med[:args.top]:
+        print(f"   {us:8.2f} us  ({min(times[name]):.2f}-{max(times[name]):.2f})  ratio {tri / us:5.2f}  {name}")
     sys.stdout.flush()
 
 
