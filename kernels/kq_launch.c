@@ -1,6 +1,7 @@
 /* Launch helper of the quant / act / router kernels: grid sizing from the kernel's resident
  * blocks (the occupancy answer is remembered by the runtime with the kernel). */
 #include "kernels/kq_launch.h"
+#include "kernels/quant_formats.h"
 
 static int waves_override, warps_override; /* 0: the defaults (kq_launch.h) */
 void sl_kq_set_full_grid_waves_override(int waves) {
@@ -38,6 +39,12 @@ int sl_kq_unroll(int arch) {
 }
 int sl_kq_unroll_act(int arch, int act16) {
   return act16 && !unroll_override ? sl_kq_arch_cfg(arch)->unroll_act16 : sl_kq_unroll(arch);
+}
+int sl_kq_unroll_quant(int arch, int fmt, int seg, int chunks) {
+  const sl_kq_arch_cfg_t *c = sl_kq_arch_cfg(arch);
+  if (unroll_override || !sl_qfmt_is_fp4(fmt) || seg <= 0 || chunks <= SL_KQ_FP4Q_WIDE_CHUNKS || !c->unroll_fp4q)
+    return sl_kq_unroll(arch);
+  return c->unroll_fp4q;
 }
 
 static int seg_override = SL_KQ_SEG_TABLE;

@@ -32,7 +32,11 @@ typedef struct {
   int seg_act16; /* the same for the activation without quantization (bf16/f16/f32 out): its
                   * item is cheap, so the running-pointer walk only delays the next loads */
   int unroll_act16; /* `unroll` for that activation (item layout at every T) */
+  int unroll_fp4q;  /* `unroll` of the FP4 quantizers (MXFP4, NVFP4) in the segment layout on
+                     * rows of more than SL_KQ_FP4Q_WIDE_CHUNKS chunks; 0: `unroll` */
 } sl_kq_arch_cfg_t;
+
+#define SL_KQ_FP4Q_WIDE_CHUNKS 16
 
 /* Hopper seg: MEASURED on the H200 (`SL_KQ_TUNE=1 sluice bench kernels --tokens
  * 1,16,8192,32768`, 2026-11-29 session 3, bench/results/2026-11-29-s3-h200-merged/): mean
@@ -49,10 +53,17 @@ typedef struct {
  * bench/probes/peer_sweep.py, session 10 call 3) 1 is 0.9-2.5 us faster at T = 1..8192, I = 2048
  * (T=16 4.35 / 5.36 us, T=8192 29.9 / 32.1): the decode warp's second item only lengthens its
  * chain of dependent loads and its code. Blackwell: not measured. */
+/* Hopper unroll_fp4q 4: MEASURED on the H200 (session 10, call 8: `SL_KQ_TUNE=1 sluice bench
+ * kernels --only quant_ --tokens 8192,32768`, swizzled scales, % of copy u2 -> u4): at h=7168 (28
+ * chunks per row: a warp's 4-chunk segment then has all its loads in flight at once) MXFP4
+ * 84.1 -> 87.0 (T=8192) and 93.0 -> 97.8 (T=32768), NVFP4 79.1 -> 81.3 and 86.8 -> 91.5; at
+ * h=4096 within -0.6..+0.5, at h=2048 -0.4..-3 (so only past 16 chunks). MXFP8 and FP8 group
+ * (mixed, -1.0..+0.3), dequantization (flat) and the FP8-out activation (u4 -15..-25 points)
+ * keep `unroll`. */
 static const sl_kq_arch_cfg_t sl_kq_arch_table[] = {
-    {SL_ARCH_HOPPER, 1, 8, 2, 4, 0, 1},
-    {SL_ARCH_BLACKWELL, 1, 8, 2, 0, 0, 2},
-    {0, 1, 8, 2, 0, 0, 2},
+    {SL_ARCH_HOPPER, 1, 8, 2, 4, 0, 1, 4},
+    {SL_ARCH_BLACKWELL, 1, 8, 2, 0, 0, 2, 0},
+    {0, 1, 8, 2, 0, 0, 2, 0},
 };
 
 static inline const sl_kq_arch_cfg_t *sl_kq_arch_cfg(int arch) {
@@ -69,6 +80,10 @@ void sl_kq_set_unroll_override(int unroll); /* 0: the table */
 int sl_kq_unroll(int arch);
 /* The same for the activation kernel: act16 (bf16/f16/f32 out) takes the table's unroll_act16. */
 int sl_kq_unroll_act(int arch, int act16);
+/* The same for the quantizer of format `fmt` (SL_QFMT_*) at segment length `seg` (0: the item
+ * layout) on rows of `chunks` chunks: the table's unroll_fp4q for FP4 formats in the segment
+ * layout past SL_KQ_FP4Q_WIDE_CHUNKS chunks. */
+int sl_kq_unroll_quant(int arch, int fmt, int seg, int chunks);
 
 /* Segment layout (the table's `seg`, JIT constant SEG of quant.cu / act.cu) for a launch of
  * `warps` warps per block: decode launches (one warp per block) keep 0, so a short row still

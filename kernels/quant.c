@@ -226,9 +226,9 @@ static int quant_seg(int arch, int warps, int hidden, sl_dtype_t dtype) {
 }
 
 sl_status_t sl_quant_spec(const sl_quant_args_t *a, int arch, int sm_count, sl_jit_spec_t *spec) {
-  int warps = sl_kq_warps(arch, sm_count, a->num_tokens);
+  int warps = sl_kq_warps(arch, sm_count, a->num_tokens), seg = quant_seg(arch, warps, a->hidden, a->in_dtype);
   return quant_spec_at((int)a->format, (int)a->rule, (int)a->layout, a->hidden, a->in_dtype, warps,
-                       sl_kq_unroll(arch), quant_seg(arch, warps, a->hidden, a->in_dtype), spec);
+                       sl_kq_unroll_quant(arch, (int)a->format, seg, quant_chunks(a->hidden, a->in_dtype)), seg, spec);
 }
 
 sl_status_t sl_dequant_spec(const sl_dequant_args_t *a, int arch, int sm_count, sl_jit_spec_t *spec) {
@@ -283,8 +283,9 @@ sl_status_t sl_quant(sl_device_t *dev, const sl_quant_args_t *a, sl_stream_t *st
   SL_CHECK(sl_quant_spec(a, info->arch, info->sm_count, &spec));
   sl_kernel_t *k;
   SL_CHECK(sl_jit_get_kernel(dev, &spec, &k));
-  int warps = sl_kq_warps(info->arch, info->sm_count, a->num_tokens), unroll = sl_kq_unroll(info->arch);
+  int warps = sl_kq_warps(info->arch, info->sm_count, a->num_tokens);
   int seg = quant_seg(info->arch, warps, a->hidden, a->in_dtype);
+  int unroll = sl_kq_unroll_quant(info->arch, (int)a->format, seg, quant_chunks(a->hidden, a->in_dtype));
   const void *in = a->in;
   void *codes = a->codes, *scales = a->scales;
   float gs = a->global_scale;
@@ -353,7 +354,7 @@ sl_status_t sl_quant_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t 
             if (seg > chunks) seg = chunks;
             sl_jit_spec_t spec;
             SL_CHECK(quant_spec_at(cfgs[c].fmt, cfgs[c].rule, cfgs[c].layout, hiddens[h], dtypes[d], warps[w],
-                                   ac->unroll, seg, &spec));
+                                   sl_kq_unroll_quant(arch, cfgs[c].fmt, seg, chunks), seg, &spec));
             SL_CHECK(fn(&spec, user));
             if (cfgs[c].rule != SL_QRULE_CEIL) { /* dequant doesn't depend on the rule: once per layout */
               SL_CHECK(dequant_spec_at(cfgs[c].fmt, cfgs[c].layout, hiddens[h], dtypes[d], warps[w], ac->unroll, seg,
