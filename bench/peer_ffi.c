@@ -42,25 +42,9 @@ SL_PEER_FFI_EXPORT const char *sl_peer_ffi_error(void) {
   return sl_last_error();
 }
 
-/* y = rmsnorm(x) * w, [rows, hidden] bf16, weight [hidden] bf16, fp32 accumulation (sl_rmsnorm). */
-SL_PEER_FFI_EXPORT int sl_peer_ffi_rmsnorm_bf16(void *y, const void *x, const void *w, int rows, int hidden,
-                                                float eps) {
-  if (!g_dev) return no_device();
-  const sl_rmsnorm_args_t a = {.x = x,
-                               .y = y,
-                               .weight = w,
-                               .rows = rows,
-                               .hidden = hidden,
-                               .in_dtype = SL_DTYPE_BF16,
-                               .out_dtype = SL_DTYPE_BF16,
-                               .w_dtype = SL_DTYPE_BF16,
-                               .res_dtype = SL_DTYPE_BF16,
-                               .eps = eps};
-  return sl_rmsnorm(g_dev, &a, NULL);
-}
-
-/* The same with the launch knobs of sl_rmsnorm_args_t given (0 = the table's for each): elements
- * per thread, warps per block, weight placement (SL_RMSNORM_WEIGHT_*) and grid policy
+/* y = rmsnorm(x) * w, [rows, hidden] bf16, weight [hidden] bf16, fp32 accumulation (sl_rmsnorm),
+ * with the launch knobs of sl_rmsnorm_args_t given (0 = the table's for each): elements per
+ * thread, warps per block, weight placement (SL_RMSNORM_WEIGHT_*) and grid policy
  * (SL_RMSNORM_GRID_*); bench/probes/peer_sweep.py times each choice in the peers' harness. */
 SL_PEER_FFI_EXPORT int sl_peer_ffi_rmsnorm_bf16_cfg(void *y, const void *x, const void *w, int rows, int hidden,
                                                     float eps, int elts, int warps, int weight_regs, int grid_policy) {
@@ -80,6 +64,12 @@ SL_PEER_FFI_EXPORT int sl_peer_ffi_rmsnorm_bf16_cfg(void *y, const void *x, cons
                                .weight_regs = weight_regs,
                                .grid_policy = grid_policy};
   return sl_rmsnorm(g_dev, &a, NULL);
+}
+
+/* The same with the table's launch choice (what the peers are compared with). */
+SL_PEER_FFI_EXPORT int sl_peer_ffi_rmsnorm_bf16(void *y, const void *x, const void *w, int rows, int hidden,
+                                                float eps) {
+  return sl_peer_ffi_rmsnorm_bf16_cfg(y, x, w, rows, hidden, eps, 0, 0, 0, 0);
 }
 
 /* The act/quant launch overrides (kernels/kq_launch.h) for the calls that follow: warps per
