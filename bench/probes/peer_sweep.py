@@ -6,7 +6,8 @@ defaults: which choice wins at the shapes where the defaults lose to Triton in t
 taken round-robin over the candidates so drift hits them alike (--rounds; the spread of the
 rounds is printed next to each median).
   python3 bench/probes/peer_sweep.py --lib build-gpu/libsluice_peer_ffi.so [--tokens 1,16,128,1024,8192]
-                                     [--hidden 2048] [--ops rms,silu] [--budget-s 240] [--rounds 3] [--top 8]"""
+                                     [--hidden 2048] [--ops rms,silu] [--budget-s 240] [--rounds 3] [--top 8]
+                                     [--warm]"""
 import argparse
 import os
 import statistics
@@ -28,6 +29,8 @@ ap.add_argument("--ops", default="rms,silu")
 ap.add_argument("--budget-s", type=float, default=240.0)
 ap.add_argument("--rounds", type=int, default=3, help="do_bench medians per candidate (round-robin)")
 ap.add_argument("--top", type=int, default=8, help="candidates printed per shape")
+ap.add_argument("--warm", action="store_true", help="no L2 flush: a GPU spin (torch.cuda._sleep) before "
+                "each repetition instead, so the host runs ahead while caches keep code, weights and inputs")
 args = ap.parse_args()
 EPS = 1e-6
 SMS = torch.cuda.get_device_properties(0).multi_processor_count
@@ -65,8 +68,22 @@ def silu_cands():
     return out
 
 
-def timed(fn):
-    return do_bench(fn, warmup=3, rep=20, return_mode="median") * 1e3
+def timed(fn, reps=200):
+    """Median us of fn: do_bench (a 256 MB fill before each repetition), or with --warm CUDA events
+    around each call after a ~50 us GPU spin, which keeps the GPU behind the host without
+    touching the caches."""
+    if not args.warm:
+        return do_bench(fn, warmup=3, rep=20, return_mode="median") * 1e3
+    fn()
+    torch.cuda.synchronize()
+    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
+    for s, e in ev:
+        torch.cuda._sleep(100000)
+        s.record()
+        fn()
+        e.record()
+    torch.cuda.synchronize()
+    return statistics.median(s.elapsed_time(e) for s, e in ev) * 1e3
 
 
 def sweep(title, peer_fn, default_fn, cands, run, check):
