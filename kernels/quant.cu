@@ -28,7 +28,7 @@
 #error "SEG (0: grid-stride warp items; N > 0: a warp walks N chunks of one row) must be defined by the JIT"
 #endif
 #ifndef SWZ_STAGE
-#error "SWZ_STAGE (1: swizzled scales staged in shared memory and stored as whole sectors; 0: off) must be defined by the JIT"
+#error "SWZ_STAGE (1: swizzled scales staged in shared memory, whole-sector stores; 0: off) must be defined by the JIT"
 #endif
 
 #define BLOCK_ELEMS (QFMT == SL_QFMT_FP8_GROUP ? 128 : QFMT == SL_QFMT_NVFP4 ? 16 : 32)
@@ -166,30 +166,30 @@ __device__ __forceinline__ unsigned char *scale_ptr(void *scales, unsigned row, 
 // byte of chunk c0: in global memory (scale_ptr; SCALE_STEP bytes per chunk) or, STAGED, at
 // stage_ofs in the CTA's stage image `scales` (SSTEP bytes per chunk).
 template <bool STAGED, int SSTEP>
-__device__ __forceinline__ void quant_task(const void *__restrict__ in, long in_stride, unsigned char *__restrict__ codes,
-                                           void *scales, unsigned stage_ofs, unsigned row, unsigned c0, int lane,
-                                           float global_scale) {
+__device__ __forceinline__ void quant_task(const void *__restrict__ in, long in_stride,
+                                           unsigned char *__restrict__ codes, void *scales, unsigned stage_ofs,
+                                           unsigned row, unsigned c0, int lane, float global_scale) {
   constexpr int ebytes = sl_kq_elem<DTYPE>::bytes;
   // chunks in this task: SEGC, or fewer in the row's last segment (compile-time when even)
   const unsigned nc = CHUNKS % SEGC == 0 ? SEGC : min((unsigned)SEGC, CHUNKS - c0);
   unsigned col = c0 * CHUNK + lane * VEC;
   const char *ip = (const char *)in + ((size_t)row * (size_t)in_stride + col) * ebytes;
   unsigned char *cp = codes + (IS_FP4 ? (size_t)row * (HIDDEN / 2) + col / 2 : (size_t)row * HIDDEN + col);
-  unsigned char *sp = STAGED ? reinterpret_cast<unsigned char *>(scales) + stage_ofs : scale_ptr(scales, row, col / BLOCK_ELEMS);
+  unsigned char *sp =
+      STAGED ? reinterpret_cast<unsigned char *>(scales) + stage_ofs : scale_ptr(scales, row, col / BLOCK_ELEMS);
   for (unsigned c = 0; c < nc; c += UNROLL) {
     uint4 raw[UNROLL];
 #pragma unroll
     for (int u = 0; u < UNROLL; u++) {
       raw[u] = make_uint4(0u, 0u, 0u, 0u);
       const bool in_task = (CHUNKS % SEGC == 0 && SEGC % UNROLL == 0) || c + u < nc;
-      if (in_task && (!RAGGED || col + u * CHUNK < HIDDEN))
-        raw[u] = sl_kq_load_raw(ip + u * CHUNK * ebytes);
+      if (in_task && (!RAGGED || col + u * CHUNK < HIDDEN)) raw[u] = sl_kq_load_raw(ip + u * CHUNK * ebytes);
     }
 #pragma unroll
     for (int u = 0; u < UNROLL; u++) {
       if (!((CHUNKS % SEGC == 0 && SEGC % UNROLL == 0) || c + u < nc)) break; // warp-uniform
-      quant_packet(raw[u], !RAGGED || col + u * CHUNK < HIDDEN, lane, cp + u * CODE_STEP, sp + u * (STAGED ? SSTEP : SCALE_STEP),
-                   global_scale);
+      quant_packet(raw[u], !RAGGED || col + u * CHUNK < HIDDEN, lane, cp + u * CODE_STEP,
+                   sp + u * (STAGED ? SSTEP : SCALE_STEP), global_scale);
     }
     ip += UNROLL * CHUNK * ebytes;
     cp += UNROLL * CODE_STEP;
@@ -213,12 +213,12 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
   const unsigned warp = blockIdx.x * WARPS + threadIdx.x / 32, nwarps = gridDim.x * WARPS;
   constexpr int ebytes = sl_kq_elem<DTYPE>::bytes;
   if constexpr (SWZ_STAGE) {
-    // stage[b]: one group's sector images. Two of them, so that one barrier per group orders
-    // both this group's stage writes before its stores and its stores (stage reads) before the
-    // writes of the group after next into the same image.
     // column tiles per segment, stage bytes per chunk (the guards: FP8 group's discarded branch)
     constexpr unsigned STAGE_TILES = SWZ_STAGE ? SEGC * (CHUNK / BLOCK_ELEMS / 4) : 1;
     constexpr int STAGE_STEP = SWZ_STAGE ? (CHUNK / BLOCK_ELEMS / 4) * 32 : 0;
+    // stage[b]: one group's sector images (32 bytes per column tile). Two of them, so that one
+    // barrier per group orders both this group's stage writes before its stores and its stores
+    // (stage reads) before the writes of the group after next into the same image.
     __shared__ uint4 stage[2][2 * STAGE_TILES];
     constexpr unsigned col_tiles = (COLS + 3) / 4;
     const unsigned w = threadIdx.x / 32, slot = (w & 1u) * 16u + (w >> 1) * 4u;
@@ -235,15 +235,15 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
         quant_task<true, STAGE_STEP>(in, in_stride, codes, img, slot + ((gl >> 2) << 5) + (gl & 3u), row, s * SEGC,
                                      lane, global_scale);
         if constexpr (COLS % 4 != 0) // the last column tile's padding columns: no live lane writes them
-          if (s == NSEG - 1 && lane < 4 - COLS % 4) img[(col_tiles - 1 - s * STAGE_TILES) * 32 + slot + COLS % 4 + lane] = 0;
+          if (s == NSEG - 1 && lane < 4 - COLS % 4)
+            img[(col_tiles - 1 - s * STAGE_TILES) * 32 + slot + COLS % 4 + lane] = 0;
       } else { // a padding row: zeros, no codes
         for (unsigned j = lane; j < STAGE_TILES; j += 32)
           *reinterpret_cast<unsigned *>(img + j * 32 + slot) = 0u;
       }
       __syncthreads();
       const unsigned t0 = s * STAGE_TILES; // the segment's first column tile
-      const unsigned halves =
-          2 * (col_tiles % STAGE_TILES == 0 ? STAGE_TILES : min(STAGE_TILES, col_tiles - t0));
+      const unsigned halves = 2 * (col_tiles % STAGE_TILES == 0 ? STAGE_TILES : min(STAGE_TILES, col_tiles - t0));
       unsigned char *dst = reinterpret_cast<unsigned char *>(scales) + (size_t)(pair >> 4) * (col_tiles * 512u) +
                            t0 * 512u + (pair & 15u) * 32u;
       for (unsigned i = threadIdx.x; i < halves; i += WARPS * 32) // i = 2 * tile + half
