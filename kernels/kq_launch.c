@@ -58,3 +58,12 @@ int sl_kq_seg(int arch, int warps, int act16) {
   const sl_kq_arch_cfg_t *c = sl_kq_arch_cfg(arch);
   return warps == c->decode_warps && warps != c->prefill_warps ? 0 : act16 ? c->seg_act16 : c->seg;
 }
+
+static int swz_stage_override; /* 0: off (kq_launch.h) */
+
+void sl_kq_set_swz_stage_override(int on) {
+  swz_stage_override = on ? 1 : 0;
+}
+int sl_kq_swz_stage(void) {
+  return swz_stage_override;
+}

@@ -5,6 +5,9 @@
 
 /* Past this many resident waves of work, launch one block per group of items. */
 #define SL_KQ_FULL_GRID_WAVES 4
+/* Warps per block of the quantizer's staged swizzled scales (kernels/quant.cu SWZ_STAGE): the 8
+ * rows {k, k+1} x the four 32-row groups of a 128x4 tile, which share each 32-byte sector. */
+#define SL_KQ_SWZ_STAGE_WARPS 8
 #ifndef __CUDACC_RTC__
 
 #include "runtime/sl_device.h"
@@ -117,6 +120,16 @@ static inline long sl_kq_seg_tasks(long rows, int chunks, int seg) {
   int s = seg < chunks ? seg : chunks;
   return s > 0 ? rows * ((chunks + s - 1) / s) : 0;
 }
+
+/* Staged swizzled scales (kernels/quant.cu SWZ_STAGE, kernels/NOTES.md "Staged swizzled
+ * scales"): the quantizer's CTA stages its 8 warps' scale bytes in shared memory and stores whole
+ * 32-byte sectors of the 128x4 swizzled layout instead of 4-byte pieces. OFF by default (not
+ * measured yet); sl_kq_set_swz_stage_override(1) turns it on for the benchmark's "staged" rows
+ * and the GPU tests. It applies only where it can: MX/NV formats with swizzled scales in the
+ * segment layout (seg > 0) at SL_KQ_SWZ_STAGE_WARPS warps per block (prefill); other launches
+ * ignore it. Not thread-safe, as the unroll override. */
+void sl_kq_set_swz_stage_override(int on); /* 0: off (the default); 1: on */
+int sl_kq_swz_stage(void);
 
 /* Warps per block for `rows` rows on a device of `sm_count` SMs: the table's decode or prefill
  * value, unless a benchmark sweep has set an override for the act and quant kernels

@@ -187,7 +187,7 @@ out:
 /* ---- JIT --------------------------------------------------------------------------------- */
 
 static sl_status_t common_defines(sl_jit_spec_t *spec, int fmt, int rule, int layout, int hidden, sl_dtype_t dtype,
-                                  int warps, int unroll, int seg) {
+                                  int warps, int unroll, int seg, int stage) {
   SL_CHECK(sl_jit_spec_define(spec, "QFMT", "%d", fmt));
   SL_CHECK(sl_jit_spec_define(spec, "QRULE", "%d", rule));
   SL_CHECK(sl_jit_spec_define(spec, "QLAYOUT", "%d", layout));
@@ -196,20 +196,21 @@ static sl_status_t common_defines(sl_jit_spec_t *spec, int fmt, int rule, int la
   SL_CHECK(sl_jit_spec_define(spec, "WARPS", "%d", warps));
   SL_CHECK(sl_jit_spec_define(spec, "UNROLL", "%d", unroll));
   SL_CHECK(sl_jit_spec_define(spec, "SEG", "%d", seg));
+  SL_CHECK(sl_jit_spec_define(spec, "SWZ_STAGE", "%d", stage));
   return SL_OK;
 }
 
 static sl_status_t quant_spec_at(int fmt, int rule, int layout, int hidden, sl_dtype_t dtype, int warps, int unroll,
-                                 int seg, sl_jit_spec_t *spec) {
+                                 int seg, int stage, sl_jit_spec_t *spec) {
   sl_jit_spec_init(spec, "kernels/quant.cu", "sl_quant_kernel");
   if (fmt == SL_QFMT_NVFP4) rule = 0; /* one rule: don't split the cache on an ignored knob */
-  return common_defines(spec, fmt, rule, layout, hidden, dtype, warps, unroll, seg);
+  return common_defines(spec, fmt, rule, layout, hidden, dtype, warps, unroll, seg, stage);
 }
 
 static sl_status_t dequant_spec_at(int fmt, int layout, int hidden, sl_dtype_t dtype, int warps, int unroll, int seg,
                                    sl_jit_spec_t *spec) {
   sl_jit_spec_init(spec, "kernels/quant.cu", "sl_dequant_kernel");
-  return common_defines(spec, fmt, 0, layout, hidden, dtype, warps, unroll, seg);
+  return common_defines(spec, fmt, 0, layout, hidden, dtype, warps, unroll, seg, 0);
 }
 
 /* Warp chunks per row: 32 x 16 bytes of the wider side. */
@@ -225,10 +226,19 @@ static int quant_seg(int arch, int warps, int hidden, sl_dtype_t dtype) {
   return seg > chunks ? chunks : seg;
 }
 
+/* Whether a launch stages its swizzled scales (kernels/kq_launch.h sl_kq_swz_stage: off unless
+ * the override is set; then only where the kernel's staged variant exists). */
+static bool swz_stage_applies(int stage, int fmt, int layout, int warps, int seg) {
+  return stage && fmt != SL_QFMT_FP8_GROUP && layout == SL_QLAYOUT_SWIZZLED && seg > 0 &&
+         warps == SL_KQ_SWZ_STAGE_WARPS;
+}
+
 sl_status_t sl_quant_spec(const sl_quant_args_t *a, int arch, int sm_count, sl_jit_spec_t *spec) {
   int warps = sl_kq_warps(arch, sm_count, a->num_tokens), seg = quant_seg(arch, warps, a->hidden, a->in_dtype);
+  bool stage = swz_stage_applies(sl_kq_swz_stage(), (int)a->format, (int)a->layout, warps, seg);
   return quant_spec_at((int)a->format, (int)a->rule, (int)a->layout, a->hidden, a->in_dtype, warps,
-                       sl_kq_unroll_quant(arch, (int)a->format, seg, quant_chunks(a->hidden, a->in_dtype)), seg, spec);
+                       sl_kq_unroll_quant(arch, (int)a->format, seg, quant_chunks(a->hidden, a->in_dtype)), seg, stage,
+                       spec);
 }
 
 sl_status_t sl_dequant_spec(const sl_dequant_args_t *a, int arch, int sm_count, sl_jit_spec_t *spec) {
@@ -243,9 +253,15 @@ static long quant_items(int num_tokens, int hidden, sl_dtype_t dtype) {
 }
 
 /* Launch either layout: warp items `unroll` at a time (seg 0), or one warp task per
- * (row, segment) (sl_kq_seg_tasks). */
-static sl_status_t quant_launch(sl_device_t *dev, sl_kernel_t *k, int warps, int unroll, int seg, int num_tokens,
-                                int hidden, sl_dtype_t dtype, sl_stream_t *stream, void **args) {
+ * (row, segment) (sl_kq_seg_tasks). Staged swizzled scales (stage): a CTA takes 8 rows of one
+ * 128-row tile row and one segment, so the tasks are the rows rounded up to 128 (the padding
+ * rows' warps write the zero scales) times the segments: a whole number of CTAs, one per group. */
+static sl_status_t quant_launch(sl_device_t *dev, sl_kernel_t *k, int warps, int unroll, int seg, bool stage,
+                                int num_tokens, int hidden, sl_dtype_t dtype, sl_stream_t *stream, void **args) {
+  if (stage)
+    return sl_kq_launch(dev, k, warps, 1,
+                        sl_kq_seg_tasks(((long)num_tokens + 127) / 128 * 128, quant_chunks(hidden, dtype), seg), stream,
+                        args);
   if (seg > 0)
     return sl_kq_launch(dev, k, warps, 1, sl_kq_seg_tasks(num_tokens, quant_chunks(hidden, dtype), seg), stream, args);
   return sl_kq_launch(dev, k, warps, unroll, quant_items(num_tokens, hidden, dtype), stream, args);
@@ -286,12 +302,13 @@ sl_status_t sl_quant(sl_device_t *dev, const sl_quant_args_t *a, sl_stream_t *st
   int warps = sl_kq_warps(info->arch, info->sm_count, a->num_tokens);
   int seg = quant_seg(info->arch, warps, a->hidden, a->in_dtype);
   int unroll = sl_kq_unroll_quant(info->arch, (int)a->format, seg, quant_chunks(a->hidden, a->in_dtype));
+  bool stage = swz_stage_applies(sl_kq_swz_stage(), (int)a->format, (int)a->layout, warps, seg);
   const void *in = a->in;
   void *codes = a->codes, *scales = a->scales;
   float gs = a->global_scale;
   int t = a->num_tokens;
   void *args[] = {&in, &stride, &codes, &scales, &gs, &t};
-  SL_CHECK(quant_launch(dev, k, warps, unroll, seg, t, a->hidden, a->in_dtype, stream, args));
+  SL_CHECK(quant_launch(dev, k, warps, unroll, seg, stage, t, a->hidden, a->in_dtype, stream, args));
   if (a->check_nan)
     SL_CHECK(sl_quant_check_scales(dev, a->format, a->layout, a->num_tokens, a->hidden, a->scales, stream));
   return SL_OK;
@@ -318,10 +335,11 @@ sl_status_t sl_dequant(sl_device_t *dev, const sl_dequant_args_t *a, sl_stream_t
   float gs = a->global_scale;
   int t = a->num_tokens;
   void *args[] = {&codes, &scales, &gs, &out, &stride, &t};
-  return quant_launch(dev, k, warps, unroll, seg, t, a->hidden, a->out_dtype, stream, args);
+  return quant_launch(dev, k, warps, unroll, seg, false, t, a->hidden, a->out_dtype, stream, args);
 }
 
 /* Configuration points: every format x rule x layout x dtype, decode and prefill warps, quant
+ * (swizzled MX/NV prefill in the segment layout also with the opt-in staged scales, SWZ_STAGE=1)
  * and dequant, at one hidden size (7168, DeepSeek-V3): the hidden size only changes loop
  * bounds, so one size proves every variant compiles while keeping `sluice jit warm` and the
  * jit tests short; a deployment's own sizes compile on first use and stay in the cache. */
@@ -354,8 +372,13 @@ sl_status_t sl_quant_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t 
             if (seg > chunks) seg = chunks;
             sl_jit_spec_t spec;
             SL_CHECK(quant_spec_at(cfgs[c].fmt, cfgs[c].rule, cfgs[c].layout, hiddens[h], dtypes[d], warps[w],
-                                   sl_kq_unroll_quant(arch, cfgs[c].fmt, seg, chunks), seg, &spec));
+                                   sl_kq_unroll_quant(arch, cfgs[c].fmt, seg, chunks), seg, 0, &spec));
             SL_CHECK(fn(&spec, user));
+            if (swz_stage_applies(1, cfgs[c].fmt, cfgs[c].layout, warps[w], seg)) { /* the opt-in staged scales */
+              SL_CHECK(quant_spec_at(cfgs[c].fmt, cfgs[c].rule, cfgs[c].layout, hiddens[h], dtypes[d], warps[w],
+                                     sl_kq_unroll_quant(arch, cfgs[c].fmt, seg, chunks), seg, 1, &spec));
+              SL_CHECK(fn(&spec, user));
+            }
             if (cfgs[c].rule != SL_QRULE_CEIL) { /* dequant doesn't depend on the rule: once per layout */
               SL_CHECK(dequant_spec_at(cfgs[c].fmt, cfgs[c].layout, hiddens[h], dtypes[d], warps[w], ac->unroll, seg,
                                        &spec));

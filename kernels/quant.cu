@@ -1,5 +1,6 @@
 // Block-scaled quantize / dequantize kernels (FP8 group-128, MXFP8, MXFP4, NVFP4); the host
 // side and the CPU reference are kernels/quant.c, the format rules kernels/quant_formats.h.
+#include "kernels/kq_launch.h"
 #include "kernels/quant_dev.cuh"
 
 #ifndef QFMT
@@ -25,6 +26,9 @@
 #endif
 #ifndef SEG
 #error "SEG (0: grid-stride warp items; N > 0: a warp walks N chunks of one row) must be defined by the JIT"
+#endif
+#ifndef SWZ_STAGE
+#error "SWZ_STAGE (1: swizzled scales staged in shared memory, whole-sector stores; 0: off) must be defined by the JIT"
 #endif
 
 #define BLOCK_ELEMS (QFMT == SL_QFMT_FP8_GROUP ? 128 : QFMT == SL_QFMT_NVFP4 ? 16 : 32)
@@ -62,6 +66,21 @@ static_assert(QLAYOUT != SL_QLAYOUT_SWIZZLED || (CHUNK / BLOCK_ELEMS) % 4 == 0, 
 static constexpr int SCALE_STEP = QFMT == SL_QFMT_FP8_GROUP         ? 4 * (CHUNK / BLOCK_ELEMS)
                                   : QLAYOUT == SL_QLAYOUT_SWIZZLED ? (CHUNK / BLOCK_ELEMS / 4) * 512
                                                                     : CHUNK / BLOCK_ELEMS;
+
+// Staged swizzled scales (SWZ_STAGE == 1, kernels/NOTES.md "Staged swizzled scales"): one
+// 32-byte sector of the swizzled layout holds rows {2k, 2k+1} x the four 32-row groups of a tile
+// row x the 4 columns of one column tile. A CTA's 8 warps take exactly those 8 rows (warp w:
+// row 2k + (w & 1) + 32 * (w >> 1) of the tile row) and the same segment, write their scale
+// bytes into a shared stage (one 32-byte sector image per column tile of the segment, the warp's
+// 4 bytes at (w & 1) * 16 + (w >> 1) * 4, as in global memory), and after a block barrier the
+// CTA stores the images as 16-byte halves of whole sectors: no partial-sector scale writes.
+// Those stores cover every scale byte of the tensor (rows up to a multiple of 128, column tiles
+// up to the padding), so the padding is written here as zeros (zero_swizzle_padding does not
+// run): warps of rows >= num_tokens load and store no codes and zero their stage slots; the
+// column padding of the last tile (COLS % 4 != 0) is zeroed by each data row's lane 0.
+static_assert(!SWZ_STAGE || (QLAYOUT == SL_QLAYOUT_SWIZZLED && QFMT != SL_QFMT_FP8_GROUP && SEG > 0 &&
+                             WARPS == SL_KQ_SWZ_STAGE_WARPS),
+              "SWZ_STAGE: swizzled byte scales, the segment layout and 8 warps (the rows of one sector)");
 
 // Byte-scale offset of (row, block column g): sl_qf_scale_offset with unsigned shifts (row and
 // g are never negative here) and the tile-row product the only 64-bit term.
@@ -142,6 +161,43 @@ __device__ __forceinline__ unsigned char *scale_ptr(void *scales, unsigned row, 
     return reinterpret_cast<unsigned char *>(scales) + scale_offset(row, g);
 }
 
+// One warp task of the segment layout: chunks c0.. of `row` (SEGC, or fewer in the row's last
+// segment) walked UNROLL at a time with running pointers. The lane's scale pointer starts at its
+// byte of chunk c0: in global memory (scale_ptr; SCALE_STEP bytes per chunk) or, STAGED, at
+// stage_ofs in the CTA's stage image `scales` (SSTEP bytes per chunk).
+template <bool STAGED, int SSTEP>
+__device__ __forceinline__ void quant_task(const void *__restrict__ in, long in_stride,
+                                           unsigned char *__restrict__ codes, void *scales, unsigned stage_ofs,
+                                           unsigned row, unsigned c0, int lane, float global_scale) {
+  constexpr int ebytes = sl_kq_elem<DTYPE>::bytes;
+  // chunks in this task: SEGC, or fewer in the row's last segment (compile-time when even)
+  const unsigned nc = CHUNKS % SEGC == 0 ? SEGC : min((unsigned)SEGC, CHUNKS - c0);
+  unsigned col = c0 * CHUNK + lane * VEC;
+  const char *ip = (const char *)in + ((size_t)row * (size_t)in_stride + col) * ebytes;
+  unsigned char *cp = codes + (IS_FP4 ? (size_t)row * (HIDDEN / 2) + col / 2 : (size_t)row * HIDDEN + col);
+  unsigned char *sp =
+      STAGED ? reinterpret_cast<unsigned char *>(scales) + stage_ofs : scale_ptr(scales, row, col / BLOCK_ELEMS);
+  for (unsigned c = 0; c < nc; c += UNROLL) {
+    uint4 raw[UNROLL];
+#pragma unroll
+    for (int u = 0; u < UNROLL; u++) {
+      raw[u] = make_uint4(0u, 0u, 0u, 0u);
+      const bool in_task = (CHUNKS % SEGC == 0 && SEGC % UNROLL == 0) || c + u < nc;
+      if (in_task && (!RAGGED || col + u * CHUNK < HIDDEN)) raw[u] = sl_kq_load_raw(ip + u * CHUNK * ebytes);
+    }
+#pragma unroll
+    for (int u = 0; u < UNROLL; u++) {
+      if (!((CHUNKS % SEGC == 0 && SEGC % UNROLL == 0) || c + u < nc)) break; // warp-uniform
+      quant_packet(raw[u], !RAGGED || col + u * CHUNK < HIDDEN, lane, cp + u * CODE_STEP,
+                   sp + u * (STAGED ? SSTEP : SCALE_STEP), global_scale);
+    }
+    ip += UNROLL * CHUNK * ebytes;
+    cp += UNROLL * CODE_STEP;
+    sp += UNROLL * (STAGED ? SSTEP : SCALE_STEP);
+    col += UNROLL * CHUNK;
+  }
+}
+
 // One warp item = CHUNK consecutive elements of one row; lane l holds elements
 // [l*VEC, (l+1)*VEC) of it. A warp loads UNROLL items before quantizing any, so its loads are
 // in flight together.
@@ -156,36 +212,48 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
   const int lane = threadIdx.x & 31;
   const unsigned warp = blockIdx.x * WARPS + threadIdx.x / 32, nwarps = gridDim.x * WARPS;
   constexpr int ebytes = sl_kq_elem<DTYPE>::bytes;
-  if constexpr (SEG > 0) {
+  if constexpr (SWZ_STAGE) {
+    // column tiles per segment, stage bytes per chunk (the guards: FP8 group's discarded branch)
+    constexpr unsigned STAGE_TILES = SWZ_STAGE ? SEGC * (CHUNK / BLOCK_ELEMS / 4) : 1;
+    constexpr int STAGE_STEP = SWZ_STAGE ? (CHUNK / BLOCK_ELEMS / 4) * 32 : 0;
+    // stage[b]: one group's sector images (32 bytes per column tile). Two of them, so that one
+    // barrier per group orders both this group's stage writes before its stores and its stores
+    // (stage reads) before the writes of the group after next into the same image.
+    __shared__ uint4 stage[2][2 * STAGE_TILES];
+    constexpr unsigned col_tiles = (COLS + 3) / 4;
+    const unsigned w = threadIdx.x / 32, slot = (w & 1u) * 16u + (w >> 1) * 4u;
+    const unsigned gl = lane * VEC / BLOCK_ELEMS; // the lane's block column inside its chunk
+    // groups: (tile row, row pair k of 16, segment); the bound is CTA-uniform, so every thread
+    // reaches every barrier
+    const unsigned groups = (((unsigned)num_tokens + 127u) >> 7) * 16u * NSEG;
+    unsigned b = 0;
+    for (unsigned grp = blockIdx.x; grp < groups; grp += gridDim.x, b ^= 1u) {
+      const unsigned pair = grp / NSEG, s = grp - pair * NSEG; // pair = tile row * 16 + k
+      const unsigned row = (pair >> 4) * 128u + (pair & 15u) * 2u + (w & 1u) + (w >> 1) * 32u;
+      unsigned char *img = reinterpret_cast<unsigned char *>(stage[b]);
+      if (row < (unsigned)num_tokens) { // warp-uniform
+        quant_task<true, STAGE_STEP>(in, in_stride, codes, img, slot + ((gl >> 2) << 5) + (gl & 3u), row, s * SEGC,
+                                     lane, global_scale);
+        if constexpr (COLS % 4 != 0) // the last column tile's padding columns: no live lane writes them
+          if (s == NSEG - 1 && lane < 4 - COLS % 4)
+            img[(col_tiles - 1 - s * STAGE_TILES) * 32 + slot + COLS % 4 + lane] = 0;
+      } else { // a padding row: zeros, no codes
+        for (unsigned j = lane; j < STAGE_TILES; j += 32)
+          *reinterpret_cast<unsigned *>(img + j * 32 + slot) = 0u;
+      }
+      __syncthreads();
+      const unsigned t0 = s * STAGE_TILES; // the segment's first column tile
+      const unsigned halves = 2 * (col_tiles % STAGE_TILES == 0 ? STAGE_TILES : min(STAGE_TILES, col_tiles - t0));
+      unsigned char *dst = reinterpret_cast<unsigned char *>(scales) + (size_t)(pair >> 4) * (col_tiles * 512u) +
+                           t0 * 512u + (pair & 15u) * 32u;
+      for (unsigned i = threadIdx.x; i < halves; i += WARPS * 32) // i = 2 * tile + half
+        *reinterpret_cast<uint4 *>(dst + (i >> 1) * 512u + (i & 1u) * 16u) = stage[b][i];
+    }
+  } else if constexpr (SEG > 0) {
     const unsigned tasks = (unsigned)num_tokens * NSEG;
     for (unsigned t = warp; t < tasks; t += nwarps) {
       const unsigned row = t / NSEG, c0 = (t - row * NSEG) * SEGC;
-      // chunks in this task: SEGC, or fewer in the row's last segment (compile-time when even)
-      const unsigned nc = CHUNKS % SEGC == 0 ? SEGC : min((unsigned)SEGC, CHUNKS - c0);
-      unsigned col = c0 * CHUNK + lane * VEC;
-      const char *ip = (const char *)in + ((size_t)row * (size_t)in_stride + col) * ebytes;
-      unsigned char *cp = codes + (IS_FP4 ? (size_t)row * (HIDDEN / 2) + col / 2 : (size_t)row * HIDDEN + col);
-      unsigned char *sp = scale_ptr(scales, row, col / BLOCK_ELEMS);
-      for (unsigned c = 0; c < nc; c += UNROLL) {
-        uint4 raw[UNROLL];
-#pragma unroll
-        for (int u = 0; u < UNROLL; u++) {
-          raw[u] = make_uint4(0u, 0u, 0u, 0u);
-          const bool in_task = (CHUNKS % SEGC == 0 && SEGC % UNROLL == 0) || c + u < nc;
-          if (in_task && (!RAGGED || col + u * CHUNK < HIDDEN))
-            raw[u] = sl_kq_load_raw(ip + u * CHUNK * ebytes);
-        }
-#pragma unroll
-        for (int u = 0; u < UNROLL; u++) {
-          if (!((CHUNKS % SEGC == 0 && SEGC % UNROLL == 0) || c + u < nc)) break; // warp-uniform
-          quant_packet(raw[u], !RAGGED || col + u * CHUNK < HIDDEN, lane, cp + u * CODE_STEP, sp + u * SCALE_STEP,
-                       global_scale);
-        }
-        ip += UNROLL * CHUNK * ebytes;
-        cp += UNROLL * CODE_STEP;
-        sp += UNROLL * SCALE_STEP;
-        col += UNROLL * CHUNK;
-      }
+      quant_task<false, 0>(in, in_stride, codes, scales, 0, row, c0, lane, global_scale);
     }
   } else {
     const unsigned items = (unsigned)num_tokens * CHUNKS;
@@ -213,7 +281,8 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
       }
     }
   }
-  if constexpr (QFMT != SL_QFMT_FP8_GROUP) zero_swizzle_padding(reinterpret_cast<unsigned char *>(scales), num_tokens);
+  if constexpr (QFMT != SL_QFMT_FP8_GROUP && !SWZ_STAGE) // staged: the stores above wrote the padding
+    zero_swizzle_padding(reinterpret_cast<unsigned char *>(scales), num_tokens);
 }
 
 // Decode one thread's VEC codes with the block's scale, as sl_qf_decode (bit for bit; NaN

@@ -209,29 +209,42 @@ static void free_ctx(ctx_t *c) {
 static const int tune_unrolls[] = {1, 2, 4};
 static const int tune_segs[] = {0, 4, SL_KQ_SEG_POINT, 32};
 
-static sl_status_t bench_one_at(sl_bench_t *b, op_t op, int T, int H, int unroll, int seg, bool linear);
+static sl_status_t bench_one_at(sl_bench_t *b, op_t op, int T, int H, int unroll, int seg, bool linear, bool stage);
+
+/* Staged swizzled scales (kernels/kq_launch.h sl_kq_set_swz_stage_override, off by default): a
+ * row after each swizzled quantizer row at T >= 1024 with it forced (path "w8 staged"; where
+ * the arch's table has the item layout, at the registered segment point: "w8s8 staged"), so a
+ * run prints both stores side by side. */
+static sl_status_t bench_staged(sl_bench_t *b, op_t op, int T, int H) {
+  bool quant = op == OP_QUANT_MXFP8 || op == OP_QUANT_MXFP4 || op == OP_QUANT_NVFP4;
+  if (!quant || T < 1024 || sl_device_backend(b->rt->dev) != SL_BACKEND_CUDA) return SL_OK;
+  int seg = sl_kq_arch_cfg(sl_device_info(b->rt->dev)->arch)->seg > 0 ? SL_KQ_SEG_TABLE : SL_KQ_SEG_POINT;
+  return bench_one_at(b, op, T, H, 0, seg, false, true);
+}
 
 static sl_status_t bench_one(sl_bench_t *b, op_t op, int T, int H) {
   if (!sl_bench_selected(b, op_names[op])) return SL_OK;
-  SL_CHECK(bench_one_at(b, op, T, H, 0, SL_KQ_SEG_TABLE, false));
-  if (has_layouts(op)) SL_CHECK(bench_one_at(b, op, T, H, 0, SL_KQ_SEG_TABLE, true));
+  SL_CHECK(bench_one_at(b, op, T, H, 0, SL_KQ_SEG_TABLE, false, false));
+  SL_CHECK(bench_staged(b, op, T, H));
+  if (has_layouts(op)) SL_CHECK(bench_one_at(b, op, T, H, 0, SL_KQ_SEG_TABLE, true, false));
   const char *tune = getenv("SL_KQ_TUNE");
   if (!tune || strcmp(tune, "1") != 0 || is_router(op) || T < 1024 ||
       sl_device_backend(b->rt->dev) != SL_BACKEND_CUDA)
     return SL_OK;
   sl_status_t s = SL_OK;
   for (size_t i = 0; i < sizeof tune_unrolls / sizeof tune_unrolls[0] && s == SL_OK; i++)
-    s = bench_one_at(b, op, T, H, tune_unrolls[i], SL_KQ_SEG_TABLE, false);
+    s = bench_one_at(b, op, T, H, tune_unrolls[i], SL_KQ_SEG_TABLE, false, false);
   for (size_t i = 0; i < sizeof tune_segs / sizeof tune_segs[0] && s == SL_OK; i++)
-    s = bench_one_at(b, op, T, H, sl_kq_unroll(sl_device_info(b->rt->dev)->arch), tune_segs[i], false);
+    s = bench_one_at(b, op, T, H, sl_kq_unroll(sl_device_info(b->rt->dev)->arch), tune_segs[i], false, false);
   sl_kq_set_unroll_override(0);
   sl_kq_set_seg_override(SL_KQ_SEG_TABLE);
   return s;
 }
 
-static sl_status_t bench_one_at(sl_bench_t *b, op_t op, int T, int H, int unroll, int seg, bool linear) {
+static sl_status_t bench_one_at(sl_bench_t *b, op_t op, int T, int H, int unroll, int seg, bool linear, bool stage) {
   sl_kq_set_unroll_override(unroll);
   sl_kq_set_seg_override(seg);
+  sl_kq_set_swz_stage_override(stage);
   sl_device_t *dev = b->rt->dev;
   bool gpu = sl_device_backend(dev) == SL_BACKEND_CUDA;
   ctx_t c = {.dev = dev, .op = op, .T = T, .H = H, .linear = linear};
@@ -268,7 +281,11 @@ static sl_status_t bench_one_at(sl_bench_t *b, op_t op, int T, int H, int unroll
     else
       snprintf(shape, sizeof shape, "T=%d %s=%d", T, op <= OP_ACT_FP8 ? "I" : "H", H);
     const sl_device_info_t *info = sl_device_info(dev);
-    if (gpu && unroll && seg != SL_KQ_SEG_TABLE)
+    if (gpu && stage && seg != SL_KQ_SEG_TABLE)
+      snprintf(path, sizeof path, "w%ds%d staged", sl_kq_warps(info->arch, info->sm_count, T), seg);
+    else if (gpu && stage)
+      snprintf(path, sizeof path, "w%d staged", sl_kq_warps(info->arch, info->sm_count, T));
+    else if (gpu && unroll && seg != SL_KQ_SEG_TABLE)
       snprintf(path, sizeof path, "w%du%ds%d", sl_kq_warps(info->arch, info->sm_count, T), unroll, seg);
     else if (gpu && unroll)
       snprintf(path, sizeof path, "w%du%d", sl_kq_warps(info->arch, info->sm_count, T), unroll);
@@ -286,6 +303,7 @@ static sl_status_t bench_one_at(sl_bench_t *b, op_t op, int T, int H, int unroll
   free_ctx(&c);
   sl_kq_set_unroll_override(0);
   sl_kq_set_seg_override(SL_KQ_SEG_TABLE);
+  sl_kq_set_swz_stage_override(0);
   return s;
 }
 

@@ -199,9 +199,12 @@ static void test_all_formats(void **state) {
 
 static void test_wide_rows_strides(void **state) {
   uint64_t rng = sl_test_seed();
+  int sms = sl_device_info(dev)->sm_count;
   for (size_t ci = 0; ci < sizeof cfgs / sizeof cfgs[0]; ci++) {
     run_case(&rng, (int)ci, SL_DTYPE_BF16, 1, 7168, 7168, false);
     run_case(&rng, (int)ci, SL_DTYPE_BF16, 1000, 7168, 7168 + 64, false);
+    if (cfgs[ci].fmt != SL_QUANT_FP8_GROUP) /* 2080: a partial column tile (not a multiple of 128) */
+      run_case(&rng, (int)ci, SL_DTYPE_BF16, sms + 77, 2080, 2080, false);
   }
 }
 
@@ -287,6 +290,86 @@ static void test_segment_layouts(void **state) {
   sl_kq_set_seg_override(SL_KQ_SEG_TABLE);
 }
 
+/* Staged swizzled scales (kernels/kq_launch.h sl_kq_set_swz_stage_override, quant.cu SWZ_STAGE:
+ * a CTA's 8 warps take rows {2k, 2k+1} x the four 32-row groups of one tile row, stage their
+ * scales in shared memory and store whole sectors; the padding rows' warps write the zero
+ * scales). run_case poisons every output, so every scale byte, the padding included, must be
+ * written and equal the CPU reference. Checks first that the launch takes the staged spec
+ * (prefill shapes) or not (decode). */
+static void run_staged(uint64_t *rng, int ci, sl_dtype_t dt, int T, int H, long stride, bool inject_nan) {
+  const sl_device_info_t *info = sl_device_info(dev);
+  sl_quant_args_t q = {.format = cfgs[ci].fmt,
+                       .rule = cfgs[ci].rule,
+                       .layout = cfgs[ci].layout,
+                       .num_tokens = T,
+                       .hidden = H,
+                       .in_dtype = dt,
+                       .in_stride = stride,
+                       .global_scale = 1.0f};
+  sl_jit_spec_t spec;
+  SL_ASSERT_OK(sl_quant_spec(&q, info->arch, info->sm_count, &spec));
+  char desc[512], want[16];
+  sl_jit_spec_describe(&spec, desc, sizeof desc);
+  snprintf(want, sizeof want, "SWZ_STAGE=%d", sl_kq_warps(info->arch, info->sm_count, T) == SL_KQ_SWZ_STAGE_WARPS);
+  if (!strstr(desc, want)) fail_msg("T=%d H=%d: spec %s, want %s", T, H, desc, want);
+  run_case(rng, ci, dt, T, H, stride, inject_nan);
+}
+
+/* The staged variant on every swizzled format and rule: T not a multiple of 128 (the last tile
+ * row partly padding rows; a last tile row of one row), T a multiple of 128, hidden 2048 / 7168
+ * (whole segments), 2944 (ragged rows, a short last segment), 2080 (a partial column tile: 65
+ * MX / 130 NVFP4 columns, the column padding inside the stage), strided rows, decode (not
+ * staged), f16 / f32, segment lengths 3 and 64, edge values, NaN blocks reported, NVFP4 tensor
+ * scales at the ends of the range. */
+static void test_swz_staged(void **state) {
+  uint64_t rng = sl_test_seed();
+  const sl_device_info_t *info = sl_device_info(dev);
+  int sms = info->sm_count, ru = (sms + 127) / 128 * 128;
+  /* the table's segment length, or the registered point where the table has the item layout */
+  int base_seg = sl_kq_arch_cfg(info->arch)->seg > 0 ? SL_KQ_SEG_TABLE : SL_KQ_SEG_POINT;
+  sl_kq_set_swz_stage_override(1);
+  sl_kq_set_seg_override(base_seg);
+  for (size_t ci = 0; ci < sizeof cfgs / sizeof cfgs[0]; ci++) {
+    if (cfgs[ci].layout != SL_QUANT_LAYOUT_SWIZZLED) continue;
+    run_staged(&rng, (int)ci, SL_DTYPE_BF16, sms + 77, 2944, 2944, false);
+    run_staged(&rng, (int)ci, SL_DTYPE_BF16, ru + 1, 2048, 2048, false);
+    run_staged(&rng, (int)ci, SL_DTYPE_BF16, ru + 128, 7168, 7168, false);
+    run_staged(&rng, (int)ci, SL_DTYPE_BF16, 1000, 7168, 7168 + 64, false);
+    run_staged(&rng, (int)ci, SL_DTYPE_BF16, sms + 77, 2080, 2080, false);
+    run_staged(&rng, (int)ci, SL_DTYPE_BF16, 3, 2048, 2048, false);
+    run_staged(&rng, (int)ci, SL_DTYPE_BF16, sms + 9, 2048, 2048, true);
+    if (cfgs[ci].rule != SL_QUANT_RULE_CEIL) { /* one rule per format for the other dtypes */
+      run_staged(&rng, (int)ci, SL_DTYPE_F16, sms + 77, 2944, 2944, false);
+      run_staged(&rng, (int)ci, SL_DTYPE_F32, sms + 77, 2944, 2944, false);
+      run_staged(&rng, (int)ci, SL_DTYPE_F32, sms + 77, 2080, 2080, false);
+    }
+    edge_mode = true;
+    run_staged(&rng, (int)ci, SL_DTYPE_BF16, sms + 13, 2944, 2944, false);
+    edge_mode = false;
+  }
+  static const int segs[] = {3, 64};
+  for (size_t si = 0; si < sizeof segs / sizeof segs[0]; si++) {
+    sl_kq_set_seg_override(segs[si]);
+    for (size_t ci = 0; ci < sizeof cfgs / sizeof cfgs[0]; ci++) {
+      if (cfgs[ci].layout != SL_QUANT_LAYOUT_SWIZZLED) continue;
+      run_staged(&rng, (int)ci, SL_DTYPE_BF16, sms + 77, 2944, 2944, false);
+      run_staged(&rng, (int)ci, SL_DTYPE_BF16, sms + 77, 2080, 2080, false);
+      run_staged(&rng, (int)ci, SL_DTYPE_BF16, ru + 1, 7168, 7168, false);
+    }
+  }
+  sl_kq_set_seg_override(base_seg);
+  static const float gss[] = {0x1p-101f, 0x1p-61f, 0x1p60f, 0x1p101f};
+  for (size_t g = 0; g < sizeof gss / sizeof gss[0]; g++) {
+    gs_override = gss[g];
+    for (size_t ci = 0; ci < sizeof cfgs / sizeof cfgs[0]; ci++)
+      if (cfgs[ci].fmt == SL_QUANT_NVFP4 && cfgs[ci].layout == SL_QUANT_LAYOUT_SWIZZLED)
+        run_staged(&rng, (int)ci, SL_DTYPE_BF16, 300, 2048, 2048, false);
+  }
+  gs_override = 0.0f;
+  sl_kq_set_seg_override(SL_KQ_SEG_TABLE);
+  sl_kq_set_swz_stage_override(0);
+}
+
 /* Dequantization of arbitrary codes and scale bytes (every value: negative and NaN NVFP4 scales,
  * E8M0 NaN, which the quantizer never writes) on both layouts (the FP4 16-bit outputs of the
  * segment layout go through the per-CTA table): bit-exact with the CPU reference, NaN where it
@@ -357,13 +440,10 @@ static void test_dequant_any_bytes(void **state) {
 int main(void) {
   dev = sl_test_open_gpu_or_skip(0);
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_all_formats),
-      cmocka_unit_test(test_wide_rows_strides),
-      cmocka_unit_test(test_nan_reported),
-      cmocka_unit_test(test_edge_values),
-      cmocka_unit_test(test_nvfp4_scale_range),
-      cmocka_unit_test(test_segment_layouts),
-      cmocka_unit_test(test_dequant_any_bytes),
+      cmocka_unit_test(test_all_formats),       cmocka_unit_test(test_wide_rows_strides),
+      cmocka_unit_test(test_nan_reported),      cmocka_unit_test(test_edge_values),
+      cmocka_unit_test(test_nvfp4_scale_range), cmocka_unit_test(test_segment_layouts),
+      cmocka_unit_test(test_swz_staged),        cmocka_unit_test(test_dequant_any_bytes),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   sl_device_close(dev);

@@ -215,6 +215,75 @@ static void test_segment_layout_specs(void **state) {
   }
 }
 
+/* Staged swizzled scales (kernels/kq_launch.h sl_kq_set_swz_stage_override, quant.cu SWZ_STAGE):
+ * off by default; on, the prefill specs of the MX/NV swizzled formats in the segment layout
+ * carry SWZ_STAGE=1 and are registered points (at the table's segment length, and at the
+ * registered SL_KQ_SEG_POINT where the table has none), while decode, linear scales and FP8
+ * group stay at 0; shapes off the registered size (ragged rows, a partial column tile: 2080 /
+ * 16 = 130 columns, f32, a segment length that does not divide the row) compile for both archs. */
+static void test_swz_stage_specs(void **state) {
+  const sl_quant_format_t fmts[] = {SL_QUANT_MXFP8, SL_QUANT_MXFP4, SL_QUANT_NVFP4};
+  for (int a = 0; a < 2; a++) {
+    sl_jit_spec_t spec;
+    char desc[512];
+    if (sl_kq_arch_cfg(archs[a])->seg <= 0) sl_kq_set_seg_override(SL_KQ_SEG_POINT);
+    for (int f = 0; f < 3; f++) {
+      sl_quant_args_t q = {.format = fmts[f],
+                           .rule = SL_QUANT_RULE_CEIL,
+                           .layout = SL_QUANT_LAYOUT_SWIZZLED,
+                           .num_tokens = 8192,
+                           .hidden = 7168,
+                           .in_dtype = SL_DTYPE_BF16};
+      SL_ASSERT_OK(sl_quant_spec(&q, archs[a], SMS, &spec));
+      sl_jit_spec_describe(&spec, desc, sizeof desc);
+      assert_non_null(strstr(desc, "SWZ_STAGE=0")); /* the default: off */
+      sl_kq_set_swz_stage_override(1);
+      SL_ASSERT_OK(sl_quant_spec(&q, archs[a], SMS, &spec));
+      sl_jit_spec_describe(&spec, desc, sizeof desc);
+      assert_non_null(strstr(desc, "SWZ_STAGE=1"));
+      assert_non_null(strstr(desc, "WARPS=8"));
+      assert_registered("quant", archs[a], &spec);
+      q.num_tokens = 1; /* decode: one warp per block, the item layout */
+      SL_ASSERT_OK(sl_quant_spec(&q, archs[a], SMS, &spec));
+      sl_jit_spec_describe(&spec, desc, sizeof desc);
+      assert_non_null(strstr(desc, "SWZ_STAGE=0"));
+      q.num_tokens = 8192;
+      q.layout = SL_QUANT_LAYOUT_LINEAR;
+      SL_ASSERT_OK(sl_quant_spec(&q, archs[a], SMS, &spec));
+      sl_jit_spec_describe(&spec, desc, sizeof desc);
+      assert_non_null(strstr(desc, "SWZ_STAGE=0"));
+      sl_kq_set_swz_stage_override(0);
+    }
+    sl_kq_set_swz_stage_override(1);
+    sl_quant_args_t g = {.format = SL_QUANT_FP8_GROUP,
+                         .rule = SL_QUANT_RULE_IEEE,
+                         .layout = SL_QUANT_LAYOUT_LINEAR,
+                         .num_tokens = 8192,
+                         .hidden = 7168,
+                         .in_dtype = SL_DTYPE_BF16};
+    SL_ASSERT_OK(sl_quant_spec(&g, archs[a], SMS, &spec));
+    sl_jit_spec_describe(&spec, desc, sizeof desc);
+    assert_non_null(strstr(desc, "SWZ_STAGE=0"));
+    sl_kq_set_seg_override(3);
+    sl_quant_args_t r = {.format = SL_QUANT_NVFP4,
+                         .layout = SL_QUANT_LAYOUT_SWIZZLED,
+                         .num_tokens = 8192,
+                         .hidden = 2080,
+                         .in_dtype = SL_DTYPE_F32};
+    SL_ASSERT_OK(sl_quant_spec(&r, archs[a], SMS, &spec));
+    sl_jit_spec_describe(&spec, desc, sizeof desc);
+    assert_non_null(strstr(desc, "SWZ_STAGE=1"));
+    assert_compiles(&spec, archs[a]);
+    r.format = SL_QUANT_MXFP8;
+    r.rule = SL_QUANT_RULE_FLOOR;
+    r.in_dtype = SL_DTYPE_BF16;
+    SL_ASSERT_OK(sl_quant_spec(&r, archs[a], SMS, &spec));
+    assert_compiles(&spec, archs[a]);
+    sl_kq_set_swz_stage_override(0);
+    sl_kq_set_seg_override(SL_KQ_SEG_TABLE);
+  }
+}
+
 static void test_missing_constant_fails_loudly(void **state) {
   sl_jit_spec_t spec;
   sl_jit_spec_init(&spec, "kernels/quant.cu", "sl_quant_kernel");
@@ -236,6 +305,7 @@ int main(void) {
       cmocka_unit_test(test_act_router_specs),
       cmocka_unit_test(test_software_e4m3_fallback),
       cmocka_unit_test(test_segment_layout_specs),
+      cmocka_unit_test(test_swz_stage_specs),
       cmocka_unit_test(test_missing_constant_fails_loudly),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
