@@ -50,6 +50,18 @@ static void assert_compiles(const sl_jit_spec_t *spec, int arch) {
 
 static const int archs[] = {SL_ARCH_HOPPER, SL_ARCH_BLACKWELL};
 
+/* The spec carries the define `want` (e.g. "UNROLL=4"), else the test fails naming both. */
+static void assert_define(const sl_jit_spec_t *spec, const char *want) {
+  char desc[512];
+  sl_jit_spec_describe(spec, desc, sizeof desc);
+  if (!strstr(desc, want)) fail_msg("%s: want %s", desc, want);
+}
+static void assert_quant_define(const sl_quant_args_t *q, int arch, const char *want) {
+  sl_jit_spec_t spec;
+  SL_ASSERT_OK(sl_quant_spec(q, arch, SMS, &spec));
+  assert_define(&spec, want);
+}
+
 static void test_quant_specs(void **state) {
   const sl_quant_format_t fmts[] = {SL_QUANT_FP8_GROUP, SL_QUANT_MXFP8, SL_QUANT_MXFP4, SL_QUANT_NVFP4};
   const sl_quant_rule_t rules[] = {SL_QUANT_RULE_CEIL, SL_QUANT_RULE_FLOOR, SL_QUANT_RULE_FLOOR, SL_QUANT_RULE_IEEE};
@@ -225,7 +237,6 @@ static void test_swz_stage_specs(void **state) {
   const sl_quant_format_t fmts[] = {SL_QUANT_MXFP8, SL_QUANT_MXFP4, SL_QUANT_NVFP4};
   for (int a = 0; a < 2; a++) {
     sl_jit_spec_t spec;
-    char desc[512];
     if (sl_kq_arch_cfg(archs[a])->seg <= 0) sl_kq_set_seg_override(SL_KQ_SEG_POINT);
     for (int f = 0; f < 3; f++) {
       sl_quant_args_t q = {.format = fmts[f],
@@ -234,24 +245,17 @@ static void test_swz_stage_specs(void **state) {
                            .num_tokens = 8192,
                            .hidden = 7168,
                            .in_dtype = SL_DTYPE_BF16};
-      SL_ASSERT_OK(sl_quant_spec(&q, archs[a], SMS, &spec));
-      sl_jit_spec_describe(&spec, desc, sizeof desc);
-      assert_non_null(strstr(desc, "SWZ_STAGE=0")); /* the default: off */
+      assert_quant_define(&q, archs[a], "SWZ_STAGE=0"); /* the default: off */
       sl_kq_set_swz_stage_override(1);
       SL_ASSERT_OK(sl_quant_spec(&q, archs[a], SMS, &spec));
-      sl_jit_spec_describe(&spec, desc, sizeof desc);
-      assert_non_null(strstr(desc, "SWZ_STAGE=1"));
-      assert_non_null(strstr(desc, "WARPS=8"));
+      assert_define(&spec, "SWZ_STAGE=1");
+      assert_define(&spec, "WARPS=8");
       assert_registered("quant", archs[a], &spec);
       q.num_tokens = 1; /* decode: one warp per block, the item layout */
-      SL_ASSERT_OK(sl_quant_spec(&q, archs[a], SMS, &spec));
-      sl_jit_spec_describe(&spec, desc, sizeof desc);
-      assert_non_null(strstr(desc, "SWZ_STAGE=0"));
+      assert_quant_define(&q, archs[a], "SWZ_STAGE=0");
       q.num_tokens = 8192;
       q.layout = SL_QUANT_LAYOUT_LINEAR;
-      SL_ASSERT_OK(sl_quant_spec(&q, archs[a], SMS, &spec));
-      sl_jit_spec_describe(&spec, desc, sizeof desc);
-      assert_non_null(strstr(desc, "SWZ_STAGE=0"));
+      assert_quant_define(&q, archs[a], "SWZ_STAGE=0");
       sl_kq_set_swz_stage_override(0);
     }
     sl_kq_set_swz_stage_override(1);
@@ -261,9 +265,7 @@ static void test_swz_stage_specs(void **state) {
                          .num_tokens = 8192,
                          .hidden = 7168,
                          .in_dtype = SL_DTYPE_BF16};
-    SL_ASSERT_OK(sl_quant_spec(&g, archs[a], SMS, &spec));
-    sl_jit_spec_describe(&spec, desc, sizeof desc);
-    assert_non_null(strstr(desc, "SWZ_STAGE=0"));
+    assert_quant_define(&g, archs[a], "SWZ_STAGE=0");
     sl_kq_set_seg_override(3);
     sl_quant_args_t r = {.format = SL_QUANT_NVFP4,
                          .layout = SL_QUANT_LAYOUT_SWIZZLED,
@@ -271,8 +273,7 @@ static void test_swz_stage_specs(void **state) {
                          .hidden = 2080,
                          .in_dtype = SL_DTYPE_F32};
     SL_ASSERT_OK(sl_quant_spec(&r, archs[a], SMS, &spec));
-    sl_jit_spec_describe(&spec, desc, sizeof desc);
-    assert_non_null(strstr(desc, "SWZ_STAGE=1"));
+    assert_define(&spec, "SWZ_STAGE=1");
     assert_compiles(&spec, archs[a]);
     r.format = SL_QUANT_MXFP8;
     r.rule = SL_QUANT_RULE_FLOOR;
@@ -281,6 +282,78 @@ static void test_swz_stage_specs(void **state) {
     assert_compiles(&spec, archs[a]);
     sl_kq_set_swz_stage_override(0);
     sl_kq_set_seg_override(SL_KQ_SEG_TABLE);
+  }
+}
+
+/* The per-kind launch choices of kernels/kq_launch.h reach the specs: on Hopper the activation
+ * with a 16-bit output at UNROLL 1 (unroll_act16) and its FP8-output form at the table's 2; the
+ * FP4 quantizers at UNROLL 4 (unroll_fp4q) past 16 chunks per row in the segment layout only --
+ * not at 4096 (16 chunks), not for MXFP8, not at decode, not for dequantization; Blackwell
+ * (unmeasured) keeps 2 everywhere. The benchmark's overrides win over each, and the warps
+ * override reaches the act and quant kernels but not the router. */
+static void test_unroll_and_override_choices(void **state) {
+  const bool hopper[2] = {true, false};
+  for (int a = 0; a < 2; a++) {
+    sl_jit_spec_t spec;
+    sl_act_args_t x = {.kind = SL_ACT_SILU_MUL,
+                       .num_tokens = 8192,
+                       .inter = 768, /* the registered size */
+                       .in_dtype = SL_DTYPE_BF16,
+                       .out_dtype = SL_DTYPE_BF16};
+    SL_ASSERT_OK(sl_act_spec(&x, archs[a], SMS, &spec));
+    assert_define(&spec, hopper[a] ? "UNROLL=1" : "UNROLL=2");
+    assert_registered("act", archs[a], &spec);
+    x.num_tokens = 1;
+    SL_ASSERT_OK(sl_act_spec(&x, archs[a], SMS, &spec));
+    assert_define(&spec, hopper[a] ? "UNROLL=1" : "UNROLL=2");
+    x.out_dtype = SL_DTYPE_FP8_E4M3;
+    SL_ASSERT_OK(sl_act_spec(&x, archs[a], SMS, &spec));
+    assert_define(&spec, "UNROLL=2");
+    sl_quant_args_t q = {.format = SL_QUANT_NVFP4,
+                         .layout = SL_QUANT_LAYOUT_SWIZZLED,
+                         .num_tokens = 8192,
+                         .hidden = 7168,
+                         .in_dtype = SL_DTYPE_BF16};
+    SL_ASSERT_OK(sl_quant_spec(&q, archs[a], SMS, &spec));
+    assert_define(&spec, hopper[a] ? "UNROLL=4" : "UNROLL=2");
+    assert_registered("quant", archs[a], &spec);
+    q.format = SL_QUANT_MXFP4;
+    q.layout = SL_QUANT_LAYOUT_LINEAR;
+    q.rule = SL_QUANT_RULE_FLOOR;
+    assert_quant_define(&q, archs[a], hopper[a] ? "UNROLL=4" : "UNROLL=2");
+    q.hidden = 4096;
+    assert_quant_define(&q, archs[a], "UNROLL=2");
+    q.hidden = 7168;
+    q.num_tokens = 1; /* decode: the item layout */
+    assert_quant_define(&q, archs[a], "UNROLL=2");
+    q.num_tokens = 8192;
+    q.format = SL_QUANT_MXFP8;
+    assert_quant_define(&q, archs[a], "UNROLL=2");
+    sl_dequant_args_t d = {.format = SL_QUANT_NVFP4, .num_tokens = 8192, .hidden = 7168, .out_dtype = SL_DTYPE_BF16};
+    SL_ASSERT_OK(sl_dequant_spec(&d, archs[a], SMS, &spec));
+    assert_define(&spec, "UNROLL=2");
+    /* overrides (the benchmark sweep's), then the table again */
+    sl_kq_set_unroll_override(1);
+    q.format = SL_QUANT_NVFP4;
+    assert_quant_define(&q, archs[a], "UNROLL=1");
+    x.out_dtype = SL_DTYPE_BF16;
+    sl_kq_set_unroll_override(4);
+    SL_ASSERT_OK(sl_act_spec(&x, archs[a], SMS, &spec));
+    assert_define(&spec, "UNROLL=4");
+    sl_kq_set_unroll_override(0);
+    sl_kq_set_warps_override(4);
+    SL_ASSERT_OK(sl_act_spec(&x, archs[a], SMS, &spec));
+    assert_define(&spec, "WARPS=4");
+    assert_quant_define(&q, archs[a], "WARPS=4");
+    sl_router_args_t r = {.kind = SL_ROUTER_SOFTMAX_TOPK,
+                          .num_tokens = 1,
+                          .num_experts = 128,
+                          .top_k = 8,
+                          .logits_dtype = SL_DTYPE_BF16};
+    SL_ASSERT_OK(sl_router_spec(&r, archs[a], SMS, &spec));
+    assert_define(&spec, "WARPS=1"); /* the router keeps the table's */
+    sl_kq_set_warps_override(0);
+    assert_quant_define(&q, archs[a], "WARPS=8");
   }
 }
 
@@ -306,6 +379,7 @@ int main(void) {
       cmocka_unit_test(test_software_e4m3_fallback),
       cmocka_unit_test(test_segment_layout_specs),
       cmocka_unit_test(test_swz_stage_specs),
+      cmocka_unit_test(test_unroll_and_override_choices),
       cmocka_unit_test(test_missing_constant_fails_loudly),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
