@@ -203,7 +203,7 @@ static void free_ctx(ctx_t *c) {
  * tune_unrolls (path column "w8u<N>") after its default row, so one GPU run shows which
  * items-in-flight count the kq_launch.h table should carry (a different UNROLL is a different
  * JIT specialization: its first launch compiles, outside the timed repetitions); then once per
- * segment length in tune_segs at the table's UNROLL (path "w8u<N>s<S>": the segment layout of
+ * segment length in tune_segs at each kind's own UNROLL (path "w8s<S>": the segment layout of
  * kernels/kq_launch.h, a warp walking S chunks of one row; "s0" = the old item layout forced),
  * so the old and the new layout are printed next to each other. */
 static const int tune_unrolls[] = {1, 2, 4};
@@ -235,7 +235,7 @@ static sl_status_t bench_one(sl_bench_t *b, op_t op, int T, int H) {
   for (size_t i = 0; i < sizeof tune_unrolls / sizeof tune_unrolls[0] && s == SL_OK; i++)
     s = bench_one_at(b, op, T, H, tune_unrolls[i], SL_KQ_SEG_TABLE, false, false);
   for (size_t i = 0; i < sizeof tune_segs / sizeof tune_segs[0] && s == SL_OK; i++)
-    s = bench_one_at(b, op, T, H, sl_kq_unroll(sl_device_info(b->rt->dev)->arch), tune_segs[i], false, false);
+    s = bench_one_at(b, op, T, H, 0, tune_segs[i], false, false); /* each kind's own unroll (kq_launch.h) */
   sl_kq_set_unroll_override(0);
   sl_kq_set_seg_override(SL_KQ_SEG_TABLE);
   return s;
@@ -287,6 +287,8 @@ static sl_status_t bench_one_at(sl_bench_t *b, op_t op, int T, int H, int unroll
       snprintf(path, sizeof path, "w%d staged", sl_kq_warps(info->arch, info->sm_count, T));
     else if (gpu && unroll && seg != SL_KQ_SEG_TABLE)
       snprintf(path, sizeof path, "w%du%ds%d", sl_kq_warps(info->arch, info->sm_count, T), unroll, seg);
+    else if (gpu && seg != SL_KQ_SEG_TABLE)
+      snprintf(path, sizeof path, "w%ds%d", sl_kq_warps(info->arch, info->sm_count, T), seg);
     else if (gpu && unroll)
       snprintf(path, sizeof path, "w%du%d", sl_kq_warps(info->arch, info->sm_count, T), unroll);
     else if (gpu)
