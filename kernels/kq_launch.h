@@ -10,6 +10,7 @@
 #define SL_KQ_SWZ_STAGE_WARPS 8
 #ifndef __CUDACC_RTC__
 
+#include "kernels/quant_formats.h"
 #include "runtime/sl_device.h"
 #include "runtime/sl_jit.h"
 #include "runtime/sl_status.h"
@@ -37,6 +38,9 @@ typedef struct {
   int unroll_act16; /* `unroll` for that activation (item layout at every T) */
   int unroll_fp4q;  /* `unroll` of the FP4 quantizers (MXFP4, NVFP4) in the segment layout on
                      * rows of more than SL_KQ_FP4Q_WIDE_CHUNKS chunks; 0: `unroll` */
+  int swz_stage_fmts; /* formats (bit 1 << SL_QFMT_*) whose swizzled scales are staged by default
+                       * (sl_kq_swz_stage): FP4 formats only on rows of <= SL_KQ_FP4Q_WIDE_CHUNKS
+                       * chunks (the wide rows' unroll-4 walk measured slower staged) */
 } sl_kq_arch_cfg_t;
 
 #define SL_KQ_FP4Q_WIDE_CHUNKS 16
@@ -63,10 +67,19 @@ typedef struct {
  * h=4096 within -0.6..+0.5, at h=2048 -0.4..-3 (so only past 16 chunks). MXFP8 and FP8 group
  * (mixed, -1.0..+0.3), dequantization (flat) and the FP8-out activation (u4 -15..-25 points)
  * keep `unroll`. */
+/* Hopper swz_stage_fmts MXFP8 | NVFP4: MEASURED on the H200 (session 11, call 1: `sluice bench
+ * kernels --only quant_ --tokens 8192,32768`, rows "w8 staged" next to "w8"; events us, staged /
+ * plain): MXFP8 h=2048 17.0 / 17.6 (T=8192), 51.8 / 53.7 (T=32768); h=4096 29.0 / 30.0, 98.4 /
+ * 101.3; h=7168 45.9 / 48.0, 168.3 / 173.8 (= the linear layout's rows). NVFP4 h=4096 27.5 /
+ * 27.9, 92.8 / 94.9; h=2048 17.06 / 17.02 (a tie), 49.1 / 50.2; h=7168 (28 chunks, unroll 4)
+ * 45.0 / 43.4 and 162.2 / 154.7: slower, so not past SL_KQ_FP4Q_WIDE_CHUNKS. MXFP4: 0.1-0.4 us
+ * slower at h <= 4096 and 2.7 / 10.8 at h=7168: off. Blackwell: not measured (its table has the
+ * item layout, where staging does not apply). */
+#define SL_KQ_STAGE_FMT(f) (1 << (f))
 static const sl_kq_arch_cfg_t sl_kq_arch_table[] = {
-    {SL_ARCH_HOPPER, 1, 8, 2, 4, 0, 1, 4},
-    {SL_ARCH_BLACKWELL, 1, 8, 2, 0, 0, 2, 0},
-    {0, 1, 8, 2, 0, 0, 2, 0},
+    {SL_ARCH_HOPPER, 1, 8, 2, 4, 0, 1, 4, SL_KQ_STAGE_FMT(SL_QFMT_MXFP8) | SL_KQ_STAGE_FMT(SL_QFMT_NVFP4)},
+    {SL_ARCH_BLACKWELL, 1, 8, 2, 0, 0, 2, 0, 0},
+    {0, 1, 8, 2, 0, 0, 2, 0, 0},
 };
 
 static inline const sl_kq_arch_cfg_t *sl_kq_arch_cfg(int arch) {
@@ -123,13 +136,15 @@ static inline long sl_kq_seg_tasks(long rows, int chunks, int seg) {
 
 /* Staged swizzled scales (kernels/quant.cu SWZ_STAGE, kernels/NOTES.md "Staged swizzled
  * scales"): the quantizer's CTA stages its 8 warps' scale bytes in shared memory and stores whole
- * 32-byte sectors of the 128x4 swizzled layout instead of 4-byte pieces. OFF by default (not
- * measured yet); sl_kq_set_swz_stage_override(1) turns it on for the benchmark's "staged" rows
- * and the GPU tests. It applies only where it can: MX/NV formats with swizzled scales in the
- * segment layout (seg > 0) at SL_KQ_SWZ_STAGE_WARPS warps per block (prefill); other launches
- * ignore it. Not thread-safe, as the unroll override. */
-void sl_kq_set_swz_stage_override(int on); /* 0: off (the default); 1: on */
-int sl_kq_swz_stage(void);
+ * 32-byte sectors of the 128x4 swizzled layout instead of 4-byte pieces. Whether a quantizer of
+ * format `fmt` (SL_QFMT_*) on rows of `chunks` chunks wants it: the table's swz_stage_fmts,
+ * unless sl_kq_set_swz_stage_override forces it on or off (the benchmark's comparison rows, the
+ * GPU tests). It applies only where it can (kernels/quant.c): MX/NV formats with swizzled scales
+ * in the segment layout (seg > 0) at SL_KQ_SWZ_STAGE_WARPS warps per block (prefill); other
+ * launches ignore it. Not thread-safe, as the unroll override. */
+#define SL_KQ_SWZ_STAGE_TABLE (-1)
+void sl_kq_set_swz_stage_override(int stage); /* SL_KQ_SWZ_STAGE_TABLE (the default), 0: off, 1: on */
+int sl_kq_swz_stage(int arch, int fmt, int chunks);
 
 /* Warps per block for `rows` rows on a device of `sm_count` SMs: the table's decode or prefill
  * value, unless a benchmark sweep has set an override for the act and quant kernels

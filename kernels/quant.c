@@ -226,8 +226,9 @@ static int quant_seg(int arch, int warps, int hidden, sl_dtype_t dtype) {
   return seg > chunks ? chunks : seg;
 }
 
-/* Whether a launch stages its swizzled scales (kernels/kq_launch.h sl_kq_swz_stage: off unless
- * the override is set; then only where the kernel's staged variant exists). */
+/* Whether a launch stages its swizzled scales: `stage` is the wish (kernels/kq_launch.h
+ * sl_kq_swz_stage: the table's formats, or the override), granted only where the kernel's
+ * staged variant exists. */
 static bool swz_stage_applies(int stage, int fmt, int layout, int warps, int seg) {
   return stage && fmt != SL_QFMT_FP8_GROUP && layout == SL_QLAYOUT_SWIZZLED && seg > 0 &&
          warps == SL_KQ_SWZ_STAGE_WARPS;
@@ -235,7 +236,8 @@ static bool swz_stage_applies(int stage, int fmt, int layout, int warps, int seg
 
 sl_status_t sl_quant_spec(const sl_quant_args_t *a, int arch, int sm_count, sl_jit_spec_t *spec) {
   int warps = sl_kq_warps(arch, sm_count, a->num_tokens), seg = quant_seg(arch, warps, a->hidden, a->in_dtype);
-  bool stage = swz_stage_applies(sl_kq_swz_stage(), (int)a->format, (int)a->layout, warps, seg);
+  bool stage = swz_stage_applies(sl_kq_swz_stage(arch, (int)a->format, quant_chunks(a->hidden, a->in_dtype)),
+                                 (int)a->format, (int)a->layout, warps, seg);
   return quant_spec_at((int)a->format, (int)a->rule, (int)a->layout, a->hidden, a->in_dtype, warps,
                        sl_kq_unroll_quant(arch, (int)a->format, seg, quant_chunks(a->hidden, a->in_dtype)), seg, stage,
                        spec);
@@ -302,7 +304,8 @@ sl_status_t sl_quant(sl_device_t *dev, const sl_quant_args_t *a, sl_stream_t *st
   int warps = sl_kq_warps(info->arch, info->sm_count, a->num_tokens);
   int seg = quant_seg(info->arch, warps, a->hidden, a->in_dtype);
   int unroll = sl_kq_unroll_quant(info->arch, (int)a->format, seg, quant_chunks(a->hidden, a->in_dtype));
-  bool stage = swz_stage_applies(sl_kq_swz_stage(), (int)a->format, (int)a->layout, warps, seg);
+  bool stage = swz_stage_applies(sl_kq_swz_stage(info->arch, (int)a->format, quant_chunks(a->hidden, a->in_dtype)),
+                                 (int)a->format, (int)a->layout, warps, seg);
   const void *in = a->in;
   void *codes = a->codes, *scales = a->scales;
   float gs = a->global_scale;
@@ -339,7 +342,7 @@ sl_status_t sl_dequant(sl_device_t *dev, const sl_dequant_args_t *a, sl_stream_t
 }
 
 /* Configuration points: every format x rule x layout x dtype, decode and prefill warps, quant
- * (swizzled MX/NV prefill in the segment layout also with the opt-in staged scales, SWZ_STAGE=1)
+ * (swizzled MX/NV prefill in the segment layout with and without the staged scales, SWZ_STAGE)
  * and dequant, at one hidden size (7168, DeepSeek-V3): the hidden size only changes loop
  * bounds, so one size proves every variant compiles while keeping `sluice jit warm` and the
  * jit tests short; a deployment's own sizes compile on first use and stay in the cache. */
@@ -374,7 +377,7 @@ sl_status_t sl_quant_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t 
             SL_CHECK(quant_spec_at(cfgs[c].fmt, cfgs[c].rule, cfgs[c].layout, hiddens[h], dtypes[d], warps[w],
                                    sl_kq_unroll_quant(arch, cfgs[c].fmt, seg, chunks), seg, 0, &spec));
             SL_CHECK(fn(&spec, user));
-            if (swz_stage_applies(1, cfgs[c].fmt, cfgs[c].layout, warps[w], seg)) { /* the opt-in staged scales */
+            if (swz_stage_applies(1, cfgs[c].fmt, cfgs[c].layout, warps[w], seg)) { /* staged scales: both forms */
               SL_CHECK(quant_spec_at(cfgs[c].fmt, cfgs[c].rule, cfgs[c].layout, hiddens[h], dtypes[d], warps[w],
                                      sl_kq_unroll_quant(arch, cfgs[c].fmt, seg, chunks), seg, 1, &spec));
               SL_CHECK(fn(&spec, user));

@@ -209,42 +209,80 @@ static void free_ctx(ctx_t *c) {
 static const int tune_unrolls[] = {1, 2, 4};
 static const int tune_segs[] = {0, 4, SL_KQ_SEG_POINT, 32};
 
-static sl_status_t bench_one_at(sl_bench_t *b, op_t op, int T, int H, int unroll, int seg, bool linear, bool stage);
+/* One row's launch choices, each forced away from kernels/kq_launch.h's default or not: unroll
+ * (0: the table), seg (SL_KQ_SEG_TABLE: the table), stage (SL_KQ_SWZ_STAGE_TABLE: the table; 0 /
+ * 1 forced), waves (0: the launcher's full-grid rule; SL_BENCH_RESIDENT: always the resident,
+ * grid-stride grid), linear (the quantizer's linear scale layout instead of the swizzled one). */
+typedef struct {
+  int unroll, seg, stage, waves;
+  bool linear;
+} knobs_t;
+#define SL_BENCH_RESIDENT (1 << 30)
+static const knobs_t knobs_table = {.seg = SL_KQ_SEG_TABLE, .stage = SL_KQ_SWZ_STAGE_TABLE};
 
-/* Staged swizzled scales (kernels/kq_launch.h sl_kq_set_swz_stage_override, off by default): a
- * row after each swizzled quantizer row at T >= 1024 with it forced (path "w8 staged"; where
- * the arch's table has the item layout, at the registered segment point: "w8s8 staged"), so a
- * run prints both stores side by side. */
+static sl_status_t bench_one_at(sl_bench_t *b, op_t op, int T, int H, knobs_t kn);
+
+/* Staged swizzled scales (kernels/kq_launch.h sl_kq_swz_stage: the table's formats): a row after
+ * each swizzled quantizer row at T >= 1024 with the other choice forced (path "w8 staged" where
+ * the table does not stage, "w8 unstaged" where it does; where the arch's table has the item
+ * layout, at the registered segment point: "w8s8 staged"), so a run prints both stores side by
+ * side. The inputs are bf16: 256 elements per chunk. */
 static sl_status_t bench_staged(sl_bench_t *b, op_t op, int T, int H) {
+  static const int fmts[] = {[OP_QUANT_MXFP8] = SL_QFMT_MXFP8, [OP_QUANT_MXFP4] = SL_QFMT_MXFP4,
+                             [OP_QUANT_NVFP4] = SL_QFMT_NVFP4};
   bool quant = op == OP_QUANT_MXFP8 || op == OP_QUANT_MXFP4 || op == OP_QUANT_NVFP4;
   if (!quant || T < 1024 || sl_device_backend(b->rt->dev) != SL_BACKEND_CUDA) return SL_OK;
-  int seg = sl_kq_arch_cfg(sl_device_info(b->rt->dev)->arch)->seg > 0 ? SL_KQ_SEG_TABLE : SL_KQ_SEG_POINT;
-  return bench_one_at(b, op, T, H, 0, seg, false, true);
+  int arch = sl_device_info(b->rt->dev)->arch;
+  int seg = sl_kq_arch_cfg(arch)->seg > 0 ? SL_KQ_SEG_TABLE : SL_KQ_SEG_POINT;
+  knobs_t kn = knobs_table;
+  kn.seg = seg;
+  kn.stage = !(seg == SL_KQ_SEG_TABLE && sl_kq_swz_stage(arch, fmts[op], (H + 255) / 256));
+  return bench_one_at(b, op, T, H, kn);
+}
+
+/* SL_KQ_GRID=1: after each act/quant/dequant row at T >= 8192 (past the launcher's full-grid
+ * point) the same launch on the resident grid (path "<path> res"), so a run shows whether the
+ * full grid (one short-lived block per group of tasks) or grid-stride blocks stream better. */
+static bool grid_rows(sl_bench_t *b, op_t op, int T) {
+  const char *g = getenv("SL_KQ_GRID");
+  return g && strcmp(g, "1") == 0 && !is_router(op) && T >= 8192 && sl_device_backend(b->rt->dev) == SL_BACKEND_CUDA;
 }
 
 static sl_status_t bench_one(sl_bench_t *b, op_t op, int T, int H) {
   if (!sl_bench_selected(b, op_names[op])) return SL_OK;
-  SL_CHECK(bench_one_at(b, op, T, H, 0, SL_KQ_SEG_TABLE, false, false));
+  knobs_t kn = knobs_table, res = knobs_table;
+  res.waves = SL_BENCH_RESIDENT;
+  SL_CHECK(bench_one_at(b, op, T, H, kn));
+  if (grid_rows(b, op, T)) SL_CHECK(bench_one_at(b, op, T, H, res));
   SL_CHECK(bench_staged(b, op, T, H));
-  if (has_layouts(op)) SL_CHECK(bench_one_at(b, op, T, H, 0, SL_KQ_SEG_TABLE, true, false));
+  kn.linear = res.linear = true;
+  if (has_layouts(op)) SL_CHECK(bench_one_at(b, op, T, H, kn));
+  if (has_layouts(op) && grid_rows(b, op, T)) SL_CHECK(bench_one_at(b, op, T, H, res));
   const char *tune = getenv("SL_KQ_TUNE");
   if (!tune || strcmp(tune, "1") != 0 || is_router(op) || T < 1024 ||
       sl_device_backend(b->rt->dev) != SL_BACKEND_CUDA)
     return SL_OK;
   sl_status_t s = SL_OK;
-  for (size_t i = 0; i < sizeof tune_unrolls / sizeof tune_unrolls[0] && s == SL_OK; i++)
-    s = bench_one_at(b, op, T, H, tune_unrolls[i], SL_KQ_SEG_TABLE, false, false);
-  for (size_t i = 0; i < sizeof tune_segs / sizeof tune_segs[0] && s == SL_OK; i++)
-    s = bench_one_at(b, op, T, H, 0, tune_segs[i], false, false); /* each kind's own unroll (kq_launch.h) */
-  sl_kq_set_unroll_override(0);
-  sl_kq_set_seg_override(SL_KQ_SEG_TABLE);
+  for (size_t i = 0; i < sizeof tune_unrolls / sizeof tune_unrolls[0] && s == SL_OK; i++) {
+    kn = knobs_table;
+    kn.unroll = tune_unrolls[i];
+    s = bench_one_at(b, op, T, H, kn);
+  }
+  for (size_t i = 0; i < sizeof tune_segs / sizeof tune_segs[0] && s == SL_OK; i++) {
+    kn = knobs_table;
+    kn.seg = tune_segs[i]; /* at each kind's own unroll (kq_launch.h) */
+    s = bench_one_at(b, op, T, H, kn);
+  }
   return s;
 }
 
-static sl_status_t bench_one_at(sl_bench_t *b, op_t op, int T, int H, int unroll, int seg, bool linear, bool stage) {
+static sl_status_t bench_one_at(sl_bench_t *b, op_t op, int T, int H, knobs_t kn) {
+  int unroll = kn.unroll, seg = kn.seg, stage = kn.stage;
+  bool linear = kn.linear;
   sl_kq_set_unroll_override(unroll);
   sl_kq_set_seg_override(seg);
   sl_kq_set_swz_stage_override(stage);
+  sl_kq_set_full_grid_waves_override(kn.waves);
   sl_device_t *dev = b->rt->dev;
   bool gpu = sl_device_backend(dev) == SL_BACKEND_CUDA;
   ctx_t c = {.dev = dev, .op = op, .T = T, .H = H, .linear = linear};
@@ -281,10 +319,11 @@ static sl_status_t bench_one_at(sl_bench_t *b, op_t op, int T, int H, int unroll
     else
       snprintf(shape, sizeof shape, "T=%d %s=%d", T, op <= OP_ACT_FP8 ? "I" : "H", H);
     const sl_device_info_t *info = sl_device_info(dev);
-    if (gpu && stage && seg != SL_KQ_SEG_TABLE)
-      snprintf(path, sizeof path, "w%ds%d staged", sl_kq_warps(info->arch, info->sm_count, T), seg);
-    else if (gpu && stage)
-      snprintf(path, sizeof path, "w%d staged", sl_kq_warps(info->arch, info->sm_count, T));
+    const char *staged = stage ? "staged" : "unstaged";
+    if (gpu && stage != SL_KQ_SWZ_STAGE_TABLE && seg != SL_KQ_SEG_TABLE)
+      snprintf(path, sizeof path, "w%ds%d %s", sl_kq_warps(info->arch, info->sm_count, T), seg, staged);
+    else if (gpu && stage != SL_KQ_SWZ_STAGE_TABLE)
+      snprintf(path, sizeof path, "w%d %s", sl_kq_warps(info->arch, info->sm_count, T), staged);
     else if (gpu && unroll && seg != SL_KQ_SEG_TABLE)
       snprintf(path, sizeof path, "w%du%ds%d", sl_kq_warps(info->arch, info->sm_count, T), unroll, seg);
     else if (gpu && seg != SL_KQ_SEG_TABLE)
@@ -295,6 +334,7 @@ static sl_status_t bench_one_at(sl_bench_t *b, op_t op, int T, int H, int unroll
       snprintf(path, sizeof path, "w%d", sl_kq_warps(info->arch, info->sm_count, T));
     else
       snprintf(path, sizeof path, "cpu");
+    if (gpu && kn.waves) strncat(path, " res", sizeof path - strlen(path) - 1);
     if (gpu && T >= 8192 && !is_router(op)) snprintf(extra, sizeof extra, "target >= 92%% copy");
     if (gpu && T <= 16) snprintf(extra, sizeof extra, "target graph <= 3 us");
     char name[32];
@@ -305,7 +345,8 @@ static sl_status_t bench_one_at(sl_bench_t *b, op_t op, int T, int H, int unroll
   free_ctx(&c);
   sl_kq_set_unroll_override(0);
   sl_kq_set_seg_override(SL_KQ_SEG_TABLE);
-  sl_kq_set_swz_stage_override(0);
+  sl_kq_set_swz_stage_override(SL_KQ_SWZ_STAGE_TABLE);
+  sl_kq_set_full_grid_waves_override(0);
   return s;
 }
 

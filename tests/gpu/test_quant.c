@@ -290,12 +290,13 @@ static void test_segment_layouts(void **state) {
   sl_kq_set_seg_override(SL_KQ_SEG_TABLE);
 }
 
-/* Staged swizzled scales (kernels/kq_launch.h sl_kq_set_swz_stage_override, quant.cu SWZ_STAGE:
- * a CTA's 8 warps take rows {2k, 2k+1} x the four 32-row groups of one tile row, stage their
- * scales in shared memory and store whole sectors; the padding rows' warps write the zero
- * scales). run_case poisons every output, so every scale byte, the padding included, must be
- * written and equal the CPU reference. Checks first that the launch takes the staged spec
- * (prefill shapes) or not (decode). */
+/* Staged swizzled scales (kernels/kq_launch.h sl_kq_swz_stage, quant.cu SWZ_STAGE: a CTA's 8
+ * warps take rows {2k, 2k+1} x the four 32-row groups of one tile row, stage their scales in
+ * shared memory and store whole sectors; the padding rows' warps write the zero scales), forced
+ * on or off (staged_forced) whatever the table says. run_case poisons every output, so every
+ * scale byte, the padding included, must be written and equal the CPU reference. Checks first
+ * that the launch takes the forced spec (prefill shapes) or the unstaged one (decode). */
+static int staged_forced = 1;
 static void run_staged(uint64_t *rng, int ci, sl_dtype_t dt, int T, int H, long stride, bool inject_nan) {
   const sl_device_info_t *info = sl_device_info(dev);
   sl_quant_args_t q = {.format = cfgs[ci].fmt,
@@ -310,7 +311,8 @@ static void run_staged(uint64_t *rng, int ci, sl_dtype_t dt, int T, int H, long 
   SL_ASSERT_OK(sl_quant_spec(&q, info->arch, info->sm_count, &spec));
   char desc[512], want[16];
   sl_jit_spec_describe(&spec, desc, sizeof desc);
-  snprintf(want, sizeof want, "SWZ_STAGE=%d", sl_kq_warps(info->arch, info->sm_count, T) == SL_KQ_SWZ_STAGE_WARPS);
+  snprintf(want, sizeof want, "SWZ_STAGE=%d",
+           staged_forced && sl_kq_warps(info->arch, info->sm_count, T) == SL_KQ_SWZ_STAGE_WARPS);
   if (!strstr(desc, want)) fail_msg("T=%d H=%d: spec %s, want %s", T, H, desc, want);
   run_case(rng, ci, dt, T, H, stride, inject_nan);
 }
@@ -320,24 +322,32 @@ static void run_staged(uint64_t *rng, int ci, sl_dtype_t dt, int T, int H, long 
  * (whole segments), 2944 (ragged rows, a short last segment), 2080 (a partial column tile: 65
  * MX / 130 NVFP4 columns, the column padding inside the stage), strided rows, decode (not
  * staged), f16 / f32, segment lengths 3 and 64, edge values, NaN blocks reported, NVFP4 tensor
- * scales at the ends of the range. */
+ * scales at the ends of the range. Then the first group of shapes forced unstaged, since the
+ * table stages some formats (the other tests run the table's choice). */
 static void test_swz_staged(void **state) {
   uint64_t rng = sl_test_seed();
   const sl_device_info_t *info = sl_device_info(dev);
   int sms = info->sm_count, ru = (sms + 127) / 128 * 128;
   /* the table's segment length, or the registered point where the table has the item layout */
   int base_seg = sl_kq_arch_cfg(info->arch)->seg > 0 ? SL_KQ_SEG_TABLE : SL_KQ_SEG_POINT;
-  sl_kq_set_swz_stage_override(1);
   sl_kq_set_seg_override(base_seg);
+  for (staged_forced = 1; staged_forced >= 0; staged_forced--) {
+    sl_kq_set_swz_stage_override(staged_forced);
+    for (size_t ci = 0; ci < sizeof cfgs / sizeof cfgs[0]; ci++) {
+      if (cfgs[ci].layout != SL_QUANT_LAYOUT_SWIZZLED) continue;
+      run_staged(&rng, (int)ci, SL_DTYPE_BF16, sms + 77, 2944, 2944, false);
+      run_staged(&rng, (int)ci, SL_DTYPE_BF16, ru + 1, 2048, 2048, false);
+      run_staged(&rng, (int)ci, SL_DTYPE_BF16, sms + 77, 2080, 2080, false);
+      run_staged(&rng, (int)ci, SL_DTYPE_BF16, sms + 9, 2048, 2048, true);
+    }
+  }
+  staged_forced = 1;
+  sl_kq_set_swz_stage_override(1);
   for (size_t ci = 0; ci < sizeof cfgs / sizeof cfgs[0]; ci++) {
     if (cfgs[ci].layout != SL_QUANT_LAYOUT_SWIZZLED) continue;
-    run_staged(&rng, (int)ci, SL_DTYPE_BF16, sms + 77, 2944, 2944, false);
-    run_staged(&rng, (int)ci, SL_DTYPE_BF16, ru + 1, 2048, 2048, false);
     run_staged(&rng, (int)ci, SL_DTYPE_BF16, ru + 128, 7168, 7168, false);
     run_staged(&rng, (int)ci, SL_DTYPE_BF16, 1000, 7168, 7168 + 64, false);
-    run_staged(&rng, (int)ci, SL_DTYPE_BF16, sms + 77, 2080, 2080, false);
     run_staged(&rng, (int)ci, SL_DTYPE_BF16, 3, 2048, 2048, false);
-    run_staged(&rng, (int)ci, SL_DTYPE_BF16, sms + 9, 2048, 2048, true);
     if (cfgs[ci].rule != SL_QUANT_RULE_CEIL) { /* one rule per format for the other dtypes */
       run_staged(&rng, (int)ci, SL_DTYPE_F16, sms + 77, 2944, 2944, false);
       run_staged(&rng, (int)ci, SL_DTYPE_F32, sms + 77, 2944, 2944, false);
@@ -367,7 +377,7 @@ static void test_swz_staged(void **state) {
   }
   gs_override = 0.0f;
   sl_kq_set_seg_override(SL_KQ_SEG_TABLE);
-  sl_kq_set_swz_stage_override(0);
+  sl_kq_set_swz_stage_override(SL_KQ_SWZ_STAGE_TABLE);
 }
 
 /* Dequantization of arbitrary codes and scale bytes (every value: negative and NaN NVFP4 scales,

@@ -227,25 +227,34 @@ static void test_segment_layout_specs(void **state) {
   }
 }
 
-/* Staged swizzled scales (kernels/kq_launch.h sl_kq_set_swz_stage_override, quant.cu SWZ_STAGE):
- * off by default; on, the prefill specs of the MX/NV swizzled formats in the segment layout
- * carry SWZ_STAGE=1 and are registered points (at the table's segment length, and at the
- * registered SL_KQ_SEG_POINT where the table has none), while decode, linear scales and FP8
- * group stay at 0; shapes off the registered size (ragged rows, a partial column tile: 2080 /
- * 16 = 130 columns, f32, a segment length that does not divide the row) compile for both archs. */
+/* Staged swizzled scales (kernels/kq_launch.h sl_kq_swz_stage, quant.cu SWZ_STAGE): by default
+ * (the table's swz_stage_fmts) on Hopper for MXFP8 at every hidden size and NVFP4 on rows of <= 16
+ * chunks (h=4096 bf16: staged; h=7168: not), never MXFP4 nor Blackwell (whose table has the item
+ * layout); the override forces it off or on. Forced on, the prefill specs of the MX/NV swizzled
+ * formats in the segment layout carry SWZ_STAGE=1 and are registered points (at the table's
+ * segment length, and at the registered SL_KQ_SEG_POINT where the table has none), while
+ * decode, linear scales and FP8 group stay at 0; shapes off the registered size (ragged rows, a
+ * partial column tile: 2080 / 16 = 130 columns, f32, a segment length that does not divide the
+ * row) compile for both archs. */
 static void test_swz_stage_specs(void **state) {
   const sl_quant_format_t fmts[] = {SL_QUANT_MXFP8, SL_QUANT_MXFP4, SL_QUANT_NVFP4};
   for (int a = 0; a < 2; a++) {
     sl_jit_spec_t spec;
+    bool hopper = archs[a] == SL_ARCH_HOPPER;
     if (sl_kq_arch_cfg(archs[a])->seg <= 0) sl_kq_set_seg_override(SL_KQ_SEG_POINT);
     for (int f = 0; f < 3; f++) {
       sl_quant_args_t q = {.format = fmts[f],
                            .rule = SL_QUANT_RULE_CEIL,
                            .layout = SL_QUANT_LAYOUT_SWIZZLED,
                            .num_tokens = 8192,
-                           .hidden = 7168,
+                           .hidden = 4096,
                            .in_dtype = SL_DTYPE_BF16};
-      assert_quant_define(&q, archs[a], "SWZ_STAGE=0"); /* the default: off */
+      /* the table: MXFP8 and NVFP4 at 16 chunks on Hopper */
+      assert_quant_define(&q, archs[a], hopper && fmts[f] != SL_QUANT_MXFP4 ? "SWZ_STAGE=1" : "SWZ_STAGE=0");
+      q.hidden = 7168; /* 28 chunks: MXFP8 only */
+      assert_quant_define(&q, archs[a], hopper && fmts[f] == SL_QUANT_MXFP8 ? "SWZ_STAGE=1" : "SWZ_STAGE=0");
+      sl_kq_set_swz_stage_override(0);
+      assert_quant_define(&q, archs[a], "SWZ_STAGE=0");
       sl_kq_set_swz_stage_override(1);
       SL_ASSERT_OK(sl_quant_spec(&q, archs[a], SMS, &spec));
       assert_define(&spec, "SWZ_STAGE=1");
@@ -256,7 +265,7 @@ static void test_swz_stage_specs(void **state) {
       q.num_tokens = 8192;
       q.layout = SL_QUANT_LAYOUT_LINEAR;
       assert_quant_define(&q, archs[a], "SWZ_STAGE=0");
-      sl_kq_set_swz_stage_override(0);
+      sl_kq_set_swz_stage_override(SL_KQ_SWZ_STAGE_TABLE);
     }
     sl_kq_set_swz_stage_override(1);
     sl_quant_args_t g = {.format = SL_QUANT_FP8_GROUP,
@@ -280,7 +289,7 @@ static void test_swz_stage_specs(void **state) {
     r.in_dtype = SL_DTYPE_BF16;
     SL_ASSERT_OK(sl_quant_spec(&r, archs[a], SMS, &spec));
     assert_compiles(&spec, archs[a]);
-    sl_kq_set_swz_stage_override(0);
+    sl_kq_set_swz_stage_override(SL_KQ_SWZ_STAGE_TABLE);
     sl_kq_set_seg_override(SL_KQ_SEG_TABLE);
   }
 }
