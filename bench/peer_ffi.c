@@ -6,8 +6,9 @@
  *
  * Conventions: one device per process, opened by sl_peer_ffi_open (the GPU when there is one, the
  * CPU backend otherwise: then pointers are host memory); work goes on CUDA's legacy default
- * stream -- PyTorch's default stream -- and is asynchronous; every call returns 0 or an
- * sl_status_t, and sl_peer_ffi_error() says what went wrong. bf16 tensors, dense rows. */
+ * stream -- PyTorch's default stream -- unless sl_peer_ffi_set_stream names another (PyTorch's
+ * current stream, e.g. one capturing a CUDA graph), and is asynchronous; every call returns 0 or
+ * an sl_status_t, and sl_peer_ffi_error() says what went wrong. bf16 tensors, dense rows. */
 #include <stdbool.h>
 
 #include "kernels/act.h"
@@ -21,6 +22,7 @@
 #define SL_PEER_FFI_EXPORT __attribute__((visibility("default")))
 
 static sl_device_t *g_dev;
+static sl_stream_t *g_stream; /* sl_peer_ffi_set_stream's wrapper; NULL: the legacy default stream */
 
 static int no_device(void) {
   return SL_ERR(SL_ERR_INVALID, "peer ffi: sl_peer_ffi_open was not called (or failed)");
@@ -30,6 +32,18 @@ static int no_device(void) {
 SL_PEER_FFI_EXPORT int sl_peer_ffi_open(void) {
   if (g_dev) return SL_OK;
   return sl_device_open(sl_config()->device, 0, &g_dev);
+}
+
+/* The stream the calls that follow enqueue on: a cudaStream_t the caller owns (PyTorch's
+ * torch.cuda.current_stream().cuda_stream), or NULL for the legacy default stream. */
+SL_PEER_FFI_EXPORT int sl_peer_ffi_set_stream(void *native) {
+  if (!g_dev) return no_device();
+  if (g_stream && sl_stream_native(g_stream) == native) return SL_OK;
+  sl_stream_t *s = NULL;
+  if (native) SL_CHECK(sl_stream_wrap(g_dev, native, &s));
+  sl_stream_destroy(g_dev, g_stream);
+  g_stream = s;
+  return SL_OK;
 }
 
 /* 1 when the device is a GPU (pointers are device memory), 0 on the CPU backend, -1 unopened. */
@@ -63,7 +77,7 @@ SL_PEER_FFI_EXPORT int sl_peer_ffi_rmsnorm_bf16_cfg(void *y, const void *x, cons
                                .warps = warps,
                                .weight_regs = weight_regs,
                                .grid_policy = grid_policy};
-  return sl_rmsnorm(g_dev, &a, NULL);
+  return sl_rmsnorm(g_dev, &a, g_stream);
 }
 
 /* The same with the table's launch choice (what the peers are compared with). */
@@ -92,7 +106,7 @@ SL_PEER_FFI_EXPORT int sl_peer_ffi_silu_mul_bf16(void *y, const void *x, int row
                            .out_dtype = SL_DTYPE_BF16,
                            .in = x,
                            .out = y};
-  return sl_act(g_dev, &a, NULL);
+  return sl_act(g_dev, &a, g_stream);
 }
 
 /* FP8 E4M3 per-token-group (128) quantization of x [rows, hidden] bf16: codes [rows, hidden]
@@ -109,17 +123,19 @@ SL_PEER_FFI_EXPORT int sl_peer_ffi_quant_fp8_g128_bf16(void *codes, float *scale
                              .in = x,
                              .codes = codes,
                              .scales = scales};
-  return sl_quant(g_dev, &a, NULL);
+  return sl_quant(g_dev, &a, g_stream);
 }
 
-/* Wait for the default stream (what the calls above enqueued). */
+/* Wait for the calls' stream (what the calls above enqueued). */
 SL_PEER_FFI_EXPORT int sl_peer_ffi_sync(void) {
   if (!g_dev) return no_device();
-  SL_CHECK(sl_stream_sync(g_dev, NULL));
+  SL_CHECK(sl_stream_sync(g_dev, g_stream));
   return sl_device_check(g_dev, "peer ffi work");
 }
 
 SL_PEER_FFI_EXPORT void sl_peer_ffi_close(void) {
+  sl_stream_destroy(g_dev, g_stream);
+  g_stream = NULL;
   if (g_dev) sl_device_close(g_dev);
   g_dev = NULL;
 }

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Peers for `sluice bench kernels` on the GPU machine: PyTorch eager, torch.compile and a
 Triton row kernel for the same ops and shapes, timed by triton.testing.do_bench (median,
-L2 flushed between repetitions). Prints a table and, given our bench JSON, the ratio of the
-fastest peer's time to ours (>1: we are faster).
+L2 flushed between repetitions), and at T <= 1024 also in a CUDA graph (do_bench_cudagraph: the
+calls captured back to back and replayed, no host in the time, as our graph_us). Prints a table
+and, given our bench JSON, the ratio of the fastest peer's time to ours (>1: we are faster).
 With --ours-lib it also times our kernels in this same harness (bench/peer_ffi.c, rows "sluice").
   python3 bench/torch_peers.py [--ours bench-kernels.json] [--ours-lib libsluice_peer_ffi.so]
                                [--json out.json] [--tokens T,...] [--quick] [--budget-s S]"""
@@ -88,6 +89,23 @@ def t_us(fn):
     return do_bench(fn, warmup=3, rep=20, return_mode="median") * 1e3
 
 
+def g_us(fn):
+    """Median time per call of fn replayed in a CUDA graph (triton.testing.do_bench_cudagraph:
+    as many calls as fill ~20 ms captured back to back, no L2 flush between them), or None where
+    fn cannot be captured."""
+    from triton.testing import do_bench_cudagraph
+    try:
+        try:
+            ms = do_bench_cudagraph(fn, rep=20, return_mode="median")
+        except TypeError:  # an older Triton: the mean
+            ms = do_bench_cudagraph(fn, rep=20)
+        return ms * 1e3
+    except Exception as ex:
+        print(f"# graph time: {type(ex).__name__}: {ex}", file=sys.stderr)
+        torch.cuda.synchronize()
+        return None
+
+
 FLUSH = None
 
 
@@ -142,14 +160,15 @@ def rec(op, shape, peer, fn, nbytes, tokens):
     """One row: fn timed by do_bench, and from 8192 tokens also its kernel time (k_us), so the
     large shapes compare kernel to kernel as well as events to events."""
     us = t_us(fn)
+    gus = g_us(fn) if tokens <= 1024 else None
     kus = None
     if tokens >= 8192:
         try:
             kus = k_us(fn)
         except Exception as ex:  # the profiler is optional: the events time stands alone
             print(f"# kernel time of {op} {shape} {peer}: {ex}", file=sys.stderr)
-    rows.append({"op": op, "shape": shape, "peer": peer, "us": us, "bytes": nbytes, "kernel_us": kus})
-    ktxt = f"{kus:10.2f} kern_us" if kus else ""
+    rows.append({"op": op, "shape": shape, "peer": peer, "us": us, "bytes": nbytes, "kernel_us": kus, "graph_us": gus})
+    ktxt = f"{kus:10.2f} kern_us" if kus else f"{gus:10.2f} graph_us" if gus else ""
     print(f"{op:<20} {shape:<22} {peer:<14} {us:10.2f} us {nbytes / us / 1e3:9.1f} GB/s {ktxt}", flush=True)
 
 
@@ -221,6 +240,19 @@ if same:
             line += f" | kern {o['kernel_us']:8.2f} vs {kr['kernel_us']:8.2f} ({kr['peer']}) ratio {kratio:5.2f}"
         print(line)
     print(f"shapes where a peer is faster in the same harness: {e_slower} by events, {k_slower} by kernel time")
+    # T <= 1024 in a CUDA graph (no host, no flush): ours vs the fastest peer that could be captured
+    g_slower = g_n = 0
+    print("\nsame harness, in a CUDA graph (T <= 1024; ratio = peer / ours)")
+    for k, o in same.items():
+        cand = [r for r in peer_rows if (r["op"], r["shape"]) == k and r.get("graph_us")]
+        if not o.get("graph_us") or not cand:
+            continue
+        g = min(cand, key=lambda r: r["graph_us"])
+        ratio = g["graph_us"] / o["graph_us"]
+        g_slower += ratio < 1
+        g_n += 1
+        print(f"  {k[0]:<20} {k[1]:<22} ours {o['graph_us']:9.2f} us  {g['peer']:<11} {g['graph_us']:9.2f} us  ratio {ratio:5.2f}")
+    print(f"shapes where a peer is faster in a graph: {g_slower} of {g_n}")
 
 if args.ours:
     ours = {}

@@ -121,9 +121,19 @@ sl_status_t sl_stream_create(sl_device_t *dev, sl_stream_t **out) {
   return SL_OK;
 }
 
+sl_status_t sl_stream_wrap(sl_device_t *dev, void *native, sl_stream_t **out) {
+  if (native && !is_cuda(dev)) return SL_ERR(SL_ERR_INVALID, "stream wrap: a native stream on the CPU backend");
+  sl_stream_t *s = calloc(1, sizeof *s);
+  if (!s) return SL_ERR(SL_ERR_NOMEM, "stream");
+  s->native = native;
+  s->borrowed = true;
+  *out = s;
+  return SL_OK;
+}
+
 void sl_stream_destroy(sl_device_t *dev, sl_stream_t *stream) {
   if (!stream) return;
-  if (is_cuda(dev)) sl_cuda_stream_destroy(stream->native);
+  if (is_cuda(dev) && !stream->borrowed) sl_cuda_stream_destroy(stream->native);
   free(stream);
 }
 

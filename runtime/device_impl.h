@@ -35,7 +35,8 @@ struct sl_device {
 };
 
 struct sl_stream {
-  void *native; /* cudaStream_t */
+  void *native;  /* cudaStream_t */
+  bool borrowed; /* sl_stream_wrap: `native` is not ours to destroy */
 };
 struct sl_event {
   void *native;   /* cudaEvent_t */

@@ -64,6 +64,11 @@ sl_status_t sl_memcpy(sl_device_t *dev, void *dst, const void *src, size_t bytes
 sl_status_t sl_memset(sl_device_t *dev, void *dst, int byte, size_t bytes, sl_stream_t *stream);
 
 sl_status_t sl_stream_create(sl_device_t *dev, sl_stream_t **out);
+/* A stream object over a stream someone else owns (a framework's cudaStream_t, e.g. PyTorch's
+ * current stream, which may be capturing a CUDA graph): work goes on `native`, and
+ * sl_stream_destroy frees only the wrapper, never `native`. NULL wraps CUDA's legacy default
+ * stream; on the CPU backend `native` must be NULL. */
+sl_status_t sl_stream_wrap(sl_device_t *dev, void *native, sl_stream_t **out);
 void sl_stream_destroy(sl_device_t *dev, sl_stream_t *stream);
 sl_status_t sl_stream_sync(sl_device_t *dev, sl_stream_t *stream);
 /* The backend's handle (cudaStream_t; NULL on CPU), for cuBLAS/NCCL calls. */

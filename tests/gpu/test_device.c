@@ -101,6 +101,26 @@ static void test_mapped_host_output_and_graph(void **state) {
     assert_true(fabsf(((float *)hy)[i] - want) <= 1e-6f * fabsf(want) + 1e-7f);
   }
   sl_graph_destroy(dev, g);
+  /* The launch on a wrapper of st's native stream (sl_stream_wrap): it runs on that stream (a
+   * sync of st sees it done), and destroying the wrapper leaves st alive. */
+  memset(hy, 0xff, (size_t)n * 4);
+  sl_stream_t *w;
+  SL_ASSERT_OK(sl_stream_wrap(dev, sl_stream_native(st), &w));
+  assert_ptr_equal(sl_stream_native(w), sl_stream_native(st));
+  sl_launch_t lw = l;
+  lw.stream = w;
+  SL_ASSERT_OK(sl_kernel_launch(k, &lw, args));
+  SL_ASSERT_OK(sl_stream_sync(dev, st));
+  for (int i = 0; i < n; i++) {
+    float want = scale * sl_bf16_to_f32(hx[i]) + 2.0f;
+    assert_true(fabsf(((float *)hy)[i] - want) <= 1e-6f * fabsf(want) + 1e-7f);
+  }
+  sl_stream_destroy(dev, w);
+  memset(hy, 0xff, (size_t)n * 4);
+  SL_ASSERT_OK(sl_kernel_launch(k, &l, args));
+  SL_ASSERT_OK(sl_stream_sync(dev, st));
+  SL_ASSERT_OK(sl_device_check(dev, "launch after the wrapper's destroy"));
+  assert_false(isnan(((float *)hy)[n - 1]));
   sl_stream_destroy(dev, st);
   sl_host_free_mapped(dev, hy);
   sl_device_free(dev, dx);

@@ -26,6 +26,7 @@ typedef struct {
   int (*silu)(void *, const void *, int, int);
   int (*quant)(void *, float *, const void *, int, int);
   int (*sync)(void);
+  int (*set_stream)(void *);
   void (*close)(void);
 } ffi_t;
 
@@ -48,6 +49,7 @@ static ffi_t load(void) {
   f.silu = (int (*)(void *, const void *, int, int))sym(f.h, "sl_peer_ffi_silu_mul_bf16");
   f.quant = (int (*)(void *, float *, const void *, int, int))sym(f.h, "sl_peer_ffi_quant_fp8_g128_bf16");
   f.sync = (int (*)(void))sym(f.h, "sl_peer_ffi_sync");
+  f.set_stream = (int (*)(void *))sym(f.h, "sl_peer_ffi_set_stream");
   f.close = (void (*)(void))sym(f.h, "sl_peer_ffi_close");
   return f;
 }
@@ -73,6 +75,10 @@ static void test_ops_on_the_cpu_backend(void **state) {
   assert_non_null(strstr(f.error(), "sl_peer_ffi_open"));
   assert_int_equal(f.open(), 0);
   assert_int_equal(f.is_gpu(), 0);
+  /* the default stream is the only one the CPU backend has: a native handle is refused */
+  assert_int_equal(f.set_stream(NULL), 0);
+  assert_int_equal(f.set_stream((void *)&f), SL_ERR_INVALID);
+  assert_non_null(strstr(f.error(), "stream"));
   uint64_t rng = sl_test_seed();
   const int rows = 7, hidden = 256, inter = 384;
   /* RMSNorm */

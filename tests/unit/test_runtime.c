@@ -107,6 +107,17 @@ static void test_cpu_device_roundtrip(void **state) {
   sl_event_destroy(dev, e0);
   sl_event_destroy(dev, e1);
   sl_stream_destroy(dev, st);
+  /* a wrapper of the default stream works; a native handle on the CPU backend is refused */
+  sl_stream_t *wr = NULL;
+  SL_ASSERT_OK(sl_stream_wrap(dev, NULL, &wr));
+  assert_null(sl_stream_native(wr));
+  SL_ASSERT_OK(sl_memset(dev, a, 0x11, 1000, wr));
+  SL_ASSERT_OK(sl_stream_sync(dev, wr));
+  assert_int_equal(((unsigned char *)a)[999], 0x11);
+  sl_stream_destroy(dev, wr);
+  wr = NULL;
+  assert_int_equal(sl_stream_wrap(dev, (void *)&wr, &wr), SL_ERR_INVALID);
+  assert_null(wr);
   sl_device_free(dev, a);
   sl_device_free(dev, b);
   sl_device_close(dev);
