@@ -215,10 +215,19 @@ __device__ __forceinline__ void norm_row(void *__restrict__ y, void *__restrict_
     if (active && in_row(c, t)) {
       float v[VEC], w[VEC], out[VEC];
       sl_raw_to_f32<SL_CUR_DT, VEC>(SL_CUR[c], v);
-      if constexpr (PRELOAD_W)
-        sl_raw_to_f32<DTYPE_W, VEC>(wpre[c], w);
-      else
+      if constexpr (PRELOAD_W) {
+        // Unpacked here, per row: the empty asm makes the packed words opaque, so the compiler
+        // cannot hoist their unpacking and the bias add out of the row loop -- hoisted, they sat
+        // between the weight's loads and x's, and every block waited for the weight before it
+        // asked for x: two memory round trips in a row (SASS, sm_90) instead of one.
+        raw_w wc = wpre[c];
+#pragma unroll
+        for (int i = 0; i < raw_w::words; i++)
+          asm volatile("" : "+r"(wc.w[i]));
+        sl_raw_to_f32<DTYPE_W, VEC>(wc, w);
+      } else {
         sl_load_vec<DTYPE_W, VEC>((const char *)weight + (long)e * sl_elem<DTYPE_W>::bytes, w);
+      }
 #pragma unroll
       for (int i = 0; i < VEC; i++)
         out[i] = (v[i] * inv) * (WEIGHT_BIAS + w[i]);
