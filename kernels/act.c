@@ -107,8 +107,14 @@ static int act_seg(int arch, int warps, int inter, sl_dtype_t in, sl_dtype_t out
   return seg > chunks ? chunks : seg;
 }
 
+/* Warps per block (kernels/kq_launch.h): by rows, and for a 16-bit output by its warp items too. */
+static int act_warps(const sl_act_args_t *a, int arch, int sm_count) {
+  if (a->out_dtype == SL_DTYPE_FP8_E4M3) return sl_kq_warps(arch, sm_count, a->num_tokens);
+  return sl_kq_warps_act16(arch, sm_count, a->num_tokens, (long)a->num_tokens * act_chunks(a->inter, a->in_dtype));
+}
+
 sl_status_t sl_act_spec(const sl_act_args_t *a, int arch, int sm_count, sl_jit_spec_t *spec) {
-  int warps = sl_kq_warps(arch, sm_count, a->num_tokens);
+  int warps = act_warps(a, arch, sm_count);
   return spec_at(a->kind, a->inter, a->in_dtype, a->out_dtype, a->scale_ue8m0 ? SL_QRULE_CEIL : SL_QRULE_IEEE, warps,
                  sl_kq_unroll_act(arch, a->out_dtype != SL_DTYPE_FP8_E4M3),
                  act_seg(arch, warps, a->inter, a->in_dtype, a->out_dtype), spec);
@@ -140,7 +146,7 @@ sl_status_t sl_act(sl_device_t *dev, const sl_act_args_t *a, sl_stream_t *stream
   SL_CHECK(sl_act_spec(a, info->arch, info->sm_count, &spec));
   sl_kernel_t *k;
   SL_CHECK(sl_jit_get_kernel(dev, &spec, &k));
-  int warps = sl_kq_warps(info->arch, info->sm_count, a->num_tokens),
+  int warps = act_warps(a, info->arch, info->sm_count),
       unroll = sl_kq_unroll_act(info->arch, a->out_dtype != SL_DTYPE_FP8_E4M3);
   const void *in = a->in;
   void *out = a->out;

@@ -41,6 +41,8 @@ typedef struct {
   int swz_stage_fmts; /* formats (bit 1 << SL_QFMT_*) whose swizzled scales are staged by default
                        * (sl_kq_swz_stage): FP4 formats only on rows of <= SL_KQ_FP4Q_WIDE_CHUNKS
                        * chunks (the wide rows' unroll-4 walk measured slower staged) */
+  int act16_wide_items; /* the 16-bit-output activation takes prefill_warps below sm_count rows from
+                         * this many warp items per SM on (sl_kq_warps_act16); 0: never */
 } sl_kq_arch_cfg_t;
 
 #define SL_KQ_FP4Q_WIDE_CHUNKS 16
@@ -75,11 +77,17 @@ typedef struct {
  * 45.0 / 43.4 and 162.2 / 154.7: slower, so not past SL_KQ_FP4Q_WIDE_CHUNKS. MXFP4: 0.1-0.4 us
  * slower at h <= 4096 and 2.7 / 10.8 at h=7168: off. Blackwell: not measured (its table has the
  * item layout, where staging does not apply). */
+/* Hopper act16_wide_items 4: MEASURED on the H200 (session 11, call 6: bench/probes/peer_sweep.py
+ * --graph, SiLU-and-mul bf16 at T=128 in a CUDA graph, us): I=2048 (1024 warp items, 7.8 per SM)
+ * 1 warp per block 1.75, 4 warps 1.49, 8 warps 1.52; I=4096 (2048 items) 2.41 vs 8 warps 1.69;
+ * I=7168 (3584) 3.35 vs 2.06 -- 2048-3584 one-warp blocks are slower to hand out than the work
+ * they carry. At T=16 (128-448 items, <= 3.4 per SM) one warp per block measured level with or
+ * ahead of the Triton row kernel (call 4), so the switch sits between: 4 items per SM. */
 #define SL_KQ_STAGE_FMT(f) (1 << (f))
 static const sl_kq_arch_cfg_t sl_kq_arch_table[] = {
-    {SL_ARCH_HOPPER, 1, 8, 2, 4, 0, 1, 4, SL_KQ_STAGE_FMT(SL_QFMT_MXFP8) | SL_KQ_STAGE_FMT(SL_QFMT_NVFP4)},
-    {SL_ARCH_BLACKWELL, 1, 8, 2, 0, 0, 2, 0, 0},
-    {0, 1, 8, 2, 0, 0, 2, 0, 0},
+    {SL_ARCH_HOPPER, 1, 8, 2, 4, 0, 1, 4, SL_KQ_STAGE_FMT(SL_QFMT_MXFP8) | SL_KQ_STAGE_FMT(SL_QFMT_NVFP4), 4},
+    {SL_ARCH_BLACKWELL, 1, 8, 2, 0, 0, 2, 0, 0, 0},
+    {0, 1, 8, 2, 0, 0, 2, 0, 0, 0},
 };
 
 static inline const sl_kq_arch_cfg_t *sl_kq_arch_cfg(int arch) {
@@ -155,6 +163,11 @@ static inline int sl_kq_table_warps(int arch, int sm_count, long rows) {
   const sl_kq_arch_cfg_t *c = sl_kq_arch_cfg(arch);
   return rows < sm_count ? c->decode_warps : c->prefill_warps;
 }
+
+/* The same for the activation with a 16-bit output (act16) over `items` warp items: below
+ * sm_count rows it takes the prefill warps once items >= the table's act16_wide_items per SM
+ * (many rows of many chunks: T=128 at I >= 2048), unless the override is set. */
+int sl_kq_warps_act16(int arch, int sm_count, long rows, long items);
 
 /* The resident waves past which sl_kq_launch gives every group of items its own block:
  * SL_KQ_FULL_GRID_WAVES, unless a benchmark sweep has set an override (0: the default). */

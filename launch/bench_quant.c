@@ -319,19 +319,23 @@ static sl_status_t bench_one_at(sl_bench_t *b, op_t op, int T, int H, knobs_t kn
     else
       snprintf(shape, sizeof shape, "T=%d %s=%d", T, op <= OP_ACT_FP8 ? "I" : "H", H);
     const sl_device_info_t *info = sl_device_info(dev);
+    /* the warps the launch took (the 16-bit activation also counts its warp items: bf16 in,
+     * 256 elements per item) */
+    const int wl = op == OP_ACT_BF16 ? sl_kq_warps_act16(info->arch, info->sm_count, T, (long)T * ((H + 255) / 256))
+                                     : sl_kq_warps(info->arch, info->sm_count, T);
     const char *staged = stage ? "staged" : "unstaged";
     if (gpu && stage != SL_KQ_SWZ_STAGE_TABLE && seg != SL_KQ_SEG_TABLE)
-      snprintf(path, sizeof path, "w%ds%d %s", sl_kq_warps(info->arch, info->sm_count, T), seg, staged);
+      snprintf(path, sizeof path, "w%ds%d %s", wl, seg, staged);
     else if (gpu && stage != SL_KQ_SWZ_STAGE_TABLE)
-      snprintf(path, sizeof path, "w%d %s", sl_kq_warps(info->arch, info->sm_count, T), staged);
+      snprintf(path, sizeof path, "w%d %s", wl, staged);
     else if (gpu && unroll && seg != SL_KQ_SEG_TABLE)
-      snprintf(path, sizeof path, "w%du%ds%d", sl_kq_warps(info->arch, info->sm_count, T), unroll, seg);
+      snprintf(path, sizeof path, "w%du%ds%d", wl, unroll, seg);
     else if (gpu && seg != SL_KQ_SEG_TABLE)
-      snprintf(path, sizeof path, "w%ds%d", sl_kq_warps(info->arch, info->sm_count, T), seg);
+      snprintf(path, sizeof path, "w%ds%d", wl, seg);
     else if (gpu && unroll)
-      snprintf(path, sizeof path, "w%du%d", sl_kq_warps(info->arch, info->sm_count, T), unroll);
+      snprintf(path, sizeof path, "w%du%d", wl, unroll);
     else if (gpu)
-      snprintf(path, sizeof path, "w%d", sl_kq_warps(info->arch, info->sm_count, T));
+      snprintf(path, sizeof path, "w%d", wl);
     else
       snprintf(path, sizeof path, "cpu");
     if (gpu && kn.waves) strncat(path, " res", sizeof path - strlen(path) - 1);

@@ -7,7 +7,7 @@ taken round-robin over the candidates so drift hits them alike (--rounds; the sp
 rounds is printed next to each median).
   python3 bench/probes/peer_sweep.py --lib build-gpu/libsluice_peer_ffi.so [--tokens 1,16,128,1024,8192]
                                      [--hidden 2048] [--ops rms,silu] [--budget-s 240] [--rounds 3] [--top 8]
-                                     [--warm]"""
+                                     [--warm | --graph]"""
 import argparse
 import os
 import statistics
@@ -31,6 +31,8 @@ ap.add_argument("--rounds", type=int, default=3, help="do_bench medians per cand
 ap.add_argument("--top", type=int, default=8, help="candidates printed per shape")
 ap.add_argument("--warm", action="store_true", help="no L2 flush: a GPU spin (torch.cuda._sleep) before "
                 "each repetition instead, so the host runs ahead while caches keep code, weights and inputs")
+ap.add_argument("--graph", action="store_true", help="time each candidate in a CUDA graph (do_bench_cudagraph: "
+                "calls captured back to back and replayed, no host, no flush): the kernels alone, to ~0.02 us")
 args = ap.parse_args()
 EPS = 1e-6
 SMS = torch.cuda.get_device_properties(0).multi_processor_count
@@ -72,6 +74,12 @@ def timed(fn, reps=200):
     """Median us of fn: do_bench (a 256 MB fill before each repetition), or with --warm CUDA events
     around each call after a ~50 us GPU spin, which keeps the GPU behind the host without
     touching the caches."""
+    if args.graph:
+        from triton.testing import do_bench_cudagraph
+        try:
+            return do_bench_cudagraph(fn, rep=20, return_mode="median") * 1e3
+        except TypeError:  # an older Triton: the mean
+            return do_bench_cudagraph(fn, rep=20) * 1e3
     if not args.warm:
         return do_bench(fn, warmup=3, rep=20, return_mode="median") * 1e3
     fn()

@@ -113,6 +113,11 @@ static void test_act_all(void **state) {
   run_case(&rng, SL_ACT_SILU_MUL, SL_DTYPE_BF16, SL_DTYPE_F32, false, 300, 2048);
   run_case(&rng, SL_ACT_SILU_MUL, SL_DTYPE_F32, SL_DTYPE_BF16, false, 300, 2048);
   run_case(&rng, SL_ACT_GELU_TANH_MUL, SL_DTYPE_BF16, SL_DTYPE_BF16, false, 1, 7168);
+  /* fewer rows than SMs but >= 4 warp items per SM: the 16-bit outputs take the prefill warps
+   * (kernels/kq_launch.h act16_wide_items), 2944 = 11.5 chunks (ragged); FP8 out keeps one warp */
+  run_case(&rng, SL_ACT_SILU_MUL, SL_DTYPE_BF16, SL_DTYPE_BF16, false, sms - 5, 2944);
+  run_case(&rng, SL_ACT_GELU_TANH_MUL, SL_DTYPE_F16, SL_DTYPE_F32, false, sms - 5, 2944);
+  run_case(&rng, SL_ACT_SILU_MUL, SL_DTYPE_BF16, SL_DTYPE_FP8_E4M3, false, sms - 5, 2944);
 }
 
 /* The segment layout (kernels/kq_launch.h), forced by the override: 640 columns = 2.5 bf16

@@ -315,7 +315,22 @@ static void test_unroll_and_override_choices(void **state) {
     x.num_tokens = 1;
     SL_ASSERT_OK(sl_act_spec(&x, archs[a], SMS, &spec));
     assert_define(&spec, hopper[a] ? "UNROLL=1" : "UNROLL=2");
-    x.out_dtype = SL_DTYPE_FP8_E4M3;
+    /* below SMS rows: one warp per block, except (act16_wide_items, Hopper) a 16-bit output over
+     * >= 4 warp items per SM: T=128 at I=2048 is 1024 items (8 warps), T=16 is 128 (1 warp) */
+    assert_define(&spec, "WARPS=1");
+    x.inter = 2048;
+    x.num_tokens = 128;
+    SL_ASSERT_OK(sl_act_spec(&x, archs[a], SMS, &spec));
+    assert_define(&spec, hopper[a] ? "WARPS=8" : "WARPS=1");
+    x.num_tokens = 16;
+    SL_ASSERT_OK(sl_act_spec(&x, archs[a], SMS, &spec));
+    assert_define(&spec, "WARPS=1");
+    x.num_tokens = 128;
+    x.out_dtype = SL_DTYPE_FP8_E4M3; /* the FP8 output keeps the rows rule */
+    SL_ASSERT_OK(sl_act_spec(&x, archs[a], SMS, &spec));
+    assert_define(&spec, "WARPS=1");
+    x.num_tokens = 1;
+    x.inter = 768;
     SL_ASSERT_OK(sl_act_spec(&x, archs[a], SMS, &spec));
     assert_define(&spec, "UNROLL=2");
     sl_quant_args_t q = {.format = SL_QUANT_NVFP4,
