@@ -64,8 +64,10 @@ static const rms_entry_t hopper_table[] = {
     /* Decode and T=8192 re-measured in session 11 (bench/results/2026-11-30-s11-h200-call5/, `--tune
      * --only rmsnorm --tokens 1,16,128,1024,8192`) once the weight's unpacking stayed in the row
      * loop (kernels/rmsnorm.cu): a weight in registers is now loaded with x, not one round trip
-     * before it, and wins at every decode shape (graph us, was / now). T=1024 and T=32768 keep the
-     * session 2 picks (T=1024 by events is the host's launch gap, not the kernel). */
+     * before it, and wins at every decode shape (graph us, was / now). The plain norm's T=1024
+     * entries from bench/probes/peer_sweep.py --graph (call 8: every launch choice in a CUDA
+     * graph; by events T=1024 is the host's launch gap, not the kernel); fused T=1024 and T=32768
+     * keep the session 2 picks. */
     {2048, 0, 0, 16, 1, RESIDENT, 1}, /* decode 1.56 -> 1.39 us */
     {2048, 1, 0, 16, 1, RESIDENT, 1}, /* decode 1.57 -> 1.46 us */
     {4096, 0, 0, 8, 1, RESIDENT, 1},  /* decode 1.67 -> 1.54 us */
@@ -74,19 +76,19 @@ static const rms_entry_t hopper_table[] = {
     {7168, 1, 0, 16, 1, RESIDENT, 1}, /* decode 2.05 -> 2.04 us */
     {2048, 0, 32768, 16, 1, FULL, 0}, /* T=32768: 68.67 us */
     {2048, 0, 8192, 16, 1, FULL, 1},  /* T=8192: 20.06 us (kern 17.15) */
-    {2048, 0, 1, 32, 8, FULL, 0},     /* T=1024: 6.40 us */
+    {2048, 0, 1, 16, 1, FULL, 1},     /* T=1024: graph 3.24 -> 2.67 us (Triton 2.73) */
     {2048, 1, 32768, 8, 1, FULL, 0},  /* T=32768: 131.58 us */
     {2048, 1, 8192, 16, 1, FULL, 1},  /* T=8192: 36.35 -> 36.00 us */
     {2048, 1, 1, 16, 4, RESIDENT, 0}, /* T=1024: 8.13 us */
     {4096, 0, 32768, 32, 1, FULL, 1}, /* T=32768: 131.04 us */
     {4096, 0, 8192, 16, 1, FULL, 1},  /* T=8192: 36.42 -> 35.58 us */
-    {4096, 0, 1, 32, 2, FULL, 0},     /* T=1024: 8.77 us */
+    {4096, 0, 1, 16, 1, RESIDENT, 1}, /* T=1024: graph 4.72 -> 3.87 us (Triton 4.31) */
     {4096, 1, 32768, 16, 4, FULL, 0}, /* T=32768: 260.90 us */
     {4096, 1, 8192, 32, 1, FULL, 1},  /* T=8192: 70.21 -> 68.93 us */
     {4096, 1, 1, 32, 2, RESIDENT, 0}, /* T=1024: 12.54 us */
     {7168, 0, 32768, 32, 1, FULL, 0}, /* T=32768: 231.78 us */
     {7168, 0, 8192, 32, 1, FULL, 1},  /* T=8192: 61.28 -> 60.35 us */
-    {7168, 0, 1, 32, 2, RESIDENT, 0}, /* T=1024: 11.68 us */
+    {7168, 0, 1, 32, 1, FULL, 1},     /* T=1024: graph 6.65 -> 6.04 us (Triton 6.14) */
     {7168, 1, 32768, 16, 1, FULL, 1}, /* T=32768: 456.74 us */
     {7168, 1, 8192, 32, 1, FULL, 1},  /* T=8192: 117.50 -> 117.18 us */
     {7168, 1, 1, 16, 2, RESIDENT, 0}, /* T=1024: 19.04 us */
