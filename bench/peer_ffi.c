@@ -58,10 +58,12 @@ SL_PEER_FFI_EXPORT const char *sl_peer_ffi_error(void) {
 
 /* y = rmsnorm(x) * w, [rows, hidden] bf16, weight [hidden] bf16, fp32 accumulation (sl_rmsnorm),
  * with the launch knobs of sl_rmsnorm_args_t given (0 = the table's for each): elements per
- * thread, warps per block, weight placement (SL_RMSNORM_WEIGHT_*) and grid policy
- * (SL_RMSNORM_GRID_*); bench/probes/peer_sweep.py times each choice in the peers' harness. */
+ * thread, warps per block, weight placement (SL_RMSNORM_WEIGHT_*), grid policy
+ * (SL_RMSNORM_GRID_*) and row factor (SL_RMSNORM_RSQ_*); bench/probes/peer_sweep.py times each
+ * choice in the peers' harness. */
 SL_PEER_FFI_EXPORT int sl_peer_ffi_rmsnorm_bf16_cfg(void *y, const void *x, const void *w, int rows, int hidden,
-                                                    float eps, int elts, int warps, int weight_regs, int grid_policy) {
+                                                    float eps, int elts, int warps, int weight_regs, int grid_policy,
+                                                    int fast_rsqrt) {
   if (!g_dev) return no_device();
   const sl_rmsnorm_args_t a = {.x = x,
                                .y = y,
@@ -76,14 +78,15 @@ SL_PEER_FFI_EXPORT int sl_peer_ffi_rmsnorm_bf16_cfg(void *y, const void *x, cons
                                .elts = elts,
                                .warps = warps,
                                .weight_regs = weight_regs,
-                               .grid_policy = grid_policy};
+                               .grid_policy = grid_policy,
+                               .fast_rsqrt = fast_rsqrt};
   return sl_rmsnorm(g_dev, &a, g_stream);
 }
 
 /* The same with the table's launch choice (what the peers are compared with). */
 SL_PEER_FFI_EXPORT int sl_peer_ffi_rmsnorm_bf16(void *y, const void *x, const void *w, int rows, int hidden,
                                                 float eps) {
-  return sl_peer_ffi_rmsnorm_bf16_cfg(y, x, w, rows, hidden, eps, 0, 0, 0, 0);
+  return sl_peer_ffi_rmsnorm_bf16_cfg(y, x, w, rows, hidden, eps, 0, 0, 0, 0, 0);
 }
 
 /* The act/quant launch overrides (kernels/kq_launch.h) for the calls that follow: warps per

@@ -14,7 +14,7 @@ class SluicePeerFFI:
         lib.sl_peer_ffi_error.restype = c.c_char_p
         lib.sl_peer_ffi_rmsnorm_bf16.argtypes = [c.c_void_p, c.c_void_p, c.c_void_p, c.c_int, c.c_int, c.c_float]
         lib.sl_peer_ffi_rmsnorm_bf16_cfg.argtypes = [c.c_void_p, c.c_void_p, c.c_void_p, c.c_int, c.c_int, c.c_float,
-                                                     c.c_int, c.c_int, c.c_int, c.c_int]
+                                                     c.c_int, c.c_int, c.c_int, c.c_int, c.c_int]
         lib.sl_peer_ffi_kq_overrides.argtypes = [c.c_int, c.c_int, c.c_int, c.c_int]
         lib.sl_peer_ffi_kq_overrides.restype = None
         lib.sl_peer_ffi_silu_mul_bf16.argtypes = [c.c_void_p, c.c_void_p, c.c_int, c.c_int]
@@ -33,7 +33,7 @@ class SluicePeerFFI:
         self.check(self.lib.sl_peer_ffi_set_stream(torch.cuda.current_stream().cuda_stream or None))
 
     def rms(self, x, w, cfg=None):
-        """cfg: (elts, warps, weight_regs, grid_policy) of sl_rmsnorm_args_t; None = the table's."""
+        """cfg: (elts, warps, weight_regs, grid_policy, fast_rsqrt) of sl_rmsnorm_args_t; None = the table's."""
         y = torch.empty_like(x)
         self.stream()
         if cfg is None:

@@ -67,12 +67,14 @@ static const rms_entry_t hopper_table[] = {
      * before it, and wins at every decode shape (graph us, was / now). The plain norm's T=1024
      * entries from bench/probes/peer_sweep.py --graph (call 8: every launch choice in a CUDA
      * graph; by events T=1024 is the host's launch gap, not the kernel); fused T=1024 and T=32768
-     * keep the session 2 picks. */
+     * keep the session 2 picks. Session 12 (bench/results/2026-11-30-s12-h200-call1/, rsqrt at
+     * decode): the plain norm's decode entries at h=4096 and 7168 from peer_sweep.py --graph at
+     * T=1/16/128 (16 elements per thread the best at every T there). */
     {2048, 0, 0, 16, 1, RESIDENT, 1}, /* decode 1.56 -> 1.39 us */
     {2048, 1, 0, 16, 1, RESIDENT, 1}, /* decode 1.57 -> 1.46 us */
-    {4096, 0, 0, 8, 1, RESIDENT, 1},  /* decode 1.67 -> 1.54 us */
+    {4096, 0, 0, 16, 1, RESIDENT, 1}, /* decode 1.67 -> 1.54 us; s12 graph sweep: e=16 1.52 vs e=8 1.56 */
     {4096, 1, 0, 16, 1, RESIDENT, 1}, /* decode 1.77 -> 1.68 us */
-    {7168, 0, 0, 32, 1, RESIDENT, 1}, /* decode 1.84 -> 1.81 us */
+    {7168, 0, 0, 16, 1, RESIDENT, 1}, /* decode 1.84 -> 1.81 us; s12 graph sweep: e=16 1.79 vs e=32 1.91 */
     {7168, 1, 0, 16, 1, RESIDENT, 1}, /* decode 2.05 -> 2.04 us */
     {2048, 0, 32768, 16, 1, FULL, 0}, /* T=32768: 68.67 us */
     {2048, 0, 8192, 16, 1, FULL, 1},  /* T=8192: 20.06 us (kern 17.15) */
@@ -174,6 +176,8 @@ static sl_status_t validate_shape(const sl_rmsnorm_args_t *a) {
                   (double)a->weight_bias);
   if (a->weight_regs < SL_RMSNORM_WEIGHT_AUTO || a->weight_regs > SL_RMSNORM_WEIGHT_RELOAD)
     return SL_ERR(SL_ERR_INVALID, "rmsnorm: weight_regs %d is not AUTO (0), REGS (1) or RELOAD (2)", a->weight_regs);
+  if (a->fast_rsqrt < SL_RMSNORM_RSQ_AUTO || a->fast_rsqrt > SL_RMSNORM_RSQ_ON)
+    return SL_ERR(SL_ERR_INVALID, "rmsnorm: fast_rsqrt %d is not AUTO (0), OFF (1) or ON (2)", a->fast_rsqrt);
   if (a->elts != 0 && a->elts != 8 && a->elts != 16 && a->elts != 32)
     return SL_ERR(SL_ERR_INVALID, "rmsnorm: elts %d must be 0 (the table's), 8, 16 or 32 elements per thread",
                   a->elts);
@@ -225,6 +229,12 @@ sl_status_t sl_rmsnorm_choose(const sl_rmsnorm_args_t *a, int arch, int sm_count
   pt->weight_bias = a->weight_bias;
   pt->elts = elts;
   pt->wreg = a->weight_regs == SL_RMSNORM_WEIGHT_REGS || (a->weight_regs == SL_RMSNORM_WEIGHT_AUTO && e.wreg);
+  /* rsqrtf at decode, where a row's latency is the kernel's (kernels/rmsnorm.cu "The row's
+   * factor"); prefill keeps the IEEE factor its table entries were measured with. */
+  pt->rsq = a->fast_rsqrt == SL_RMSNORM_RSQ_ON || (a->fast_rsqrt == SL_RMSNORM_RSQ_AUTO && decode);
+  /* Decode with one row per block launches a block per row (rows < SMs <= resident blocks): the
+   * kernel's straight-line path (kernels/rmsnorm.cu "One row, one block"). */
+  pt->one_row = decode && warps == rw;
   pt->warps = warps;
   pt->full_grid = full;
   return SL_OK;
@@ -243,6 +253,8 @@ sl_status_t sl_rmsnorm_spec(sl_jit_spec_t *spec, const sl_rmsnorm_point_t *pt) {
   SL_CHECK(sl_jit_spec_define(spec, "RESIDUAL", "%d", pt->residual ? 1 : 0));
   SL_CHECK(sl_jit_spec_define(spec, "ELTS", "%d", pt->elts));
   SL_CHECK(sl_jit_spec_define(spec, "WREG", "%d", pt->wreg ? 1 : 0));
+  SL_CHECK(sl_jit_spec_define(spec, "RSQ", "%d", pt->rsq ? 1 : 0));
+  SL_CHECK(sl_jit_spec_define(spec, "ONEROW", "%d", pt->one_row ? 1 : 0));
   return SL_OK;
 }
 
@@ -297,6 +309,9 @@ sl_status_t sl_rmsnorm(sl_device_t *dev, const sl_rmsnorm_args_t *a, sl_stream_t
     SL_CHECK(sl_kernel_resident_blocks(k, threads, 0, &resident));
     if (grid > resident) grid = resident;
   }
+  if (pt.one_row && (rows_per_block != 1 || grid != a->rows))
+    return SL_ERR(SL_ERR_INTERNAL, "rmsnorm: the one-row kernel needs a block per row (%d rows, grid %ld, %d rows "
+                  "per block)", a->rows, grid, rows_per_block);
   sl_launch_t l = {.grid = {(unsigned)grid}, .block = {(unsigned)threads}, .stream = stream};
   const void *x = a->x, *w = a->weight;
   void *y = a->y, *res = a->residual;

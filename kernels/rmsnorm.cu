@@ -35,6 +35,12 @@
 #ifndef WREG
 #error "WREG (1: the weight slice kept in registers, loaded once per block; 0: re-read per row) must be defined by the JIT"
 #endif
+#ifndef RSQ
+#error "RSQ (0: the row's factor 1/sqrtf(mean + eps) as the CPU reference; 1: rsqrtf) must be defined by the JIT"
+#endif
+#ifndef ONEROW
+#error "ONEROW (1: one row per block and a block per row, no row loop; 0: grid-stride) must be defined by the JIT"
+#endif
 
 static_assert(HIDDEN % 8 == 0 && HIDDEN >= SL_RMSNORM_MIN_HIDDEN && HIDDEN <= SL_RMSNORM_MAX_HIDDEN,
               "HIDDEN must be a multiple of 8 in [64, 16384]");
@@ -121,7 +127,7 @@ __device__ __forceinline__ bool in_row(int c, int t) {
 // The packed x (and residual) of `row`, zeros where the row or the chunk does not exist.
 __device__ __forceinline__ void load_row(const void *__restrict__ x, const void *__restrict__ residual, long row,
                                          int rows, int t, raw_x (&xr)[CHUNKS], raw_r (&rr)[RCHUNKS]) {
-  const bool active = row < rows;
+  const bool active = ONEROW || row < rows; // ONEROW: the host launches a block per row
   const long off = row * HIDDEN + t * VEC;
 #pragma unroll
   for (int c = 0; c < CHUNKS; c++) {
@@ -146,6 +152,19 @@ __device__ __forceinline__ void load_row(const void *__restrict__ x, const void 
 #endif
 }
 
+// The thread's packed weight slice (WREG; zeros where the chunk does not exist), or nothing.
+__device__ __forceinline__ void load_weight(const void *__restrict__ weight, int t,
+                                            raw_w (&wpre)[PRELOAD_W ? CHUNKS : 1]) {
+#pragma unroll
+  for (int c = 0; c < (PRELOAD_W ? CHUNKS : 1); c++) {
+    if (PRELOAD_W && in_row(c, t))
+      sl_raw_load<DTYPE_W, VEC>((const char *)weight + (long)(c * ROW_THREADS + t) * VEC * sl_elem<DTYPE_W>::bytes,
+                                wpre[c]);
+    else
+      sl_raw_zero<DTYPE_W, VEC>(wpre[c]);
+  }
+}
+
 // Sum over the row's warps: a butterfly per warp, then one float per warp through `partial`
 // (alternate the two halves on consecutive calls: the barrier of call i+1 separates the reads
 // of call i from the writes of call i+2, so one barrier per row suffices).
@@ -160,9 +179,9 @@ __device__ __forceinline__ float row_sum(float v, float *partial, int slot) {
       sl_named_barrier(1 + slot, ROW_THREADS);
     else
       __syncthreads();
-    float s = 0.0f;
+    float s = partial[slot * ROW_WARPS]; // not 0 + ...: one dependent add less
 #pragma unroll
-    for (int i = 0; i < ROW_WARPS; i++)
+    for (int i = 1; i < ROW_WARPS; i++)
       s += partial[slot * ROW_WARPS + i];
     return s;
   }
@@ -173,7 +192,7 @@ __device__ __forceinline__ void norm_row(void *__restrict__ y, void *__restrict_
                                          const void *__restrict__ weight, const raw_w (&wpre)[PRELOAD_W ? CHUNKS : 1],
                                          long row, int rows, int t, int slot, float *partial, raw_x (&xr)[CHUNKS],
                                          raw_r (&rr)[RCHUNKS]) {
-  const bool active = row < rows;
+  const bool active = ONEROW || row < rows; // ONEROW: the host launches a block per row
   float ss = 0.0f;
 #if RESIDUAL
   // residual = x + residual, rounded to its dtype (packing rounds to nearest even); the norm is
@@ -198,17 +217,33 @@ __device__ __forceinline__ void norm_row(void *__restrict__ y, void *__restrict_
 #define SL_CUR_DT DTYPE_IN
 #define SL_CUR xr
 #endif
+  // Four interleaved partial sums: a thread's 8-32 squares are four short FFMA chains, not one
+  // long one (each FFMA waits for the last: 16 elements were 16 x 4 cycles before the shuffles).
+  float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
   for (int c = 0; c < CHUNKS; c++) {
     float v[VEC];
     sl_raw_to_f32<SL_CUR_DT, VEC>(SL_CUR[c], v);
 #pragma unroll
     for (int i = 0; i < VEC; i++)
-      ss += v[i] * v[i];
+      part[(c * VEC + i) & 3] += v[i] * v[i];
   }
+  ss = (part[0] + part[1]) + (part[2] + part[3]);
   ss = row_sum(ss, partial, slot);
-  // IEEE sqrt and division (not rsqrtf): once per row, and it matches the CPU reference.
+  // The row's factor. RSQ 0: IEEE sqrt and division of the mean, as the CPU reference; in SASS
+  // (sm_90) an RSQ, a Newton step, a range check and an RCP with its own check and step, each
+  // branching to a slow path: ~80 dependent cycles once per row, nothing next to a prefill
+  // row's memory time but a visible part of a decode row's (a Triton row kernel uses rsqrt).
+  // RSQ 1: rsqrt of mean * (1/HIDDEN): one MUFU.RSQ (<= 2 fp32 ulp) and one multiply for the
+  // mean (<= 1 ulp): the factor within ~3 fp32 ulp of the reference's, far below a 16-bit
+  // output's ulp (the tests' tolerance: 2 ulp of the output dtype, fp32 1e-5 relative).
+#if RSQ
+  // .ftz: the argument is >= EPS > 0, a normal number (rsqrtf would add a denormal check).
+  float inv;
+  asm("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(inv) : "f"(ss * (1.0f / (float)HIDDEN) + EPS));
+#else
   const float inv = 1.0f / sqrtf(ss / (float)HIDDEN + EPS);
+#endif
 #pragma unroll
   for (int c = 0; c < CHUNKS; c++) {
     const int e = (c * ROW_THREADS + t) * VEC;
@@ -253,16 +288,23 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
   constexpr bool ONE_ROW_CONST = ROWS_PER_BLOCK == 1 && (ROW_THREADS & (ROW_THREADS - 1)) != 0;
   const int slot = ONE_ROW_CONST ? 0 : threadIdx.x / ROW_THREADS;
   const int t = ONE_ROW_CONST ? (int)threadIdx.x : threadIdx.x - slot * ROW_THREADS;
-  int parity = 0;
   raw_w wpre[PRELOAD_W ? CHUNKS : 1];
-#pragma unroll
-  for (int c = 0; c < (PRELOAD_W ? CHUNKS : 1); c++) {
-    if (PRELOAD_W && in_row(c, t))
-      sl_raw_load<DTYPE_W, VEC>((const char *)weight + (long)(c * ROW_THREADS + t) * VEC * sl_elem<DTYPE_W>::bytes,
-                                wpre[c]);
-    else
-      sl_raw_zero<DTYPE_W, VEC>(wpre[c]);
+  // One row, one block (ONEROW; decode: the host launches exactly `rows` blocks of one row): the
+  // row is blockIdx.x, x's loads go out first -- their address is the longer computation --
+  // then the weight's, and nothing else. The strided path below computes 64-bit row bases in a
+  // loop and re-reads `rows` before its first x load (~20 instructions between the weight's
+  // loads and x's in the sm_90 SASS): at decode a row's latency is the kernel's.
+  if constexpr (ONEROW) {
+    static_assert(!ONEROW || ROWS_PER_BLOCK == 1, "ONEROW: one row per block");
+    raw_x xr[CHUNKS];
+    raw_r rr[RCHUNKS];
+    load_row(x, residual, blockIdx.x, rows, t, xr, rr);
+    load_weight(weight, t, wpre);
+    norm_row(y, residual, weight, wpre, blockIdx.x, rows, t, slot, partial[0], xr, rr);
+    return;
   }
+  int parity = 0;
+  load_weight(weight, t, wpre);
   // Grid-stride over groups of rows: the bound depends only on blockIdx, so every thread of a
   // block runs the same iterations and reaches the same barriers.
   const long stride = (long)gridDim.x * ROWS_PER_BLOCK;

@@ -46,6 +46,9 @@ typedef struct {
                         loaded once per block) or _RELOAD (re-read per row: more resident warps) */
   int grid_policy;   /* SL_RMSNORM_GRID_AUTO (0), _RESIDENT (a grid capped at the resident
                         blocks that strides over rows) or _FULL (one block per group of rows) */
+  int fast_rsqrt;    /* SL_RMSNORM_RSQ_AUTO (0: on at decode, rows < SMs), _OFF (1/sqrtf of the
+                        mean, as the CPU reference) or _ON (rsqrtf of mean * (1/hidden): <= 3 fp32
+                        ulp from the reference's factor, far below a 16-bit output's ulp) */
 } sl_rmsnorm_args_t;
 
 /* Grid policies. AUTO takes the table's (kernels/rmsnorm.c: per hidden size, variant and row
@@ -56,6 +59,8 @@ typedef struct {
 enum { SL_RMSNORM_GRID_AUTO = 0, SL_RMSNORM_GRID_RESIDENT = 1, SL_RMSNORM_GRID_FULL = 2 };
 /* Where the weight lives (JIT constant WREG; see kernels/rmsnorm.cu "Occupancy"). */
 enum { SL_RMSNORM_WEIGHT_AUTO = 0, SL_RMSNORM_WEIGHT_REGS = 1, SL_RMSNORM_WEIGHT_RELOAD = 2 };
+/* The row's factor (JIT constant RSQ; see kernels/rmsnorm.cu "The row's factor"). */
+enum { SL_RMSNORM_RSQ_AUTO = 0, SL_RMSNORM_RSQ_OFF = 1, SL_RMSNORM_RSQ_ON = 2 };
 
 /* The compile-time point of one kernel. */
 typedef struct {
@@ -65,6 +70,8 @@ typedef struct {
   bool residual;
   int elts;  /* elements per thread (JIT constant ELTS): 8, 16 or 32 */
   bool wreg; /* weight kept in registers (JIT constant WREG) */
+  bool rsq;  /* the factor by rsqrtf (JIT constant RSQ) */
+  bool one_row; /* one row per block, a block per row: no row loop (JIT constant ONEROW; decode) */
   int warps; /* a multiple of SL_RMSNORM_ROW_WARPS_E(hidden, elts), <= 32 */
   bool full_grid; /* launch shape, not a JIT constant: one block per group of rows */
 } sl_rmsnorm_point_t;

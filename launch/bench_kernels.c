@@ -263,10 +263,18 @@ static sl_status_t bench_rmsnorm_shape(sl_bench_t *b, int tokens, int hidden, bo
   SL_CHECK_GOTO(sl_rmsnorm_choose(&c.a, info->arch, info->sm_count, &pt), s, out);
   path_name(b, pt.warps, path, sizeof path);
   if (sl_device_backend(b->rt->dev) == SL_BACKEND_CUDA)
-    snprintf(path, sizeof path, "e=%d w=%d%s", pt.elts, pt.warps, pt.full_grid ? " full" : "");
+    snprintf(path, sizeof path, "e=%d w=%d%s%s", pt.elts, pt.warps, pt.full_grid ? " full" : "", pt.rsq ? " rsq" : "");
   double us, gus;
   SL_CHECK_GOTO(time_both(b, rms_run, &c, tokens, &us, &gus), s, out);
   sl_bench_row(b, op, shape, path, us, moved, gus, NULL);
+  if (tokens < info->sm_count && sl_device_backend(b->rt->dev) == SL_BACKEND_CUDA) {
+    /* Decode: the other row factor (kernels/rmsnorm.cu "The row's factor"), same launch. */
+    c.a.fast_rsqrt = pt.rsq ? SL_RMSNORM_RSQ_OFF : SL_RMSNORM_RSQ_ON;
+    SL_CHECK_GOTO(time_both(b, rms_run, &c, tokens, &us, &gus), s, out);
+    snprintf(path, sizeof path, "e=%d w=%d%s", pt.elts, pt.warps, pt.rsq ? " ieee" : " rsq");
+    sl_bench_row(b, op, shape, path, us, moved, gus, "other row factor (comparison)");
+    c.a.fast_rsqrt = SL_RMSNORM_RSQ_AUTO;
+  }
   if (tokens >= 1024) {
     /* The other grid policy at the same warps, so the AUTO rule stays checked by measurement. */
     c.a.grid_policy = pt.full_grid ? SL_RMSNORM_GRID_RESIDENT : SL_RMSNORM_GRID_FULL;
@@ -443,6 +451,8 @@ static sl_status_t tune_qknorm_shape(sl_bench_t *b, qk_ctx_t *c, sl_bench_fn fn,
     qk_cfg_args(&t->cfg[i], &c->a);
     double us;
     sl_status_t s = sl_bench_time(b, fn, c, false, &us);
+    /* and the kernel time (CUPTI; kern_us), the device time without the per-repetition event gap */
+    if (s == SL_OK) s = sl_bench_time_kernel(b, fn, c);
     if (s != SL_OK) {
       c->a = saved;
       return s;

@@ -40,9 +40,11 @@ ours = SluicePeerFFI(args.lib, EPS)
 start = time.time()
 
 # sl_rmsnorm_args_t knobs (kernels/rmsnorm.h): weight 1 = in registers, 2 = re-read per row;
-# grid 1 = resident (grid-stride), 2 = full (one block per rows_per_block rows).
+# grid 1 = resident (grid-stride), 2 = full (one block per rows_per_block rows);
 W_NAMES = {1: "wr", 2: "rl"}
 G_NAMES = {1: "res", 2: "full"}
+# row factor: 1 = 1/sqrtf (IEEE), 2 = rsqrt (decode's default since session 12).
+R_NAMES = {1: "ieee", 2: "rsq"}
 
 
 def rms_cands(T, H):
@@ -57,7 +59,9 @@ def rms_cands(T, H):
                 continue
             for wreg in (1, 2):
                 for grid in ((1,) if T < SMS else (1, 2)):
-                    out.append((f"e={elts} w={warps} {W_NAMES[wreg]} {G_NAMES[grid]}", (elts, warps, wreg, grid)))
+                    for rsq in ((1, 2) if T < SMS else (1,)):
+                        out.append((f"e={elts} w={warps} {W_NAMES[wreg]} {G_NAMES[grid]} {R_NAMES[rsq]}",
+                                    (elts, warps, wreg, grid, rsq)))
     return out
 
 

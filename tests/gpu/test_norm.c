@@ -126,6 +126,7 @@ typedef struct {
   int residual, warps;
   int elts, grid; /* 0: the table's; else elements per thread and SL_RMSNORM_GRID_* */
   int wreg;       /* SL_RMSNORM_WEIGHT_* */
+  int rsq;        /* SL_RMSNORM_RSQ_* */
 } rms_case_t;
 
 /* The launch arguments of a case (device pointers, or placeholders for compile-ahead). */
@@ -145,7 +146,8 @@ static sl_rmsnorm_args_t rms_args(const rms_case_t *c, void *x, void *y, void *r
                              .warps = c->warps,
                              .elts = c->elts,
                              .grid_policy = c->grid,
-                             .weight_regs = c->wreg};
+                             .weight_regs = c->wreg,
+                             .fast_rsqrt = c->rsq};
 }
 
 /* GPU vs CPU: y within 2 ulp (fp32: 1e-5 relative), the updated residual bit-exact (both
@@ -211,9 +213,9 @@ static void rms_check(const rms_case_t *c, sl_stream_t *graph_stream) {
   }
   if (bad)
     fail_msg("rmsnorm rows %d hidden %d in %s out %s w %s res %s bias %g residual %d warps %d elts %d grid %d "
-             "weight %d%s: %zu mismatches",
+             "weight %d rsq %d%s: %zu mismatches",
              c->rows, c->hidden, sl_dtype_name(c->in), sl_dtype_name(c->out), sl_dtype_name(c->w),
-             sl_dtype_name(c->res), (double)c->bias, c->residual, c->warps, c->elts, c->grid, c->wreg,
+             sl_dtype_name(c->res), (double)c->bias, c->residual, c->warps, c->elts, c->grid, c->wreg, c->rsq,
              graph_stream ? " (graph)" : "", bad);
   sl_device_free(dev, dx);
   sl_device_free(dev, dw);
@@ -310,6 +312,30 @@ static void test_rmsnorm_sizes_and_variants(void **state) {
   rms_case_t head = {
       .rows = 999, .hidden = 128, .in = SL_DTYPE_BF16, .out = SL_DTYPE_BF16, .w = SL_DTYPE_BF16, .res = SL_DTYPE_BF16};
   rms_check(&head, NULL);
+}
+
+/* The row factor both ways (kernels/rmsnorm.cu "The row's factor"): rsqrt where the rule picks
+ * the IEEE factor (prefill) and the IEEE factor where it picks rsqrt (decode), every output dtype
+ * (fp32 out: 1e-5 relative), both variants, a size whose 1/hidden is not a power of two. */
+static void test_rmsnorm_row_factor(void **state) {
+  static const int hiddens[] = {2048, 7168};
+  static const int rows[] = {3, 1000};
+  for (int h = 0; h < 2; h++)
+    for (int r = 0; r < 2; r++)
+      for (int o = 0; o < 3; o++)
+        for (int residual = 0; residual < 2; residual++)
+          for (int rsq = SL_RMSNORM_RSQ_OFF; rsq <= SL_RMSNORM_RSQ_ON; rsq++) {
+            rms_case_t c = {.rows = rows[r],
+                            .hidden = hiddens[h],
+                            .in = SL_DTYPE_BF16,
+                            .out = sl_test_float_dtypes[o],
+                            .w = SL_DTYPE_BF16,
+                            .res = SL_DTYPE_BF16,
+                            .bias = (float)(o & 1),
+                            .residual = residual,
+                            .rsq = rsq};
+            rms_check(&c, NULL);
+          }
 }
 
 static void test_rmsnorm_every_warps_candidate(void **state) {
@@ -854,6 +880,7 @@ int main(void) {
     bool ahead;
   } all[] = {SL_NORM_TEST(test_rmsnorm_every_dtype_pair, true),
              SL_NORM_TEST(test_rmsnorm_sizes_and_variants, true),
+             SL_NORM_TEST(test_rmsnorm_row_factor, true),
              SL_NORM_TEST(test_rmsnorm_every_warps_candidate, true),
              SL_NORM_TEST(test_rmsnorm_every_tune_point, true),
              SL_NORM_TEST(test_rmsnorm_table_points, true),

@@ -21,7 +21,7 @@ typedef struct {
   int (*is_gpu)(void);
   const char *(*error)(void);
   int (*rmsnorm)(void *, const void *, const void *, int, int, float);
-  int (*rmsnorm_cfg)(void *, const void *, const void *, int, int, float, int, int, int, int);
+  int (*rmsnorm_cfg)(void *, const void *, const void *, int, int, float, int, int, int, int, int);
   void (*kq_overrides)(int, int, int, int);
   int (*silu)(void *, const void *, int, int);
   int (*quant)(void *, float *, const void *, int, int);
@@ -43,7 +43,7 @@ static ffi_t load(void) {
   f.is_gpu = (int (*)(void))sym(f.h, "sl_peer_ffi_is_gpu");
   f.error = (const char *(*)(void))sym(f.h, "sl_peer_ffi_error");
   f.rmsnorm = (int (*)(void *, const void *, const void *, int, int, float))sym(f.h, "sl_peer_ffi_rmsnorm_bf16");
-  f.rmsnorm_cfg = (int (*)(void *, const void *, const void *, int, int, float, int, int, int, int))sym(
+  f.rmsnorm_cfg = (int (*)(void *, const void *, const void *, int, int, float, int, int, int, int, int))sym(
       f.h, "sl_peer_ffi_rmsnorm_bf16_cfg");
   f.kq_overrides = (void (*)(int, int, int, int))sym(f.h, "sl_peer_ffi_kq_overrides");
   f.silu = (int (*)(void *, const void *, int, int))sym(f.h, "sl_peer_ffi_silu_mul_bf16");
@@ -101,11 +101,15 @@ static void test_ops_on_the_cpu_backend(void **state) {
   uint16_t *y2 = malloc((size_t)rows * hidden * 2);
   assert_non_null(y2);
   memset(y2, 0xff, (size_t)rows * hidden * 2);
-  assert_int_equal(f.rmsnorm_cfg(y2, x, w, rows, hidden, 1e-6f, 16, 2, SL_RMSNORM_WEIGHT_REGS, SL_RMSNORM_GRID_FULL), 0);
+  assert_int_equal(f.rmsnorm_cfg(y2, x, w, rows, hidden, 1e-6f, 16, 2, SL_RMSNORM_WEIGHT_REGS, SL_RMSNORM_GRID_FULL,
+                                 SL_RMSNORM_RSQ_ON),
+                   0);
   assert_int_equal(f.sync(), 0);
   assert_memory_equal(y2, y, (size_t)rows * hidden * 2);
-  assert_int_equal(f.rmsnorm_cfg(y2, x, w, rows, hidden, 1e-6f, 16, 33, 0, 0), SL_ERR_INVALID);
+  assert_int_equal(f.rmsnorm_cfg(y2, x, w, rows, hidden, 1e-6f, 16, 33, 0, 0, 0), SL_ERR_INVALID);
   assert_non_null(strstr(f.error(), "warps 33"));
+  assert_int_equal(f.rmsnorm_cfg(y2, x, w, rows, hidden, 1e-6f, 0, 0, 0, 0, 3), SL_ERR_INVALID);
+  assert_non_null(strstr(f.error(), "fast_rsqrt 3"));
   free(y2);
   /* SiLU-and-mul: [rows, 2 inter] -> [rows, inter], under launch overrides (the CPU backend has
    * no launch; the symbol is there and the result unchanged), then the table's again */

@@ -169,6 +169,15 @@ static void test_rejects_bad_arguments(void **state) {
   free(buf);
 }
 
+/* The value of the point's RSQ constant in its JIT spec ("" if it has none). */
+static const char *rsq_define(const sl_rmsnorm_point_t *pt) {
+  static sl_jit_spec_t spec;
+  SL_ASSERT_OK(sl_rmsnorm_spec(&spec, pt));
+  for (int i = 0; i < spec.num_defines; i++)
+    if (strcmp(spec.defines[i].name, "RSQ") == 0) return spec.defines[i].value;
+  return "";
+}
+
 static void test_configuration_choice(void **state) {
   sl_rmsnorm_args_t a = {.rows = 4,
                          .hidden = 4096,
@@ -178,18 +187,25 @@ static void test_configuration_choice(void **state) {
                          .res_dtype = SL_DTYPE_BF16,
                          .eps = 1e-6f};
   sl_rmsnorm_point_t pt;
-  /* Decode: one row per block (the row's warps at the measured 8 elements per thread: 16), the
-   * weight in registers (session 11's tune: loaded with x, it wins at every decode shape). */
+  /* Decode: one row per block (the row's warps at the measured 16 elements per thread: 8), the
+   * weight in registers (session 11's tune: loaded with x, it wins at every decode shape), the
+   * one-row kernel (a block per row). */
   SL_ASSERT_OK(sl_rmsnorm_choose(&a, SL_ARCH_HOPPER, 132, &pt));
-  assert_int_equal(pt.elts, 8);
-  assert_int_equal(pt.warps, SL_RMSNORM_ROW_WARPS_E(4096, 8));
-  assert_int_equal(pt.warps, 16);
+  assert_int_equal(pt.elts, 16);
+  assert_int_equal(pt.warps, SL_RMSNORM_ROW_WARPS_E(4096, 16));
+  assert_int_equal(pt.warps, 8);
   assert_true(pt.wreg);
-  /* Prefill: the table, a multiple of the row's warps. */
+  assert_true(pt.one_row);
+  a.warps = 16; /* two rows per block: the strided kernel */
+  SL_ASSERT_OK(sl_rmsnorm_choose(&a, SL_ARCH_HOPPER, 132, &pt));
+  assert_false(pt.one_row);
+  a.warps = 0;
+  /* Prefill: the table, a multiple of the row's warps, the strided kernel. */
   a.rows = 8192;
   for (int h = 64; h <= 16384; h += 8) {
     a.hidden = h;
     SL_ASSERT_OK(sl_rmsnorm_choose(&a, SL_ARCH_HOPPER, 132, &pt));
+    assert_false(pt.one_row);
     assert_true(pt.elts == 8 || pt.elts == 16 || pt.elts == 32);
     int rw = SL_RMSNORM_ROW_WARPS_E(h, pt.elts);
     assert_true(pt.warps % rw == 0 && pt.warps <= 32 && pt.warps >= rw);
@@ -250,6 +266,23 @@ static void test_configuration_choice(void **state) {
                           .w_dtype = SL_DTYPE_BF16, .res_dtype = SL_DTYPE_BF16, .eps = 1e-6f};
   SL_ASSERT_OK(sl_rmsnorm_choose(&a, SL_ARCH_HOPPER, 132, &pt));
   assert_int_equal(pt.warps, SL_RMSNORM_ROW_WARPS_E(2048, pt.elts));
+  /* The row factor: rsqrt at decode (rows < SMs), IEEE at prefill, either when asked; the JIT
+   * constant follows the point. */
+  assert_true(pt.rsq);
+  assert_string_equal(rsq_define(&pt), "1");
+  a.rows = 132;
+  SL_ASSERT_OK(sl_rmsnorm_choose(&a, SL_ARCH_HOPPER, 132, &pt));
+  assert_false(pt.rsq);
+  assert_string_equal(rsq_define(&pt), "0");
+  a.fast_rsqrt = SL_RMSNORM_RSQ_ON;
+  SL_ASSERT_OK(sl_rmsnorm_choose(&a, SL_ARCH_HOPPER, 132, &pt));
+  assert_true(pt.rsq);
+  a.rows = 1;
+  a.fast_rsqrt = SL_RMSNORM_RSQ_OFF;
+  SL_ASSERT_OK(sl_rmsnorm_choose(&a, SL_ARCH_HOPPER, 132, &pt));
+  assert_false(pt.rsq);
+  a.fast_rsqrt = 3;
+  assert_int_equal(sl_rmsnorm_choose(&a, SL_ARCH_HOPPER, 132, &pt), SL_ERR_INVALID);
 }
 
 static void test_zero_rows_is_a_no_op(void **state) {
