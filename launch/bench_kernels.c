@@ -594,6 +594,22 @@ static sl_status_t bench_qknorm_shape(sl_bench_t *b, int tokens, int q_heads, in
     sl_bench_row(b, "qknorm/2x-rmsnorm", shape, "generic", gen_us, moved, gen_gus, NULL);
     if (tune && qk_tuned_shape(info, tokens, q_heads + kv_heads))
       SL_CHECK_GOTO(tune_qknorm_shape(b, &c, qk_fused, "qknorm", shape, moved, &pt), s, out);
+    if (ref_shape && sl_device_backend(dev) == SL_BACKEND_CUDA) {
+      /* The per-head knobs next to the table's launch (kern_us decides at this shape: the
+       * per-repetition events carry ~2.5 us of launch gap): the other factor, streaming stores,
+       * both. */
+      const sl_qknorm_args_t saved = c.a;
+      for (int v = 1; v < 4; v++) {
+        qk_cfg_t cfg = qk_point_cfg(&pt);
+        if (v & 1) cfg.rsq = !cfg.rsq;
+        if (v & 2) cfg.cache = cfg.cache ? 0 : 1;
+        qk_cfg_args(&cfg, &c.a);
+        SL_CHECK_GOTO(time_both_g(b, qk_fused, &c, tokens, true, &us, &gus), s, out);
+        qk_cfg_name(&cfg, name, sizeof name);
+        sl_bench_row(b, "qknorm", shape, name, us, moved, gus, "layout knobs (comparison)");
+        c.a = saved;
+      }
+    }
   }
   if (sl_bench_selected(b, "qknorm+rope")) {
     /* Packed QKV rows, Q and K strided in place, neox RoPE over the whole head. */
