@@ -66,10 +66,15 @@ typedef struct {
  * (<= 2 fp32 ulp; the GPU test's bf16 tolerance covers it) and each lane holding its own
  * rotation pairs (PAIRS; partial rotary falls back to SPLIT in choose): T=8192 64+4 93.98 ->
  * 78.18 us, T=32768 353.6 -> 300.1 us (1.001 mean slowdown).
- * 64 and 256 are not measured (the previous reasoned defaults). */
+ * 64 and 256 are not measured (the previous reasoned defaults).
+ * Session 12 (bench/results/2026-11-30-s12-h200-call2/qk.txt): at the issue's shape (32+4 heads, T
+ * = 4096) by kernel time (CUPTI; the per-repetition events carry ~2.5 us of launch gap there) the
+ * plain entry with streaming stores + rsqrt took 19.65 us against v3's 19.71 (90.3 / 90.0 % of
+ * copy; graph 19.99 / 20.02): taken (fewer instructions per head; the in-place rows are not read
+ * again by this kernel). */
 static const qk_entry_t hopper_prefill[] = {
     {64, 0, 8, 4, SL_QKNORM_GRID_FULL, 0, 0, 0, 0, 0},
-    {128, 0, 2, 2, SL_QKNORM_GRID_FULL, 0, 0, 0, 0, 0},
+    {128, 0, 2, 2, SL_QKNORM_GRID_FULL, 1, 1, 0, 0, 0},
     {256, 0, 8, 4, SL_QKNORM_GRID_FULL, 0, 0, 0, 0, 0},
     {64, 1, 8, 2, SL_QKNORM_GRID_FULL, 0, 0, 0, 0, 0},
     {128, 1, 2, 2, SL_QKNORM_GRID_RESIDENT, 2, 1, 0, 0, 2},

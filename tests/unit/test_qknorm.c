@@ -262,12 +262,14 @@ static void test_configuration_choice(void **state) {
   a.tokens = 1;
   SL_ASSERT_OK(sl_qknorm_choose(&a, SL_ARCH_HOPPER, 132, &pt));
   assert_false(pt.full_grid);
-  /* Layout knobs: the table's (all off until a --tune run) unless told; the JIT constants
-   * follow; pipeline ON with RoPE and pairs-in-a-lane with partial rotary are rejected. */
+  /* Layout knobs: the table's (head_dim 128 without RoPE: streaming stores + rsqrt, session 12)
+   * unless told; the JIT constants follow; pipeline ON with RoPE and pairs-in-a-lane with
+   * partial rotary are rejected. */
   a.tokens = 4096;
   SL_ASSERT_OK(sl_qknorm_choose(&a, SL_ARCH_HOPPER, 132, &pt));
-  assert_int_equal(pt.cache, 0);
-  assert_false(pt.rsq || pt.wf32 || pt.pipe);
+  assert_int_equal(pt.cache, 1);
+  assert_true(pt.rsq);
+  assert_false(pt.wf32 || pt.pipe);
   assert_int_equal(pt.rlayout, 0);
   a.cache = SL_QKNORM_CACHE_STREAM;
   a.fast_rsqrt = a.weights_f32 = a.pipeline = SL_QKNORM_ON;
