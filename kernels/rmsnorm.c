@@ -178,6 +178,8 @@ static sl_status_t validate_shape(const sl_rmsnorm_args_t *a) {
     return SL_ERR(SL_ERR_INVALID, "rmsnorm: weight_regs %d is not AUTO (0), REGS (1) or RELOAD (2)", a->weight_regs);
   if (a->fast_rsqrt < SL_RMSNORM_RSQ_AUTO || a->fast_rsqrt > SL_RMSNORM_RSQ_ON)
     return SL_ERR(SL_ERR_INVALID, "rmsnorm: fast_rsqrt %d is not AUTO (0), OFF (1) or ON (2)", a->fast_rsqrt);
+  if (a->row_loop != SL_RMSNORM_LOOP_AUTO && a->row_loop != SL_RMSNORM_LOOP_ON)
+    return SL_ERR(SL_ERR_INVALID, "rmsnorm: row_loop %d is not AUTO (0) or ON (1)", a->row_loop);
   if (a->elts != 0 && a->elts != 8 && a->elts != 16 && a->elts != 32)
     return SL_ERR(SL_ERR_INVALID, "rmsnorm: elts %d must be 0 (the table's), 8, 16 or 32 elements per thread",
                   a->elts);
@@ -232,9 +234,9 @@ sl_status_t sl_rmsnorm_choose(const sl_rmsnorm_args_t *a, int arch, int sm_count
   /* rsqrtf at decode, where a row's latency is the kernel's (kernels/rmsnorm.cu "The row's
    * factor"); prefill keeps the IEEE factor its table entries were measured with. */
   pt->rsq = a->fast_rsqrt == SL_RMSNORM_RSQ_ON || (a->fast_rsqrt == SL_RMSNORM_RSQ_AUTO && decode);
-  /* Decode with one row per block launches a block per row (rows < SMs <= resident blocks): the
-   * kernel's straight-line path (kernels/rmsnorm.cu "One row, one block"). */
-  pt->one_row = decode && warps == rw;
+  /* One row per block at decode (rows < SMs <= resident blocks) or on a full grid is a block per
+   * row: the kernel's straight-line path (kernels/rmsnorm.cu "One row, one block"). */
+  pt->one_row = a->row_loop != SL_RMSNORM_LOOP_ON && warps == rw && (decode || full);
   pt->warps = warps;
   pt->full_grid = full;
   return SL_OK;

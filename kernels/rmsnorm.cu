@@ -289,11 +289,14 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
   const int slot = ONE_ROW_CONST ? 0 : threadIdx.x / ROW_THREADS;
   const int t = ONE_ROW_CONST ? (int)threadIdx.x : threadIdx.x - slot * ROW_THREADS;
   raw_w wpre[PRELOAD_W ? CHUNKS : 1];
-  // One row, one block (ONEROW; decode: the host launches exactly `rows` blocks of one row): the
-  // row is blockIdx.x, x's loads go out first -- their address is the longer computation --
-  // then the weight's, and nothing else. The strided path below computes 64-bit row bases in a
-  // loop and re-reads `rows` before its first x load (~20 instructions between the weight's
-  // loads and x's in the sm_90 SASS): at decode a row's latency is the kernel's.
+  // One row, one block (ONEROW: the host launches exactly `rows` blocks of one row -- decode,
+  // and full grids of one row per block): the row is blockIdx.x, x's loads go out first -- their
+  // address is the longer computation -- then the weight's, and nothing else. The strided path
+  // below computes 64-bit row bases in a loop and re-reads `rows` before its first x load (~20
+  // instructions between the weight's loads and x's in the sm_90 SASS): at decode a row's
+  // latency is the kernel's (H200 graph, T=1 h=2048: 1.40 -> 1.27 us; s12 calls 1-2). No row
+  // check either: `active` is constant true, so ptxas cannot sink the weight's loads into a
+  // branch below the row's barrier (it did, with the check: one more round trip).
   if constexpr (ONEROW) {
     static_assert(!ONEROW || ROWS_PER_BLOCK == 1, "ONEROW: one row per block");
     raw_x xr[CHUNKS];

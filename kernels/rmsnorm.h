@@ -49,6 +49,9 @@ typedef struct {
   int fast_rsqrt;    /* SL_RMSNORM_RSQ_AUTO (0: on at decode, rows < SMs), _OFF (1/sqrtf of the
                         mean, as the CPU reference) or _ON (rsqrtf of mean * (1/hidden): <= 3 fp32
                         ulp from the reference's factor, far below a 16-bit output's ulp) */
+  int row_loop;      /* SL_RMSNORM_LOOP_AUTO (0: the one-row kernel wherever the launch gives a
+                        block per row -- decode, and full grids of one row per block), _ON (the
+                        grid-stride row loop always; a comparison) */
 } sl_rmsnorm_args_t;
 
 /* Grid policies. AUTO takes the table's (kernels/rmsnorm.c: per hidden size, variant and row
@@ -61,6 +64,8 @@ enum { SL_RMSNORM_GRID_AUTO = 0, SL_RMSNORM_GRID_RESIDENT = 1, SL_RMSNORM_GRID_F
 enum { SL_RMSNORM_WEIGHT_AUTO = 0, SL_RMSNORM_WEIGHT_REGS = 1, SL_RMSNORM_WEIGHT_RELOAD = 2 };
 /* The row's factor (JIT constant RSQ; see kernels/rmsnorm.cu "The row's factor"). */
 enum { SL_RMSNORM_RSQ_AUTO = 0, SL_RMSNORM_RSQ_OFF = 1, SL_RMSNORM_RSQ_ON = 2 };
+/* The kernel's shape (JIT constant ONEROW; see kernels/rmsnorm.cu "One row, one block"). */
+enum { SL_RMSNORM_LOOP_AUTO = 0, SL_RMSNORM_LOOP_ON = 1 };
 
 /* The compile-time point of one kernel. */
 typedef struct {
@@ -71,7 +76,7 @@ typedef struct {
   int elts;  /* elements per thread (JIT constant ELTS): 8, 16 or 32 */
   bool wreg; /* weight kept in registers (JIT constant WREG) */
   bool rsq;  /* the factor by rsqrtf (JIT constant RSQ) */
-  bool one_row; /* one row per block, a block per row: no row loop (JIT constant ONEROW; decode) */
+  bool one_row; /* one row per block, a block per row: no row loop (JIT constant ONEROW) */
   int warps; /* a multiple of SL_RMSNORM_ROW_WARPS_E(hidden, elts), <= 32 */
   bool full_grid; /* launch shape, not a JIT constant: one block per group of rows */
 } sl_rmsnorm_point_t;

@@ -286,6 +286,13 @@ static sl_status_t bench_rmsnorm_shape(sl_bench_t *b, int tokens, int hidden, bo
     c.a.grid_policy = SL_RMSNORM_GRID_AUTO;
     c.a.warps = 0;
     c.a.elts = 0;
+    if (pt.one_row) { /* the strided kernel at the same launch (kernels/rmsnorm.cu "One row, one block") */
+      c.a.row_loop = SL_RMSNORM_LOOP_ON;
+      SL_CHECK_GOTO(time_both(b, rms_run, &c, tokens, &us, &gus), s, out);
+      snprintf(path, sizeof path, "loop e=%d w=%d", pt.elts, pt.warps);
+      sl_bench_row(b, op, shape, path, us, moved, gus, "the row loop (comparison)");
+      c.a.row_loop = SL_RMSNORM_LOOP_AUTO;
+    }
   }
   if (tune) SL_CHECK_GOTO(tune_rmsnorm_shape(b, &c, op, shape, moved, &pt), s, out);
 out:

@@ -127,6 +127,7 @@ typedef struct {
   int elts, grid; /* 0: the table's; else elements per thread and SL_RMSNORM_GRID_* */
   int wreg;       /* SL_RMSNORM_WEIGHT_* */
   int rsq;        /* SL_RMSNORM_RSQ_* */
+  int loop;       /* SL_RMSNORM_LOOP_* */
 } rms_case_t;
 
 /* The launch arguments of a case (device pointers, or placeholders for compile-ahead). */
@@ -147,7 +148,8 @@ static sl_rmsnorm_args_t rms_args(const rms_case_t *c, void *x, void *y, void *r
                              .elts = c->elts,
                              .grid_policy = c->grid,
                              .weight_regs = c->wreg,
-                             .fast_rsqrt = c->rsq};
+                             .fast_rsqrt = c->rsq,
+                             .row_loop = c->loop};
 }
 
 /* GPU vs CPU: y within 2 ulp (fp32: 1e-5 relative), the updated residual bit-exact (both
@@ -213,9 +215,9 @@ static void rms_check(const rms_case_t *c, sl_stream_t *graph_stream) {
   }
   if (bad)
     fail_msg("rmsnorm rows %d hidden %d in %s out %s w %s res %s bias %g residual %d warps %d elts %d grid %d "
-             "weight %d rsq %d%s: %zu mismatches",
+             "weight %d rsq %d loop %d%s: %zu mismatches",
              c->rows, c->hidden, sl_dtype_name(c->in), sl_dtype_name(c->out), sl_dtype_name(c->w),
-             sl_dtype_name(c->res), (double)c->bias, c->residual, c->warps, c->elts, c->grid, c->wreg, c->rsq,
+             sl_dtype_name(c->res), (double)c->bias, c->residual, c->warps, c->elts, c->grid, c->wreg, c->rsq, c->loop,
              graph_stream ? " (graph)" : "", bad);
   sl_device_free(dev, dx);
   sl_device_free(dev, dw);
@@ -316,7 +318,9 @@ static void test_rmsnorm_sizes_and_variants(void **state) {
 
 /* The row factor both ways (kernels/rmsnorm.cu "The row's factor"): rsqrt where the rule picks
  * the IEEE factor (prefill) and the IEEE factor where it picks rsqrt (decode), every output dtype
- * (fp32 out: 1e-5 relative), both variants, a size whose 1/hidden is not a power of two. */
+ * (fp32 out: 1e-5 relative), both variants, a size whose 1/hidden is not a power of two; and the
+ * kernel both ways ("One row, one block"): the one-row kernel where the launch gives it (decode,
+ * and the full-grid prefill entries) and the row loop at the same launch. */
 static void test_rmsnorm_row_factor(void **state) {
   static const int hiddens[] = {2048, 7168};
   static const int rows[] = {3, 1000};
@@ -324,7 +328,9 @@ static void test_rmsnorm_row_factor(void **state) {
     for (int r = 0; r < 2; r++)
       for (int o = 0; o < 3; o++)
         for (int residual = 0; residual < 2; residual++)
-          for (int rsq = SL_RMSNORM_RSQ_OFF; rsq <= SL_RMSNORM_RSQ_ON; rsq++) {
+          for (int k = 0; k < 4; k++) {
+            const int rsq = k & 1 ? SL_RMSNORM_RSQ_ON : SL_RMSNORM_RSQ_OFF;
+            const int loop = k & 2 ? SL_RMSNORM_LOOP_ON : SL_RMSNORM_LOOP_AUTO;
             rms_case_t c = {.rows = rows[r],
                             .hidden = hiddens[h],
                             .in = SL_DTYPE_BF16,
@@ -333,7 +339,8 @@ static void test_rmsnorm_row_factor(void **state) {
                             .res = SL_DTYPE_BF16,
                             .bias = (float)(o & 1),
                             .residual = residual,
-                            .rsq = rsq};
+                            .rsq = rsq,
+                            .loop = loop};
             rms_check(&c, NULL);
           }
 }
