@@ -235,8 +235,13 @@ sl_status_t sl_rmsnorm_choose(const sl_rmsnorm_args_t *a, int arch, int sm_count
    * factor"); prefill keeps the IEEE factor its table entries were measured with. */
   pt->rsq = a->fast_rsqrt == SL_RMSNORM_RSQ_ON || (a->fast_rsqrt == SL_RMSNORM_RSQ_AUTO && decode);
   /* One row per block at decode (rows < SMs <= resident blocks) or on a full grid is a block per
-   * row: the kernel's straight-line path (kernels/rmsnorm.cu "One row, one block"). */
-  pt->one_row = a->row_loop != SL_RMSNORM_LOOP_ON && warps == rw && (decode || full);
+   * row: the kernel's straight-line path (kernels/rmsnorm.cu "One row, one block"). At prefill
+   * only where it measured faster than the row loop at the same launch (H200, kernel time, s12
+   * call 3: plain h=2048/4096 T=8192 16.99/32.58 us vs 17.09/33.12, T=1024 h=2048 graph 3.63 vs
+   * 3.75); the fused variant (T=8192 h=4096 67.68 vs 66.40) and h > 4096 (T=8192 h=7168 58.18
+   * vs 57.60) keep the loop; T=32768 was within 0.1 % either way. */
+  const bool one_row_prefill = full && !pt->residual && a->hidden <= 4096;
+  pt->one_row = a->row_loop != SL_RMSNORM_LOOP_ON && warps == rw && (decode || one_row_prefill);
   pt->warps = warps;
   pt->full_grid = full;
   return SL_OK;

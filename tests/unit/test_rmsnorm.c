@@ -201,12 +201,13 @@ static void test_configuration_choice(void **state) {
   assert_false(pt.one_row);
   a.warps = 0;
   /* Prefill: the table, a multiple of the row's warps; the one-row kernel exactly where the
-   * launch is a block per row (a full grid of one row per block), unless the loop is asked for. */
+   * launch is a block per row (a full grid of one row per block) of the plain norm at hidden <=
+   * 4096 (where it measured faster), unless the loop is asked for. */
   a.rows = 8192;
   for (int h = 64; h <= 16384; h += 8) {
     a.hidden = h;
     SL_ASSERT_OK(sl_rmsnorm_choose(&a, SL_ARCH_HOPPER, 132, &pt));
-    assert_int_equal(pt.one_row, pt.full_grid && pt.warps == SL_RMSNORM_ROW_WARPS_E(h, pt.elts));
+    assert_int_equal(pt.one_row, pt.full_grid && h <= 4096 && pt.warps == SL_RMSNORM_ROW_WARPS_E(h, pt.elts));
     a.row_loop = SL_RMSNORM_LOOP_ON;
     SL_ASSERT_OK(sl_rmsnorm_choose(&a, SL_ARCH_HOPPER, 132, &pt));
     assert_false(pt.one_row);
@@ -291,11 +292,15 @@ static void test_configuration_choice(void **state) {
   a.fast_rsqrt = SL_RMSNORM_RSQ_AUTO;
   a.row_loop = 2;
   assert_int_equal(sl_rmsnorm_choose(&a, SL_ARCH_HOPPER, 132, &pt), SL_ERR_INVALID);
-  /* The T=8192 h=2048 entry (full grid, one row of 4 warps per block): the one-row kernel. */
+  /* The T=8192 h=2048 entry (full grid, one row of 4 warps per block): the one-row kernel; the
+   * fused variant's keeps the loop. */
   a = (sl_rmsnorm_args_t){.rows = 8192, .hidden = 2048, .in_dtype = SL_DTYPE_BF16, .out_dtype = SL_DTYPE_BF16,
                           .w_dtype = SL_DTYPE_BF16, .res_dtype = SL_DTYPE_BF16, .eps = 1e-6f};
   SL_ASSERT_OK(sl_rmsnorm_choose(&a, SL_ARCH_HOPPER, 132, &pt));
   assert_true(pt.full_grid && pt.one_row && !pt.rsq);
+  a.residual = (void *)16;
+  SL_ASSERT_OK(sl_rmsnorm_choose(&a, SL_ARCH_HOPPER, 132, &pt));
+  assert_true(pt.full_grid && !pt.one_row);
 }
 
 static void test_zero_rows_is_a_no_op(void **state) {
