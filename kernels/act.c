@@ -83,7 +83,7 @@ sl_status_t sl_act_ref(const sl_act_args_t *a) {
 }
 
 static sl_status_t spec_at(sl_act_kind_t kind, int inter, sl_dtype_t in, sl_dtype_t out, int rule, int warps,
-                           int unroll, int seg, sl_jit_spec_t *spec) {
+                           int unroll, int seg, bool one_item, sl_jit_spec_t *spec) {
   sl_jit_spec_init(spec, "kernels/act.cu", "sl_act_kernel");
   SL_CHECK(sl_jit_spec_define(spec, "ACT", "%d", (int)kind));
   SL_CHECK(sl_jit_spec_define(spec, "INTER", "%d", inter));
@@ -93,6 +93,7 @@ static sl_status_t spec_at(sl_act_kind_t kind, int inter, sl_dtype_t in, sl_dtyp
   SL_CHECK(sl_jit_spec_define(spec, "WARPS", "%d", warps));
   SL_CHECK(sl_jit_spec_define(spec, "UNROLL", "%d", unroll));
   SL_CHECK(sl_jit_spec_define(spec, "SEG", "%d", seg));
+  SL_CHECK(sl_jit_spec_define(spec, "ONEITEM", "%d", one_item ? 1 : 0));
   return SL_OK;
 }
 
@@ -113,11 +114,23 @@ static int act_warps(const sl_act_args_t *a, int arch, int sm_count) {
   return sl_kq_warps_act16(arch, sm_count, a->num_tokens, (long)a->num_tokens * act_chunks(a->inter, a->in_dtype));
 }
 
+/* Items per SM up to which decode launches one block per item: an SM keeps up to 32 blocks
+ * (sm_90/sm_100), and this kernel's one-warp blocks are bound by nothing else; half of that. */
+#define SL_ACT_ONE_ITEM_PER_SM 16
+
+/* One block of one warp per item (kernels/act.cu ONEITEM) where the launch is exactly that: one
+ * warp per block, one item per warp, the item layout, and few enough items that every block is
+ * resident at once (sl_kq_launch then launches one block per item; sl_act checks it). */
+static bool act_one_item(int warps, int unroll, int seg, long items, int sm_count) {
+  return warps == 1 && unroll == 1 && seg == 0 && items >= 1 && items <= (long)SL_ACT_ONE_ITEM_PER_SM * sm_count;
+}
+
 sl_status_t sl_act_spec(const sl_act_args_t *a, int arch, int sm_count, sl_jit_spec_t *spec) {
-  int warps = act_warps(a, arch, sm_count);
+  int warps = act_warps(a, arch, sm_count), unroll = sl_kq_unroll_act(arch, a->out_dtype != SL_DTYPE_FP8_E4M3);
+  int seg = act_seg(arch, warps, a->inter, a->in_dtype, a->out_dtype);
+  long items = (long)a->num_tokens * act_chunks(a->inter, a->in_dtype);
   return spec_at(a->kind, a->inter, a->in_dtype, a->out_dtype, a->scale_ue8m0 ? SL_QRULE_CEIL : SL_QRULE_IEEE, warps,
-                 sl_kq_unroll_act(arch, a->out_dtype != SL_DTYPE_FP8_E4M3),
-                 act_seg(arch, warps, a->inter, a->in_dtype, a->out_dtype), spec);
+                 unroll, seg, act_one_item(warps, unroll, seg, items, sm_count), spec);
 }
 
 static sl_status_t check_aligned(const void *p, long row_bytes, const char *what) {
@@ -158,6 +171,13 @@ sl_status_t sl_act(sl_device_t *dev, const sl_act_args_t *a, sl_stream_t *stream
     return SL_ERR(SL_ERR_INVALID, "act: %ld work items exceed the kernel's 32-bit index: split the call by tokens",
                   items);
   int seg = act_seg(info->arch, warps, a->inter, a->in_dtype, a->out_dtype);
+  if (act_one_item(warps, unroll, seg, items, info->sm_count)) { /* a block per item: all resident */
+    long resident = 0;
+    SL_CHECK(sl_kernel_resident_blocks(k, 32, 0, &resident));
+    if (resident < items)
+      return SL_ERR(SL_ERR_INTERNAL, "act: the one-item kernel needs %ld resident blocks, the device keeps %ld", items,
+                    resident);
+  }
   if (seg > 0) /* one warp task per (row, segment) */
     return sl_kq_launch(dev, k, warps, 1, sl_kq_seg_tasks(t, act_chunks(a->inter, a->in_dtype), seg), stream, args);
   return sl_kq_launch(dev, k, warps, unroll, items, stream, args);
@@ -182,9 +202,15 @@ sl_status_t sl_act_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t *s
               if (seg > chunks) seg = chunks;
               sl_jit_spec_t spec;
               sl_dtype_t out = o == 0 ? dtypes[d] : SL_DTYPE_FP8_E4M3;
+              const int unroll = o == 0 ? ac->unroll_act16 : ac->unroll;
               SL_CHECK(spec_at((sl_act_kind_t)kind, inters[i], dtypes[d], out, o == 2 ? SL_QRULE_CEIL : SL_QRULE_IEEE,
-                               warps[w], o == 0 ? ac->unroll_act16 : ac->unroll, seg, &spec));
+                               warps[w], unroll, seg, false, &spec));
               SL_CHECK(fn(&spec, user));
+              if (act_one_item(warps[w], unroll, seg, 1, 132)) { /* decode's one-item kernel too */
+                SL_CHECK(spec_at((sl_act_kind_t)kind, inters[i], dtypes[d], out,
+                                 o == 2 ? SL_QRULE_CEIL : SL_QRULE_IEEE, warps[w], unroll, seg, true, &spec));
+                SL_CHECK(fn(&spec, user));
+              }
             }
   return SL_OK;
 }

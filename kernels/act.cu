@@ -26,6 +26,12 @@
 #ifndef SEG
 #error "SEG (0: grid-stride warp items; N > 0: a warp walks N chunks of one row) must be defined by the JIT"
 #endif
+#ifndef ONEITEM
+#error "ONEITEM (1: one block of one warp per item, no loop -- decode; 0: grid-stride) must be defined by the JIT"
+#endif
+#if ONEITEM && (WARPS != 1 || UNROLL != 1 || SEG != 0)
+#error "ONEITEM: one warp per block, unroll 1, the item layout"
+#endif
 
 #define FP8_OUT (OUT_DTYPE == 3) // a preprocessor test: the enum isn't visible to #if
 static_assert(SL_DTYPE_FP8_E4M3 == 3, "FP8_OUT compares with the value of SL_DTYPE_FP8_E4M3");
@@ -163,6 +169,24 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
         col += UNROLL * CHUNK;
       }
     }
+    return;
+  }
+  // One item, one block (ONEITEM; decode: the host launches exactly num_tokens * CHUNKS blocks
+  // of one warp): the item is blockIdx.x, its loads go out after four instructions of index
+  // math, nothing else -- no loop, no bound (as RMSNorm's one-row kernel, which gained 0.13 us
+  // per launch at decode over its strided loop: kernels/NOTES.md, session 12).
+  if constexpr (ONEITEM) {
+    const unsigned row = blockIdx.x / CHUNKS;
+    const unsigned col = (blockIdx.x - row * CHUNKS) * CHUNK + lane * VEC;
+    const bool live = !RAGGED || col < INTER;
+    uint4 g = make_uint4(0u, 0u, 0u, 0u), u = g;
+    if (live) {
+      const char *p = (const char *)in + ((size_t)row * (size_t)in_stride + col) * ib;
+      g = sl_kq_load_raw(p);
+      u = sl_kq_load_raw(p + (long)INTER * ib);
+    }
+    act_packet(g, u, live, lane, (char *)out + ((size_t)row * (size_t)out_stride + col) * OB,
+               out_scales + (size_t)row * (INTER / GROUP) + col / GROUP);
     return;
   }
   const unsigned items = (unsigned)num_tokens * CHUNKS;

@@ -311,10 +311,14 @@ static void test_unroll_and_override_choices(void **state) {
                        .out_dtype = SL_DTYPE_BF16};
     SL_ASSERT_OK(sl_act_spec(&x, archs[a], SMS, &spec));
     assert_define(&spec, hopper[a] ? "UNROLL=1" : "UNROLL=2");
+    assert_define(&spec, "ONEITEM=0");
     assert_registered("act", archs[a], &spec);
     x.num_tokens = 1;
     SL_ASSERT_OK(sl_act_spec(&x, archs[a], SMS, &spec));
     assert_define(&spec, hopper[a] ? "UNROLL=1" : "UNROLL=2");
+    /* decode: a block per item where one warp, unroll 1 and the item layout make it one (kernels/act.c) */
+    assert_define(&spec, hopper[a] ? "ONEITEM=1" : "ONEITEM=0");
+    assert_registered("act", archs[a], &spec);
     /* below SMS rows: one warp per block, except (act16_wide_items, Hopper) a 16-bit output over
      * >= 4 warp items per SM: T=128 at I=2048 is 1024 items (8 warps), T=16 is 128 (1 warp) */
     assert_define(&spec, "WARPS=1");
@@ -325,10 +329,12 @@ static void test_unroll_and_override_choices(void **state) {
     x.num_tokens = 16;
     SL_ASSERT_OK(sl_act_spec(&x, archs[a], SMS, &spec));
     assert_define(&spec, "WARPS=1");
+    assert_define(&spec, hopper[a] ? "ONEITEM=1" : "ONEITEM=0");
     x.num_tokens = 128;
     x.out_dtype = SL_DTYPE_FP8_E4M3; /* the FP8 output keeps the rows rule */
     SL_ASSERT_OK(sl_act_spec(&x, archs[a], SMS, &spec));
     assert_define(&spec, "WARPS=1");
+    assert_define(&spec, "ONEITEM=0"); /* its unroll is 2 */
     x.num_tokens = 1;
     x.inter = 768;
     SL_ASSERT_OK(sl_act_spec(&x, archs[a], SMS, &spec));
