@@ -190,18 +190,21 @@ sl_status_t sl_act_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t *s
   static const int inters[] = {768};
   static const sl_dtype_t dtypes[] = {SL_DTYPE_BF16, SL_DTYPE_F16, SL_DTYPE_F32};
   const sl_kq_arch_cfg_t *ac = sl_kq_arch_cfg(arch);
-  int warps[2] = {ac->decode_warps, ac->prefill_warps}, segs[4];
+  /* decode, prefill, and (16-bit outputs below SMs rows, sl_kq_warps_act16) half the prefill warps */
+  int warps[3] = {ac->decode_warps, ac->prefill_warps, ac->prefill_warps / 2}, segs[4];
   int nseg = sl_kq_seg_points(arch, segs);
   for (int kind = 0; kind < 2; kind++)
     for (size_t i = 0; i < sizeof inters / sizeof inters[0]; i++)
       for (size_t d = 0; d < sizeof dtypes / sizeof dtypes[0]; d++)
         for (int o = 0; o < 3; o++)
-          for (int w = 0; w < 2; w++)
-            for (int si = 0; si < (w ? nseg : 1); si++) { /* decode: seg 0; prefill: table's, 0, point */
-              int chunks = act_chunks(inters[i], dtypes[d]), seg = w ? segs[si] : 0;
+          for (int w = 0; w < (o == 0 && ac->act16_wide_items ? 3 : 2); w++)
+            for (int si = 0; si < (w == 1 ? nseg : 1); si++) { /* decode: seg 0; prefill: table's, 0, point */
+              const sl_dtype_t out = o == 0 ? dtypes[d] : SL_DTYPE_FP8_E4M3;
+              int chunks = act_chunks(inters[i], dtypes[d]), seg = 0;
+              if (w == 1) seg = segs[si];
+              if (w == 2) seg = act_seg(arch, warps[w], inters[i], dtypes[d], out); /* the table's */
               if (seg > chunks) seg = chunks;
               sl_jit_spec_t spec;
-              sl_dtype_t out = o == 0 ? dtypes[d] : SL_DTYPE_FP8_E4M3;
               const int unroll = o == 0 ? ac->unroll_act16 : ac->unroll;
               SL_CHECK(spec_at((sl_act_kind_t)kind, inters[i], dtypes[d], out, o == 2 ? SL_QRULE_CEIL : SL_QRULE_IEEE,
                                warps[w], unroll, seg, false, &spec));

@@ -17,7 +17,7 @@ int sl_kq_warps_act16(int arch, int sm_count, long rows, long items) {
   const sl_kq_arch_cfg_t *c = sl_kq_arch_cfg(arch);
   if (warps_override || rows >= sm_count || !c->act16_wide_items || items < (long)c->act16_wide_items * sm_count)
     return sl_kq_warps(arch, sm_count, rows);
-  return c->prefill_warps;
+  return items < (long)SL_KQ_ACT16_HALF_ITEMS * sm_count ? c->prefill_warps / 2 : c->prefill_warps;
 }
 
 sl_status_t sl_kq_launch(sl_device_t *dev, sl_kernel_t *k, int warps, int unroll, long items, sl_stream_t *stream,

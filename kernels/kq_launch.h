@@ -83,6 +83,11 @@ typedef struct {
  * I=7168 (3584) 3.35 vs 2.06 -- 2048-3584 one-warp blocks are slower to hand out than the work
  * they carry. At T=16 (128-448 items, <= 3.4 per SM) one warp per block measured level with or
  * ahead of the Triton row kernel (call 4), so the switch sits between: 4 items per SM. */
+/* ... and below SL_KQ_ACT16_HALF_ITEMS warp items per SM half the prefill warps: measured twice at
+ * T=128 I=2048 (1024 items, 7.8 per SM; graph us, 4 vs 8 warps per block): 1.49 vs 1.52 (session
+ * 11 call 6), 1.42 vs 1.44 (session 12 call 7, Triton 1.43); at I=4096 (15.5 per SM) 1.67 vs
+ * 1.66 -- level -- so 8 stay from there. */
+#define SL_KQ_ACT16_HALF_ITEMS 8
 #define SL_KQ_STAGE_FMT(f) (1 << (f))
 static const sl_kq_arch_cfg_t sl_kq_arch_table[] = {
     {SL_ARCH_HOPPER, 1, 8, 2, 4, 0, 1, 4, SL_KQ_STAGE_FMT(SL_QFMT_MXFP8) | SL_KQ_STAGE_FMT(SL_QFMT_NVFP4), 4},
@@ -166,7 +171,8 @@ static inline int sl_kq_table_warps(int arch, int sm_count, long rows) {
 
 /* The same for the activation with a 16-bit output (act16) over `items` warp items: below
  * sm_count rows it takes the prefill warps once items >= the table's act16_wide_items per SM
- * (many rows of many chunks: T=128 at I >= 2048), unless the override is set. */
+ * (many rows of many chunks: T=128 at I >= 2048), half of them below SL_KQ_ACT16_HALF_ITEMS
+ * items per SM, unless the override is set. */
 int sl_kq_warps_act16(int arch, int sm_count, long rows, long items);
 
 /* The resident waves past which sl_kq_launch gives every group of items its own block:

@@ -118,6 +118,9 @@ static void test_act_all(void **state) {
   run_case(&rng, SL_ACT_SILU_MUL, SL_DTYPE_BF16, SL_DTYPE_BF16, false, sms - 5, 2944);
   run_case(&rng, SL_ACT_GELU_TANH_MUL, SL_DTYPE_F16, SL_DTYPE_F32, false, sms - 5, 2944);
   run_case(&rng, SL_ACT_SILU_MUL, SL_DTYPE_BF16, SL_DTYPE_FP8_E4M3, false, sms - 5, 2944);
+  /* ... and below 8 items per SM half the prefill warps (SL_KQ_ACT16_HALF_ITEMS): 2048 = 8 chunks */
+  run_case(&rng, SL_ACT_SILU_MUL, SL_DTYPE_BF16, SL_DTYPE_BF16, false, sms - 5, 2048);
+  run_case(&rng, SL_ACT_GELU_TANH_MUL, SL_DTYPE_F16, SL_DTYPE_F32, false, sms - 5, 2048);
 }
 
 /* The segment layout (kernels/kq_launch.h), forced by the override: 640 columns = 2.5 bf16

@@ -320,12 +320,16 @@ static void test_unroll_and_override_choices(void **state) {
     assert_define(&spec, hopper[a] ? "ONEITEM=1" : "ONEITEM=0");
     assert_registered("act", archs[a], &spec);
     /* below SMS rows: one warp per block, except (act16_wide_items, Hopper) a 16-bit output over
-     * >= 4 warp items per SM: T=128 at I=2048 is 1024 items (8 warps), T=16 is 128 (1 warp) */
+     * >= 4 warp items per SM: T=128 at I=2048 is 1024 items (< 8 per SM: 4 warps), at I=4096
+     * 2048 (8 warps); T=16 is 128 (1 warp) */
     assert_define(&spec, "WARPS=1");
-    x.inter = 2048;
+    x.inter = 4096;
     x.num_tokens = 128;
     SL_ASSERT_OK(sl_act_spec(&x, archs[a], SMS, &spec));
     assert_define(&spec, hopper[a] ? "WARPS=8" : "WARPS=1");
+    x.inter = 2048;
+    SL_ASSERT_OK(sl_act_spec(&x, archs[a], SMS, &spec));
+    assert_define(&spec, hopper[a] ? "WARPS=4" : "WARPS=1");
     x.num_tokens = 16;
     SL_ASSERT_OK(sl_act_spec(&x, archs[a], SMS, &spec));
     assert_define(&spec, "WARPS=1");
