@@ -339,6 +339,48 @@ __device__ __forceinline__ unsigned pack2(float lo, float hi) {
 //    pairs (sl_qf_e2m1_sign8): RN is symmetric, so sign ^ RN(|e2m1| * scale) is RN(x), -0
 //    included (XOR, not OR: a negative NVFP4 scale byte makes the magnitude's result negative).
 // Returns false where the generic per-element path must run (NVFP4 outside the fast range).
+// The table entry (sl_qf_fp4_entry16: the 16-bit results of the 8 E2M1 magnitudes as two 8-byte
+// permute tables) of FP4 scale byte su from two fp32 results (rcp = RN(1 / global_scale), NVFP4
+// only), or false where the reference's decode must run. NVFP4 needs global_scale in the fast
+// quotient's range; a negative scale byte is its magnitude's entry with every sign flipped (RN is
+// symmetric; magnitude 0 becomes -0, the reference's (0 * -d) / gs); scale bytes +-0 give zeros.
+__device__ __forceinline__ bool fp4_entry(unsigned su, float global_scale, float rcp, uint4 &e) {
+  float q1, q3;
+  if constexpr (QFMT == SL_QFMT_MXFP4) {
+    q1 = sl_e8m0_to_f32((unsigned char)su); // 2^(su - 127): 3 q1 exact (or out of range: rejected)
+    q3 = 3.0f * q1;
+  } else {
+    float unused;
+    sl_kq_e4m3x2_to_f32((unsigned short)(su & 0x7fu), q1, unused); // d >= +0, exact (code 0x7f: NaN)
+    if ((su & 0x7fu) == 0) {
+      e = make_uint4(0u, 0u, (su & 0x80u) ? 0x80808080u : 0u, (su & 0x80u) ? 0x80808080u : 0u);
+      return true;
+    }
+    q3 = sl_qf_div_fast_signed(3.0f * q1, global_scale, rcp); // 3d: an exact product
+    q1 = sl_qf_div_fast_signed(q1, global_scale, rcp);
+  }
+  unsigned r[4];
+  const unsigned pk = pack2(q1, q3);
+  if (!sl_qf_fp4_entry16(pk & 0xffffu, pk >> 16, DTYPE == SL_DTYPE_F16, r)) return false;
+  const unsigned flip = QFMT == SL_QFMT_NVFP4 && (su & 0x80u) ? 0x80808080u : 0u;
+  e = make_uint4(r[0], r[1], r[2] ^ flip, r[3] ^ flip);
+  return true;
+}
+
+// The 8 outputs (4 packed pairs) of the 8 codes in c (nibble j = element j) from the scale's
+// table entry t (fp4_entry / fill_deq_table).
+__device__ __forceinline__ uint4 decode16_table(unsigned c, uint4 t) {
+  unsigned sg[4], r[4], sel = c & 0x77777777u; // the permute index: magnitude bits only
+  sl_qf_e2m1_sign8(c, sg);
+#pragma unroll
+  for (int h = 0; h < 2; h++, sel >>= 16) {
+    const unsigned lo = sl_qf_prmt(t.x, t.y, sel), hi = sl_qf_prmt(t.z, t.w, sel);
+    r[2 * h] = sl_qf_prmt(lo, hi, 0x5140u) ^ (sg[2 * h] & 0x80008000u);
+    r[2 * h + 1] = sl_qf_prmt(lo, hi, 0x7362u) ^ (sg[2 * h + 1] & 0x80008000u);
+  }
+  return make_uint4(r[0], r[1], r[2], r[3]);
+}
+
 __device__ __forceinline__ bool decode16(unsigned long long w, float sf, unsigned char su, float global_scale,
                                          uint4 &o) {
   unsigned r[4];
@@ -352,6 +394,13 @@ __device__ __forceinline__ bool decode16(unsigned long long w, float sf, unsigne
     }
   } else {
     const unsigned c = (unsigned)w;
+    if constexpr (QFMT == SL_QFMT_NVFP4) { // two quotients instead of eight (fp4_entry)
+      uint4 e;
+      if (sl_qf_deq_fast_ok(global_scale) && fp4_entry(su, global_scale, __frcp_rn(global_scale), e)) {
+        o = decode16_table(c, e);
+        return true;
+      }
+    }
     unsigned p[4], sg[4];
     sl_qf_e2m1_mag8_bf16(c, p);
     sl_qf_e2m1_sign8(c, sg);
@@ -427,10 +476,13 @@ __device__ __forceinline__ void dequant_packet(unsigned long long cw, float sf, 
 // the reference's own value), as two 8-byte permute tables (low bytes of m = 0..7, high bytes).
 // A lane then decodes its 8 codes with one 16-byte shared load and the byte permutes of
 // sl_qf_e2m1_mag8_bf16, and XORs the code signs in (sign ^ RN(|e2m1| * scale) = RN(x), -0 and
-// negative scale bytes included; NaN scales give NaN). Filling costs one decode16 of codes
-// 0..7 per entry (256 entries over the CTA's threads) once per CTA, which the segment layout's
-// long-lived warps amortize (the item layout does not: its CTAs live for 16 items, so it keeps
-// decode16 per item).
+// negative scale bytes included; NaN scales give NaN). An entry is fp4_entry's two fp32 results
+// (NVFP4: two quotients) and ~10 integer instructions; the few bytes it refuses (NaN, f16 out of
+// range, a tensor scale outside the fast quotient's range) take decode16 or the reference. Until
+// session 13 every entry was decode16's 8 quotients, and the NVFP4 scale bytes >= 0x80 -- half of
+// the CTA's threads -- took the reference's 8 IEEE divisions: ~100 and ~400 instructions per
+// thread before the CTA's barrier, against ~175 for a warp's whole 4-chunk task. Once per CTA;
+// the item layout keeps decode16 per item (its CTAs live for 16 items).
 static constexpr bool DEQ_TABLE = IS_FP4 && DTYPE != SL_DTYPE_F32 && SEG > 0;
 
 __device__ __forceinline__ unsigned short to16(float y) {
@@ -440,40 +492,34 @@ __device__ __forceinline__ unsigned short to16(float y) {
     return sl_kq_f32_to_f16(y);
 }
 
-__device__ __noinline__ void fill_deq_table(uint4 *tab, float global_scale) {
-  for (int s = threadIdx.x; s < 256; s += blockDim.x) {
-    uint4 o;
-    // codes 0..7 in nibbles 0..7 through the packed decoder (bit-identical to sl_qf_decode);
-    // its pairs (element m in half m & 1 of word m / 2) regrouped into the byte planes
-    // (not for negative NVFP4 scale bytes: decode16's quotient of -0 is +0, the reference's -0)
-    if (!(QFMT == SL_QFMT_NVFP4 && s >= 0x80) && decode16(0x76543210ull, 0.0f, (unsigned char)s, global_scale, o)) {
-      tab[s] = make_uint4(sl_qf_prmt(o.x, o.y, 0x6420u), sl_qf_prmt(o.z, o.w, 0x6420u), sl_qf_prmt(o.x, o.y, 0x7531u),
-                          sl_qf_prmt(o.z, o.w, 0x7531u));
-      continue;
-    }
-    unsigned b[4] = {0u, 0u, 0u, 0u}; // the reference's own decode
+// The entry of a scale byte fp4_entry refuses (NaN, f16 out of range, a tensor scale outside
+// the fast quotient's range), out of line so the fill's hot path keeps its registers.
+__device__ __noinline__ uint4 deq_entry_slow(int s, float global_scale) {
+  uint4 o;
+  // codes 0..7 in nibbles 0..7 through the packed decoder (bit-identical to sl_qf_decode);
+  // its pairs (element m in half m & 1 of word m / 2) regrouped into the byte planes
+  // (not for negative NVFP4 scale bytes: decode16's quotient of -0 is +0, the reference's -0)
+  if (!(QFMT == SL_QFMT_NVFP4 && s >= 0x80) && decode16(0x76543210ull, 0.0f, (unsigned char)s, global_scale, o))
+    return make_uint4(sl_qf_prmt(o.x, o.y, 0x6420u), sl_qf_prmt(o.z, o.w, 0x6420u), sl_qf_prmt(o.x, o.y, 0x7531u),
+                      sl_qf_prmt(o.z, o.w, 0x7531u));
+  unsigned b[4] = {0u, 0u, 0u, 0u}; // the reference's own decode
 #pragma unroll
-    for (int m = 0; m < 8; m++) {
-      const unsigned h = to16(sl_qf_decode(QFMT, (unsigned char)m, 0.0f, (unsigned char)s, global_scale));
-      b[m >> 2] |= (h & 0xffu) << (8 * (m & 3));
-      b[2 + (m >> 2)] |= (h >> 8) << (8 * (m & 3));
-    }
-    tab[s] = make_uint4(b[0], b[1], b[2], b[3]);
+  for (int m = 0; m < 8; m++) {
+    const unsigned h = to16(sl_qf_decode(QFMT, (unsigned char)m, 0.0f, (unsigned char)s, global_scale));
+    b[m >> 2] |= (h & 0xffu) << (8 * (m & 3));
+    b[2 + (m >> 2)] |= (h >> 8) << (8 * (m & 3));
   }
+  return make_uint4(b[0], b[1], b[2], b[3]);
 }
 
-// The 8 outputs (4 packed pairs) of the 8 codes in c (nibble j = element j) from the scale's
-// table entry t (fill_deq_table).
-__device__ __forceinline__ uint4 decode16_table(unsigned c, uint4 t) {
-  unsigned sg[4], r[4], sel = c & 0x77777777u; // the permute index: magnitude bits only
-  sl_qf_e2m1_sign8(c, sg);
-#pragma unroll
-  for (int h = 0; h < 2; h++, sel >>= 16) {
-    const unsigned lo = sl_qf_prmt(t.x, t.y, sel), hi = sl_qf_prmt(t.z, t.w, sel);
-    r[2 * h] = sl_qf_prmt(lo, hi, 0x5140u) ^ (sg[2 * h] & 0x80008000u);
-    r[2 * h + 1] = sl_qf_prmt(lo, hi, 0x7362u) ^ (sg[2 * h + 1] & 0x80008000u);
+__device__ __forceinline__ void fill_deq_table(uint4 *tab, float global_scale) {
+  const bool fast = QFMT == SL_QFMT_MXFP4 || sl_qf_deq_fast_ok(global_scale); // uniform
+  const float rcp = QFMT == SL_QFMT_NVFP4 && fast ? __frcp_rn(global_scale) : 0.0f;
+  for (int s = threadIdx.x; s < 256; s += blockDim.x) {
+    uint4 o;
+    if (!(fast && fp4_entry((unsigned)s, global_scale, rcp, o))) o = deq_entry_slow(s, global_scale);
+    tab[s] = o;
   }
-  return make_uint4(r[0], r[1], r[2], r[3]);
 }
 
 // Dequantize: one warp item = CHUNK output elements (16 bytes of output per lane); SEG as in

@@ -569,6 +569,37 @@ SL_QF_FN void sl_qf_e2m1_sign8(uint32_t c, uint32_t *s) {
     s[i] = sl_qf_prmt(d, c, ((4u + i) << 12) | (i << 4));
 }
 
+/* The 16-bit (bf16, or f16 where f16 != 0) dequantized values of the 8 E2M1 magnitudes under one
+ * block scale, from two of them: h = RN16(q1) and t = RN16(q3), where q1 and q3 are the
+ * reference's fp32 results for the magnitudes 1.0 and 3.0 (MXFP4: 2^E and 3 * 2^E; NVFP4: d / gs
+ * and 3d / gs, d = decode(sf), both exact products over gs, one rounding). Every other magnitude
+ * is one of them times 2^j (0.5, 2, 4 = 1.0 * 2^-1, 2^1, 2^2; 1.5, 6 = 3.0 * 2^-1, 2^1), and
+ * while no value leaves the normal range, RN32(2^j y) = 2^j RN32(y) and RN16(2^j q) =
+ * 2^j RN16(q): the result's bits are h or t plus j in the exponent field. The fp32 quotients
+ * stay normal wherever the 16-bit values do (8-bit exponents either way; for f16 far inside).
+ * So with h's exponent field in [3, 250] (bf16) / [3, 26] (f16) every value of the entry is
+ * normal and finite: 0.5 * q1 keeps a normal exponent and 6 * q1 < 8 * 2^(E + 1) does not
+ * overflow (t's exponent is at most h's + 2). Outside that range (and for h = 0, NaN, or a sign
+ * bit) this returns 0 and the caller takes the reference's decode. The entry is the two 8-byte
+ * permute tables kernels/quant.cu decodes with: e[0..1] the low bytes of magnitudes 0..7, e[2..3]
+ * the high bytes (magnitude 0 is +0). ~10 integer instructions where the 8 values took 8
+ * multiplies (MXFP4) or 8 quotients (NVFP4); tests/unit/test_quant_fast.c checks every scale byte
+ * against sl_qf_decode (NVFP4: over random tensor scales in the fast range and its ends). */
+SL_QF_FN int sl_qf_fp4_entry16(uint32_t h, uint32_t t, int f16, uint32_t *e) {
+  const uint32_t mb = f16 ? 10u : 7u, one = 1u << mb, emax = f16 ? 26u : 250u;
+  if ((h >> mb) - 3u > emax - 3u) return 0;
+  const uint32_t pk = h | (t << 16);
+  const uint32_t w0 = (pk << 16) - (one << 16); /* {0, 0.5}: +0, h - one */
+  const uint32_t w1 = pk - (one << 16);         /* {1, 1.5}: h, t - one */
+  const uint32_t w2 = pk + one;                 /* {2, 3}: h + one, t */
+  const uint32_t w3 = pk + 2u * one + (one << 16); /* {4, 6}: h + 2 one, t + one */
+  e[0] = sl_qf_prmt(w0, w1, 0x6420u);
+  e[1] = sl_qf_prmt(w2, w3, 0x6420u);
+  e[2] = sl_qf_prmt(w0, w1, 0x7531u);
+  e[3] = sl_qf_prmt(w2, w3, 0x7531u);
+  return 1;
+}
+
 /* The scale stored for a non-finite block. */
 SL_QF_FN void sl_qf_nan_scale(int fmt, float *scale_f32, uint8_t *scale_u8) {
   *scale_f32 = sl_qf_float(0x7fc00000u);

@@ -398,13 +398,77 @@ static void test_e2m1_decode8(void **state) {
   if (bad) fail_msg("the byte-permute E2M1 decoder differs from sl_e2m1_to_f32 on %zu elements", bad);
 }
 
+/* The FP4 dequantization table entry from two results (sl_qf_fp4_entry16, kernels/quant.cu
+ * fp4_entry): where it accepts, every magnitude's 16-bit value must be the reference's
+ * (sl_qf_decode rounded once to bf16 / f16), for every scale byte of MXFP4 and of NVFP4 over
+ * random tensor scales in the fast quotient's range and its ends (negative NVFP4 bytes: the
+ * magnitude's entry with the signs flipped, as the kernel builds it). It must also accept nearly
+ * every byte -- the kernel's speed rests on it: all finite nonzero NVFP4 bytes in bf16. */
+static uint16_t to16(float y, int f16) {
+  return f16 ? sl_f32_to_f16(y) : sl_f32_to_bf16(y);
+}
+static void check_entry(int fmt, int s, float gs, int f16, size_t *bad, size_t *ok) {
+  float q1, q3;
+  uint32_t e[4] = {0, 0, 0, 0}, flip = 0;
+  if (fmt == SL_QFMT_MXFP4) {
+    q1 = sl_e8m0_to_f32((uint8_t)s);
+    q3 = 3.0f * q1;
+  } else {
+    float d = sl_e4m3_to_f32((uint8_t)(s & 0x7f)), r = 1.0f / gs;
+    if ((s & 0x7f) == 0) return; /* zeros: the kernel's own branch, checked below */
+    q1 = sl_qf_div_fast_signed(d, gs, r);
+    q3 = sl_qf_div_fast_signed(3.0f * d, gs, r);
+    flip = (s & 0x80) ? 0x80808080u : 0u;
+  }
+  if (!sl_qf_fp4_entry16(to16(q1, f16), to16(q3, f16), f16, e)) return;
+  (*ok)++;
+  e[2] ^= flip;
+  e[3] ^= flip;
+  for (int m = 0; m < 8; m++) {
+    uint32_t got = ((e[m >> 2] >> (8 * (m & 3))) & 0xffu) | (((e[2 + (m >> 2)] >> (8 * (m & 3))) & 0xffu) << 8);
+    uint32_t want = to16(sl_qf_decode(fmt, (uint8_t)m, 0.0f, (uint8_t)s, gs), f16);
+    if (got != want && (*bad)++ < 5)
+      print_error("fmt %d scale byte 0x%02x gs %a %s magnitude %d: entry 0x%04x, reference 0x%04x\n", fmt, s,
+                  (double)gs, f16 ? "f16" : "bf16", m, got, want);
+  }
+}
+static void test_fp4_entry16(void **state) {
+  (void)state;
+  size_t bad = 0, ok[2] = {0, 0};
+  for (int f16 = 0; f16 < 2; f16++)
+    for (int s = 0; s < 256; s++)
+      check_entry(SL_QFMT_MXFP4, s, 1.0f, f16, &bad, &ok[f16]);
+  assert_int_equal(ok[0], 248); /* bf16: every exponent byte in [3, 250] */
+  assert_int_equal(ok[1], 24);  /* f16: 2^-12 .. 2^11 */
+  uint64_t rng = sl_test_seed();
+  for (int i = 0; i < 1500; i++) {
+    int e = (int)(sl_test_rand_u64(&rng) % 120) - 60;
+    uint32_t m = (uint32_t)(sl_test_rand_u64(&rng) % 0x800000u);
+    if (i < 8) m = (i & 1) ? 0x7fffffu : 0; /* the exact range ends */
+    if (i < 8) e = (i & 2) ? 59 : -60;
+    float gs = ldexpf(1.0f + (float)m * 0x1p-23f, e);
+    for (int f16 = 0; f16 < 2; f16++) {
+      size_t n = 0;
+      for (int s = 0; s < 256; s++)
+        check_entry(SL_QFMT_NVFP4, s, gs, f16, &bad, &n);
+      if (!f16 && n != 252 && bad++ < 5) print_error("NVFP4 gs %a: %zu bf16 entries accepted, want 252\n", (double)gs, n);
+    }
+  }
+  /* the zero bytes' entries (the kernel's branch): +0 / -0 for every magnitude */
+  for (int m = 0; m < 8; m++) {
+    assert_int_equal(sl_f32_to_bf16(sl_qf_decode(SL_QFMT_NVFP4, (uint8_t)m, 0.0f, 0x00, 0x1p-3f)), 0x0000);
+    assert_int_equal(sl_f32_to_bf16(sl_qf_decode(SL_QFMT_NVFP4, (uint8_t)m, 0.0f, 0x80, 0x1p-3f)), 0x8000);
+  }
+  if (bad) fail_msg("the FP4 table entry differs from the reference decode (or refuses) in %zu cases", bad);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_block_exp_fast), cmocka_unit_test(test_div_fast),     cmocka_unit_test(test_e2m1_fast),
       cmocka_unit_test(test_e2m1_scaled),    cmocka_unit_test(test_deq_div_fast),
       cmocka_unit_test(test_e2m1_mag_raw),   cmocka_unit_test(test_e2m1_pack),
       cmocka_unit_test(test_div448_fast),    cmocka_unit_test(test_e2m1_decode8),
-      cmocka_unit_test(test_e2m1_pack_bf16x2),
+      cmocka_unit_test(test_e2m1_pack_bf16x2), cmocka_unit_test(test_fp4_entry16),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
