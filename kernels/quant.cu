@@ -394,13 +394,6 @@ __device__ __forceinline__ bool decode16(unsigned long long w, float sf, unsigne
     }
   } else {
     const unsigned c = (unsigned)w;
-    if constexpr (QFMT == SL_QFMT_NVFP4) { // two quotients instead of eight (fp4_entry)
-      uint4 e;
-      if (sl_qf_deq_fast_ok(global_scale) && fp4_entry(su, global_scale, __frcp_rn(global_scale), e)) {
-        o = decode16_table(c, e);
-        return true;
-      }
-    }
     unsigned p[4], sg[4];
     sl_qf_e2m1_mag8_bf16(c, p);
     sl_qf_e2m1_sign8(c, sg);
