@@ -152,12 +152,13 @@ static sl_status_t copy_rotated(void *p, int iter, sl_stream_t *stream) {
   return sl_memcpy(c->dev, c->dst + off, c->src + off, c->half, stream);
 }
 
-sl_status_t sl_bench_copy_us(sl_bench_t *b, double bytes, double *us) {
+sl_status_t sl_bench_copy_us(sl_bench_t *b, double bytes, double *us, double *kern_us) {
   sl_device_t *dev = b->rt->dev;
   if (sl_device_backend(dev) != SL_BACKEND_CUDA) return SL_ERR_UNSUPPORTED;
   for (int i = 0; i < b->copy_at_n; i++)
     if (b->copy_at[i].bytes == bytes) {
       *us = b->copy_at[i].us;
+      if (kern_us) *kern_us = b->copy_at[i].kern_us;
       return SL_OK;
     }
   copy_rot_t c = {.dev = dev, .half = ((size_t)(bytes / 2) + 15) / 16 * 16};
@@ -168,11 +169,18 @@ sl_status_t sl_bench_copy_us(sl_bench_t *b, double bytes, double *us) {
   sl_status_t s = sl_device_malloc(dev, c.half * (size_t)c.sets, (void **)&c.dst);
   if (s == SL_OK) s = sl_memset(dev, c.src, 1, c.half * (size_t)c.sets, b->stream);
   if (s == SL_OK) s = sl_bench_time(b, copy_rotated, &c, false, us);
+  /* the copy's own device time, without disturbing the row's pending kern_us */
+  const double row_kern = b->row_kernel_us;
+  if (s == SL_OK) s = sl_bench_time_kernel(b, copy_rotated, &c);
+  const double k = b->row_kernel_us;
+  b->row_kernel_us = row_kern;
   sl_device_free(dev, c.src);
   if (c.dst) sl_device_free(dev, c.dst);
   SL_CHECK(s);
+  if (kern_us) *kern_us = k;
   if (b->copy_at_n < (int)(sizeof b->copy_at / sizeof b->copy_at[0])) {
     b->copy_at[b->copy_at_n].bytes = bytes;
+    b->copy_at[b->copy_at_n].kern_us = k;
     b->copy_at[b->copy_at_n++].us = *us;
   }
   return SL_OK;
@@ -325,8 +333,9 @@ void sl_bench_row(sl_bench_t *b, const char *op, const char *shape, const char *
   const double kernel_us = b->row_kernel_us;
   b->row_kernel_us = -1;
   if (kernel_us >= 0) snprintf(kt, sizeof kt, "%.2f", kernel_us);
-  double copy_us = 0, pct_at = -1;
-  if (bytes >= 16e6 && us > 0 && b->rt->boot.size == 1 && sl_bench_copy_us(b, bytes, &copy_us) == SL_OK) {
+  double copy_us = 0, copy_kern_us = -1, pct_at = -1;
+  if (bytes >= 16e6 && us > 0 && b->rt->boot.size == 1 &&
+      sl_bench_copy_us(b, bytes, &copy_us, &copy_kern_us) == SL_OK) {
     pct_at = 100.0 * copy_us / us;
     snprintf(at, sizeof at, "%.1f%%", pct_at);
   }
@@ -347,6 +356,10 @@ void sl_bench_row(sl_bench_t *b, const char *op, const char *shape, const char *
     if (pct_at >= 0) {
       cJSON_AddNumberToObject(o, "copy_same_us", copy_us);
       cJSON_AddNumberToObject(o, "pct_copy_same_size", pct_at);
+    }
+    if (pct_at >= 0 && copy_kern_us > 0 && kernel_us > 0) {
+      cJSON_AddNumberToObject(o, "copy_same_kern_us", copy_kern_us);
+      cJSON_AddNumberToObject(o, "pct_copy_same_size_kern", 100.0 * copy_kern_us / kernel_us);
     }
     if (extra) cJSON_AddStringToObject(o, "extra", extra);
     write_json(b, o);

@@ -24,8 +24,9 @@ typedef struct {
   int tokens_n;
   int hidden[16];       /* --hidden N[,N...]: run only these hidden sizes (none: all) */
   int hidden_n;
-  struct {              /* same-size copy ceilings measured so far (bytes -> us) */
-    double bytes, us;
+  struct {              /* same-size copy ceilings measured so far (bytes -> us; kern_us: its device
+                           time by CUPTI, < 0 where not measured) */
+    double bytes, us, kern_us;
   } copy_at[64];
   int copy_at_n;
   double row_kernel_us; /* the next row's kernel device time (sl_bench_kernel_us), < 0: none;
@@ -78,13 +79,15 @@ bool sl_bench_hidden_selected(const sl_bench_t *b, int hidden);
 
 /* Device time of a device-to-device copy that reads bytes/2 and writes bytes/2, timed the way
  * the rows are (same repetitions, buffers rotated so L2 does not serve them): the ceiling for
- * a kernel moving `bytes` at that size, fixed costs included. Memoized per size; GPU only
- * (SL_ERR_UNSUPPORTED on the CPU backend). */
-sl_status_t sl_bench_copy_us(sl_bench_t *b, double bytes, double *us);
+ * a kernel moving `bytes` at that size, fixed costs included. kern_us (may be NULL): the same
+ * copy's device time by CUPTI (the rows' kern_us clock: no launch gaps), -1 without CUPTI.
+ * Memoized per size; GPU only (SL_ERR_UNSUPPORTED on the CPU backend). */
+sl_status_t sl_bench_copy_us(sl_bench_t *b, double bytes, double *us, double *kern_us);
 
 /* Print one row (and a JSON line): op, shape, path taken, µs, GB/s for `bytes` moved,
  * % of copy bandwidth; graph_us < 0 when not measured; kern_us: b->row_kernel_us (then reset). `extra` may be NULL. From 16 MB moved on
- * the GPU, in single-rank runs, the row also shows "%cp@sz": a same-size copy's time (sl_bench_copy_us) / us. */
+ * the GPU, in single-rank runs, the row also shows "%cp@sz": a same-size copy's time (sl_bench_copy_us) / us,
+ * and where both kernel times exist the JSON carries the same ratio by kernel time (pct_copy_same_size_kern). */
 void sl_bench_row(sl_bench_t *b, const char *op, const char *shape, const char *path, double us, double bytes,
                   double graph_us, const char *extra);
 /* Print the header of the row table. */
