@@ -65,6 +65,15 @@ int sl_kq_seg(int arch, int warps, int act16) {
   return warps == c->decode_warps && warps != c->prefill_warps ? 0 : act16 ? c->seg_act16 : c->seg;
 }
 
+static int deq_blocks_override;
+
+void sl_kq_set_deq_blocks_override(int blocks) {
+  deq_blocks_override = blocks > 0 ? blocks : 0;
+}
+int sl_kq_deq_blocks_override(void) {
+  return deq_blocks_override;
+}
+
 static int swz_stage_override = SL_KQ_SWZ_STAGE_TABLE;
 
 void sl_kq_set_swz_stage_override(int stage) {

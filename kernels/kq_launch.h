@@ -159,6 +159,13 @@ static inline long sl_kq_seg_tasks(long rows, int chunks, int seg) {
 void sl_kq_set_swz_stage_override(int stage); /* SL_KQ_SWZ_STAGE_TABLE (the default), 0: off, 1: on */
 int sl_kq_swz_stage(int arch, int fmt, int chunks);
 
+/* Blocks per SM the dequantizer is compiled for (__launch_bounds__; JIT constant DEQ_MIN_BLOCKS,
+ * kernels/quant.cu): 0 = the kernel's own rule (the full 2048 threads per SM for 16-bit outputs in
+ * the segment layout on sm_90, else the quantizer's); N > 0 forces N. Set only by the benchmark's
+ * comparison rows and tests; not thread-safe, as the unroll override. */
+void sl_kq_set_deq_blocks_override(int blocks);
+int sl_kq_deq_blocks_override(void);
+
 /* Warps per block for `rows` rows on a device of `sm_count` SMs: the table's decode or prefill
  * value, unless a benchmark sweep has set an override for the act and quant kernels
  * (sl_kq_set_warps_override; not the router). Not thread-safe, as the unroll override. */

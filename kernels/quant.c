@@ -210,7 +210,10 @@ static sl_status_t quant_spec_at(int fmt, int rule, int layout, int hidden, sl_d
 static sl_status_t dequant_spec_at(int fmt, int layout, int hidden, sl_dtype_t dtype, int warps, int unroll, int seg,
                                    sl_jit_spec_t *spec) {
   sl_jit_spec_init(spec, "kernels/quant.cu", "sl_dequant_kernel");
-  return common_defines(spec, fmt, 0, layout, hidden, dtype, warps, unroll, seg, 0);
+  SL_CHECK(common_defines(spec, fmt, 0, layout, hidden, dtype, warps, unroll, seg, 0));
+  const int blocks = sl_kq_deq_blocks_override(); /* the benchmark's comparison: the kernel's rule otherwise */
+  if (blocks > 0) SL_CHECK(sl_jit_spec_define(spec, "DEQ_MIN_BLOCKS", "%d", blocks));
+  return SL_OK;
 }
 
 /* Warp chunks per row: 32 x 16 bytes of the wider side. */

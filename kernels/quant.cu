@@ -51,6 +51,20 @@ static_assert(QFMT != SL_QFMT_FP8_GROUP || QLAYOUT == SL_QLAYOUT_LINEAR, "fp32 s
 #ifndef MIN_BLOCKS
 #define MIN_BLOCKS (WARPS == 1 ? 1 : 2048 / (WARPS * 32) * (QFMT == SL_QFMT_MXFP8 ? 4 : 3) / 4)
 #endif
+// The dequantizer of 16-bit outputs in the segment layout has no division slow path on its hot
+// path (the FP4 table's reference entries are out of line) and fits 32 registers without spilling
+// in every format on sm_90 (ptxas -v, session 13), so there it takes the full 2048 threads per SM:
+// a third more loads in flight than at 40 registers. The item layout (NVFP4's per-item quotients),
+// fp32 outputs (MXFP4) and sm_100 (NVFP4: 6 bytes) spill at 32 and keep MIN_BLOCKS.
+// DEQ_MIN_BLOCKS in the spec overrides it (kq_launch.h sl_kq_set_deq_blocks_override: the
+// benchmark's comparison rows).
+#ifndef DEQ_MIN_BLOCKS
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900
+#define DEQ_MIN_BLOCKS (WARPS == 1 ? 1 : SEG > 0 && DTYPE != SL_DTYPE_F32 ? 2048 / (WARPS * 32) : MIN_BLOCKS)
+#else
+#define DEQ_MIN_BLOCKS MIN_BLOCKS
+#endif
+#endif
 static constexpr bool RAGGED = HIDDEN % CHUNK != 0; // the last chunk of a row has idle lanes
 
 // Segment layout (SEG > 0): a warp task is SEGC consecutive chunks of one row (the row's last
@@ -517,7 +531,7 @@ __device__ __forceinline__ void fill_deq_table(uint4 *tab, float global_scale) {
 
 // Dequantize: one warp item = CHUNK output elements (16 bytes of output per lane); SEG as in
 // sl_quant_kernel (SEG > 0: warp tasks of SEGC chunks of a row with running pointers).
-extern "C" __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
+extern "C" __global__ void __launch_bounds__(WARPS * 32, DEQ_MIN_BLOCKS)
     sl_dequant_kernel(const unsigned char *__restrict__ codes, const void *__restrict__ scales, float global_scale,
                       void *__restrict__ out, long out_stride, int num_tokens) {
   const int lane = threadIdx.x & 31;

@@ -216,7 +216,11 @@ static const int tune_segs[] = {0, 4, SL_KQ_SEG_POINT, 32};
 typedef struct {
   int unroll, seg, stage, waves;
   bool linear;
+  int deq_blocks; /* the dequantizer's blocks per SM (0: the kernel's rule; sl_kq_set_deq_blocks_override) */
 } knobs_t;
+/* The comparison row of the dequantizers' occupancy (path "<path> mb6"): the 6 blocks of 8 warps
+ * (40 registers) they were compiled for until session 13, against the kernel's rule. */
+#define SL_BENCH_DEQ_BLOCKS 6
 #define SL_BENCH_RESIDENT (1 << 30)
 static const knobs_t knobs_table = {.seg = SL_KQ_SEG_TABLE, .stage = SL_KQ_SWZ_STAGE_TABLE};
 
@@ -255,6 +259,12 @@ static sl_status_t bench_one(sl_bench_t *b, op_t op, int T, int H) {
   SL_CHECK(bench_one_at(b, op, T, H, kn));
   if (grid_rows(b, op, T)) SL_CHECK(bench_one_at(b, op, T, H, res));
   SL_CHECK(bench_staged(b, op, T, H));
+  const bool deq = op == OP_DEQUANT_FP8 || op == OP_DEQUANT_NVFP4;
+  if (deq && T >= 1024 && sl_device_backend(b->rt->dev) == SL_BACKEND_CUDA) {
+    knobs_t mb = knobs_table; /* the dequantizer at the quantizer's 6 blocks per SM (40 registers) */
+    mb.deq_blocks = SL_BENCH_DEQ_BLOCKS;
+    SL_CHECK(bench_one_at(b, op, T, H, mb));
+  }
   kn.linear = res.linear = true;
   if (has_layouts(op)) SL_CHECK(bench_one_at(b, op, T, H, kn));
   if (has_layouts(op) && grid_rows(b, op, T)) SL_CHECK(bench_one_at(b, op, T, H, res));
@@ -283,6 +293,7 @@ static sl_status_t bench_one_at(sl_bench_t *b, op_t op, int T, int H, knobs_t kn
   sl_kq_set_seg_override(seg);
   sl_kq_set_swz_stage_override(stage);
   sl_kq_set_full_grid_waves_override(kn.waves);
+  sl_kq_set_deq_blocks_override(kn.deq_blocks);
   sl_device_t *dev = b->rt->dev;
   bool gpu = sl_device_backend(dev) == SL_BACKEND_CUDA;
   ctx_t c = {.dev = dev, .op = op, .T = T, .H = H, .linear = linear};
@@ -339,6 +350,7 @@ static sl_status_t bench_one_at(sl_bench_t *b, op_t op, int T, int H, knobs_t kn
     else
       snprintf(path, sizeof path, "cpu");
     if (gpu && kn.waves) strncat(path, " res", sizeof path - strlen(path) - 1);
+    if (gpu && kn.deq_blocks) snprintf(path + strlen(path), sizeof path - strlen(path), " mb%d", kn.deq_blocks);
     if (gpu && T >= 8192 && !is_router(op)) snprintf(extra, sizeof extra, "target >= 92%% copy");
     if (gpu && T <= 16) snprintf(extra, sizeof extra, "target graph <= 3 us");
     char name[32];
@@ -351,6 +363,7 @@ static sl_status_t bench_one_at(sl_bench_t *b, op_t op, int T, int H, knobs_t kn
   sl_kq_set_seg_override(SL_KQ_SEG_TABLE);
   sl_kq_set_swz_stage_override(SL_KQ_SWZ_STAGE_TABLE);
   sl_kq_set_full_grid_waves_override(0);
+  sl_kq_set_deq_blocks_override(0);
   return s;
 }
 

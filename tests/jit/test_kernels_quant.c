@@ -227,6 +227,28 @@ static void test_segment_layout_specs(void **state) {
   }
 }
 
+/* The dequantizer's occupancy (quant.cu DEQ_MIN_BLOCKS): the kernel's own rule unless the
+ * benchmark's override names a count, which then reaches the spec (and compiles). */
+static void test_deq_blocks_spec(void **state) {
+  sl_dequant_args_t d = {.format = SL_QUANT_NVFP4,
+                         .layout = SL_QUANT_LAYOUT_SWIZZLED,
+                         .num_tokens = 8192,
+                         .hidden = 7168,
+                         .out_dtype = SL_DTYPE_BF16};
+  char desc[1024];
+  for (int a = 0; a < 2; a++) {
+    sl_jit_spec_t spec;
+    SL_ASSERT_OK(sl_dequant_spec(&d, archs[a], SMS, &spec));
+    sl_jit_spec_describe(&spec, desc, sizeof desc);
+    assert_null(strstr(desc, "DEQ_MIN_BLOCKS"));
+    sl_kq_set_deq_blocks_override(6);
+    SL_ASSERT_OK(sl_dequant_spec(&d, archs[a], SMS, &spec));
+    assert_define(&spec, "DEQ_MIN_BLOCKS=6");
+    assert_compiles(&spec, archs[a]);
+    sl_kq_set_deq_blocks_override(0);
+  }
+}
+
 /* Staged swizzled scales (kernels/kq_launch.h sl_kq_swz_stage, quant.cu SWZ_STAGE): by default
  * (the table's swz_stage_fmts) on Hopper for MXFP8 at every hidden size and NVFP4 on rows of <= 16
  * chunks (h=4096 bf16: staged; h=7168: not), never MXFP4 nor Blackwell (whose table has the item
@@ -413,6 +435,7 @@ int main(void) {
       cmocka_unit_test(test_software_e4m3_fallback),
       cmocka_unit_test(test_segment_layout_specs),
       cmocka_unit_test(test_swz_stage_specs),
+      cmocka_unit_test(test_deq_blocks_spec),
       cmocka_unit_test(test_unroll_and_override_choices),
       cmocka_unit_test(test_missing_constant_fails_loudly),
   };
