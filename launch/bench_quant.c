@@ -207,7 +207,7 @@ static void free_ctx(ctx_t *c) {
  * kernels/kq_launch.h, a warp walking S chunks of one row; "s0" = the old item layout forced),
  * so the old and the new layout are printed next to each other. */
 static const int tune_unrolls[] = {1, 2, 4};
-static const int tune_segs[] = {0, 4, SL_KQ_SEG_POINT, 32};
+static const int tune_segs[] = {0, 1, 2, 4, SL_KQ_SEG_POINT, 32};
 
 /* One row's launch choices, each forced away from kernels/kq_launch.h's default or not: unroll
  * (0: the table), seg (SL_KQ_SEG_TABLE: the table), stage (SL_KQ_SWZ_STAGE_TABLE: the table; 0 /
