@@ -22,12 +22,17 @@ int sl_kq_warps_act16(int arch, int sm_count, long rows, long items) {
 
 sl_status_t sl_kq_launch(sl_device_t *dev, sl_kernel_t *k, int warps, int unroll, long items, sl_stream_t *stream,
                          void **args) {
+  return sl_kq_launch_waves(dev, k, warps, unroll, items, 0, stream, args);
+}
+
+sl_status_t sl_kq_launch_waves(sl_device_t *dev, sl_kernel_t *k, int warps, int unroll, long items, int at_waves,
+                               sl_stream_t *stream, void **args) {
   long want = (items + (long)warps * unroll - 1) / ((long)warps * unroll), resident = 0;
   SL_CHECK(sl_kernel_resident_blocks(k, warps * 32, 0, &resident));
   /* Up to a few waves the grid is capped at the resident blocks and strides; beyond that one
    * block per group of items (many short-lived blocks) streams better on the H200, as it did
    * for RMSNorm (+3-8 points of copy bandwidth at T >= 8192, kernels/NOTES.md). */
-  const long waves = waves_override ? waves_override : SL_KQ_FULL_GRID_WAVES;
+  const long waves = waves_override ? waves_override : at_waves > 0 ? at_waves : SL_KQ_FULL_GRID_WAVES;
   long blocks = want <= waves * resident ? (want < resident ? want : resident) : want;
   if (blocks < 1) blocks = 1;
   sl_launch_t l = {.grid = {(unsigned)blocks, 1, 1}, .block = {(unsigned)(warps * 32), 1, 1}, .stream = stream};

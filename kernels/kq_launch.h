@@ -192,6 +192,11 @@ void sl_kq_set_full_grid_waves_override(int waves);
  * host-latency bound and the answer never changes for a loaded kernel. */
 sl_status_t sl_kq_launch(sl_device_t *dev, sl_kernel_t *k, int warps, int unroll, long items, sl_stream_t *stream,
                          void **args);
+/* The same with the full-grid point at `waves` resident waves (0: SL_KQ_FULL_GRID_WAVES), for a
+ * kernel compiled for more blocks per SM than the point was measured at; the benchmark's override
+ * (sl_kq_set_full_grid_waves_override) still wins. */
+sl_status_t sl_kq_launch_waves(sl_device_t *dev, sl_kernel_t *k, int warps, int unroll, long items, int waves,
+                               sl_stream_t *stream, void **args);
 
 #endif
 #endif

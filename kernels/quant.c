@@ -262,14 +262,25 @@ static long quant_items(int num_tokens, int hidden, sl_dtype_t dtype) {
  * 128-row tile row and one segment, so the tasks are the rows rounded up to 128 (the padding
  * rows' warps write the zero scales) times the segments: a whole number of CTAs, one per group. */
 static sl_status_t quant_launch(sl_device_t *dev, sl_kernel_t *k, int warps, int unroll, int seg, bool stage,
-                                int num_tokens, int hidden, sl_dtype_t dtype, sl_stream_t *stream, void **args) {
+                                int waves, int num_tokens, int hidden, sl_dtype_t dtype, sl_stream_t *stream,
+                                void **args) {
   if (stage)
-    return sl_kq_launch(dev, k, warps, 1,
-                        sl_kq_seg_tasks(((long)num_tokens + 127) / 128 * 128, quant_chunks(hidden, dtype), seg), stream,
-                        args);
+    return sl_kq_launch_waves(dev, k, warps, 1,
+                              sl_kq_seg_tasks(((long)num_tokens + 127) / 128 * 128, quant_chunks(hidden, dtype), seg),
+                              waves, stream, args);
   if (seg > 0)
-    return sl_kq_launch(dev, k, warps, 1, sl_kq_seg_tasks(num_tokens, quant_chunks(hidden, dtype), seg), stream, args);
-  return sl_kq_launch(dev, k, warps, unroll, quant_items(num_tokens, hidden, dtype), stream, args);
+    return sl_kq_launch_waves(dev, k, warps, 1, sl_kq_seg_tasks(num_tokens, quant_chunks(hidden, dtype), seg), waves,
+                              stream, args);
+  return sl_kq_launch_waves(dev, k, warps, unroll, quant_items(num_tokens, hidden, dtype), waves, stream, args);
+}
+
+/* The FP4 dequantizer of 16-bit outputs in the segment layout is compiled for 2048 threads per SM
+ * on Hopper (quant.cu DEQ_MIN_BLOCKS: 8 blocks of 8 warps, where the other kq kernels have 6), so
+ * the launcher's full-grid point -- measured at 6 -- moves to 3 of its waves (= 4 waves of 6
+ * blocks): the same shapes launch the full grid as before. 0 (the launcher's point) elsewhere. */
+static int deq_full_grid_waves(int arch, const sl_dequant_args_t *a, int warps, int seg) {
+  const bool table = sl_qfmt_is_fp4((int)a->format) && a->out_dtype != SL_DTYPE_F32 && seg > 0;
+  return arch == SL_ARCH_HOPPER && table && warps == 8 && !sl_kq_deq_blocks_override() ? 3 : 0;
 }
 
 static sl_status_t check_aligned(const char *op, const void *p, long stride_bytes, const char *what) {
@@ -314,7 +325,7 @@ sl_status_t sl_quant(sl_device_t *dev, const sl_quant_args_t *a, sl_stream_t *st
   float gs = a->global_scale;
   int t = a->num_tokens;
   void *args[] = {&in, &stride, &codes, &scales, &gs, &t};
-  SL_CHECK(quant_launch(dev, k, warps, unroll, seg, stage, t, a->hidden, a->in_dtype, stream, args));
+  SL_CHECK(quant_launch(dev, k, warps, unroll, seg, stage, 0, t, a->hidden, a->in_dtype, stream, args));
   if (a->check_nan)
     SL_CHECK(sl_quant_check_scales(dev, a->format, a->layout, a->num_tokens, a->hidden, a->scales, stream));
   return SL_OK;
@@ -341,7 +352,8 @@ sl_status_t sl_dequant(sl_device_t *dev, const sl_dequant_args_t *a, sl_stream_t
   float gs = a->global_scale;
   int t = a->num_tokens;
   void *args[] = {&codes, &scales, &gs, &out, &stride, &t};
-  return quant_launch(dev, k, warps, unroll, seg, false, t, a->hidden, a->out_dtype, stream, args);
+  return quant_launch(dev, k, warps, unroll, seg, false, deq_full_grid_waves(info->arch, a, warps, seg), t, a->hidden,
+                      a->out_dtype, stream, args);
 }
 
 /* Configuration points: every format x rule x layout x dtype, decode and prefill warps, quant

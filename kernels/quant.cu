@@ -51,16 +51,18 @@ static_assert(QFMT != SL_QFMT_FP8_GROUP || QLAYOUT == SL_QLAYOUT_LINEAR, "fp32 s
 #ifndef MIN_BLOCKS
 #define MIN_BLOCKS (WARPS == 1 ? 1 : 2048 / (WARPS * 32) * (QFMT == SL_QFMT_MXFP8 ? 4 : 3) / 4)
 #endif
-// The dequantizer of 16-bit outputs in the segment layout has no division slow path on its hot
-// path (the FP4 table's reference entries are out of line) and fits 32 registers without spilling
-// in every format on sm_90 (ptxas -v, session 13), so there it takes the full 2048 threads per SM:
-// a third more loads in flight than at 40 registers. The item layout (NVFP4's per-item quotients),
-// fp32 outputs (MXFP4) and sm_100 (NVFP4: 6 bytes) spill at 32 and keep MIN_BLOCKS.
-// DEQ_MIN_BLOCKS in the spec overrides it (kq_launch.h sl_kq_set_deq_blocks_override: the
-// benchmark's comparison rows).
+// The FP4 dequantizer of 16-bit outputs in the segment layout (the per-CTA table, DEQ_TABLE) has
+// no division on its hot path (the table's reference entries are out of line) and fits 32
+// registers without spilling on sm_90 (ptxas -v, session 13), so there it takes the full 2048
+// threads per SM: more CTAs cover each one's table fill and barrier. Measured (session 13 call 3,
+// the bench's "mb6" rows): NVFP4 T=32768 h=2048/4096/7168 -1.7/-2.3/-1.7 % kernel time; the FP8
+// dequantizer was ~1 % slower at 8 blocks at every shape, so it and the other variants keep
+// MIN_BLOCKS (the item layout and sm_100 also spill at 32). kernels/quant.c mirrors this rule for
+// the launcher's full-grid point (deq_full_grid_waves). DEQ_MIN_BLOCKS in the spec overrides it
+// (kq_launch.h sl_kq_set_deq_blocks_override: the benchmark's comparison rows).
 #ifndef DEQ_MIN_BLOCKS
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900
-#define DEQ_MIN_BLOCKS (WARPS == 1 ? 1 : SEG > 0 && DTYPE != SL_DTYPE_F32 ? 2048 / (WARPS * 32) : MIN_BLOCKS)
+#define DEQ_MIN_BLOCKS (WARPS == 1 ? 1 : DEQ_TABLE ? 2048 / (WARPS * 32) : MIN_BLOCKS)
 #else
 #define DEQ_MIN_BLOCKS MIN_BLOCKS
 #endif

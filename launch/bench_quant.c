@@ -218,8 +218,9 @@ typedef struct {
   bool linear;
   int deq_blocks; /* the dequantizer's blocks per SM (0: the kernel's rule; sl_kq_set_deq_blocks_override) */
 } knobs_t;
-/* The comparison row of the dequantizers' occupancy (path "<path> mb6"): the 6 blocks of 8 warps
- * (40 registers) they were compiled for until session 13, against the kernel's rule. */
+/* The comparison row of the FP4 dequantizer's occupancy (path "<path> mb6"): the 6 blocks of 8
+ * warps (40 registers) it was compiled for until session 13, against the kernel's rule (8 on
+ * Hopper; kernels/quant.cu DEQ_MIN_BLOCKS). */
 #define SL_BENCH_DEQ_BLOCKS 6
 #define SL_BENCH_RESIDENT (1 << 30)
 static const knobs_t knobs_table = {.seg = SL_KQ_SEG_TABLE, .stage = SL_KQ_SWZ_STAGE_TABLE};
@@ -259,9 +260,8 @@ static sl_status_t bench_one(sl_bench_t *b, op_t op, int T, int H) {
   SL_CHECK(bench_one_at(b, op, T, H, kn));
   if (grid_rows(b, op, T)) SL_CHECK(bench_one_at(b, op, T, H, res));
   SL_CHECK(bench_staged(b, op, T, H));
-  const bool deq = op == OP_DEQUANT_FP8 || op == OP_DEQUANT_NVFP4;
-  if (deq && T >= 1024 && sl_device_backend(b->rt->dev) == SL_BACKEND_CUDA) {
-    knobs_t mb = knobs_table; /* the dequantizer at the quantizer's 6 blocks per SM (40 registers) */
+  if (op == OP_DEQUANT_NVFP4 && T >= 1024 && sl_device_backend(b->rt->dev) == SL_BACKEND_CUDA) {
+    knobs_t mb = knobs_table; /* the FP4 dequantizer at the quantizer's 6 blocks per SM (40 registers) */
     mb.deq_blocks = SL_BENCH_DEQ_BLOCKS;
     SL_CHECK(bench_one_at(b, op, T, H, mb));
   }
