@@ -212,7 +212,8 @@ static const int tune_segs[] = {0, 1, 2, 4, SL_KQ_SEG_POINT, 32};
 /* One row's launch choices, each forced away from kernels/kq_launch.h's default or not: unroll
  * (0: the table), seg (SL_KQ_SEG_TABLE: the table), stage (SL_KQ_SWZ_STAGE_TABLE: the table; 0 /
  * 1 forced), waves (0: the launcher's full-grid rule; SL_BENCH_RESIDENT: always the resident,
- * grid-stride grid), linear (the quantizer's linear scale layout instead of the swizzled one). */
+ * grid-stride grid; SL_BENCH_FULL_GRID: the full grid past one resident wave), linear (the
+ * quantizer's linear scale layout instead of the swizzled one). */
 typedef struct {
   int unroll, seg, stage, waves;
   bool linear;
@@ -245,29 +246,35 @@ static sl_status_t bench_staged(sl_bench_t *b, op_t op, int T, int H) {
   return bench_one_at(b, op, T, H, kn);
 }
 
-/* SL_KQ_GRID=1: after each act/quant/dequant row at T >= 8192 (past the launcher's full-grid
- * point) the same launch on the resident grid (path "<path> res"), so a run shows whether the
- * full grid (one short-lived block per group of tasks) or grid-stride blocks stream better. */
+/* SL_KQ_GRID=1: after each act/quant/dequant row at T >= 1024 the same launch on the resident grid
+ * (path "<path> res") and on the full grid (one block per group of tasks whenever the work
+ * exceeds one resident wave: "<path> full"), so a run shows which streams better on either side
+ * of the launcher's full-grid point (SL_KQ_FULL_GRID_WAVES resident waves); one of the two is
+ * the default launch. */
 static bool grid_rows(sl_bench_t *b, op_t op, int T) {
   const char *g = getenv("SL_KQ_GRID");
-  return g && strcmp(g, "1") == 0 && !is_router(op) && T >= 8192 && sl_device_backend(b->rt->dev) == SL_BACKEND_CUDA;
+  return g && strcmp(g, "1") == 0 && !is_router(op) && T >= 1024 && sl_device_backend(b->rt->dev) == SL_BACKEND_CUDA;
 }
+#define SL_BENCH_FULL_GRID 1 /* knobs_t.waves: the full grid past one resident wave */
 
 static sl_status_t bench_one(sl_bench_t *b, op_t op, int T, int H) {
   if (!sl_bench_selected(b, op_names[op])) return SL_OK;
-  knobs_t kn = knobs_table, res = knobs_table;
+  knobs_t kn = knobs_table, res = knobs_table, full = knobs_table;
   res.waves = SL_BENCH_RESIDENT;
+  full.waves = SL_BENCH_FULL_GRID;
   SL_CHECK(bench_one_at(b, op, T, H, kn));
   if (grid_rows(b, op, T)) SL_CHECK(bench_one_at(b, op, T, H, res));
+  if (grid_rows(b, op, T)) SL_CHECK(bench_one_at(b, op, T, H, full));
   SL_CHECK(bench_staged(b, op, T, H));
   if (op == OP_DEQUANT_NVFP4 && T >= 1024 && sl_device_backend(b->rt->dev) == SL_BACKEND_CUDA) {
     knobs_t mb = knobs_table; /* the FP4 dequantizer at the quantizer's 6 blocks per SM (40 registers) */
     mb.deq_blocks = SL_BENCH_DEQ_BLOCKS;
     SL_CHECK(bench_one_at(b, op, T, H, mb));
   }
-  kn.linear = res.linear = true;
+  kn.linear = res.linear = full.linear = true;
   if (has_layouts(op)) SL_CHECK(bench_one_at(b, op, T, H, kn));
   if (has_layouts(op) && grid_rows(b, op, T)) SL_CHECK(bench_one_at(b, op, T, H, res));
+  if (has_layouts(op) && grid_rows(b, op, T)) SL_CHECK(bench_one_at(b, op, T, H, full));
   const char *tune = getenv("SL_KQ_TUNE");
   if (!tune || strcmp(tune, "1") != 0 || is_router(op) || T < 1024 ||
       sl_device_backend(b->rt->dev) != SL_BACKEND_CUDA)
@@ -349,7 +356,8 @@ static sl_status_t bench_one_at(sl_bench_t *b, op_t op, int T, int H, knobs_t kn
       snprintf(path, sizeof path, "w%d", wl);
     else
       snprintf(path, sizeof path, "cpu");
-    if (gpu && kn.waves) strncat(path, " res", sizeof path - strlen(path) - 1);
+    if (gpu && kn.waves)
+      strncat(path, kn.waves == SL_BENCH_RESIDENT ? " res" : " full", sizeof path - strlen(path) - 1);
     if (gpu && kn.deq_blocks) snprintf(path + strlen(path), sizeof path - strlen(path), " mb%d", kn.deq_blocks);
     if (gpu && T >= 8192 && !is_router(op)) snprintf(extra, sizeof extra, "target >= 92%% copy");
     if (gpu && T <= 16) snprintf(extra, sizeof extra, "target graph <= 3 us");
