@@ -31,7 +31,8 @@ sl_status_t sl_kq_launch_waves(sl_device_t *dev, sl_kernel_t *k, int warps, int 
   SL_CHECK(sl_kernel_resident_blocks(k, warps * 32, 0, &resident));
   /* Up to a few waves the grid is capped at the resident blocks and strides; beyond that one
    * block per group of items (many short-lived blocks) streams better on the H200, as it did
-   * for RMSNorm (+3-8 points of copy bandwidth at T >= 8192, kernels/NOTES.md). */
+   * for RMSNorm (+3-8 points of copy bandwidth at T >= 8192, kernels/NOTES.md); the point per
+   * kind is kq_launch.h's SL_KQ_FULL_GRID_WAVES*. */
   const long waves = waves_override ? waves_override : at_waves > 0 ? at_waves : SL_KQ_FULL_GRID_WAVES;
   long blocks = want <= waves * resident ? (want < resident ? want : resident) : want;
   if (blocks < 1) blocks = 1;

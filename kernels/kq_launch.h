@@ -3,8 +3,22 @@
 #ifndef SL_KQ_LAUNCH_H
 #define SL_KQ_LAUNCH_H
 
-/* Past this many resident waves of work, launch one block per group of items. */
-#define SL_KQ_FULL_GRID_WAVES 4
+/* Past this many resident waves of work, launch one block per group of items (the "full grid":
+ * many short-lived blocks) instead of a resident grid that strides. MEASURED on the H200 (session
+ * 13 call 5, `SL_KQ_GRID=1 sluice bench kernels --only quant_` / `act_`, kernel us, rows "res" /
+ * "full"): at T=8192 h=2048 (2.6 resident waves of the 6-block kernels) the full grid is faster
+ * for the FP8 quantizer (14.37 -> 14.02), NVFP4 (14.08 -> 13.92), the FP8-out activation (24.00 ->
+ * 23.62), the FP8 dequantizer (14.30 -> 14.14); at 1.1 waves (T=1024 h=7168) it is mixed (FP8
+ * dequant 6.95 -> 7.30, NVFP4 quant 8.22 -> 7.90), so the point is 2 waves (it was 4, from
+ * RMSNorm). Per kind (the callers' sl_kq_launch_waves): the MXFP4 quantizer keeps the resident
+ * grid to 8 waves (T=8192 h=4096: 22.78 resident vs 23.42 full), the 8-block kernels (MXFP8
+ * quantizer, the FP4 table dequantizer) go full past 1 of their waves (MXFP8 T=8192 h=4096 at 3.9
+ * waves: 26.11 -> 25.50; the FP4 dequantizer at h=2048, 1.9 waves: 14.30 -> 13.57), the router
+ * keeps 4 (not measured). */
+#define SL_KQ_FULL_GRID_WAVES 2
+#define SL_KQ_FULL_GRID_WAVES_MXFP4Q 8
+#define SL_KQ_FULL_GRID_WAVES_8BLOCKS 1
+#define SL_KQ_FULL_GRID_WAVES_ROUTER 4
 /* Warps per block of the quantizer's staged swizzled scales (kernels/quant.cu SWZ_STAGE): the 8
  * rows {k, k+1} x the four 32-row groups of a 128x4 tile, which share each 32-byte sector. */
 #define SL_KQ_SWZ_STAGE_WARPS 8

@@ -274,13 +274,17 @@ static sl_status_t quant_launch(sl_device_t *dev, sl_kernel_t *k, int warps, int
   return sl_kq_launch_waves(dev, k, warps, unroll, quant_items(num_tokens, hidden, dtype), waves, stream, args);
 }
 
-/* The FP4 dequantizer of 16-bit outputs in the segment layout is compiled for 2048 threads per SM
- * on Hopper (quant.cu DEQ_MIN_BLOCKS: 8 blocks of 8 warps, where the other kq kernels have 6), so
- * the launcher's full-grid point -- measured at 6 -- moves to 3 of its waves (= 4 waves of 6
- * blocks): the same shapes launch the full grid as before. 0 (the launcher's point) elsewhere. */
+/* The launcher's full-grid point per kind (kq_launch.h SL_KQ_FULL_GRID_WAVES*, measured): the
+ * MXFP4 quantizer strides to 8 resident waves; the MXFP8 quantizer (8 blocks per SM) goes full past
+ * 1 of its waves; so does the FP4 dequantizer of 16-bit outputs in the segment layout, compiled for
+ * 8 blocks per SM on Hopper (quant.cu DEQ_MIN_BLOCKS, mirrored here). 0: the launcher's point. */
+static int quant_full_grid_waves(int fmt) {
+  return fmt == SL_QFMT_MXFP4 ? SL_KQ_FULL_GRID_WAVES_MXFP4Q : fmt == SL_QFMT_MXFP8 ? SL_KQ_FULL_GRID_WAVES_8BLOCKS : 0;
+}
 static int deq_full_grid_waves(int arch, const sl_dequant_args_t *a, int warps, int seg) {
   const bool table = sl_qfmt_is_fp4((int)a->format) && a->out_dtype != SL_DTYPE_F32 && seg > 0;
-  return arch == SL_ARCH_HOPPER && table && warps == 8 && !sl_kq_deq_blocks_override() ? 3 : 0;
+  const bool eight = arch == SL_ARCH_HOPPER && table && warps == 8 && !sl_kq_deq_blocks_override();
+  return eight ? SL_KQ_FULL_GRID_WAVES_8BLOCKS : 0;
 }
 
 static sl_status_t check_aligned(const char *op, const void *p, long stride_bytes, const char *what) {
@@ -325,7 +329,8 @@ sl_status_t sl_quant(sl_device_t *dev, const sl_quant_args_t *a, sl_stream_t *st
   float gs = a->global_scale;
   int t = a->num_tokens;
   void *args[] = {&in, &stride, &codes, &scales, &gs, &t};
-  SL_CHECK(quant_launch(dev, k, warps, unroll, seg, stage, 0, t, a->hidden, a->in_dtype, stream, args));
+  SL_CHECK(quant_launch(dev, k, warps, unroll, seg, stage, quant_full_grid_waves((int)a->format), t, a->hidden,
+                        a->in_dtype, stream, args));
   if (a->check_nan)
     SL_CHECK(sl_quant_check_scales(dev, a->format, a->layout, a->num_tokens, a->hidden, a->scales, stream));
   return SL_OK;

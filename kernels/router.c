@@ -201,7 +201,8 @@ sl_status_t sl_router(sl_device_t *dev, const sl_router_args_t *a, sl_stream_t *
   float *w = a->topk_weights, sc = scaling_of(a);
   int t = a->num_tokens, renorm = a->renormalize;
   void *args[] = {&logits, &bias, &ids, &w, &t, &renorm, &sc};
-  return sl_kq_launch(dev, k, sl_kq_table_warps(info->arch, info->sm_count, t), 1, t, stream, args);
+  return sl_kq_launch_waves(dev, k, sl_kq_table_warps(info->arch, info->sm_count, t), 1, t,
+                            SL_KQ_FULL_GRID_WAVES_ROUTER, stream, args);
 }
 
 /* Configuration points: Qwen3-MoE (128 experts, top 8), Mixtral (8, top 2), DeepSeek-V2-Lite
