@@ -10,13 +10,15 @@
  * for the FP8 quantizer (14.37 -> 14.02), NVFP4 (14.08 -> 13.92), the FP8-out activation (24.00 ->
  * 23.62), the FP8 dequantizer (14.30 -> 14.14); at 1.1 waves (T=1024 h=7168) it is mixed (FP8
  * dequant 6.95 -> 7.30, NVFP4 quant 8.22 -> 7.90), so the point is 2 waves (it was 4, from
- * RMSNorm). Per kind (the callers' sl_kq_launch_waves): the MXFP4 quantizer keeps the resident
- * grid to 8 waves (T=8192 h=4096: 22.78 resident vs 23.42 full), the 8-block kernels (MXFP8
- * quantizer, the FP4 table dequantizer) go full past 1 of their waves (MXFP8 T=8192 h=4096 at 3.9
- * waves: 26.11 -> 25.50; the FP4 dequantizer at h=2048, 1.9 waves: 14.30 -> 13.57), the router
- * keeps 4 (not measured). */
+ * RMSNorm). Per kind (the callers' sl_kq_launch_waves): the MXFP4 quantizer on rows of <=
+ * SL_KQ_FP4Q_WIDE_CHUNKS chunks keeps the resident grid at every size (T=8192 h=4096: 22.78
+ * resident vs 23.42 full; call 6, T=32768 h=2048 / 4096 at 10 / 21 waves: 92.6 / 94.2 % of copy
+ * resident vs 91.3 / 93.0 full; its wide rows, unroll 4, go full as the others: T=8192 h=7168
+ * 39.90 resident vs 37.89), the 8-block kernels (MXFP8 quantizer, the FP4 table dequantizer) go
+ * full past 1 of their waves (MXFP8 T=8192 h=4096 at 3.9 waves: 26.11 -> 25.50; the FP4
+ * dequantizer at h=2048, 1.9 waves: 14.30 -> 13.57), the router keeps 4 (not measured). */
 #define SL_KQ_FULL_GRID_WAVES 2
-#define SL_KQ_FULL_GRID_WAVES_MXFP4Q 8
+#define SL_KQ_FULL_GRID_WAVES_MXFP4Q (1 << 24) /* never the full grid */
 #define SL_KQ_FULL_GRID_WAVES_8BLOCKS 1
 #define SL_KQ_FULL_GRID_WAVES_ROUTER 4
 /* Warps per block of the quantizer's staged swizzled scales (kernels/quant.cu SWZ_STAGE): the 8

@@ -275,11 +275,13 @@ static sl_status_t quant_launch(sl_device_t *dev, sl_kernel_t *k, int warps, int
 }
 
 /* The launcher's full-grid point per kind (kq_launch.h SL_KQ_FULL_GRID_WAVES*, measured): the
- * MXFP4 quantizer strides to 8 resident waves; the MXFP8 quantizer (8 blocks per SM) goes full past
- * 1 of its waves; so does the FP4 dequantizer of 16-bit outputs in the segment layout, compiled for
- * 8 blocks per SM on Hopper (quant.cu DEQ_MIN_BLOCKS, mirrored here). 0: the launcher's point. */
-static int quant_full_grid_waves(int fmt) {
-  return fmt == SL_QFMT_MXFP4 ? SL_KQ_FULL_GRID_WAVES_MXFP4Q : fmt == SL_QFMT_MXFP8 ? SL_KQ_FULL_GRID_WAVES_8BLOCKS : 0;
+ * MXFP4 quantizer on rows of <= SL_KQ_FP4Q_WIDE_CHUNKS chunks keeps the resident grid; the MXFP8
+ * quantizer (8 blocks per SM) goes full past 1 of its waves; so does the FP4 dequantizer of 16-bit
+ * outputs in the segment layout, compiled for 8 blocks per SM on Hopper (quant.cu DEQ_MIN_BLOCKS,
+ * mirrored here). 0: the launcher's point. */
+static int quant_full_grid_waves(int fmt, int chunks) {
+  if (fmt == SL_QFMT_MXFP4) return chunks <= SL_KQ_FP4Q_WIDE_CHUNKS ? SL_KQ_FULL_GRID_WAVES_MXFP4Q : 0;
+  return fmt == SL_QFMT_MXFP8 ? SL_KQ_FULL_GRID_WAVES_8BLOCKS : 0;
 }
 static int deq_full_grid_waves(int arch, const sl_dequant_args_t *a, int warps, int seg) {
   const bool table = sl_qfmt_is_fp4((int)a->format) && a->out_dtype != SL_DTYPE_F32 && seg > 0;
@@ -329,8 +331,8 @@ sl_status_t sl_quant(sl_device_t *dev, const sl_quant_args_t *a, sl_stream_t *st
   float gs = a->global_scale;
   int t = a->num_tokens;
   void *args[] = {&in, &stride, &codes, &scales, &gs, &t};
-  SL_CHECK(quant_launch(dev, k, warps, unroll, seg, stage, quant_full_grid_waves((int)a->format), t, a->hidden,
-                        a->in_dtype, stream, args));
+  const int waves = quant_full_grid_waves((int)a->format, quant_chunks(a->hidden, a->in_dtype));
+  SL_CHECK(quant_launch(dev, k, warps, unroll, seg, stage, waves, t, a->hidden, a->in_dtype, stream, args));
   if (a->check_nan)
     SL_CHECK(sl_quant_check_scales(dev, a->format, a->layout, a->num_tokens, a->hidden, a->scales, stream));
   return SL_OK;
