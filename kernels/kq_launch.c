@@ -71,6 +71,15 @@ int sl_kq_seg(int arch, int warps, int act16) {
   return warps == c->decode_warps && warps != c->prefill_warps ? 0 : act16 ? c->seg_act16 : c->seg;
 }
 
+static int qpair_override = SL_KQ_QPAIR_TABLE;
+
+void sl_kq_set_qpair_override(int pair) {
+  qpair_override = pair < 0 ? SL_KQ_QPAIR_TABLE : pair ? 1 : 0;
+}
+int sl_kq_qpair(int arch) {
+  return qpair_override != SL_KQ_QPAIR_TABLE ? qpair_override : sl_kq_arch_cfg(arch)->nv_pair;
+}
+
 static int deq_blocks_override;
 
 void sl_kq_set_deq_blocks_override(int blocks) {
@@ -85,8 +94,9 @@ static int swz_stage_override = SL_KQ_SWZ_STAGE_TABLE;
 void sl_kq_set_swz_stage_override(int stage) {
   swz_stage_override = stage < 0 ? SL_KQ_SWZ_STAGE_TABLE : stage ? 1 : 0;
 }
-int sl_kq_swz_stage(int arch, int fmt, int chunks) {
+int sl_kq_swz_stage(int arch, int fmt, int chunks, int pair) {
   if (swz_stage_override != SL_KQ_SWZ_STAGE_TABLE) return swz_stage_override;
   const sl_kq_arch_cfg_t *c = sl_kq_arch_cfg(arch);
-  return (c->swz_stage_fmts & SL_KQ_STAGE_FMT(fmt)) && (!sl_qfmt_is_fp4(fmt) || chunks <= SL_KQ_FP4Q_WIDE_CHUNKS);
+  return (c->swz_stage_fmts & SL_KQ_STAGE_FMT(fmt)) &&
+         (!sl_qfmt_is_fp4(fmt) || chunks <= SL_KQ_FP4Q_WIDE_CHUNKS || pair);
 }

@@ -59,6 +59,8 @@ typedef struct {
                        * chunks (the wide rows' unroll-4 walk measured slower staged) */
   int act16_wide_items; /* the 16-bit-output activation takes prefill_warps below sm_count rows from
                          * this many warp items per SM on (sl_kq_warps_act16); 0: never */
+  int nv_pair;          /* the NVFP4 quantizer's lane takes a whole 16-element block where it can
+                         * (kernels/quant.cu QPAIR; sl_kq_qpair) */
 } sl_kq_arch_cfg_t;
 
 #define SL_KQ_FP4Q_WIDE_CHUNKS 16
@@ -106,9 +108,9 @@ typedef struct {
 #define SL_KQ_ACT16_HALF_ITEMS 8
 #define SL_KQ_STAGE_FMT(f) (1 << (f))
 static const sl_kq_arch_cfg_t sl_kq_arch_table[] = {
-    {SL_ARCH_HOPPER, 1, 8, 2, 4, 0, 1, 4, SL_KQ_STAGE_FMT(SL_QFMT_MXFP8) | SL_KQ_STAGE_FMT(SL_QFMT_NVFP4), 4},
-    {SL_ARCH_BLACKWELL, 1, 8, 2, 0, 0, 2, 0, 0, 0},
-    {0, 1, 8, 2, 0, 0, 2, 0, 0, 0},
+    {SL_ARCH_HOPPER, 1, 8, 2, 4, 0, 1, 4, SL_KQ_STAGE_FMT(SL_QFMT_MXFP8) | SL_KQ_STAGE_FMT(SL_QFMT_NVFP4), 4, 1},
+    {SL_ARCH_BLACKWELL, 1, 8, 2, 0, 0, 2, 0, 0, 0, 0},
+    {0, 1, 8, 2, 0, 0, 2, 0, 0, 0, 0},
 };
 
 static inline const sl_kq_arch_cfg_t *sl_kq_arch_cfg(int arch) {
@@ -166,14 +168,26 @@ static inline long sl_kq_seg_tasks(long rows, int chunks, int seg) {
 /* Staged swizzled scales (kernels/quant.cu SWZ_STAGE, kernels/NOTES.md "Staged swizzled
  * scales"): the quantizer's CTA stages its 8 warps' scale bytes in shared memory and stores whole
  * 32-byte sectors of the 128x4 swizzled layout instead of 4-byte pieces. Whether a quantizer of
- * format `fmt` (SL_QFMT_*) on rows of `chunks` chunks wants it: the table's swz_stage_fmts,
- * unless sl_kq_set_swz_stage_override forces it on or off (the benchmark's comparison rows, the
+ * format `fmt` (SL_QFMT_*) on rows of `chunks` chunks wants it: the table's swz_stage_fmts (FP4
+ * formats only up to SL_KQ_FP4Q_WIDE_CHUNKS chunks, unless `pair`: the NVFP4 quantizer's whole
+ * block per lane, QPAIR, which measured faster staged at every width -- session 13 call 8, T=8192 /
+ * 32768 h=7168 93.8 / 97.8 % of copy staged vs 89.2 / 93.9 unstaged), unless
+ * sl_kq_set_swz_stage_override forces it on or off (the benchmark's comparison rows, the
  * GPU tests). It applies only where it can (kernels/quant.c): MX/NV formats with swizzled scales
  * in the segment layout (seg > 0) at SL_KQ_SWZ_STAGE_WARPS warps per block (prefill); other
  * launches ignore it. Not thread-safe, as the unroll override. */
 #define SL_KQ_SWZ_STAGE_TABLE (-1)
 void sl_kq_set_swz_stage_override(int stage); /* SL_KQ_SWZ_STAGE_TABLE (the default), 0: off, 1: on */
-int sl_kq_swz_stage(int arch, int fmt, int chunks);
+int sl_kq_swz_stage(int arch, int fmt, int chunks, int pair);
+
+/* Whether the NVFP4 quantizer's lane takes a whole 16-element block (kernels/quant.cu QPAIR) where
+ * the launch allows it (kernels/quant.c: 16-bit inputs, the segment layout, whole chunk pairs):
+ * the table's nv_pair unless sl_kq_set_qpair_override forces it (SL_KQ_QPAIR_TABLE: the table;
+ * 0 / 1: off / on) -- the benchmark's comparison rows and the GPU tests. Not thread-safe, as the
+ * unroll override. */
+#define SL_KQ_QPAIR_TABLE (-1)
+void sl_kq_set_qpair_override(int pair);
+int sl_kq_qpair(int arch);
 
 /* Blocks per SM the dequantizer is compiled for (__launch_bounds__; JIT constant DEQ_MIN_BLOCKS,
  * kernels/quant.cu): 0 = the kernel's own rule (the full 2048 threads per SM for 16-bit outputs in

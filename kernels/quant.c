@@ -187,7 +187,7 @@ out:
 /* ---- JIT --------------------------------------------------------------------------------- */
 
 static sl_status_t common_defines(sl_jit_spec_t *spec, int fmt, int rule, int layout, int hidden, sl_dtype_t dtype,
-                                  int warps, int unroll, int seg, int stage) {
+                                  int warps, int unroll, int seg, int stage, int pair) {
   SL_CHECK(sl_jit_spec_define(spec, "QFMT", "%d", fmt));
   SL_CHECK(sl_jit_spec_define(spec, "QRULE", "%d", rule));
   SL_CHECK(sl_jit_spec_define(spec, "QLAYOUT", "%d", layout));
@@ -197,20 +197,21 @@ static sl_status_t common_defines(sl_jit_spec_t *spec, int fmt, int rule, int la
   SL_CHECK(sl_jit_spec_define(spec, "UNROLL", "%d", unroll));
   SL_CHECK(sl_jit_spec_define(spec, "SEG", "%d", seg));
   SL_CHECK(sl_jit_spec_define(spec, "SWZ_STAGE", "%d", stage));
+  SL_CHECK(sl_jit_spec_define(spec, "QPAIR", "%d", pair));
   return SL_OK;
 }
 
 static sl_status_t quant_spec_at(int fmt, int rule, int layout, int hidden, sl_dtype_t dtype, int warps, int unroll,
-                                 int seg, int stage, sl_jit_spec_t *spec) {
+                                 int seg, int stage, int pair, sl_jit_spec_t *spec) {
   sl_jit_spec_init(spec, "kernels/quant.cu", "sl_quant_kernel");
   if (fmt == SL_QFMT_NVFP4) rule = 0; /* one rule: don't split the cache on an ignored knob */
-  return common_defines(spec, fmt, rule, layout, hidden, dtype, warps, unroll, seg, stage);
+  return common_defines(spec, fmt, rule, layout, hidden, dtype, warps, unroll, seg, stage, pair);
 }
 
 static sl_status_t dequant_spec_at(int fmt, int layout, int hidden, sl_dtype_t dtype, int warps, int unroll, int seg,
                                    sl_jit_spec_t *spec) {
   sl_jit_spec_init(spec, "kernels/quant.cu", "sl_dequant_kernel");
-  SL_CHECK(common_defines(spec, fmt, 0, layout, hidden, dtype, warps, unroll, seg, 0));
+  SL_CHECK(common_defines(spec, fmt, 0, layout, hidden, dtype, warps, unroll, seg, 0, 0));
   const int blocks = sl_kq_deq_blocks_override(); /* the benchmark's comparison: the kernel's rule otherwise */
   if (blocks > 0) SL_CHECK(sl_jit_spec_define(spec, "DEQ_MIN_BLOCKS", "%d", blocks));
   return SL_OK;
@@ -229,6 +230,15 @@ static int quant_seg(int arch, int warps, int hidden, sl_dtype_t dtype) {
   return seg > chunks ? chunks : seg;
 }
 
+/* Whether the NVFP4 quantizer's lane takes a whole block (quant.cu QPAIR; `want`: sl_kq_qpair):
+ * 16-bit inputs in the segment layout, whole rows of 256-element chunks, every task whole chunk
+ * pairs (a multiple of the step: max(unroll, 2) chunks). */
+static bool qpair_applies(int want, int fmt, sl_dtype_t dtype, int hidden, int seg, int unroll) {
+  const int chunks = quant_chunks(hidden, dtype), segc = seg < chunks ? seg : chunks, step = unroll > 2 ? unroll : 2;
+  return want && fmt == SL_QFMT_NVFP4 && (dtype == SL_DTYPE_BF16 || dtype == SL_DTYPE_F16) && seg > 0 &&
+         hidden % 256 == 0 && chunks % segc == 0 && segc % step == 0;
+}
+
 /* Whether a launch stages its swizzled scales: `stage` is the wish (kernels/kq_launch.h
  * sl_kq_swz_stage: the table's formats, or the override), granted only where the kernel's
  * staged variant exists. */
@@ -237,13 +247,28 @@ static bool swz_stage_applies(int stage, int fmt, int layout, int warps, int seg
          warps == SL_KQ_SWZ_STAGE_WARPS;
 }
 
+/* A quantizer launch's choices (kernels/kq_launch.h): warps per block, segment length, unroll, the
+ * whole block per lane (QPAIR) and the staged swizzled scales, in that order of dependence. */
+typedef struct {
+  int warps, seg, unroll;
+  bool pair, stage;
+} quant_choice_t;
+
+static quant_choice_t quant_choose(const sl_quant_args_t *a, int arch, int sm_count) {
+  quant_choice_t c;
+  const int fmt = (int)a->format, chunks = quant_chunks(a->hidden, a->in_dtype);
+  c.warps = sl_kq_warps(arch, sm_count, a->num_tokens);
+  c.seg = quant_seg(arch, c.warps, a->hidden, a->in_dtype);
+  c.unroll = sl_kq_unroll_quant(arch, fmt, c.seg, chunks);
+  c.pair = qpair_applies(sl_kq_qpair(arch), fmt, a->in_dtype, a->hidden, c.seg, c.unroll);
+  c.stage = swz_stage_applies(sl_kq_swz_stage(arch, fmt, chunks, c.pair), fmt, (int)a->layout, c.warps, c.seg);
+  return c;
+}
+
 sl_status_t sl_quant_spec(const sl_quant_args_t *a, int arch, int sm_count, sl_jit_spec_t *spec) {
-  int warps = sl_kq_warps(arch, sm_count, a->num_tokens), seg = quant_seg(arch, warps, a->hidden, a->in_dtype);
-  bool stage = swz_stage_applies(sl_kq_swz_stage(arch, (int)a->format, quant_chunks(a->hidden, a->in_dtype)),
-                                 (int)a->format, (int)a->layout, warps, seg);
-  return quant_spec_at((int)a->format, (int)a->rule, (int)a->layout, a->hidden, a->in_dtype, warps,
-                       sl_kq_unroll_quant(arch, (int)a->format, seg, quant_chunks(a->hidden, a->in_dtype)), seg, stage,
-                       spec);
+  const quant_choice_t c = quant_choose(a, arch, sm_count);
+  return quant_spec_at((int)a->format, (int)a->rule, (int)a->layout, a->hidden, a->in_dtype, c.warps, c.unroll, c.seg,
+                       c.stage, c.pair, spec);
 }
 
 sl_status_t sl_dequant_spec(const sl_dequant_args_t *a, int arch, int sm_count, sl_jit_spec_t *spec) {
@@ -321,18 +346,14 @@ sl_status_t sl_quant(sl_device_t *dev, const sl_quant_args_t *a, sl_stream_t *st
   SL_CHECK(sl_quant_spec(a, info->arch, info->sm_count, &spec));
   sl_kernel_t *k;
   SL_CHECK(sl_jit_get_kernel(dev, &spec, &k));
-  int warps = sl_kq_warps(info->arch, info->sm_count, a->num_tokens);
-  int seg = quant_seg(info->arch, warps, a->hidden, a->in_dtype);
-  int unroll = sl_kq_unroll_quant(info->arch, (int)a->format, seg, quant_chunks(a->hidden, a->in_dtype));
-  bool stage = swz_stage_applies(sl_kq_swz_stage(info->arch, (int)a->format, quant_chunks(a->hidden, a->in_dtype)),
-                                 (int)a->format, (int)a->layout, warps, seg);
+  const quant_choice_t c = quant_choose(a, info->arch, info->sm_count);
   const void *in = a->in;
   void *codes = a->codes, *scales = a->scales;
   float gs = a->global_scale;
   int t = a->num_tokens;
   void *args[] = {&in, &stride, &codes, &scales, &gs, &t};
   const int waves = quant_full_grid_waves((int)a->format, quant_chunks(a->hidden, a->in_dtype));
-  SL_CHECK(quant_launch(dev, k, warps, unroll, seg, stage, waves, t, a->hidden, a->in_dtype, stream, args));
+  SL_CHECK(quant_launch(dev, k, c.warps, c.unroll, c.seg, c.stage, waves, t, a->hidden, a->in_dtype, stream, args));
   if (a->check_nan)
     SL_CHECK(sl_quant_check_scales(dev, a->format, a->layout, a->num_tokens, a->hidden, a->scales, stream));
   return SL_OK;
@@ -396,13 +417,18 @@ sl_status_t sl_quant_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t 
             int chunks = quant_chunks(hiddens[h], dtypes[d]), seg = w ? segs[si] : 0;
             if (seg > chunks) seg = chunks;
             sl_jit_spec_t spec;
-            SL_CHECK(quant_spec_at(cfgs[c].fmt, cfgs[c].rule, cfgs[c].layout, hiddens[h], dtypes[d], warps[w],
-                                   sl_kq_unroll_quant(arch, cfgs[c].fmt, seg, chunks), seg, 0, &spec));
-            SL_CHECK(fn(&spec, user));
-            if (swz_stage_applies(1, cfgs[c].fmt, cfgs[c].layout, warps[w], seg)) { /* staged scales: both forms */
-              SL_CHECK(quant_spec_at(cfgs[c].fmt, cfgs[c].rule, cfgs[c].layout, hiddens[h], dtypes[d], warps[w],
-                                     sl_kq_unroll_quant(arch, cfgs[c].fmt, seg, chunks), seg, 1, &spec));
+            const int unroll = sl_kq_unroll_quant(arch, cfgs[c].fmt, seg, chunks);
+            /* a whole block per lane (QPAIR) where it applies: both forms, staged and not */
+            const int pairs = qpair_applies(1, cfgs[c].fmt, dtypes[d], hiddens[h], seg, unroll) ? 2 : 1;
+            for (int pr = 0; pr < pairs; pr++) {
+              SL_CHECK(quant_spec_at(cfgs[c].fmt, cfgs[c].rule, cfgs[c].layout, hiddens[h], dtypes[d], warps[w], unroll,
+                                     seg, 0, pr, &spec));
               SL_CHECK(fn(&spec, user));
+              if (swz_stage_applies(1, cfgs[c].fmt, cfgs[c].layout, warps[w], seg)) { /* staged scales: both forms */
+                SL_CHECK(quant_spec_at(cfgs[c].fmt, cfgs[c].rule, cfgs[c].layout, hiddens[h], dtypes[d], warps[w],
+                                       unroll, seg, 1, pr, &spec));
+                SL_CHECK(fn(&spec, user));
+              }
             }
             if (cfgs[c].rule != SL_QRULE_CEIL) { /* dequant doesn't depend on the rule: once per layout */
               SL_CHECK(dequant_spec_at(cfgs[c].fmt, cfgs[c].layout, hiddens[h], dtypes[d], warps[w], ac->unroll, seg,

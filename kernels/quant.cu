@@ -30,6 +30,9 @@
 #ifndef SWZ_STAGE
 #error "SWZ_STAGE (1: swizzled scales staged in shared memory, whole-sector stores; 0: off) must be defined by the JIT"
 #endif
+#ifndef QPAIR
+#error "QPAIR (1: an NVFP4 quantizer lane takes a whole 16-element block; 0: one packet) must be defined by the JIT"
+#endif
 
 #define BLOCK_ELEMS (QFMT == SL_QFMT_FP8_GROUP ? 128 : QFMT == SL_QFMT_NVFP4 ? 16 : 32)
 #define IS_FP4 (QFMT == SL_QFMT_MXFP4 || QFMT == SL_QFMT_NVFP4)
@@ -97,6 +100,19 @@ static constexpr int SCALE_STEP = QFMT == SL_QFMT_FP8_GROUP         ? 4 * (CHUNK
 static_assert(!SWZ_STAGE || (QLAYOUT == SL_QLAYOUT_SWIZZLED && QFMT != SL_QFMT_FP8_GROUP && SEG > 0 &&
                              WARPS == SL_KQ_SWZ_STAGE_WARPS),
               "SWZ_STAGE: swizzled byte scales, the segment layout and 8 warps (the rows of one sector)");
+
+// QPAIR (the NVFP4 quantizer of 16-bit inputs in the segment layout): a lane takes a whole
+// 16-element block -- two 16-byte packets, 32 bytes apart per lane -- instead of half of one, so
+// the block's work (absmax, the shuffle, the E4M3 scale and the IEEE quotient gs / d, ~35
+// instructions) runs once per block instead of once per lane of a pair, and every lane stores 8
+// code bytes and its own scale byte. A step walks two chunks (512 elements: 32 blocks, one per
+// lane). The loads go through L1: the second packet's instruction hits the lines the first one
+// brought, so L2 and DRAM traffic are unchanged. Whole chunk pairs only (the host grants it where
+// rows are whole, even numbers of chunks per task and of tasks per row).
+static constexpr bool PAIR = QPAIR != 0;
+static_assert(!PAIR || (QFMT == SL_QFMT_NVFP4 && DTYPE != SL_DTYPE_F32 && SEG > 0 && !RAGGED && CHUNKS % SEGC == 0 &&
+                        SEGC % (UNROLL >= 2 ? UNROLL : 2) == 0),
+              "QPAIR: NVFP4, 16-bit inputs, the segment layout, whole rows of whole chunk pairs per task");
 
 // Byte-scale offset of (row, block column g): sl_qf_scale_offset with unsigned shifts (row and
 // g are never negative here) and the tile-row product the only 64-bit term.
@@ -214,6 +230,65 @@ __device__ __forceinline__ void quant_task(const void *__restrict__ in, long in_
   }
 }
 
+// QPAIR: quantize the lane's whole block (packets a, b: its 16 elements) and store its 8 code bytes
+// at cdst and its scale byte at sdst; the same rules as quant_packet (sl_kq_nvfp4_scale,
+// sl_kq_e2m1_packet), so the same bits.
+// (A template, so that kernels of other dtypes, which never call it, do not instantiate it.)
+template <int DT>
+__device__ __forceinline__ void quant_block_pair(uint4 a, uint4 b, unsigned char *cdst, unsigned char *sdst,
+                                                 float global_scale) {
+  float absmax;
+  int bad;
+  sl_kq_block_absmax16x2<DT>(a, b, absmax, bad);
+  unsigned long long w = 0;
+  unsigned char su;
+  if (bad) {
+    float unused;
+    sl_qf_nan_scale(QFMT, &unused, &su);
+  } else {
+    const float mul = sl_kq_nvfp4_scale(absmax, global_scale, su);
+    if (su != 0) {
+      float va[VEC], vb[VEC];
+      sl_kq_unpack<DT>(a, va);
+      sl_kq_unpack<DT>(b, vb);
+      w = sl_kq_e2m1_packet<DT, VEC>(va, a, mul) | ((unsigned long long)sl_kq_e2m1_packet<DT, VEC>(vb, b, mul) << 32);
+    }
+  }
+  *reinterpret_cast<unsigned long long *>(cdst) = w;
+  *sdst = su;
+}
+
+// QPAIR's warp task: chunks c0.. (SEGC, whole pairs) of `row`, UNROLL packets (UNROLL / 2 chunk
+// pairs, at least one) loaded per step. The lane's packets of a chunk pair sit at elements
+// 16 lane and 16 lane + 8, its codes at 8 lane bytes, its block column 32 pairs + lane.
+template <bool STAGED, int SSTEP>
+__device__ __forceinline__ void quant_task_pair(const void *__restrict__ in, long in_stride,
+                                                unsigned char *__restrict__ codes, void *scales, unsigned stage_ofs,
+                                                unsigned row, unsigned c0, int lane, float global_scale) {
+  constexpr int ebytes = sl_kq_elem<DTYPE>::bytes;
+  constexpr int UP = UNROLL >= 2 ? UNROLL / 2 : 1; // chunk pairs per step
+  constexpr int STEP = 2 * (STAGED ? SSTEP : SCALE_STEP); // scale bytes per chunk pair
+  const unsigned col = c0 * CHUNK + lane * (2 * VEC);
+  const char *ip = (const char *)in + ((size_t)row * (size_t)in_stride + col) * ebytes;
+  unsigned char *cp = codes + (size_t)row * (HIDDEN / 2) + col / 2;
+  unsigned char *sp =
+      STAGED ? reinterpret_cast<unsigned char *>(scales) + stage_ofs : scale_ptr(scales, row, col / BLOCK_ELEMS);
+  for (unsigned c = 0; c < SEGC; c += 2 * UP) {
+    uint4 ra[UP], rb[UP];
+#pragma unroll
+    for (int u = 0; u < UP; u++) {
+      ra[u] = sl_kq_load_raw(ip + u * 2 * CHUNK * ebytes);
+      rb[u] = sl_kq_load_raw(ip + u * 2 * CHUNK * ebytes + VEC * ebytes);
+    }
+#pragma unroll
+    for (int u = 0; u < UP; u++)
+      quant_block_pair<DTYPE>(ra[u], rb[u], cp + u * CHUNK, sp + u * STEP, global_scale);
+    ip += UP * 2 * CHUNK * ebytes;
+    cp += UP * CHUNK; // a chunk pair's codes: 2 x CHUNK / 2 bytes
+    sp += UP * STEP;
+  }
+}
+
 // One warp item = CHUNK consecutive elements of one row; lane l holds elements
 // [l*VEC, (l+1)*VEC) of it. A warp loads UNROLL items before quantizing any, so its loads are
 // in flight together.
@@ -248,8 +323,12 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
       const unsigned row = (pair >> 4) * 128u + (pair & 15u) * 2u + (w & 1u) + (w >> 1) * 32u;
       unsigned char *img = reinterpret_cast<unsigned char *>(stage[b]);
       if (row < (unsigned)num_tokens) { // warp-uniform
-        quant_task<true, STAGE_STEP>(in, in_stride, codes, img, slot + ((gl >> 2) << 5) + (gl & 3u), row, s * SEGC,
-                                     lane, global_scale);
+        if constexpr (PAIR) // the lane's block column inside its chunk pair is the lane
+          quant_task_pair<true, STAGE_STEP>(in, in_stride, codes, img, slot + ((lane >> 2) << 5) + (lane & 3u), row,
+                                            s * SEGC, lane, global_scale);
+        else
+          quant_task<true, STAGE_STEP>(in, in_stride, codes, img, slot + ((gl >> 2) << 5) + (gl & 3u), row, s * SEGC,
+                                       lane, global_scale);
         if constexpr (COLS % 4 != 0) // the last column tile's padding columns: no live lane writes them
           if (s == NSEG - 1 && lane < 4 - COLS % 4)
             img[(col_tiles - 1 - s * STAGE_TILES) * 32 + slot + COLS % 4 + lane] = 0;
@@ -269,7 +348,10 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
     const unsigned tasks = (unsigned)num_tokens * NSEG;
     for (unsigned t = warp; t < tasks; t += nwarps) {
       const unsigned row = t / NSEG, c0 = (t - row * NSEG) * SEGC;
-      quant_task<false, 0>(in, in_stride, codes, scales, 0, row, c0, lane, global_scale);
+      if constexpr (PAIR)
+        quant_task_pair<false, 0>(in, in_stride, codes, scales, 0, row, c0, lane, global_scale);
+      else
+        quant_task<false, 0>(in, in_stride, codes, scales, 0, row, c0, lane, global_scale);
     }
   } else {
     const unsigned items = (unsigned)num_tokens * CHUNKS;

@@ -149,6 +149,27 @@ template <int LANES> __device__ __forceinline__ unsigned sl_kq_block_max(unsigne
   return m;
 }
 
+// Per 16-bit half, the largest magnitude of the packet's four words (sign bits masked: the bit
+// patterns of non-negative values order as the values, NaN above Inf).
+__device__ __forceinline__ unsigned sl_kq_max16x4(uint4 w) {
+  unsigned a = w.x & 0x7fff7fffu, b = w.y & 0x7fff7fffu, c = w.z & 0x7fff7fffu, d = w.w & 0x7fff7fffu, m;
+  asm("{\n\t.reg .b32 t0, t1;\n\tmax.u16x2 t0, %1, %2;\n\tmax.u16x2 t1, %3, %4;\n\tmax.u16x2 %0, t0, t1;\n\t}"
+      : "=r"(m)
+      : "r"(a), "r"(b), "r"(c), "r"(d));
+  return m;
+}
+// The block's absmax and "not finite" flag from the two halves' largest magnitudes.
+template <int DT> __device__ __forceinline__ void sl_kq_absmax16_of(unsigned m, float &absmax, int &bad) {
+  const unsigned h = max(m & 0xffffu, m >> 16);
+  if constexpr (DT == SL_DTYPE_BF16) {
+    bad = h >= 0x7f80u;
+    absmax = bad ? 0.0f : __uint_as_float(h << 16);
+  } else {
+    bad = h >= 0x7c00u;
+    absmax = bad ? 0.0f : sl_kq_f16_to_f32((unsigned short)h);
+  }
+}
+
 // Absmax and non-finite flag of the block this lane belongs to.
 template <int VEC, int LANES>
 __device__ __forceinline__ void sl_kq_block_absmax(const float *v, float &absmax, int &bad) {
@@ -166,23 +187,21 @@ template <int DT, int LANES>
 __device__ __forceinline__ void sl_kq_block_absmax16(uint4 w, float &absmax, int &bad) {
   static_assert(DT == SL_DTYPE_BF16 || DT == SL_DTYPE_F16, "16-bit elements only");
   static_assert(LANES >= 1 && LANES <= 32 && (LANES & (LANES - 1)) == 0, "power-of-two lanes per block");
-  unsigned a = w.x & 0x7fff7fffu, b = w.y & 0x7fff7fffu, c = w.z & 0x7fff7fffu, d = w.w & 0x7fff7fffu, m;
-  asm("{\n\t.reg .b32 t0, t1;\n\tmax.u16x2 t0, %1, %2;\n\tmax.u16x2 t1, %3, %4;\n\tmax.u16x2 %0, t0, t1;\n\t}"
-      : "=r"(m)
-      : "r"(a), "r"(b), "r"(c), "r"(d));
+  unsigned m = sl_kq_max16x4(w);
 #pragma unroll
   for (int k = 1; k < LANES; k <<= 1) {
     const unsigned o = __shfl_xor_sync(0xffffffffu, m, k);
     asm("max.u16x2 %0, %0, %1;" : "+r"(m) : "r"(o));
   }
-  const unsigned h = max(m & 0xffffu, m >> 16);
-  if constexpr (DT == SL_DTYPE_BF16) {
-    bad = h >= 0x7f80u;
-    absmax = bad ? 0.0f : __uint_as_float(h << 16);
-  } else {
-    bad = h >= 0x7c00u;
-    absmax = bad ? 0.0f : sl_kq_f16_to_f32((unsigned short)h);
-  }
+  sl_kq_absmax16_of<DT>(m, absmax, bad);
+}
+// The same over the 16 elements of two packets held by one lane (a whole NVFP4 block): no shuffle.
+template <int DT> __device__ __forceinline__ void sl_kq_block_absmax16x2(uint4 w0, uint4 w1, float &absmax, int &bad) {
+  static_assert(DT == SL_DTYPE_BF16 || DT == SL_DTYPE_F16, "16-bit elements only");
+  unsigned m;
+  const unsigned m0 = sl_kq_max16x4(w0), m1 = sl_kq_max16x4(w1);
+  asm("max.u16x2 %0, %1, %2;" : "=r"(m) : "r"(m0), "r"(m1));
+  sl_kq_absmax16_of<DT>(m, absmax, bad);
 }
 
 // 1: E4M3 codes by the hardware cvt (below); 0: by sl_f32_to_e4m3, the CPU reference's own
@@ -294,6 +313,21 @@ __device__ __forceinline__ unsigned sl_kq_e2m1_packet(const float *v, uint4 w, f
     return sl_qf_e2m1_pack32x4(v, u, mul);
 }
 
+// An NVFP4 block's scale byte (scale_u8) and element multiplier: sl_qf_block_scale's NVFP4 rule
+// with the E4M3 scale converted and decoded by the hardware (exact both ways for this finite,
+// non-negative value: +Inf saturates to 448 like sl_f32_to_e4m3), mul = global_scale / decode.
+// A zero scale byte returns 0 (every code of the block is 0) without the division.
+__device__ __forceinline__ float sl_kq_nvfp4_scale(float absmax, float global_scale, unsigned char &scale_u8) {
+  const float q6 = absmax >= SL_QF_DIV448_MIN ? sl_qf_div6_fast(absmax) : __fdiv_rn(absmax, SL_E2M1_MAX);
+  const float sf_f = __fmul_rn(global_scale, q6);
+  const unsigned short sfc = sl_kq_e4m3x2(sf_f, 0.0f) & 0xffu;
+  scale_u8 = (unsigned char)sfc;
+  if (sfc == 0) return 0.0f;
+  float sf, unused;
+  sl_kq_e4m3x2_to_f32(sfc, sf, unused);
+  return __fdiv_rn(global_scale, sf);
+}
+
 // The same quantization as sl_kq_quantize with the bit-identical fast rules of quant_formats.h
 // (sl_qf_block_exp_fast, sl_qf_div_fast, sl_qf_e2m1_mag_raw; tests/unit/test_quant_fast.c),
 // returning the thread's codes packed as sl_kq_store_codes lays them out (element j in byte j,
@@ -358,18 +392,9 @@ __device__ __forceinline__ unsigned long long sl_kq_quantize_fast(const float *v
       }
     }
   } else if constexpr (FMT == SL_QFMT_NVFP4) {
-    // sl_qf_block_scale's NVFP4 rule with the E4M3 scale converted and decoded by the hardware
-    // (exact both ways for this finite, non-negative value: +Inf saturates to 448 like
-    // sl_f32_to_e4m3), then the codes straight from x.
-    const float q6 = absmax >= SL_QF_DIV448_MIN ? sl_qf_div6_fast(absmax) : __fdiv_rn(absmax, SL_E2M1_MAX);
-    const float sf_f = __fmul_rn(global_scale, q6);
-    const unsigned short sfc = sl_kq_e4m3x2(sf_f, 0.0f) & 0xffu;
     scale_f32 = 0.0f;
-    scale_u8 = (unsigned char)sfc;
-    if (sfc == 0) return 0ull;
-    float sf, unused;
-    sl_kq_e4m3x2_to_f32(sfc, sf, unused);
-    const float mul = __fdiv_rn(global_scale, sf);
+    const float mul = sl_kq_nvfp4_scale(absmax, global_scale, scale_u8);
+    if (scale_u8 == 0) return 0ull;
     if constexpr (RAW) {
       return sl_kq_e2m1_packet<DT, VEC>(v, w, mul);
     } else {

@@ -218,13 +218,14 @@ typedef struct {
   int unroll, seg, stage, waves;
   bool linear;
   int deq_blocks; /* the dequantizer's blocks per SM (0: the kernel's rule; sl_kq_set_deq_blocks_override) */
+  int pair;       /* the NVFP4 quantizer's whole block per lane (SL_KQ_QPAIR_TABLE: the table; 0 / 1 forced) */
 } knobs_t;
 /* The comparison row of the FP4 dequantizer's occupancy (path "<path> mb6"): the 6 blocks of 8
  * warps (40 registers) it was compiled for until session 13, against the kernel's rule (8 on
  * Hopper; kernels/quant.cu DEQ_MIN_BLOCKS). */
 #define SL_BENCH_DEQ_BLOCKS 6
 #define SL_BENCH_RESIDENT (1 << 30)
-static const knobs_t knobs_table = {.seg = SL_KQ_SEG_TABLE, .stage = SL_KQ_SWZ_STAGE_TABLE};
+static const knobs_t knobs_table = {.seg = SL_KQ_SEG_TABLE, .stage = SL_KQ_SWZ_STAGE_TABLE, .pair = SL_KQ_QPAIR_TABLE};
 
 static sl_status_t bench_one_at(sl_bench_t *b, op_t op, int T, int H, knobs_t kn);
 
@@ -242,7 +243,18 @@ static sl_status_t bench_staged(sl_bench_t *b, op_t op, int T, int H) {
   int seg = sl_kq_arch_cfg(arch)->seg > 0 ? SL_KQ_SEG_TABLE : SL_KQ_SEG_POINT;
   knobs_t kn = knobs_table;
   kn.seg = seg;
-  kn.stage = !(seg == SL_KQ_SEG_TABLE && sl_kq_swz_stage(arch, fmts[op], (H + 255) / 256));
+  /* the table's choice for this launch: its spec says (QPAIR changes it for wide NVFP4 rows) */
+  sl_quant_args_t q = {.format = (sl_quant_format_t)fmts[op],
+                       .rule = SL_QUANT_RULE_FLOOR,
+                       .layout = SL_QUANT_LAYOUT_SWIZZLED,
+                       .num_tokens = T,
+                       .hidden = H,
+                       .in_dtype = SL_DTYPE_BF16};
+  sl_jit_spec_t spec;
+  char desc[512];
+  SL_CHECK(sl_quant_spec(&q, arch, sl_device_info(b->rt->dev)->sm_count, &spec));
+  sl_jit_spec_describe(&spec, desc, sizeof desc);
+  kn.stage = !(seg == SL_KQ_SEG_TABLE && strstr(desc, "SWZ_STAGE=1"));
   return bench_one_at(b, op, T, H, kn);
 }
 
@@ -266,13 +278,19 @@ static sl_status_t bench_one(sl_bench_t *b, op_t op, int T, int H) {
   if (grid_rows(b, op, T)) SL_CHECK(bench_one_at(b, op, T, H, res));
   if (grid_rows(b, op, T)) SL_CHECK(bench_one_at(b, op, T, H, full));
   SL_CHECK(bench_staged(b, op, T, H));
-  if (op == OP_DEQUANT_NVFP4 && T >= 1024 && sl_device_backend(b->rt->dev) == SL_BACKEND_CUDA) {
+  const bool gpu = sl_device_backend(b->rt->dev) == SL_BACKEND_CUDA;
+  knobs_t pr = knobs_table; /* the NVFP4 quantizer with the other choice of QPAIR: "w8 pair" / "w8 single" */
+  pr.pair = !sl_kq_qpair(gpu ? sl_device_info(b->rt->dev)->arch : 0);
+  if (op == OP_QUANT_NVFP4 && T >= 1024 && gpu) SL_CHECK(bench_one_at(b, op, T, H, pr));
+  if (op == OP_DEQUANT_NVFP4 && T >= 1024 && gpu) {
     knobs_t mb = knobs_table; /* the FP4 dequantizer at the quantizer's 6 blocks per SM (40 registers) */
     mb.deq_blocks = SL_BENCH_DEQ_BLOCKS;
     SL_CHECK(bench_one_at(b, op, T, H, mb));
   }
   kn.linear = res.linear = full.linear = true;
   if (has_layouts(op)) SL_CHECK(bench_one_at(b, op, T, H, kn));
+  pr.linear = true;
+  if (op == OP_QUANT_NVFP4 && T >= 1024 && gpu) SL_CHECK(bench_one_at(b, op, T, H, pr));
   if (has_layouts(op) && grid_rows(b, op, T)) SL_CHECK(bench_one_at(b, op, T, H, res));
   if (has_layouts(op) && grid_rows(b, op, T)) SL_CHECK(bench_one_at(b, op, T, H, full));
   const char *tune = getenv("SL_KQ_TUNE");
@@ -301,6 +319,7 @@ static sl_status_t bench_one_at(sl_bench_t *b, op_t op, int T, int H, knobs_t kn
   sl_kq_set_swz_stage_override(stage);
   sl_kq_set_full_grid_waves_override(kn.waves);
   sl_kq_set_deq_blocks_override(kn.deq_blocks);
+  sl_kq_set_qpair_override(kn.pair);
   sl_device_t *dev = b->rt->dev;
   bool gpu = sl_device_backend(dev) == SL_BACKEND_CUDA;
   ctx_t c = {.dev = dev, .op = op, .T = T, .H = H, .linear = linear};
@@ -359,6 +378,8 @@ static sl_status_t bench_one_at(sl_bench_t *b, op_t op, int T, int H, knobs_t kn
     if (gpu && kn.waves)
       strncat(path, kn.waves == SL_BENCH_RESIDENT ? " res" : " full", sizeof path - strlen(path) - 1);
     if (gpu && kn.deq_blocks) snprintf(path + strlen(path), sizeof path - strlen(path), " mb%d", kn.deq_blocks);
+    if (gpu && kn.pair != SL_KQ_QPAIR_TABLE)
+      strncat(path, kn.pair ? " pair" : " single", sizeof path - strlen(path) - 1);
     if (gpu && T >= 8192 && !is_router(op)) snprintf(extra, sizeof extra, "target >= 92%% copy");
     if (gpu && T <= 16) snprintf(extra, sizeof extra, "target graph <= 3 us");
     char name[32];
@@ -372,6 +393,7 @@ static sl_status_t bench_one_at(sl_bench_t *b, op_t op, int T, int H, knobs_t kn
   sl_kq_set_swz_stage_override(SL_KQ_SWZ_STAGE_TABLE);
   sl_kq_set_full_grid_waves_override(0);
   sl_kq_set_deq_blocks_override(0);
+  sl_kq_set_qpair_override(SL_KQ_QPAIR_TABLE);
   return s;
 }
 

@@ -380,6 +380,60 @@ static void test_swz_staged(void **state) {
   sl_kq_set_swz_stage_override(SL_KQ_SWZ_STAGE_TABLE);
 }
 
+/* The NVFP4 quantizer with a whole 16-element block per lane (quant.cu QPAIR) forced on, then off,
+ * on both scale layouts (swizzled staged by the table at h <= 4096, unstaged at 7168): T not a
+ * multiple of 128, h=2048 / 4096 (unroll 2) / 7168 (unroll 4), f16, strided rows, edge values,
+ * NaN blocks reported, tensor scales at the ends of the range; codes, scales and the dequantized
+ * values bit-exact with the CPU (run_case). Checks that the forced launch takes QPAIR=1. */
+static void run_pair(uint64_t *rng, int ci, sl_dtype_t dt, int T, int H, long stride, bool inject_nan, int want) {
+  const sl_device_info_t *info = sl_device_info(dev);
+  sl_quant_args_t q = {.format = cfgs[ci].fmt,
+                       .rule = cfgs[ci].rule,
+                       .layout = cfgs[ci].layout,
+                       .num_tokens = T,
+                       .hidden = H,
+                       .in_dtype = dt,
+                       .in_stride = stride,
+                       .global_scale = 1.0f};
+  sl_jit_spec_t spec;
+  SL_ASSERT_OK(sl_quant_spec(&q, info->arch, info->sm_count, &spec));
+  char desc[512], w[16];
+  sl_jit_spec_describe(&spec, desc, sizeof desc);
+  snprintf(w, sizeof w, "QPAIR=%d", want);
+  if (!strstr(desc, w)) fail_msg("T=%d H=%d: spec %s, want %s", T, H, desc, w);
+  run_case(rng, ci, dt, T, H, stride, inject_nan);
+}
+
+static void test_qpair(void **state) {
+  uint64_t rng = sl_test_seed();
+  const sl_device_info_t *info = sl_device_info(dev);
+  int sms = info->sm_count, ru = (sms + 127) / 128 * 128;
+  if (sl_kq_arch_cfg(info->arch)->seg <= 0) sl_kq_set_seg_override(4); /* the item layout's table: segments */
+  for (int on = 1; on >= 0; on--) {
+    sl_kq_set_qpair_override(on);
+    for (size_t ci = 0; ci < sizeof cfgs / sizeof cfgs[0]; ci++) {
+      if (cfgs[ci].fmt != SL_QUANT_NVFP4) continue;
+      run_pair(&rng, (int)ci, SL_DTYPE_BF16, sms + 77, 2048, 2048, false, on);
+      run_pair(&rng, (int)ci, SL_DTYPE_BF16, ru + 1, 4096, 4096, false, on);
+      run_pair(&rng, (int)ci, SL_DTYPE_BF16, sms + 5, 7168, 7168, false, on);
+      run_pair(&rng, (int)ci, SL_DTYPE_F16, sms + 77, 2048, 2048, false, on);
+      run_pair(&rng, (int)ci, SL_DTYPE_BF16, 1000, 7168, 7168 + 64, false, on);
+      run_pair(&rng, (int)ci, SL_DTYPE_BF16, sms + 9, 2048, 2048, true, on);
+      edge_mode = true;
+      run_pair(&rng, (int)ci, SL_DTYPE_BF16, sms + 13, 2048, 2048, false, on);
+      edge_mode = false;
+      static const float gss[] = {0x1p-101f, 0x1p-61f, 0x1p60f, 0x1p101f};
+      for (size_t g = 0; g < sizeof gss / sizeof gss[0]; g++) {
+        gs_override = gss[g];
+        run_pair(&rng, (int)ci, SL_DTYPE_BF16, 300, 2048, 2048, false, on);
+      }
+      gs_override = 0.0f;
+    }
+  }
+  sl_kq_set_qpair_override(SL_KQ_QPAIR_TABLE);
+  sl_kq_set_seg_override(SL_KQ_SEG_TABLE);
+}
+
 /* Dequantization of arbitrary codes and scale bytes (every value: negative and NaN NVFP4 scales,
  * E8M0 NaN, which the quantizer never writes) on both layouts (the FP4 16-bit outputs of the
  * segment layout go through the per-CTA table): bit-exact with the CPU reference, NaN where it
@@ -454,6 +508,7 @@ int main(void) {
       cmocka_unit_test(test_nan_reported),      cmocka_unit_test(test_edge_values),
       cmocka_unit_test(test_nvfp4_scale_range), cmocka_unit_test(test_segment_layouts),
       cmocka_unit_test(test_swz_staged),        cmocka_unit_test(test_dequant_any_bytes),
+      cmocka_unit_test(test_qpair),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   sl_device_close(dev);

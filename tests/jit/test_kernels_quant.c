@@ -227,6 +227,55 @@ static void test_segment_layout_specs(void **state) {
   }
 }
 
+/* The NVFP4 quantizer's whole block per lane (quant.cu QPAIR, kq_launch.h sl_kq_qpair): on by the
+ * Hopper table where the launch allows it (16-bit inputs, the segment layout, whole chunk pairs
+ * per task) and then a registered point; never at decode, for fp32 inputs, ragged rows (2080),
+ * segments of an odd number of chunks, or another format; the override forces it off, or on where
+ * it applies (Blackwell's table has the item layout: there with a segment override, compiled). */
+static void test_qpair_specs(void **state) {
+  for (int a = 0; a < 2; a++) {
+    const bool hopper = archs[a] == SL_ARCH_HOPPER;
+    sl_quant_args_t q = {.format = SL_QUANT_NVFP4,
+                         .layout = SL_QUANT_LAYOUT_SWIZZLED,
+                         .num_tokens = 8192,
+                         .hidden = 2048,
+                         .in_dtype = SL_DTYPE_BF16};
+    sl_jit_spec_t spec;
+    assert_quant_define(&q, archs[a], hopper ? "QPAIR=1" : "QPAIR=0");
+    q.hidden = 7168; /* 28 chunks, unroll 4: whole 4-chunk tasks */
+    assert_quant_define(&q, archs[a], hopper ? "QPAIR=1" : "QPAIR=0");
+    if (hopper) {
+      SL_ASSERT_OK(sl_quant_spec(&q, archs[a], SMS, &spec));
+      assert_registered("quant", archs[a], &spec);
+    }
+    q.num_tokens = 1;
+    assert_quant_define(&q, archs[a], "QPAIR=0");
+    q.num_tokens = 8192;
+    q.in_dtype = SL_DTYPE_F32;
+    assert_quant_define(&q, archs[a], "QPAIR=0");
+    q.in_dtype = SL_DTYPE_BF16;
+    q.hidden = 2080;
+    assert_quant_define(&q, archs[a], "QPAIR=0");
+    q.hidden = 2048;
+    q.format = SL_QUANT_MXFP4;
+    assert_quant_define(&q, archs[a], "QPAIR=0");
+    q.format = SL_QUANT_NVFP4;
+    sl_kq_set_seg_override(3);
+    assert_quant_define(&q, archs[a], "QPAIR=0");
+    sl_kq_set_seg_override(4);
+    sl_kq_set_qpair_override(0);
+    assert_quant_define(&q, archs[a], "QPAIR=0");
+    sl_kq_set_qpair_override(1);
+    q.in_dtype = SL_DTYPE_F16;
+    q.layout = SL_QUANT_LAYOUT_LINEAR;
+    SL_ASSERT_OK(sl_quant_spec(&q, archs[a], SMS, &spec));
+    assert_define(&spec, "QPAIR=1");
+    assert_compiles(&spec, archs[a]);
+    sl_kq_set_qpair_override(SL_KQ_QPAIR_TABLE);
+    sl_kq_set_seg_override(SL_KQ_SEG_TABLE);
+  }
+}
+
 /* The dequantizer's occupancy (quant.cu DEQ_MIN_BLOCKS): the kernel's own rule unless the
  * benchmark's override names a count, which then reaches the spec (and compiles). */
 static void test_deq_blocks_spec(void **state) {
@@ -251,9 +300,10 @@ static void test_deq_blocks_spec(void **state) {
 
 /* Staged swizzled scales (kernels/kq_launch.h sl_kq_swz_stage, quant.cu SWZ_STAGE): by default
  * (the table's swz_stage_fmts) on Hopper for MXFP8 at every hidden size and NVFP4 on rows of <= 16
- * chunks (h=4096 bf16: staged; h=7168: not), never MXFP4 nor Blackwell (whose table has the item
- * layout); the override forces it off or on. Forced on, the prefill specs of the MX/NV swizzled
- * formats in the segment layout carry SWZ_STAGE=1 and are registered points (at the table's
+ * chunks, or wider with its whole block per lane (QPAIR: h=7168 staged; without it not), never
+ * MXFP4 nor Blackwell (whose table has the item layout); the override forces it off or on. Forced
+ * on, the prefill specs of the MX/NV swizzled formats in the segment layout carry SWZ_STAGE=1 and
+ * are registered points (at the table's
  * segment length, and at the registered SL_KQ_SEG_POINT where the table has none), while
  * decode, linear scales and FP8 group stay at 0; shapes off the registered size (ragged rows, a
  * partial column tile: 2080 / 16 = 130 columns, f32, a segment length that does not divide the
@@ -273,8 +323,13 @@ static void test_swz_stage_specs(void **state) {
                            .in_dtype = SL_DTYPE_BF16};
       /* the table: MXFP8 and NVFP4 at 16 chunks on Hopper */
       assert_quant_define(&q, archs[a], hopper && fmts[f] != SL_QUANT_MXFP4 ? "SWZ_STAGE=1" : "SWZ_STAGE=0");
-      q.hidden = 7168; /* 28 chunks: MXFP8 only */
-      assert_quant_define(&q, archs[a], hopper && fmts[f] == SL_QUANT_MXFP8 ? "SWZ_STAGE=1" : "SWZ_STAGE=0");
+      q.hidden = 7168; /* 28 chunks: MXFP8, and NVFP4 with its whole block per lane (QPAIR) */
+      assert_quant_define(&q, archs[a], hopper && fmts[f] != SL_QUANT_MXFP4 ? "SWZ_STAGE=1" : "SWZ_STAGE=0");
+      if (hopper && fmts[f] == SL_QUANT_NVFP4) { /* without QPAIR the wide rows are not staged */
+        sl_kq_set_qpair_override(0);
+        assert_quant_define(&q, archs[a], "SWZ_STAGE=0");
+        sl_kq_set_qpair_override(SL_KQ_QPAIR_TABLE);
+      }
       sl_kq_set_swz_stage_override(0);
       assert_quant_define(&q, archs[a], "SWZ_STAGE=0");
       sl_kq_set_swz_stage_override(1);
@@ -436,6 +491,7 @@ int main(void) {
       cmocka_unit_test(test_segment_layout_specs),
       cmocka_unit_test(test_swz_stage_specs),
       cmocka_unit_test(test_deq_blocks_spec),
+      cmocka_unit_test(test_qpair_specs),
       cmocka_unit_test(test_unroll_and_override_choices),
       cmocka_unit_test(test_missing_constant_fails_loudly),
   };
