@@ -60,7 +60,10 @@ typedef struct {
   int act16_wide_items; /* the 16-bit-output activation takes prefill_warps below sm_count rows from
                          * this many warp items per SM on (sl_kq_warps_act16); 0: never */
   int nv_pair;          /* the NVFP4 quantizer's lane takes a whole 16-element block where it can
-                         * (kernels/quant.cu QPAIR; sl_kq_qpair) */
+                         * (kernels/quant.cu QPAIR; sl_kq_qpair). Hopper 1: MEASURED (session 13
+                         * call 8, rows "single" = off): +3-8 points of copy at every T >= 8192
+                         * shape, e.g. swz T=32768 h=4096 86.7 -> 92.7 %. Blackwell: not measured
+                         * (its table has the item layout, where QPAIR does not apply). */
 } sl_kq_arch_cfg_t;
 
 #define SL_KQ_FP4Q_WIDE_CHUNKS 16
