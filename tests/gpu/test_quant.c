@@ -296,8 +296,9 @@ static void test_segment_layouts(void **state) {
  * on or off (staged_forced) whatever the table says. run_case poisons every output, so every
  * scale byte, the padding included, must be written and equal the CPU reference. Checks first
  * that the launch takes the forced spec (prefill shapes) or the unstaged one (decode). */
-static int staged_forced = 1;
-static void run_staged(uint64_t *rng, int ci, sl_dtype_t dt, int T, int H, long stride, bool inject_nan) {
+/* run_case after checking that the launch's spec carries `want` (a JIT constant and its value). */
+static void run_checked(uint64_t *rng, int ci, sl_dtype_t dt, int T, int H, long stride, bool inject_nan,
+                        const char *want) {
   const sl_device_info_t *info = sl_device_info(dev);
   sl_quant_args_t q = {.format = cfgs[ci].fmt,
                        .rule = cfgs[ci].rule,
@@ -309,12 +310,19 @@ static void run_staged(uint64_t *rng, int ci, sl_dtype_t dt, int T, int H, long 
                        .global_scale = 1.0f};
   sl_jit_spec_t spec;
   SL_ASSERT_OK(sl_quant_spec(&q, info->arch, info->sm_count, &spec));
-  char desc[512], want[16];
+  char desc[512];
   sl_jit_spec_describe(&spec, desc, sizeof desc);
-  snprintf(want, sizeof want, "SWZ_STAGE=%d",
-           staged_forced && sl_kq_warps(info->arch, info->sm_count, T) == SL_KQ_SWZ_STAGE_WARPS);
   if (!strstr(desc, want)) fail_msg("T=%d H=%d: spec %s, want %s", T, H, desc, want);
   run_case(rng, ci, dt, T, H, stride, inject_nan);
+}
+
+static int staged_forced = 1;
+static void run_staged(uint64_t *rng, int ci, sl_dtype_t dt, int T, int H, long stride, bool inject_nan) {
+  const sl_device_info_t *info = sl_device_info(dev);
+  char want[16];
+  snprintf(want, sizeof want, "SWZ_STAGE=%d",
+           staged_forced && sl_kq_warps(info->arch, info->sm_count, T) == SL_KQ_SWZ_STAGE_WARPS);
+  run_checked(rng, ci, dt, T, H, stride, inject_nan, want);
 }
 
 /* The staged variant on every swizzled format and rule: T not a multiple of 128 (the last tile
@@ -381,27 +389,15 @@ static void test_swz_staged(void **state) {
 }
 
 /* The NVFP4 quantizer with a whole 16-element block per lane (quant.cu QPAIR) forced on, then off,
- * on both scale layouts (swizzled staged by the table at h <= 4096, unstaged at 7168): T not a
- * multiple of 128, h=2048 / 4096 (unroll 2) / 7168 (unroll 4), f16, strided rows, edge values,
- * NaN blocks reported, tensor scales at the ends of the range; codes, scales and the dequantized
- * values bit-exact with the CPU (run_case). Checks that the forced launch takes QPAIR=1. */
+ * on both scale layouts (swizzled with the table's staging: every width with QPAIR, h <= 4096
+ * without): T not a multiple of 128, h=2048 / 4096 (unroll 2) / 7168 (unroll 4), f16, strided
+ * rows, edge values, NaN blocks reported, tensor scales at the ends of the range; codes, scales
+ * and the dequantized values bit-exact with the CPU (run_case). Checks that the forced launch
+ * takes QPAIR=1 (or 0). */
 static void run_pair(uint64_t *rng, int ci, sl_dtype_t dt, int T, int H, long stride, bool inject_nan, int want) {
-  const sl_device_info_t *info = sl_device_info(dev);
-  sl_quant_args_t q = {.format = cfgs[ci].fmt,
-                       .rule = cfgs[ci].rule,
-                       .layout = cfgs[ci].layout,
-                       .num_tokens = T,
-                       .hidden = H,
-                       .in_dtype = dt,
-                       .in_stride = stride,
-                       .global_scale = 1.0f};
-  sl_jit_spec_t spec;
-  SL_ASSERT_OK(sl_quant_spec(&q, info->arch, info->sm_count, &spec));
-  char desc[512], w[16];
-  sl_jit_spec_describe(&spec, desc, sizeof desc);
+  char w[16];
   snprintf(w, sizeof w, "QPAIR=%d", want);
-  if (!strstr(desc, w)) fail_msg("T=%d H=%d: spec %s, want %s", T, H, desc, w);
-  run_case(rng, ci, dt, T, H, stride, inject_nan);
+  run_checked(rng, ci, dt, T, H, stride, inject_nan, w);
 }
 
 static void test_qpair(void **state) {
