@@ -89,3 +89,24 @@ bool sl_test_selected(const char *name) {
   const char *f = getenv("SL_TEST_FILTER");
   return !f || !*f || fnmatch(f, name, 0) == 0;
 }
+
+int sl_test_run_selected(const char *group, const struct CMUnitTest *tests, size_t n, CMFixtureFunction setup,
+                         CMFixtureFunction teardown) {
+  struct CMUnitTest *sel = malloc((n ? n : 1) * sizeof *sel);
+  if (!sel) {
+    fprintf(stderr, "%s: no memory for the test list\n", group);
+    return 1;
+  }
+  size_t m = 0;
+  for (size_t i = 0; i < n; i++)
+    if (sl_test_selected(tests[i].name)) sel[m++] = tests[i];
+  const char *f = getenv("SL_TEST_FILTER");
+  if (f && *f) fprintf(stderr, "SL_TEST_FILTER='%s': %zu of %zu tests of %s\n", f, m, n, group);
+  int rc = 1;
+  if (m == 0)
+    fprintf(stderr, "SL_TEST_FILTER='%s' matches no test of %s\n", f ? f : "", group);
+  else
+    rc = _cmocka_run_group_tests(group, sel, m, setup, teardown);
+  free(sel);
+  return rc;
+}

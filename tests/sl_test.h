@@ -36,6 +36,13 @@ float sl_test_rand_normal(uint64_t *state);
  * e.g. "test_rmsnorm_pow2*") it matches -- to re-run part of a long GPU test on a lent machine. */
 bool sl_test_selected(const char *name);
 
+/* cmocka_run_group_tests over the tests of `tests` that SL_TEST_FILTER selects (sl_test_selected),
+ * printing how many ran when a filter is set; a filter that selects none is a failure (1). */
+int sl_test_run_selected(const char *group, const struct CMUnitTest *tests, size_t n, CMFixtureFunction setup,
+                         CMFixtureFunction teardown);
+#define SL_RUN_SELECTED(tests, setup, teardown)                                                                       \
+  sl_test_run_selected(#tests, tests, sizeof(tests) / sizeof((tests)[0]), setup, teardown)
+
 /* Open the CUDA device for a gpu test or exit(SL_TEST_SKIP) with a visible reason. */
 sl_device_t *sl_test_open_gpu_or_skip(int local_rank);
 

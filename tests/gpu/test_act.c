@@ -179,7 +179,7 @@ int main(void) {
       cmocka_unit_test(test_act_fp8_nan),
       cmocka_unit_test(test_act_segments),
   };
-  int rc = cmocka_run_group_tests(tests, NULL, NULL);
+  int rc = SL_RUN_SELECTED(tests, NULL, NULL);
   sl_device_close(dev);
   return rc;
 }

@@ -89,7 +89,7 @@ int main(void) {
       cmocka_unit_test(test_ping_pong),
       cmocka_unit_test(test_wait_times_out),
   };
-  int rc = cmocka_run_group_tests(tests, NULL, NULL);
+  int rc = SL_RUN_SELECTED(tests, NULL, NULL);
   sl_device_close(dev);
   return rc;
 }

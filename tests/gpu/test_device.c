@@ -183,7 +183,7 @@ int main(void) {
       cmocka_unit_test(test_events_time_work),
       cmocka_unit_test(test_cooperative_grid_limits),
   };
-  int rc = cmocka_run_group_tests(tests, NULL, NULL);
+  int rc = SL_RUN_SELECTED(tests, NULL, NULL);
   sl_device_close(dev);
   return rc;
 }

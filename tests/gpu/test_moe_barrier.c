@@ -73,5 +73,5 @@ int main(void) {
       cmocka_unit_test(test_acquire_poll_variant),
       cmocka_unit_test(test_oversized_grid_refused),
   };
-  return cmocka_run_group_tests(tests, setup, teardown);
+  return SL_RUN_SELECTED(tests, setup, teardown);
 }

@@ -324,5 +324,5 @@ int main(void) {
       cmocka_unit_test(test_bad_ids),              cmocka_unit_test(test_quantized_payloads),
       cmocka_unit_test(test_balanced_ranges),      cmocka_unit_test(test_graph_capture),
   };
-  return cmocka_run_group_tests(tests, setup, teardown);
+  return SL_RUN_SELECTED(tests, setup, teardown);
 }

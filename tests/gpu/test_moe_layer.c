@@ -548,5 +548,5 @@ int main(void) {
       cmocka_unit_test(test_graph),
       cmocka_unit_test(test_fuse_small),
   };
-  return cmocka_run_group_tests(tests, setup, teardown);
+  return SL_RUN_SELECTED(tests, setup, teardown);
 }

@@ -426,5 +426,5 @@ int main(void) {
       cmocka_unit_test(test_qwen3),       cmocka_unit_test(test_grouped),        cmocka_unit_test(test_expert_range),
       cmocka_unit_test(test_graph_chain), cmocka_unit_test(test_not_applicable), cmocka_unit_test(test_absent_block),
   };
-  return cmocka_run_group_tests(tests, setup, teardown);
+  return SL_RUN_SELECTED(tests, setup, teardown);
 }

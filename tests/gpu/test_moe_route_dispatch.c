@@ -165,5 +165,5 @@ int main(void) {
       cmocka_unit_test(test_qwen3),
       cmocka_unit_test(test_deepseek),
   };
-  return cmocka_run_group_tests(tests, setup, teardown);
+  return SL_RUN_SELECTED(tests, setup, teardown);
 }

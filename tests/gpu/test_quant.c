@@ -506,7 +506,7 @@ int main(void) {
       cmocka_unit_test(test_swz_staged),        cmocka_unit_test(test_dequant_any_bytes),
       cmocka_unit_test(test_qpair),
   };
-  int rc = cmocka_run_group_tests(tests, NULL, NULL);
+  int rc = SL_RUN_SELECTED(tests, NULL, NULL);
   sl_device_close(dev);
   return rc;
 }

@@ -188,7 +188,7 @@ int main(void) {
       cmocka_unit_test(test_router_deepseek),
       cmocka_unit_test(test_router_deepseek_special),
   };
-  int rc = cmocka_run_group_tests(tests, NULL, NULL);
+  int rc = SL_RUN_SELECTED(tests, NULL, NULL);
   sl_device_close(dev);
   return rc;
 }

@@ -470,5 +470,5 @@ int main(void) {
       cmocka_unit_test(test_div448_fast),    cmocka_unit_test(test_e2m1_decode8),
       cmocka_unit_test(test_e2m1_pack_bf16x2), cmocka_unit_test(test_fp4_entry16),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return SL_RUN_SELECTED(tests, NULL, NULL);
 }
