@@ -193,8 +193,9 @@ void sl_kq_set_qpair_override(int pair);
 int sl_kq_qpair(int arch);
 
 /* Blocks per SM the dequantizer is compiled for (__launch_bounds__; JIT constant DEQ_MIN_BLOCKS,
- * kernels/quant.cu): 0 = the kernel's own rule (the full 2048 threads per SM for 16-bit outputs in
- * the segment layout on sm_90, else the quantizer's); N > 0 forces N. Set only by the benchmark's
+ * kernels/quant.cu): 0 = the kernel's own rule (the full 2048 threads per SM for the FP4 table
+ * dequantizer -- 16-bit outputs in the segment layout -- on sm_90, else the quantizer's; kernels/
+ * quant.c deq_full_grid_waves mirrors it); N > 0 forces N. Set only by the benchmark's
  * comparison rows and tests; not thread-safe, as the unroll override. */
 void sl_kq_set_deq_blocks_override(int blocks);
 int sl_kq_deq_blocks_override(void);
