@@ -104,7 +104,8 @@ static int act_chunks(int inter, sl_dtype_t in) {
   return (inter + chunk - 1) / chunk;
 }
 static int act_seg(int arch, int warps, int inter, sl_dtype_t in, sl_dtype_t out) {
-  int seg = sl_kq_seg(arch, warps, out != SL_DTYPE_FP8_E4M3), chunks = act_chunks(inter, in);
+  int seg = sl_kq_seg(arch, warps, out != SL_DTYPE_FP8_E4M3 ? SL_KQ_SEG_ACT16 : SL_KQ_SEG_QUANT);
+  const int chunks = act_chunks(inter, in);
   return seg > chunks ? chunks : seg;
 }
 

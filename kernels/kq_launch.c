@@ -52,10 +52,10 @@ int sl_kq_unroll(int arch) {
 int sl_kq_unroll_act(int arch, int act16) {
   return act16 && !unroll_override ? sl_kq_arch_cfg(arch)->unroll_act16 : sl_kq_unroll(arch);
 }
-int sl_kq_unroll_quant(int arch, int fmt, int seg, int chunks) {
+int sl_kq_unroll_quant(int arch, int fmt, int seg, int chunks, int pair) {
   const sl_kq_arch_cfg_t *c = sl_kq_arch_cfg(arch);
-  if (unroll_override || !sl_qfmt_is_fp4(fmt) || seg <= 0 || chunks <= SL_KQ_FP4Q_WIDE_CHUNKS || !c->unroll_fp4q)
-    return sl_kq_unroll(arch);
+  const bool wide = chunks > SL_KQ_FP4Q_WIDE_CHUNKS || (pair && fmt == SL_QFMT_NVFP4);
+  if (unroll_override || !sl_qfmt_is_fp4(fmt) || seg <= 0 || !wide || !c->unroll_fp4q) return sl_kq_unroll(arch);
   return c->unroll_fp4q;
 }
 
@@ -65,10 +65,11 @@ void sl_kq_set_seg_override(int seg) {
   seg_override = seg < 0 ? SL_KQ_SEG_TABLE : seg;
 }
 
-int sl_kq_seg(int arch, int warps, int act16) {
+int sl_kq_seg(int arch, int warps, int kind) {
   if (seg_override != SL_KQ_SEG_TABLE) return seg_override;
   const sl_kq_arch_cfg_t *c = sl_kq_arch_cfg(arch);
-  return warps == c->decode_warps && warps != c->prefill_warps ? 0 : act16 ? c->seg_act16 : c->seg;
+  if (warps == c->decode_warps && warps != c->prefill_warps) return 0;
+  return kind == SL_KQ_SEG_ACT16 ? c->seg_act16 : kind == SL_KQ_SEG_DEQ8 ? c->seg_deq8 : c->seg;
 }
 
 static int qpair_override = SL_KQ_QPAIR_TABLE;

@@ -53,7 +53,8 @@ typedef struct {
                   * item is cheap, so the running-pointer walk only delays the next loads */
   int unroll_act16; /* `unroll` for that activation (item layout at every T) */
   int unroll_fp4q;  /* `unroll` of the FP4 quantizers (MXFP4, NVFP4) in the segment layout on
-                     * rows of more than SL_KQ_FP4Q_WIDE_CHUNKS chunks; 0: `unroll` */
+                     * rows of more than SL_KQ_FP4Q_WIDE_CHUNKS chunks, and of the NVFP4 quantizer's
+                     * whole-block lane (QPAIR) on every row; 0: `unroll` */
   int swz_stage_fmts; /* formats (bit 1 << SL_QFMT_*) whose swizzled scales are staged by default
                        * (sl_kq_swz_stage): FP4 formats only on rows of <= SL_KQ_FP4Q_WIDE_CHUNKS
                        * chunks (the wide rows' unroll-4 walk measured slower staged) */
@@ -64,6 +65,7 @@ typedef struct {
                          * call 8, rows "single" = off): +3-8 points of copy at every T >= 8192
                          * shape, e.g. swz T=32768 h=4096 86.7 -> 92.7 %. Blackwell: not measured
                          * (its table has the item layout, where QPAIR does not apply). */
+  int seg_deq8;         /* `seg` of the FP8 group dequantizer (SL_KQ_SEG_DEQ8); see below */
 } sl_kq_arch_cfg_t;
 
 #define SL_KQ_FP4Q_WIDE_CHUNKS 16
@@ -83,6 +85,13 @@ typedef struct {
  * bench/probes/peer_sweep.py, session 10 call 3) 1 is 0.9-2.5 us faster at T = 1..8192, I = 2048
  * (T=16 4.35 / 5.36 us, T=8192 29.9 / 32.1): the decode warp's second item only lengthens its
  * chain of dependent loads and its code. Blackwell: not measured. */
+/* ... and the NVFP4 quantizer with its whole block per lane (QPAIR) takes unroll_fp4q on every
+ * row: MEASURED on the H200 (session 14 calls 2-3, `SL_KQ_TUNE=1 sluice bench kernels --only
+ * quant_nvfp4 --tokens 8192,32768`, swizzled, kernel us, u4 / u2): h=2048 13.02 / 13.41 (T=8192),
+ * 43.49 / 45.02 (T=32768); h=4096 23.01 / 23.97, 85.09 / 87.65 -- a warp's step is then its whole
+ * 4-chunk segment (two chunk pairs), every load in flight at once. The one-packet
+ * lane keeps u2 at h <= 4096 (session 10: u4 -0.4..-3 % at h=2048); MXFP4 too (h=2048 T=32768 u4
+ * 45.98 vs 43.17, call 2). */
 /* Hopper unroll_fp4q 4: MEASURED on the H200 (session 10, call 8: `SL_KQ_TUNE=1 sluice bench
  * kernels --only quant_ --tokens 8192,32768`, swizzled scales, % of copy u2 -> u4): at h=7168 (28
  * chunks per row: a warp's 4-chunk segment then has all its loads in flight at once) MXFP4
@@ -109,11 +118,20 @@ typedef struct {
  * 11 call 6), 1.42 vs 1.44 (session 12 call 7, Triton 1.43); at I=4096 (15.5 per SM) 1.67 vs
  * 1.66 -- level -- so 8 stay from there. */
 #define SL_KQ_ACT16_HALF_ITEMS 8
+/* Hopper seg_deq8 2: MEASURED on the H200 (session 14 calls 1-2, `SL_KQ_TUNE=1 SL_KQ_GRID=1 sluice
+ * bench kernels --only dequant_`, kernel us, seg 2 / the table's 4): the FP8 group dequantizer --
+ * a lane's 8 code bytes and one fp32 scale per chunk, nothing per CTA to amortize -- streams
+ * better on tasks of 2 chunks at every width and T: T=8192 h=2048/4096/7168 13.89/25.92/44.22 vs
+ * 14.14/26.46/45.70, T=32768 50.82/99.84/174.17 vs 52.10/102.24/178.24 (call 1 the same at
+ * h=2048: 13.76 / 50.85 vs 14.02 / 51.97); seg 1, 8 and 32 slower. The FP4 table dequantizer
+ * (its per-CTA table fill amortized over 4-chunk tasks) measured 15.58 / 55.10 us at seg 2 vs
+ * 13.41 / 44.96 (T=8192 / 32768 h=2048) and keeps `seg`; the MXFP8 dequantizer (byte scales, no
+ * bench row) keeps `seg` too (not measured). */
 #define SL_KQ_STAGE_FMT(f) (1 << (f))
 static const sl_kq_arch_cfg_t sl_kq_arch_table[] = {
-    {SL_ARCH_HOPPER, 1, 8, 2, 4, 0, 1, 4, SL_KQ_STAGE_FMT(SL_QFMT_MXFP8) | SL_KQ_STAGE_FMT(SL_QFMT_NVFP4), 4, 1},
-    {SL_ARCH_BLACKWELL, 1, 8, 2, 0, 0, 2, 0, 0, 0, 0},
-    {0, 1, 8, 2, 0, 0, 2, 0, 0, 0, 0},
+    {SL_ARCH_HOPPER, 1, 8, 2, 4, 0, 1, 4, SL_KQ_STAGE_FMT(SL_QFMT_MXFP8) | SL_KQ_STAGE_FMT(SL_QFMT_NVFP4), 4, 1, 2},
+    {SL_ARCH_BLACKWELL, 1, 8, 2, 0, 0, 2, 0, 0, 0, 0, 0},
+    {0, 1, 8, 2, 0, 0, 2, 0, 0, 0, 0, 0},
 };
 
 static inline const sl_kq_arch_cfg_t *sl_kq_arch_cfg(int arch) {
@@ -132,8 +150,9 @@ int sl_kq_unroll(int arch);
 int sl_kq_unroll_act(int arch, int act16);
 /* The same for the quantizer of format `fmt` (SL_QFMT_*) at segment length `seg` (0: the item
  * layout) on rows of `chunks` chunks: the table's unroll_fp4q for FP4 formats in the segment
- * layout past SL_KQ_FP4Q_WIDE_CHUNKS chunks. */
-int sl_kq_unroll_quant(int arch, int fmt, int seg, int chunks);
+ * layout past SL_KQ_FP4Q_WIDE_CHUNKS chunks, and for the NVFP4 quantizer whose lane takes a
+ * whole block (`pair`: kernels/quant.c decides it, quant.cu QPAIR) at every width. */
+int sl_kq_unroll_quant(int arch, int fmt, int seg, int chunks, int pair);
 
 /* Segment layout (the table's `seg`, JIT constant SEG of quant.cu / act.cu) for a launch of
  * `warps` warps per block: decode launches (one warp per block) keep 0, so a short row still
@@ -145,10 +164,14 @@ int sl_kq_unroll_quant(int arch, int fmt, int seg, int chunks);
  * covers the benchmark's comparison rows and a table flip), and the tune sweep's values. */
 #define SL_KQ_SEG_POINT 8
 void sl_kq_set_seg_override(int seg); /* SL_KQ_SEG_TABLE, 0 (item layout) or chunks per segment */
-/* act16: the activation without quantization (the table's seg_act16). */
-int sl_kq_seg(int arch, int warps, int act16);
-/* The prefill segment lengths to register as JIT points: the table's two, 0 (the item layout)
- * and SL_KQ_SEG_POINT, each once; returns the count (<= 4). */
+/* Which of the table's segment lengths a kernel takes: */
+#define SL_KQ_SEG_QUANT 0 /* `seg`: the quantizers, the FP8-out activation, the FP4 / MXFP8 dequantizers */
+#define SL_KQ_SEG_ACT16 1 /* `seg_act16`: the activation without quantization */
+#define SL_KQ_SEG_DEQ8 2  /* `seg_deq8`: the FP8 group dequantizer */
+int sl_kq_seg(int arch, int warps, int kind);
+/* The prefill segment lengths to register as JIT points: the table's seg and seg_act16, 0 (the
+ * item layout) and SL_KQ_SEG_POINT, each once; returns the count (<= 4). seg_deq8 is registered
+ * by the FP8 dequantizer's own points (kernels/quant.c). */
 static inline int sl_kq_seg_points(int arch, int segs[4]) {
   const sl_kq_arch_cfg_t *c = sl_kq_arch_cfg(arch);
   const int cand[4] = {c->seg, c->seg_act16, 0, SL_KQ_SEG_POINT};

@@ -224,10 +224,14 @@ static int quant_chunks(int hidden, sl_dtype_t dtype) {
 }
 
 /* The segment knob as compiled: 0, or the chunks per task clamped to the row (one cache entry
- * for every seg >= the row's chunks). */
-static int quant_seg(int arch, int warps, int hidden, sl_dtype_t dtype) {
-  int seg = sl_kq_seg(arch, warps, 0), chunks = quant_chunks(hidden, dtype);
+ * for every seg >= the row's chunks). `kind`: the table's column (kq_launch.h SL_KQ_SEG_*). */
+static int quant_seg(int arch, int warps, int hidden, sl_dtype_t dtype, int kind) {
+  int seg = sl_kq_seg(arch, warps, kind), chunks = quant_chunks(hidden, dtype);
   return seg > chunks ? chunks : seg;
+}
+/* The dequantizer's column: the FP8 group format has its own (seg_deq8, measured). */
+static int deq_seg_kind(int fmt) {
+  return fmt == SL_QFMT_FP8_GROUP ? SL_KQ_SEG_DEQ8 : SL_KQ_SEG_QUANT;
 }
 
 /* Whether the NVFP4 quantizer's lane takes a whole block (quant.cu QPAIR; `want`: sl_kq_qpair):
@@ -237,6 +241,17 @@ static bool qpair_applies(int want, int fmt, sl_dtype_t dtype, int hidden, int s
   const int chunks = quant_chunks(hidden, dtype), segc = seg < chunks ? seg : chunks, step = unroll > 2 ? unroll : 2;
   return want && fmt == SL_QFMT_NVFP4 && (dtype == SL_DTYPE_BF16 || dtype == SL_DTYPE_F16) && seg > 0 &&
          hidden % 256 == 0 && chunks % segc == 0 && segc % step == 0;
+}
+
+/* A quantizer launch's unroll and whether its NVFP4 lane takes a whole block (*pair): the
+ * whole-block lane takes its own unroll (kq_launch.h sl_kq_unroll_quant's `pair`) where it still
+ * applies at that unroll, else the one-packet lane's. */
+static int quant_unroll(int arch, int want_pair, int fmt, sl_dtype_t dtype, int hidden, int seg, bool *pair) {
+  const int chunks = quant_chunks(hidden, dtype), single = sl_kq_unroll_quant(arch, fmt, seg, chunks, 0);
+  *pair = qpair_applies(want_pair, fmt, dtype, hidden, seg, single);
+  if (!*pair) return single;
+  const int paired = sl_kq_unroll_quant(arch, fmt, seg, chunks, 1);
+  return qpair_applies(want_pair, fmt, dtype, hidden, seg, paired) ? paired : single;
 }
 
 /* Whether a launch stages its swizzled scales: `stage` is the wish (kernels/kq_launch.h
@@ -258,9 +273,8 @@ static quant_choice_t quant_choose(const sl_quant_args_t *a, int arch, int sm_co
   quant_choice_t c;
   const int fmt = (int)a->format, chunks = quant_chunks(a->hidden, a->in_dtype);
   c.warps = sl_kq_warps(arch, sm_count, a->num_tokens);
-  c.seg = quant_seg(arch, c.warps, a->hidden, a->in_dtype);
-  c.unroll = sl_kq_unroll_quant(arch, fmt, c.seg, chunks);
-  c.pair = qpair_applies(sl_kq_qpair(arch), fmt, a->in_dtype, a->hidden, c.seg, c.unroll);
+  c.seg = quant_seg(arch, c.warps, a->hidden, a->in_dtype, SL_KQ_SEG_QUANT);
+  c.unroll = quant_unroll(arch, sl_kq_qpair(arch), fmt, a->in_dtype, a->hidden, c.seg, &c.pair);
   c.stage = swz_stage_applies(sl_kq_swz_stage(arch, fmt, chunks, c.pair), fmt, (int)a->layout, c.warps, c.seg);
   return c;
 }
@@ -274,7 +288,7 @@ sl_status_t sl_quant_spec(const sl_quant_args_t *a, int arch, int sm_count, sl_j
 sl_status_t sl_dequant_spec(const sl_dequant_args_t *a, int arch, int sm_count, sl_jit_spec_t *spec) {
   int warps = sl_kq_warps(arch, sm_count, a->num_tokens);
   return dequant_spec_at((int)a->format, (int)a->layout, a->hidden, a->out_dtype, warps, sl_kq_unroll(arch),
-                         quant_seg(arch, warps, a->hidden, a->out_dtype), spec);
+                         quant_seg(arch, warps, a->hidden, a->out_dtype, deq_seg_kind((int)a->format)), spec);
 }
 
 /* Work items of a kernel: one warp-wide chunk of 32 x 16 bytes of the wider side. */
@@ -374,7 +388,7 @@ sl_status_t sl_dequant(sl_device_t *dev, const sl_dequant_args_t *a, sl_stream_t
   sl_kernel_t *k;
   SL_CHECK(sl_jit_get_kernel(dev, &spec, &k));
   int warps = sl_kq_warps(info->arch, info->sm_count, a->num_tokens), unroll = sl_kq_unroll(info->arch);
-  int seg = quant_seg(info->arch, warps, a->hidden, a->out_dtype);
+  int seg = quant_seg(info->arch, warps, a->hidden, a->out_dtype, deq_seg_kind((int)a->format));
   const void *codes = a->codes, *scales = a->scales;
   void *out = a->out;
   float gs = a->global_scale;
@@ -417,10 +431,11 @@ sl_status_t sl_quant_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t 
             int chunks = quant_chunks(hiddens[h], dtypes[d]), seg = w ? segs[si] : 0;
             if (seg > chunks) seg = chunks;
             sl_jit_spec_t spec;
-            const int unroll = sl_kq_unroll_quant(arch, cfgs[c].fmt, seg, chunks);
+            bool can_pair;
+            const int paired = quant_unroll(arch, 1, cfgs[c].fmt, dtypes[d], hiddens[h], seg, &can_pair);
             /* a whole block per lane (QPAIR) where it applies: both forms, staged and not */
-            const int pairs = qpair_applies(1, cfgs[c].fmt, dtypes[d], hiddens[h], seg, unroll) ? 2 : 1;
-            for (int pr = 0; pr < pairs; pr++) {
+            for (int pr = 0; pr < (can_pair ? 2 : 1); pr++) {
+              const int unroll = pr ? paired : sl_kq_unroll_quant(arch, cfgs[c].fmt, seg, chunks, 0);
               SL_CHECK(quant_spec_at(cfgs[c].fmt, cfgs[c].rule, cfgs[c].layout, hiddens[h], dtypes[d], warps[w], unroll,
                                      seg, 0, pr, &spec));
               SL_CHECK(fn(&spec, user));
@@ -436,5 +451,19 @@ sl_status_t sl_quant_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t 
               SL_CHECK(fn(&spec, user));
             }
           }
+  /* the FP8 group dequantizer's own prefill segment length (kq_launch.h seg_deq8), where it is
+   * not one of the points above */
+  const int sd = ac->seg_deq8;
+  bool seen = false;
+  for (int i = 0; i < nseg; i++)
+    seen |= segs[i] == sd;
+  for (size_t h = 0; h < sizeof hiddens / sizeof hiddens[0] && !seen; h++)
+    for (size_t d = 0; d < sizeof dtypes / sizeof dtypes[0]; d++) {
+      const int chunks = quant_chunks(hiddens[h], dtypes[d]);
+      sl_jit_spec_t spec;
+      SL_CHECK(dequant_spec_at(SL_QFMT_FP8_GROUP, SL_QLAYOUT_LINEAR, hiddens[h], dtypes[d], ac->prefill_warps,
+                               ac->unroll, sd > chunks ? chunks : sd, &spec));
+      SL_CHECK(fn(&spec, user));
+    }
   return SL_OK;
 }

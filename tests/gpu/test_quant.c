@@ -432,13 +432,13 @@ static void test_qpair(void **state) {
 
 /* Dequantization of arbitrary codes and scale bytes (every value: negative and NaN NVFP4 scales,
  * E8M0 NaN, which the quantizer never writes) on both layouts (the FP4 16-bit outputs of the
- * segment layout go through the per-CTA table): bit-exact with the CPU reference, NaN where it
- * gives NaN. */
+ * segment layout go through the per-CTA table, at the table's segment length and the registered
+ * point): bit-exact with the CPU reference, NaN where it gives NaN. */
 static void test_dequant_any_bytes(void **state) {
   uint64_t rng = sl_test_seed();
   const int T = 300, H = 2048;
   const sl_dtype_t dts[] = {SL_DTYPE_BF16, SL_DTYPE_F16, SL_DTYPE_F32};
-  static const int segs[] = {0, SL_KQ_SEG_POINT};
+  static const int segs[] = {0, 4, SL_KQ_SEG_POINT};
   for (size_t ci = 0; ci < sizeof cfgs / sizeof cfgs[0]; ci++) {
     if (!sl_qfmt_is_fp4((int)cfgs[ci].fmt) || cfgs[ci].rule == SL_QUANT_RULE_CEIL) continue;
     size_t cb = sl_quant_codes_bytes(cfgs[ci].fmt, T, H), sb = sl_quant_scales_bytes(cfgs[ci].fmt, cfgs[ci].layout, T, H);
@@ -452,7 +452,8 @@ static void test_dequant_any_bytes(void **state) {
     SL_ASSERT_OK(sl_memcpy(dev, d_scales, scales, sb, NULL));
     for (int d = 0; d < 3; d++)
       for (size_t si = 0; si < sizeof segs / sizeof segs[0]; si++) {
-        sl_kq_set_seg_override(segs[si]);
+        const int seg = segs[si];
+        sl_kq_set_seg_override(seg);
         size_t eb = sl_dtype_bits(dts[d]) / 8, ob = (size_t)T * H * eb;
         void *d_out = dev_alloc(ob), *h_out = malloc(ob), *r_out = malloc(ob);
         sl_test_poison(dev, d_out, ob);
@@ -482,12 +483,12 @@ static void test_dequant_any_bytes(void **state) {
           float gv = sl_load_f32(h_out, dts[d], k), wv = sl_load_f32(r_out, dts[d], k);
           if ((isnan(wv) ? !isnan(gv) : g != w) && bad++ < 5)
             fprintf(stderr, "  format %d layout %d %s seg %d: element %zu gpu %g (0x%x) cpu %g (0x%x)\n",
-                    (int)cfgs[ci].fmt, (int)cfgs[ci].layout, sl_dtype_name(dts[d]), segs[si], k, (double)gv, g,
+                    (int)cfgs[ci].fmt, (int)cfgs[ci].layout, sl_dtype_name(dts[d]), seg, k, (double)gv, g,
                     (double)wv, w);
         }
         if (bad)
           fail_msg("format %d layout %d %s seg %d: %zu dequantized elements differ", (int)cfgs[ci].fmt,
-                   (int)cfgs[ci].layout, sl_dtype_name(dts[d]), segs[si], bad);
+                   (int)cfgs[ci].layout, sl_dtype_name(dts[d]), seg, bad);
         sl_device_free(dev, d_out);
         free(h_out), free(r_out);
       }

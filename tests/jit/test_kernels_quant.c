@@ -298,6 +298,44 @@ static void test_deq_blocks_spec(void **state) {
   }
 }
 
+/* The dequantizers' segment lengths (kq_launch.h seg_deq8): on Hopper the FP8 group format's
+ * prefill launch walks 2-chunk tasks (SEG=2, a registered point), the FP4 table dequantizer and
+ * MXFP8 keep the table's seg (4); decode keeps the item layout; Blackwell's table has the item
+ * layout for every kind; the override still wins. */
+static void test_deq_seg_specs(void **state) {
+  (void)state;
+  sl_dequant_args_t d = {.format = SL_QUANT_FP8_GROUP,
+                         .layout = SL_QUANT_LAYOUT_LINEAR,
+                         .num_tokens = 8192,
+                         .hidden = 7168,
+                         .out_dtype = SL_DTYPE_BF16};
+  for (int a = 0; a < 2; a++) {
+    const bool hopper = archs[a] == SL_ARCH_HOPPER;
+    sl_jit_spec_t spec;
+    d.format = SL_QUANT_FP8_GROUP;
+    d.layout = SL_QUANT_LAYOUT_LINEAR;
+    SL_ASSERT_OK(sl_dequant_spec(&d, archs[a], SMS, &spec));
+    assert_define(&spec, hopper ? "SEG=2" : "SEG=0");
+    assert_registered("quant", archs[a], &spec);
+    d.num_tokens = 1;
+    SL_ASSERT_OK(sl_dequant_spec(&d, archs[a], SMS, &spec));
+    assert_define(&spec, "SEG=0");
+    d.num_tokens = 8192;
+    sl_kq_set_seg_override(4);
+    SL_ASSERT_OK(sl_dequant_spec(&d, archs[a], SMS, &spec));
+    assert_define(&spec, "SEG=4");
+    sl_kq_set_seg_override(SL_KQ_SEG_TABLE);
+    d.format = SL_QUANT_NVFP4;
+    d.layout = SL_QUANT_LAYOUT_SWIZZLED;
+    SL_ASSERT_OK(sl_dequant_spec(&d, archs[a], SMS, &spec));
+    assert_define(&spec, hopper ? "SEG=4" : "SEG=0");
+    d.format = SL_QUANT_MXFP8;
+    SL_ASSERT_OK(sl_dequant_spec(&d, archs[a], SMS, &spec));
+    assert_define(&spec, hopper ? "SEG=4" : "SEG=0");
+    assert_registered("quant", archs[a], &spec);
+  }
+}
+
 /* Staged swizzled scales (kernels/kq_launch.h sl_kq_swz_stage, quant.cu SWZ_STAGE): by default
  * (the table's swz_stage_fmts) on Hopper for MXFP8 at every hidden size and NVFP4 on rows of <= 16
  * chunks, or wider with its whole block per lane (QPAIR: h=7168 staged; without it not), never
@@ -428,6 +466,22 @@ static void test_unroll_and_override_choices(void **state) {
     SL_ASSERT_OK(sl_quant_spec(&q, archs[a], SMS, &spec));
     assert_define(&spec, hopper[a] ? "UNROLL=4" : "UNROLL=2");
     assert_registered("quant", archs[a], &spec);
+    /* the whole-block NVFP4 lane takes unroll 4 on narrow rows too; the one-packet lane keeps 2 */
+    q.hidden = 2048;
+    SL_ASSERT_OK(sl_quant_spec(&q, archs[a], SMS, &spec));
+    assert_define(&spec, hopper[a] ? "UNROLL=4" : "UNROLL=2");
+    assert_define(&spec, hopper[a] ? "QPAIR=1" : "QPAIR=0");
+    assert_compiles(&spec, archs[a]);
+    sl_kq_set_qpair_override(0);
+    assert_quant_define(&q, archs[a], "UNROLL=2");
+    sl_kq_set_qpair_override(SL_KQ_QPAIR_TABLE);
+    q.in_dtype = SL_DTYPE_F32; /* no whole-block lane for fp32 inputs */
+    assert_quant_define(&q, archs[a], "UNROLL=2");
+    q.in_dtype = SL_DTYPE_BF16;
+    q.format = SL_QUANT_MXFP4;
+    assert_quant_define(&q, archs[a], "UNROLL=2");
+    q.format = SL_QUANT_NVFP4;
+    q.hidden = 7168;
     q.format = SL_QUANT_MXFP4;
     q.layout = SL_QUANT_LAYOUT_LINEAR;
     q.rule = SL_QUANT_RULE_FLOOR;
@@ -491,6 +545,7 @@ int main(void) {
       cmocka_unit_test(test_segment_layout_specs),
       cmocka_unit_test(test_swz_stage_specs),
       cmocka_unit_test(test_deq_blocks_spec),
+      cmocka_unit_test(test_deq_seg_specs),
       cmocka_unit_test(test_qpair_specs),
       cmocka_unit_test(test_unroll_and_override_choices),
       cmocka_unit_test(test_missing_constant_fails_loudly),
