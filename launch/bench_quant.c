@@ -207,6 +207,8 @@ static void free_ctx(ctx_t *c) {
  * kernels/kq_launch.h, a warp walking S chunks of one row; "s0" = the old item layout forced),
  * so the old and the new layout are printed next to each other. */
 static const int tune_unrolls[] = {1, 2, 4};
+/* ... and once per warps per block in tune_warps at the table's other choices (path "w<N>") */
+static const int tune_warps[] = {4, 16};
 static const int tune_segs[] = {0, 1, 2, 4, SL_KQ_SEG_POINT, 32};
 
 /* One row's launch choices, each forced away from kernels/kq_launch.h's default or not: unroll
@@ -219,6 +221,7 @@ typedef struct {
   bool linear;
   int deq_blocks; /* the dequantizer's blocks per SM (0: the kernel's rule; sl_kq_set_deq_blocks_override) */
   int pair;       /* the NVFP4 quantizer's whole block per lane (SL_KQ_QPAIR_TABLE: the table; 0 / 1 forced) */
+  int warps;      /* warps per block (0: the table; sl_kq_set_warps_override) */
 } knobs_t;
 /* The comparison row of the FP4 dequantizer's occupancy (path "<path> mb6"): the 6 blocks of 8
  * warps (40 registers) it was compiled for until session 13, against the kernel's rule (8 on
@@ -308,6 +311,11 @@ static sl_status_t bench_one(sl_bench_t *b, op_t op, int T, int H) {
     kn.seg = tune_segs[i]; /* at each kind's own unroll (kq_launch.h) */
     s = bench_one_at(b, op, T, H, kn);
   }
+  for (size_t i = 0; i < sizeof tune_warps / sizeof tune_warps[0] && s == SL_OK; i++) {
+    kn = knobs_table;
+    kn.warps = tune_warps[i];
+    s = bench_one_at(b, op, T, H, kn);
+  }
   return s;
 }
 
@@ -318,6 +326,7 @@ static sl_status_t bench_one_at(sl_bench_t *b, op_t op, int T, int H, knobs_t kn
   sl_kq_set_seg_override(seg);
   sl_kq_set_swz_stage_override(stage);
   sl_kq_set_full_grid_waves_override(kn.waves);
+  sl_kq_set_warps_override(kn.warps);
   sl_kq_set_deq_blocks_override(kn.deq_blocks);
   sl_kq_set_qpair_override(kn.pair);
   sl_device_t *dev = b->rt->dev;
@@ -393,6 +402,7 @@ static sl_status_t bench_one_at(sl_bench_t *b, op_t op, int T, int H, knobs_t kn
   sl_kq_set_swz_stage_override(SL_KQ_SWZ_STAGE_TABLE);
   sl_kq_set_full_grid_waves_override(0);
   sl_kq_set_deq_blocks_override(0);
+  sl_kq_set_warps_override(0);
   sl_kq_set_qpair_override(SL_KQ_QPAIR_TABLE);
   return s;
 }
