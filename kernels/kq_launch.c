@@ -77,8 +77,11 @@ static int qpair_override = SL_KQ_QPAIR_TABLE;
 void sl_kq_set_qpair_override(int pair) {
   qpair_override = pair < 0 ? SL_KQ_QPAIR_TABLE : pair ? 1 : 0;
 }
-int sl_kq_qpair(int arch) {
-  return qpair_override != SL_KQ_QPAIR_TABLE ? qpair_override : sl_kq_arch_cfg(arch)->nv_pair;
+int sl_kq_qpair(int arch, int fmt, int chunks) {
+  if (fmt != SL_QFMT_NVFP4 && fmt != SL_QFMT_MXFP4) return 0;
+  if (qpair_override != SL_KQ_QPAIR_TABLE) return qpair_override;
+  const sl_kq_arch_cfg_t *c = sl_kq_arch_cfg(arch);
+  return fmt == SL_QFMT_NVFP4 ? c->nv_pair : c->mx_quad && chunks > SL_KQ_FP4Q_WIDE_CHUNKS;
 }
 
 static int deq_blocks_override;

@@ -66,6 +66,9 @@ typedef struct {
                          * shape, e.g. swz T=32768 h=4096 86.7 -> 92.7 %. Blackwell: not measured
                          * (its table has the item layout, where QPAIR does not apply). */
   int seg_deq8;         /* `seg` of the FP8 group dequantizer (SL_KQ_SEG_DEQ8); see below */
+  int mx_quad;          /* the MXFP4 quantizer's lane takes a whole 32-element block (four packets)
+                         * where it can on rows of more than SL_KQ_FP4Q_WIDE_CHUNKS chunks (quant.cu
+                         * QPAIR; sl_kq_qpair); see below */
 } sl_kq_arch_cfg_t;
 
 #define SL_KQ_FP4Q_WIDE_CHUNKS 16
@@ -118,6 +121,13 @@ typedef struct {
  * 11 call 6), 1.42 vs 1.44 (session 12 call 7, Triton 1.43); at I=4096 (15.5 per SM) 1.67 vs
  * 1.66 -- level -- so 8 stay from there. */
 #define SL_KQ_ACT16_HALF_ITEMS 8
+/* Hopper mx_quad 1 (rows of more than SL_KQ_FP4Q_WIDE_CHUNKS chunks): MEASURED on the H200 (session
+ * 14 call 8, `sluice bench kernels --only quant_mxfp4 --tokens 1024,8192,32768`, rows "single" =
+ * the one-packet lane, kernel us, quad / single): h=7168 (unroll 4: a step is the warp's whole
+ * 4-chunk segment either way) swz 37.44 / 37.66 (T=8192), 140.61 / 142.81 (T=32768), lin 36.06 /
+ * 36.38, 135.74 / 138.18; at h <= 4096 (unroll 2) slower: h=2048 lin T=32768 44.77 / 42.88, h=4096
+ * T=8192 23.46 / 22.37 (its 64 bytes per lane stride the L1 lines of four packets where the
+ * one-packet lane's two loads cover 1 KB contiguous) -- so only the wide rows. */
 /* Hopper seg_deq8 2: MEASURED on the H200 (session 14 calls 1-2, `SL_KQ_TUNE=1 SL_KQ_GRID=1 sluice
  * bench kernels --only dequant_`, kernel us, seg 2 / the table's 4): the FP8 group dequantizer --
  * a lane's 8 code bytes and one fp32 scale per chunk, nothing per CTA to amortize -- streams
@@ -129,9 +139,9 @@ typedef struct {
  * bench row) keeps `seg` too (not measured). */
 #define SL_KQ_STAGE_FMT(f) (1 << (f))
 static const sl_kq_arch_cfg_t sl_kq_arch_table[] = {
-    {SL_ARCH_HOPPER, 1, 8, 2, 4, 0, 1, 4, SL_KQ_STAGE_FMT(SL_QFMT_MXFP8) | SL_KQ_STAGE_FMT(SL_QFMT_NVFP4), 4, 1, 2},
-    {SL_ARCH_BLACKWELL, 1, 8, 2, 0, 0, 2, 0, 0, 0, 0, 0},
-    {0, 1, 8, 2, 0, 0, 2, 0, 0, 0, 0, 0},
+    {SL_ARCH_HOPPER, 1, 8, 2, 4, 0, 1, 4, SL_KQ_STAGE_FMT(SL_QFMT_MXFP8) | SL_KQ_STAGE_FMT(SL_QFMT_NVFP4), 4, 1, 2, 1},
+    {SL_ARCH_BLACKWELL, 1, 8, 2, 0, 0, 2, 0, 0, 0, 0, 0, 0},
+    {0, 1, 8, 2, 0, 0, 2, 0, 0, 0, 0, 0, 0},
 };
 
 static inline const sl_kq_arch_cfg_t *sl_kq_arch_cfg(int arch) {
@@ -206,14 +216,15 @@ static inline long sl_kq_seg_tasks(long rows, int chunks, int seg) {
 void sl_kq_set_swz_stage_override(int stage); /* SL_KQ_SWZ_STAGE_TABLE (the default), 0: off, 1: on */
 int sl_kq_swz_stage(int arch, int fmt, int chunks, int pair);
 
-/* Whether the NVFP4 quantizer's lane takes a whole 16-element block (kernels/quant.cu QPAIR) where
- * the launch allows it (kernels/quant.c: 16-bit inputs, the segment layout, whole chunk pairs):
- * the table's nv_pair unless sl_kq_set_qpair_override forces it (SL_KQ_QPAIR_TABLE: the table;
- * 0 / 1: off / on) -- the benchmark's comparison rows and the GPU tests. Not thread-safe, as the
- * unroll override. */
+/* Whether the quantizer of FP4 format `fmt` (SL_QFMT_*) on rows of `chunks` chunks gives each lane a
+ * whole block (kernels/quant.cu QPAIR: NVFP4 16 elements, MXFP4 32) where the launch allows it
+ * (kernels/quant.c: 16-bit inputs, the segment layout, whole groups of chunks per task): the
+ * table's nv_pair, or mx_quad past SL_KQ_FP4Q_WIDE_CHUNKS chunks, unless sl_kq_set_qpair_override
+ * forces it (SL_KQ_QPAIR_TABLE: the table; 0 / 1: off / on) -- the benchmark's comparison rows
+ * and the GPU tests. Other formats: 0. Not thread-safe, as the unroll override. */
 #define SL_KQ_QPAIR_TABLE (-1)
 void sl_kq_set_qpair_override(int pair);
-int sl_kq_qpair(int arch);
+int sl_kq_qpair(int arch, int fmt, int chunks);
 
 /* Blocks per SM the dequantizer is compiled for (__launch_bounds__; JIT constant DEQ_MIN_BLOCKS,
  * kernels/quant.cu): 0 = the kernel's own rule (the full 2048 threads per SM for the FP4 table

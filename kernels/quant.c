@@ -234,13 +234,15 @@ static int deq_seg_kind(int fmt) {
   return fmt == SL_QFMT_FP8_GROUP ? SL_KQ_SEG_DEQ8 : SL_KQ_SEG_QUANT;
 }
 
-/* Whether the NVFP4 quantizer's lane takes a whole block (quant.cu QPAIR; `want`: sl_kq_qpair):
- * 16-bit inputs in the segment layout, whole rows of 256-element chunks, every task whole chunk
- * pairs (a multiple of the step: max(unroll, 2) chunks). */
+/* Whether an FP4 quantizer's lane takes a whole block (quant.cu QPAIR; `want`: sl_kq_qpair): 16-bit
+ * inputs in the segment layout, whole rows of 256-element chunks, every task whole groups of a
+ * block's packets in chunks (NVFP4 2, MXFP4 4; a multiple of the step: max(unroll, group)). */
 static bool qpair_applies(int want, int fmt, sl_dtype_t dtype, int hidden, int seg, int unroll) {
-  const int chunks = quant_chunks(hidden, dtype), segc = seg < chunks ? seg : chunks, step = unroll > 2 ? unroll : 2;
-  return want && fmt == SL_QFMT_NVFP4 && (dtype == SL_DTYPE_BF16 || dtype == SL_DTYPE_F16) && seg > 0 &&
-         hidden % 256 == 0 && chunks % segc == 0 && segc % step == 0;
+  const int group = fmt == SL_QFMT_MXFP4 ? 4 : 2;
+  const int chunks = quant_chunks(hidden, dtype), segc = seg < chunks ? seg : chunks;
+  const int step = unroll > group ? unroll : group;
+  return want && (fmt == SL_QFMT_NVFP4 || fmt == SL_QFMT_MXFP4) && (dtype == SL_DTYPE_BF16 || dtype == SL_DTYPE_F16) &&
+         seg > 0 && hidden % 256 == 0 && chunks % segc == 0 && segc % step == 0;
 }
 
 /* A quantizer launch's unroll and whether its NVFP4 lane takes a whole block (*pair): the
@@ -274,7 +276,7 @@ static quant_choice_t quant_choose(const sl_quant_args_t *a, int arch, int sm_co
   const int fmt = (int)a->format, chunks = quant_chunks(a->hidden, a->in_dtype);
   c.warps = sl_kq_warps(arch, sm_count, a->num_tokens);
   c.seg = quant_seg(arch, c.warps, a->hidden, a->in_dtype, SL_KQ_SEG_QUANT);
-  c.unroll = quant_unroll(arch, sl_kq_qpair(arch), fmt, a->in_dtype, a->hidden, c.seg, &c.pair);
+  c.unroll = quant_unroll(arch, sl_kq_qpair(arch, fmt, chunks), fmt, a->in_dtype, a->hidden, c.seg, &c.pair);
   c.stage = swz_stage_applies(sl_kq_swz_stage(arch, fmt, chunks, c.pair), fmt, (int)a->layout, c.warps, c.seg);
   return c;
 }

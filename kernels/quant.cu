@@ -31,7 +31,7 @@
 #error "SWZ_STAGE (1: swizzled scales staged in shared memory, whole-sector stores; 0: off) must be defined by the JIT"
 #endif
 #ifndef QPAIR
-#error "QPAIR (1: an NVFP4 quantizer lane takes a whole 16-element block; 0: one packet) must be defined by the JIT"
+#error "QPAIR (1: an FP4 quantizer lane takes a whole block, NVFP4 2 packets / MXFP4 4; 0: one packet) must be defined by the JIT"
 #endif
 
 #define BLOCK_ELEMS (QFMT == SL_QFMT_FP8_GROUP ? 128 : QFMT == SL_QFMT_NVFP4 ? 16 : 32)
@@ -109,10 +109,15 @@ static_assert(!SWZ_STAGE || (QLAYOUT == SL_QLAYOUT_SWIZZLED && QFMT != SL_QFMT_F
 // lane). The loads go through L1: the second packet's instruction hits the lines the first one
 // brought, so L2 and DRAM traffic are unchanged. Whole chunk pairs only (the host grants it where
 // rows are whole, even numbers of chunks per task and of tasks per row).
+// The MXFP4 quantizer's lane does the same with its 32-element block: four packets (64 bytes per
+// lane), a step of four chunks, 16 code bytes and one scale byte per lane -- the block's absmax
+// reduction (two shuffle rounds), its exponent and its scale store once per block instead of once
+// per lane of four. PPL = packets per lane; "pair" below names both.
 static constexpr bool PAIR = QPAIR != 0;
-static_assert(!PAIR || (QFMT == SL_QFMT_NVFP4 && DTYPE != SL_DTYPE_F32 && SEG > 0 && !RAGGED && CHUNKS % SEGC == 0 &&
-                        SEGC % (UNROLL >= 2 ? UNROLL : 2) == 0),
-              "QPAIR: NVFP4, 16-bit inputs, the segment layout, whole rows of whole chunk pairs per task");
+static constexpr int PPL = BLOCK_ELEMS / VEC; // packets of one block (16-bit inputs: 2 NVFP4, 4 MXFP4)
+static_assert(!PAIR || (IS_FP4 && DTYPE != SL_DTYPE_F32 && SEG > 0 && !RAGGED && CHUNKS % SEGC == 0 &&
+                        SEGC % (UNROLL >= PPL ? UNROLL : PPL) == 0),
+              "QPAIR: FP4, 16-bit inputs, the segment layout, whole rows of whole chunk groups (PPL chunks) per task");
 
 // Byte-scale offset of (row, block column g): sl_qf_scale_offset with unsigned shifts (row and
 // g are never negative here) and the tile-row product the only 64-bit term.
@@ -230,61 +235,119 @@ __device__ __forceinline__ void quant_task(const void *__restrict__ in, long in_
   }
 }
 
-// QPAIR: quantize the lane's whole block (packets a, b: its 16 elements) and store its 8 code bytes
-// at cdst and its scale byte at sdst; the same rules as quant_packet (sl_kq_nvfp4_scale,
-// sl_kq_e2m1_packet), so the same bits.
+// The MXFP4 block exponent of the whole-block lane: sl_qf_block_exp_fast's CEIL formula, and the
+// FLOOR rule's exponent read, inline for a normal absmax >= 2^-100 (where neither clamps); the
+// reference out of line below that (tiny blocks: a division and a subnormal log2), so the hot
+// path holds no call and its 16 input registers do not spill at the 40-register bound.
+__device__ __noinline__ int mx_block_exp_tiny(float absmax) {
+  return sl_qf_block_exp(absmax, QRULE, SL_E2M1_MAX, SL_E2M1_EMAX);
+}
+__device__ __forceinline__ int mx_block_exp(float absmax) {
+  const unsigned a = __float_as_uint(absmax), m = __float_as_uint(SL_E2M1_MAX);
+  if (a < 0x0d800000u) return mx_block_exp_tiny(absmax); // [0, 2^-100)
+  if constexpr (QRULE == SL_QRULE_CEIL)
+    return (int)(a >> 23) - (int)(m >> 23) + ((a & 0x7fffffu) > (m & 0x7fffffu));
+  else
+    return (int)(a >> 23) - 127 - SL_E2M1_EMAX;
+}
+
+// QPAIR: quantize the lane's whole block (packets p[0..PPL): its BLOCK_ELEMS elements) and store
+// its codes (4 PPL bytes) at cdst and its scale byte at sdst; the same rules as quant_packet
+// (sl_kq_quantize_fast: sl_kq_nvfp4_scale / sl_qf_block_exp_fast, the same element encoders), so
+// the same bits.
 // (A template, so that kernels of other dtypes, which never call it, do not instantiate it.)
 template <int DT>
-__device__ __forceinline__ void quant_block_pair(uint4 a, uint4 b, unsigned char *cdst, unsigned char *sdst,
+__device__ __forceinline__ void quant_block_lane(const uint4 *p, unsigned char *cdst, unsigned char *sdst,
                                                  float global_scale) {
   float absmax;
   int bad;
-  sl_kq_block_absmax16x2<DT>(a, b, absmax, bad);
-  unsigned long long w = 0;
+  if constexpr (PPL == 2) {
+    sl_kq_block_absmax16x2<DT>(p[0], p[1], absmax, bad);
+  } else {
+    unsigned m = sl_kq_max16x4(p[0]);
+#pragma unroll
+    for (int k = 1; k < PPL; k++) {
+      const unsigned o = sl_kq_max16x4(p[k]);
+      asm("max.u16x2 %0, %0, %1;" : "+r"(m) : "r"(o));
+    }
+    sl_kq_absmax16_of<DT>(m, absmax, bad);
+  }
+  uint4 q[PPL]; // MXFP4: the packets again, opaque -- without it ptxas keeps the absmax's |x| words
+#pragma unroll  // for the encoder, 16 more live registers, and spills at 40 (bf16: 12-36 bytes)
+  for (int k = 0; k < PPL; k++) {
+    q[k] = p[k];
+    if constexpr (PPL == 4) asm volatile("" : "+r"(q[k].x), "+r"(q[k].y), "+r"(q[k].z), "+r"(q[k].w));
+  }
+  unsigned w[PPL];
+#pragma unroll
+  for (int k = 0; k < PPL; k++)
+    w[k] = 0u;
   unsigned char su;
   if (bad) {
     float unused;
     sl_qf_nan_scale(QFMT, &unused, &su);
-  } else {
+  } else if constexpr (QFMT == SL_QFMT_NVFP4) {
     const float mul = sl_kq_nvfp4_scale(absmax, global_scale, su);
     if (su != 0) {
-      float va[VEC], vb[VEC];
-      sl_kq_unpack<DT>(a, va);
-      sl_kq_unpack<DT>(b, vb);
-      w = sl_kq_e2m1_packet<DT, VEC>(va, a, mul) | ((unsigned long long)sl_kq_e2m1_packet<DT, VEC>(vb, b, mul) << 32);
+#pragma unroll
+      for (int k = 0; k < PPL; k++) {
+        float v[VEC];
+        sl_kq_unpack<DT>(q[k], v);
+        w[k] = sl_kq_e2m1_packet<DT, VEC>(v, q[k], mul);
+      }
+    }
+  } else { // MXFP4: x * 2^-e exact, codes straight from x (sl_kq_quantize_fast's MXFP4 branch)
+    const int e = mx_block_exp(absmax);
+    su = (unsigned char)(e + 127);
+    if (absmax > 0.0f) {
+#pragma unroll
+      for (int k = 0; k < PPL; k++) {
+        if constexpr (DT == SL_DTYPE_BF16 && SL_KQ_E2M1_BF16X2) {
+          const unsigned u[4] = {q[k].x, q[k].y, q[k].z, q[k].w};
+          w[k] = (unsigned)sl_qf_e2m1_pack_bf16x2(u, sl_qf_e2m1_m2(e));
+        } else {
+          float v[VEC];
+          sl_kq_unpack<DT>(q[k], v);
+          w[k] = sl_kq_e2m1_packet<DT, VEC>(v, q[k], sl_qf_pow2(-e));
+        }
+      }
     }
   }
-  *reinterpret_cast<unsigned long long *>(cdst) = w;
+  if constexpr (PPL == 2)
+    *reinterpret_cast<unsigned long long *>(cdst) = ((unsigned long long)w[1] << 32) | w[0];
+  else
+    *reinterpret_cast<uint4 *>(cdst) = make_uint4(w[0], w[1], w[2], w[3]);
   *sdst = su;
 }
 
-// QPAIR's warp task: chunks c0.. (SEGC, whole pairs) of `row`, UNROLL packets (UNROLL / 2 chunk
-// pairs, at least one) loaded per step. The lane's packets of a chunk pair sit at elements
-// 16 lane and 16 lane + 8, its codes at 8 lane bytes, its block column 32 pairs + lane.
+// QPAIR's warp task: chunks c0.. (SEGC, whole groups of PPL chunks) of `row`, max(UNROLL, PPL)
+// packets (UP groups) loaded per step. The lane's packets of a group sit at elements
+// BLOCK_ELEMS lane + VEC k (k < PPL), its codes at BLOCK_ELEMS / 2 lane bytes, its block column
+// 32 groups + lane.
 template <bool STAGED, int SSTEP>
 __device__ __forceinline__ void quant_task_pair(const void *__restrict__ in, long in_stride,
                                                 unsigned char *__restrict__ codes, void *scales, unsigned stage_ofs,
                                                 unsigned row, unsigned c0, int lane, float global_scale) {
   constexpr int ebytes = sl_kq_elem<DTYPE>::bytes;
-  constexpr int UP = UNROLL >= 2 ? UNROLL / 2 : 1; // chunk pairs per step
-  constexpr int STEP = 2 * (STAGED ? SSTEP : SCALE_STEP); // scale bytes per chunk pair
-  const unsigned col = c0 * CHUNK + lane * (2 * VEC);
+  constexpr int UP = UNROLL >= PPL ? UNROLL / PPL : 1;      // chunk groups per step
+  constexpr int STEP = PPL * (STAGED ? SSTEP : SCALE_STEP); // scale bytes per chunk group
+  const unsigned col = c0 * CHUNK + lane * (PPL * VEC);
   const char *ip = (const char *)in + ((size_t)row * (size_t)in_stride + col) * ebytes;
   unsigned char *cp = codes + (size_t)row * (HIDDEN / 2) + col / 2;
   unsigned char *sp =
       STAGED ? reinterpret_cast<unsigned char *>(scales) + stage_ofs : scale_ptr(scales, row, col / BLOCK_ELEMS);
-  for (unsigned c = 0; c < SEGC; c += 2 * UP) {
-    uint4 ra[UP], rb[UP];
-#pragma unroll
-    for (int u = 0; u < UP; u++) {
-      ra[u] = sl_kq_load_raw(ip + u * 2 * CHUNK * ebytes);
-      rb[u] = sl_kq_load_raw(ip + u * 2 * CHUNK * ebytes + VEC * ebytes);
-    }
+  for (unsigned c = 0; c < SEGC; c += PPL * UP) {
+    uint4 r[UP][PPL];
 #pragma unroll
     for (int u = 0; u < UP; u++)
-      quant_block_pair<DTYPE>(ra[u], rb[u], cp + u * CHUNK, sp + u * STEP, global_scale);
-    ip += UP * 2 * CHUNK * ebytes;
-    cp += UP * CHUNK; // a chunk pair's codes: 2 x CHUNK / 2 bytes
+#pragma unroll
+      for (int k = 0; k < PPL; k++)
+        r[u][k] = sl_kq_load_raw(ip + u * PPL * CHUNK * ebytes + k * VEC * ebytes);
+#pragma unroll
+    for (int u = 0; u < UP; u++)
+      quant_block_lane<DTYPE>(r[u], cp + u * (PPL * CHUNK / 2), sp + u * STEP, global_scale);
+    ip += UP * PPL * CHUNK * ebytes;
+    cp += UP * (PPL * CHUNK / 2); // a chunk group's codes
     sp += UP * STEP;
   }
 }

@@ -282,9 +282,12 @@ static sl_status_t bench_one(sl_bench_t *b, op_t op, int T, int H) {
   if (grid_rows(b, op, T)) SL_CHECK(bench_one_at(b, op, T, H, full));
   SL_CHECK(bench_staged(b, op, T, H));
   const bool gpu = sl_device_backend(b->rt->dev) == SL_BACKEND_CUDA;
-  knobs_t pr = knobs_table; /* the NVFP4 quantizer with the other choice of QPAIR: "w8 pair" / "w8 single" */
-  pr.pair = !sl_kq_qpair(gpu ? sl_device_info(b->rt->dev)->arch : 0);
-  if (op == OP_QUANT_NVFP4 && T >= 1024 && gpu) SL_CHECK(bench_one_at(b, op, T, H, pr));
+  /* the FP4 quantizers with the other choice of QPAIR (a whole block per lane): "w8 pair" / "w8 single" */
+  const bool fp4q = op == OP_QUANT_NVFP4 || op == OP_QUANT_MXFP4;
+  knobs_t pr = knobs_table;
+  pr.pair = !sl_kq_qpair(gpu ? sl_device_info(b->rt->dev)->arch : 0,
+                         op == OP_QUANT_MXFP4 ? SL_QFMT_MXFP4 : SL_QFMT_NVFP4, (H + 255) / 256); /* bf16 in */
+  if (fp4q && T >= 1024 && gpu) SL_CHECK(bench_one_at(b, op, T, H, pr));
   if (op == OP_DEQUANT_NVFP4 && T >= 1024 && gpu) {
     knobs_t mb = knobs_table; /* the FP4 dequantizer at the quantizer's 6 blocks per SM (40 registers) */
     mb.deq_blocks = SL_BENCH_DEQ_BLOCKS;
@@ -293,7 +296,7 @@ static sl_status_t bench_one(sl_bench_t *b, op_t op, int T, int H) {
   kn.linear = res.linear = full.linear = true;
   if (has_layouts(op)) SL_CHECK(bench_one_at(b, op, T, H, kn));
   pr.linear = true;
-  if (op == OP_QUANT_NVFP4 && T >= 1024 && gpu) SL_CHECK(bench_one_at(b, op, T, H, pr));
+  if (fp4q && T >= 1024 && gpu) SL_CHECK(bench_one_at(b, op, T, H, pr));
   if (has_layouts(op) && grid_rows(b, op, T)) SL_CHECK(bench_one_at(b, op, T, H, res));
   if (has_layouts(op) && grid_rows(b, op, T)) SL_CHECK(bench_one_at(b, op, T, H, full));
   const char *tune = getenv("SL_KQ_TUNE");

@@ -50,6 +50,7 @@ static void fill_input(uint64_t *rng, void *in, sl_dtype_t dt, int T, int H, lon
  * zero block), and values on every E2M1 / E4M3 rounding boundary of a power-of-two block
  * scale, both signs, exactly and one ulp either side. */
 static bool edge_mode;
+static bool tiny_mode;    /* with edge_mode: also whole blocks below 2^-100 (bf16 subnormals included) */
 static float gs_override; /* NVFP4 tensor scale for this case when > 0 */
 
 static void fill_edges(uint64_t *rng, void *in, sl_dtype_t dt, int T, int H, long stride) {
@@ -73,6 +74,8 @@ static void fill_edges(uint64_t *rng, void *in, sl_dtype_t dt, int T, int H, lon
       default: break;
       }
       if ((i / 128) % 11 == 3 && t % 2 == 0) v = ldexpf(v, -70); /* whole tiny blocks */
+      if (tiny_mode && (i / 128) % 11 == 5 && t % 3 == 1) /* absmax < 2^-100: the exponent's reference path */
+        v = ldexpf(v, -118 - (int)((r >> 24) % 14));
       sl_store_f32(in, dt, (size_t)t * stride + i, v);
     }
   }
@@ -388,12 +391,12 @@ static void test_swz_staged(void **state) {
   sl_kq_set_swz_stage_override(SL_KQ_SWZ_STAGE_TABLE);
 }
 
-/* The NVFP4 quantizer with a whole 16-element block per lane (quant.cu QPAIR) forced on, then off,
- * on both scale layouts (swizzled with the table's staging: every width with QPAIR, h <= 4096
- * without): T not a multiple of 128, h=2048 / 4096 (unroll 2) / 7168 (unroll 4), f16, strided
- * rows, edge values, NaN blocks reported, tensor scales at the ends of the range; codes, scales
- * and the dequantized values bit-exact with the CPU (run_case). Checks that the forced launch
- * takes QPAIR=1 (or 0). */
+/* The FP4 quantizers with a whole block per lane (quant.cu QPAIR: NVFP4 16 elements, MXFP4 32, both
+ * MX rules) forced on, then off, on both scale layouts (swizzled with the table's staging): T not a
+ * multiple of 128, h=2048 / 4096 / 7168, f16, strided rows, edge values (with blocks below 2^-100:
+ * the MXFP4 exponent's out-of-line reference), NaN blocks reported, NVFP4 tensor scales at the ends
+ * of the range; codes, scales and the dequantized values bit-exact with the CPU (run_case). Checks
+ * that the forced launch takes QPAIR=1 (or 0). */
 static void run_pair(uint64_t *rng, int ci, sl_dtype_t dt, int T, int H, long stride, bool inject_nan, int want) {
   char w[16];
   snprintf(w, sizeof w, "QPAIR=%d", want);
@@ -408,7 +411,7 @@ static void test_qpair(void **state) {
   for (int on = 1; on >= 0; on--) {
     sl_kq_set_qpair_override(on);
     for (size_t ci = 0; ci < sizeof cfgs / sizeof cfgs[0]; ci++) {
-      if (cfgs[ci].fmt != SL_QUANT_NVFP4) continue;
+      if (cfgs[ci].fmt != SL_QUANT_NVFP4 && cfgs[ci].fmt != SL_QUANT_MXFP4) continue;
       run_pair(&rng, (int)ci, SL_DTYPE_BF16, sms + 77, 2048, 2048, false, on);
       run_pair(&rng, (int)ci, SL_DTYPE_BF16, ru + 1, 4096, 4096, false, on);
       run_pair(&rng, (int)ci, SL_DTYPE_BF16, sms + 5, 7168, 7168, false, on);
@@ -417,7 +420,10 @@ static void test_qpair(void **state) {
       run_pair(&rng, (int)ci, SL_DTYPE_BF16, sms + 9, 2048, 2048, true, on);
       edge_mode = true;
       run_pair(&rng, (int)ci, SL_DTYPE_BF16, sms + 13, 2048, 2048, false, on);
-      edge_mode = false;
+      tiny_mode = true;
+      run_pair(&rng, (int)ci, SL_DTYPE_BF16, sms + 21, 4096, 4096, false, on);
+      tiny_mode = edge_mode = false;
+      if (cfgs[ci].fmt != SL_QUANT_NVFP4) continue; /* the tensor scale is NVFP4's */
       static const float gss[] = {0x1p-101f, 0x1p-61f, 0x1p60f, 0x1p101f};
       for (size_t g = 0; g < sizeof gss / sizeof gss[0]; g++) {
         gs_override = gss[g];

@@ -227,11 +227,13 @@ static void test_segment_layout_specs(void **state) {
   }
 }
 
-/* The NVFP4 quantizer's whole block per lane (quant.cu QPAIR, kq_launch.h sl_kq_qpair): on by the
- * Hopper table where the launch allows it (16-bit inputs, the segment layout, whole chunk pairs
- * per task) and then a registered point; never at decode, for fp32 inputs, ragged rows (2080),
- * segments of an odd number of chunks, or another format; the override forces it off, or on where
- * it applies (Blackwell's table has the item layout: there with a segment override, compiled). */
+/* The FP4 quantizers' whole block per lane (quant.cu QPAIR, kq_launch.h sl_kq_qpair: NVFP4 16
+ * elements, MXFP4 32): on by the Hopper table where the launch allows it (16-bit inputs, the
+ * segment layout, whole groups of 2 / 4 chunks per task; MXFP4 on rows of more than 16 chunks
+ * only) and then a registered point; never at
+ * decode, for fp32 inputs, ragged rows (2080), segments not a whole group, or an 8-bit format; the
+ * override forces it off, or on where it applies (Blackwell's table has the item layout: there
+ * with a segment override, compiled). */
 static void test_qpair_specs(void **state) {
   for (int a = 0; a < 2; a++) {
     const bool hopper = archs[a] == SL_ARCH_HOPPER;
@@ -258,8 +260,26 @@ static void test_qpair_specs(void **state) {
     assert_quant_define(&q, archs[a], "QPAIR=0");
     q.hidden = 2048;
     q.format = SL_QUANT_MXFP4;
+    q.rule = SL_QUANT_RULE_FLOOR;
+    assert_quant_define(&q, archs[a], "QPAIR=0"); /* MXFP4: the table's wide rows only */
+    q.hidden = 4096;
     assert_quant_define(&q, archs[a], "QPAIR=0");
+    q.hidden = 7168; /* MXFP4, 28 chunks, unroll 4 */
+    assert_quant_define(&q, archs[a], hopper ? "QPAIR=1" : "QPAIR=0");
+    if (hopper) {
+      SL_ASSERT_OK(sl_quant_spec(&q, archs[a], SMS, &spec));
+      assert_registered("quant", archs[a], &spec);
+    }
+    sl_kq_set_seg_override(2); /* 2-chunk tasks: half a group of four */
+    assert_quant_define(&q, archs[a], "QPAIR=0");
+    q.hidden = 2048;
+    sl_kq_set_seg_override(SL_KQ_SEG_TABLE);
+    q.format = SL_QUANT_MXFP8;
+    sl_kq_set_qpair_override(1);
+    assert_quant_define(&q, archs[a], "QPAIR=0");
+    sl_kq_set_qpair_override(SL_KQ_QPAIR_TABLE);
     q.format = SL_QUANT_NVFP4;
+    q.rule = SL_QUANT_RULE_IEEE;
     sl_kq_set_seg_override(3);
     assert_quant_define(&q, archs[a], "QPAIR=0");
     sl_kq_set_seg_override(4);
@@ -271,6 +291,17 @@ static void test_qpair_specs(void **state) {
     SL_ASSERT_OK(sl_quant_spec(&q, archs[a], SMS, &spec));
     assert_define(&spec, "QPAIR=1");
     assert_compiles(&spec, archs[a]);
+    q.format = SL_QUANT_MXFP4; /* both MX rules, both layouts, f16 and bf16 */
+    for (int r = 0; r < 2; r++) {
+      q.rule = r ? SL_QUANT_RULE_CEIL : SL_QUANT_RULE_FLOOR;
+      q.layout = r ? SL_QUANT_LAYOUT_SWIZZLED : SL_QUANT_LAYOUT_LINEAR;
+      q.in_dtype = r ? SL_DTYPE_BF16 : SL_DTYPE_F16;
+      SL_ASSERT_OK(sl_quant_spec(&q, archs[a], SMS, &spec));
+      assert_define(&spec, "QPAIR=1");
+      assert_compiles(&spec, archs[a]);
+    }
+    q.format = SL_QUANT_NVFP4;
+    q.rule = SL_QUANT_RULE_IEEE;
     sl_kq_set_qpair_override(SL_KQ_QPAIR_TABLE);
     sl_kq_set_seg_override(SL_KQ_SEG_TABLE);
   }
