@@ -1,5 +1,6 @@
 /* Every SL_* environment variable: documented, parsed and validated here and nowhere else. */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,17 +122,22 @@ sl_status_t sl_config_load(sl_config_t *cfg) {
   return first;
 }
 
-const sl_config_t *sl_config(void) {
-  static sl_config_t cfg;
-  static int loaded;
-  if (!loaded) {
-    loaded = 1;
-    if (sl_config_load(&cfg) != SL_OK) {
-      /* Already reported; fall back to defaults so library users keep going. */
-      sl_config_t keep = cfg;
-      sl_config_defaults(&cfg);
-      cfg.log_level = keep.log_level;
-    }
+static sl_config_t process_cfg;
+static pthread_once_t process_cfg_once = PTHREAD_ONCE_INIT;
+
+static void process_cfg_load(void) {
+  if (sl_config_load(&process_cfg) != SL_OK) {
+    /* Already reported; fall back to defaults so library users keep going. */
+    sl_config_t keep = process_cfg;
+    sl_config_defaults(&process_cfg);
+    process_cfg.log_level = keep.log_level;
   }
-  return &cfg;
+}
+
+/* Loaded once, by whichever thread asks first; the others wait for it (`sluice jit warm`'s
+ * compile threads used to read cuda_home while the first one was still filling it in, and
+ * NVRTC then got "-I/include": a flaky "cannot open source file cuda_bf16.h"). */
+const sl_config_t *sl_config(void) {
+  pthread_once(&process_cfg_once, process_cfg_load);
+  return &process_cfg;
 }

@@ -38,8 +38,9 @@ sl_status_t sl_config_load(sl_config_t *cfg);
 /* Defaults, without reading the environment. */
 void sl_config_defaults(sl_config_t *cfg);
 
-/* The process-wide configuration: loaded on first use (a failed load logs and keeps the
- * defaults for the invalid variables only after sl_config_load reported them). */
+/* The process-wide configuration: loaded on first use, once, safe from any thread (a failed
+ * load logs and keeps the defaults for the invalid variables only after sl_config_load reported
+ * them). */
 const sl_config_t *sl_config(void);
 
 /* Documentation of every variable: name, accepted values, default, meaning.
