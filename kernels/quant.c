@@ -245,9 +245,9 @@ static bool qpair_applies(int want, int fmt, sl_dtype_t dtype, int hidden, int s
          seg > 0 && hidden % 256 == 0 && chunks % segc == 0 && segc % step == 0;
 }
 
-/* A quantizer launch's unroll and whether its NVFP4 lane takes a whole block (*pair): the
- * whole-block lane takes its own unroll (kq_launch.h sl_kq_unroll_quant's `pair`) where it still
- * applies at that unroll, else the one-packet lane's. */
+/* A quantizer launch's unroll and whether its FP4 lane takes a whole block (*pair): the
+ * whole-block lane takes its own unroll (kq_launch.h sl_kq_unroll_quant's `pair`: NVFP4's 4) where
+ * it still applies at that unroll, else the one-packet lane's. */
 static int quant_unroll(int arch, int want_pair, int fmt, sl_dtype_t dtype, int hidden, int seg, bool *pair) {
   const int chunks = quant_chunks(hidden, dtype), single = sl_kq_unroll_quant(arch, fmt, seg, chunks, 0);
   *pair = qpair_applies(want_pair, fmt, dtype, hidden, seg, single);
