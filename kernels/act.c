@@ -82,8 +82,16 @@ sl_status_t sl_act_ref(const sl_act_args_t *a) {
   return SL_OK;
 }
 
+/* SiLU's e^-g by ex2.approx (kernels/act.cu FASTEXP): into 16-bit outputs always, into FP8 where
+ * the arch table says so (kernels/kq_launch.h act8_fast_exp); fp32 outputs and GELU keep expf. */
+static int act_fast_exp(sl_act_kind_t kind, sl_dtype_t out, int arch) {
+  if (kind != SL_ACT_SILU_MUL) return 0;
+  if (out == SL_DTYPE_BF16 || out == SL_DTYPE_F16) return 1;
+  return out == SL_DTYPE_FP8_E4M3 ? sl_kq_act8_fast_exp(arch) : 0;
+}
+
 static sl_status_t spec_at(sl_act_kind_t kind, int inter, sl_dtype_t in, sl_dtype_t out, int rule, int warps,
-                           int unroll, int seg, bool one_item, sl_jit_spec_t *spec) {
+                           int unroll, int seg, bool one_item, int fast_exp, sl_jit_spec_t *spec) {
   sl_jit_spec_init(spec, "kernels/act.cu", "sl_act_kernel");
   SL_CHECK(sl_jit_spec_define(spec, "ACT", "%d", (int)kind));
   SL_CHECK(sl_jit_spec_define(spec, "INTER", "%d", inter));
@@ -94,6 +102,7 @@ static sl_status_t spec_at(sl_act_kind_t kind, int inter, sl_dtype_t in, sl_dtyp
   SL_CHECK(sl_jit_spec_define(spec, "UNROLL", "%d", unroll));
   SL_CHECK(sl_jit_spec_define(spec, "SEG", "%d", seg));
   SL_CHECK(sl_jit_spec_define(spec, "ONEITEM", "%d", one_item ? 1 : 0));
+  SL_CHECK(sl_jit_spec_define(spec, "FASTEXP", "%d", fast_exp));
   return SL_OK;
 }
 
@@ -131,7 +140,8 @@ sl_status_t sl_act_spec(const sl_act_args_t *a, int arch, int sm_count, sl_jit_s
   int seg = act_seg(arch, warps, a->inter, a->in_dtype, a->out_dtype);
   long items = (long)a->num_tokens * act_chunks(a->inter, a->in_dtype);
   return spec_at(a->kind, a->inter, a->in_dtype, a->out_dtype, a->scale_ue8m0 ? SL_QRULE_CEIL : SL_QRULE_IEEE, warps,
-                 unroll, seg, act_one_item(warps, unroll, seg, items, sm_count), spec);
+                 unroll, seg, act_one_item(warps, unroll, seg, items, sm_count),
+                 act_fast_exp(a->kind, a->out_dtype, arch), spec);
 }
 
 static sl_status_t check_aligned(const void *p, long row_bytes, const char *what) {
@@ -207,12 +217,19 @@ sl_status_t sl_act_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t *s
               if (seg > chunks) seg = chunks;
               sl_jit_spec_t spec;
               const int unroll = o == 0 ? ac->unroll_act16 : ac->unroll;
+              const int fe = act_fast_exp((sl_act_kind_t)kind, out, arch);
               SL_CHECK(spec_at((sl_act_kind_t)kind, inters[i], dtypes[d], out, o == 2 ? SL_QRULE_CEIL : SL_QRULE_IEEE,
-                               warps[w], unroll, seg, false, &spec));
+                               warps[w], unroll, seg, false, fe, &spec));
               SL_CHECK(fn(&spec, user));
               if (act_one_item(warps[w], unroll, seg, 1, 132)) { /* decode's one-item kernel too */
                 SL_CHECK(spec_at((sl_act_kind_t)kind, inters[i], dtypes[d], out,
-                                 o == 2 ? SL_QRULE_CEIL : SL_QRULE_IEEE, warps[w], unroll, seg, true, &spec));
+                                 o == 2 ? SL_QRULE_CEIL : SL_QRULE_IEEE, warps[w], unroll, seg, true, fe, &spec));
+                SL_CHECK(fn(&spec, user));
+              }
+              /* SiLU into FP8 with the other exp (the benchmark's comparison row, the GPU tests) */
+              if (kind == SL_ACT_SILU_MUL && o > 0 && w == 1 && si == 0) {
+                SL_CHECK(spec_at((sl_act_kind_t)kind, inters[i], dtypes[d], out,
+                                 o == 2 ? SL_QRULE_CEIL : SL_QRULE_IEEE, warps[w], unroll, seg, false, !fe, &spec));
                 SL_CHECK(fn(&spec, user));
               }
             }

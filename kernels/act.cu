@@ -60,14 +60,20 @@ static_assert(INTER % GROUP == 0, "FP8 output needs INTER a multiple of 128");
 // and ~20 cycles less per element, which is the latency of a decode row (T = 1: 8 warps, one
 // item each). Error: the product's rounding puts <= |g| * 2^-24 relative on e^-g, ex2.approx
 // ~2^-22 -- at most ~2^-17 on the output for |g| <= 64 (beyond, e^-g is 0, or the division
-// ends in -0 as before), far below a bf16 (2^-8) or f16 (2^-11) ulp. fp32 and FP8 outputs keep
-// expf (the fp32 tolerance is 10 fp32 ulp; FP8 scales follow the activations' exact absmax).
+// ends in -0 as before), far below a bf16 (2^-8) or f16 (2^-11) ulp. fp32 outputs keep expf (their
+// tolerance is 10 fp32 ulp); FP8 outputs take it where the arch table says (below).
 // Limits as expf: g = -Inf gives Inf -> -Inf * 0 = NaN (the division's -Inf / Inf), +Inf gives
 // 0 -> Inf, subnormal results of ex2 flush to 0 where expf's are below 2^-126 anyway (d = 1).
 // Only within ~1e-5 of g = -88.72, where one of e^-g and expf(-g) overflows and the other does
 // not, may the output be -0 against the reference's ~ -2.6e-37.
-#define FAST_EXP (ACT == 0 && (OUT_DTYPE == 1 || OUT_DTYPE == 2))
-static_assert(SL_DTYPE_BF16 == 1 && SL_DTYPE_F16 == 2, "FAST_EXP compares with the dtype codes");
+// FASTEXP (JIT constant) says where it applies (kernels/act.c act_fast_exp): SiLU into bf16/f16,
+// and into FP8 where the arch table's act8_fast_exp says so (kernels/kq_launch.h). Into FP8 the
+// ~2^-17 relative on an activation moves a group's scale by as much and a code only where the
+// quotient sits within that of an E4M3 rounding boundary (the E4M3 step is 2^-3 relative).
+#ifndef FASTEXP
+#error "FASTEXP (1: SiLU's e^-g by ex2.approx, 0: expf) must be defined by the JIT"
+#endif
+#define FAST_EXP (ACT == 0 && FASTEXP)
 
 __device__ __forceinline__ float act_fn(float g) {
 #if ACT == 0

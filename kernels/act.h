@@ -18,7 +18,9 @@ extern "C" {
 
 typedef enum { SL_ACT_SILU_MUL = 0, SL_ACT_GELU_TANH_MUL = 1 } sl_act_kind_t;
 
-/* out[t, i] = act(in[t, i]) * in[t, inter + i], computed in fp32, rounded once to out_dtype.
+/* out[t, i] = act(in[t, i]) * in[t, inter + i], computed in fp32, rounded once to out_dtype. On the
+ * GPU SiLU's e^-g into bf16/f16 (and FP8 where kernels/kq_launch.h says) is one ex2.approx: within
+ * ~2^-17 relative of the expf of the CPU reference before the output's rounding (kernels/act.cu).
  * out_dtype SL_DTYPE_FP8_E4M3 selects the fused-quant variant: every 128 consecutive outputs
  * of a row form a group with one fp32 scale in out_scales[t * inter/128 + g] (absmax/448 by
  * IEEE division, or the UE8M0 power of two rounded up when scale_ue8m0). inter must then be a

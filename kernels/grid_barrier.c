@@ -45,7 +45,8 @@ sl_status_t sl_dev_error_status(const sl_dev_error_t *e, const char *what) {
 }
 
 sl_status_t sl_grid_barrier_bench_variant_spec(int variant, sl_jit_spec_t *spec) {
-  if (variant < 0 || variant > 1) return SL_ERR(SL_ERR_INVALID, "grid barrier bench: variant %d (0 or 1)", variant);
+  if (variant < 0 || variant > 2)
+    return SL_ERR(SL_ERR_INVALID, "grid barrier bench: variant %d (0, 1, or 2: cooperative_groups)", variant);
   sl_jit_spec_init(spec, "kernels/grid_barrier.cu", "sl_grid_barrier_bench");
   SL_CHECK(sl_jit_spec_define(spec, "GB_THREADS", "%d", GB_THREADS));
   SL_CHECK(sl_jit_spec_define(spec, "GB_VARIANT", "%d", variant));
@@ -68,6 +69,8 @@ sl_status_t sl_grid_barrier_bench_variant(sl_device_t *dev, sl_grid_barrier_stat
   if (sl_device_backend(dev) != SL_BACKEND_CUDA)
     return SL_ERR(SL_ERR_UNSUPPORTED, "grid barrier benchmark: needs the CUDA backend");
   if (blocks <= 0 || rounds <= 0) return SL_ERR(SL_ERR_INVALID, "grid barrier bench: blocks %d rounds %d", blocks, rounds);
+  if (variant == 2 && absent_block >= 0) /* grid.sync has no timeout: it would wait forever */
+    return SL_ERR(SL_ERR_INVALID, "grid barrier bench: an absent block needs the bounded barrier (variant 0 or 1)");
   sl_jit_spec_t spec;
   SL_CHECK(sl_grid_barrier_bench_variant_spec(variant, &spec));
   sl_kernel_t *k;
@@ -129,7 +132,7 @@ out:
 sl_status_t sl_grid_barrier_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t *spec, void *user), void *user) {
   (void)arch;
   sl_jit_spec_t spec;
-  for (int variant = 0; variant < 2; variant++) {
+  for (int variant = 0; variant < 3; variant++) {
     SL_CHECK(sl_grid_barrier_bench_variant_spec(variant, &spec));
     SL_CHECK(fn(&spec, user));
   }

@@ -6,10 +6,15 @@
 #error "GB_THREADS (threads per block) must be defined by the JIT"
 #endif
 #ifndef GB_VARIANT
-#error "GB_VARIANT (0: relaxed polls + fence, 1: acquire polls) must be defined by the JIT"
+#error "GB_VARIANT (0: relaxed polls + fence, 1: acquire polls, 2: cooperative_groups grid.sync) must be defined"
 #endif
-#define SL_GRID_BARRIER_ACQUIRE_POLL GB_VARIANT
+// Variant 2 is the ceiling the issue names, measured in the same run: cooperative_groups'
+// grid.sync (unbounded: the launcher refuses an absent block for it).
+#define SL_GRID_BARRIER_ACQUIRE_POLL (GB_VARIANT == 1)
 #include "kernels/grid_barrier.cuh"
+#if GB_VARIANT == 2
+#include <cooperative_groups.h>
+#endif
 
 extern "C" __global__ void __launch_bounds__(GB_THREADS)
     sl_grid_barrier_bench(sl_grid_barrier_state_t *state, int *round_of_block, int rounds, int absent_block,
@@ -20,7 +25,11 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
   const unsigned n = gridDim.x;
   for (int r = 1; r <= rounds; r++) {
     if (check && threadIdx.x == 0) round_of_block[blockIdx.x] = r;
+#if GB_VARIANT == 2
+    cooperative_groups::this_grid().sync();
+#else
     if (!sl_grid_barrier_sync(&bar, timeout_ns)) return;
+#endif
     // After the barrier the neighbour's write of round r must be visible (it may already
     // have moved on to r + 1, never less than r).
     if (check && threadIdx.x == 0) {

@@ -58,8 +58,9 @@ sl_status_t sl_grid_barrier_bench_spec(sl_jit_spec_t *spec);
  * out after timeout_ms; 0 = SL_TIMEOUT_MS); the state is zeroed again afterwards. */
 sl_status_t sl_grid_barrier_bench(sl_device_t *dev, sl_grid_barrier_state_t *state, int blocks, int rounds,
                                   int absent_block, long timeout_ms, sl_stream_t *stream, double *us_per_barrier);
-/* The same for polling variant `variant` of kernels/grid_barrier.cuh (0: the default,
- * relaxed polls + fence; 1: acquire polls), for the benchmark's comparison row. */
+/* The same for polling variant `variant` of kernels/grid_barrier.cuh (1: the default, acquire
+ * polls; 0: relaxed polls + fence) or, variant 2, cooperative_groups' grid.sync (the ceiling, for
+ * the benchmark's comparison rows; no absent block: it cannot time out). */
 sl_status_t sl_grid_barrier_bench_variant_spec(int variant, sl_jit_spec_t *spec);
 sl_status_t sl_grid_barrier_bench_variant(sl_device_t *dev, sl_grid_barrier_state_t *state, int variant, int blocks,
                                           int rounds, int absent_block, long timeout_ms, sl_stream_t *stream,

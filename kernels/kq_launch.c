@@ -84,6 +84,16 @@ int sl_kq_qpair(int arch, int fmt, int chunks) {
   return fmt == SL_QFMT_NVFP4 ? c->nv_pair : c->mx_quad && chunks > SL_KQ_FP4Q_WIDE_CHUNKS;
 }
 
+static int act8_exp_override = SL_KQ_ACT8_EXP_TABLE;
+
+void sl_kq_set_act8_fast_exp_override(int fast) {
+  act8_exp_override = fast < 0 ? SL_KQ_ACT8_EXP_TABLE : fast ? 1 : 0;
+}
+int sl_kq_act8_fast_exp(int arch) {
+  if (act8_exp_override != SL_KQ_ACT8_EXP_TABLE) return act8_exp_override;
+  return sl_kq_arch_cfg(arch)->act8_fast_exp;
+}
+
 static int deq_blocks_override;
 
 void sl_kq_set_deq_blocks_override(int blocks) {

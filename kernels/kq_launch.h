@@ -69,6 +69,8 @@ typedef struct {
   int mx_quad;          /* the MXFP4 quantizer's lane takes a whole 32-element block (four packets)
                          * where it can on rows of more than SL_KQ_FP4Q_WIDE_CHUNKS chunks (quant.cu
                          * QPAIR; sl_kq_qpair); see below */
+  int act8_fast_exp;    /* SiLU-and-mul with the fused FP8 output takes e^-g by ex2.approx, as the
+                         * 16-bit outputs do (kernels/act.cu FASTEXP; sl_kq_act8_fast_exp) */
 } sl_kq_arch_cfg_t;
 
 #define SL_KQ_FP4Q_WIDE_CHUNKS 16
@@ -137,11 +139,17 @@ typedef struct {
  * (its per-CTA table fill amortized over 4-chunk tasks) measured 15.58 / 55.10 us at seg 2 vs
  * 13.41 / 44.96 (T=8192 / 32768 h=2048) and keeps `seg`; the MXFP8 dequantizer (byte scales, no
  * bench row) keeps `seg` too (not measured). */
+/* Hopper act8_fast_exp 1: MEASURED on the H200 (session 15 call 2, `sluice bench kernels --only
+ * act_silu_fp8 --tokens 1024,8192,32768`, kernel us, expf / ex2 rows): the FP8-out activation was
+ * issue-bound (at T=8192 I=2048 it took as long as the bf16-out one, which moves 19 % more bytes);
+ * expf's range reduction is ~6 of its ~25 instructions per element. I=2048 T=8192 23.62 / 22.56
+ * (84.1 -> 88.0 % of copy), T=32768 84.38 / 80.80; I=4096 43.87 / 42.27 (90.6 -> 94.0 %), 164.77 /
+ * 157.44; I=7168 74.53 / 71.55, 285.44 / 272.26; T=1024 3-4 % faster. Blackwell: not measured. */
 #define SL_KQ_STAGE_FMT(f) (1 << (f))
 static const sl_kq_arch_cfg_t sl_kq_arch_table[] = {
-    {SL_ARCH_HOPPER, 1, 8, 2, 4, 0, 1, 4, SL_KQ_STAGE_FMT(SL_QFMT_MXFP8) | SL_KQ_STAGE_FMT(SL_QFMT_NVFP4), 4, 1, 2, 1},
-    {SL_ARCH_BLACKWELL, 1, 8, 2, 0, 0, 2, 0, 0, 0, 0, 0, 0},
-    {0, 1, 8, 2, 0, 0, 2, 0, 0, 0, 0, 0, 0},
+    {SL_ARCH_HOPPER, 1, 8, 2, 4, 0, 1, 4, SL_KQ_STAGE_FMT(SL_QFMT_MXFP8) | SL_KQ_STAGE_FMT(SL_QFMT_NVFP4), 4, 1, 2, 1, 1},
+    {SL_ARCH_BLACKWELL, 1, 8, 2, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0},
+    {0, 1, 8, 2, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0},
 };
 
 static inline const sl_kq_arch_cfg_t *sl_kq_arch_cfg(int arch) {
@@ -225,6 +233,14 @@ int sl_kq_swz_stage(int arch, int fmt, int chunks, int pair);
 #define SL_KQ_QPAIR_TABLE (-1)
 void sl_kq_set_qpair_override(int pair);
 int sl_kq_qpair(int arch, int fmt, int chunks);
+
+/* Whether SiLU-and-mul into FP8 takes e^-g by one ex2.approx (kernels/act.cu FASTEXP; the 16-bit
+ * outputs always do, fp32 outputs and GELU never): the table's act8_fast_exp unless
+ * sl_kq_set_act8_fast_exp_override forces it (SL_KQ_ACT8_EXP_TABLE: the table; 0 / 1: off / on)
+ * -- the benchmark's comparison rows and the GPU tests. Not thread-safe, as the unroll override. */
+#define SL_KQ_ACT8_EXP_TABLE (-1)
+void sl_kq_set_act8_fast_exp_override(int fast);
+int sl_kq_act8_fast_exp(int arch);
 
 /* Blocks per SM the dequantizer is compiled for (__launch_bounds__; JIT constant DEQ_MIN_BLOCKS,
  * kernels/quant.cu): 0 = the kernel's own rule (the full 2048 threads per SM for the FP4 table

@@ -222,13 +222,15 @@ typedef struct {
   int deq_blocks; /* the dequantizer's blocks per SM (0: the kernel's rule; sl_kq_set_deq_blocks_override) */
   int pair;       /* the NVFP4 quantizer's whole block per lane (SL_KQ_QPAIR_TABLE: the table; 0 / 1 forced) */
   int warps;      /* warps per block (0: the table; sl_kq_set_warps_override) */
+  int fexp;       /* SiLU into FP8 by ex2.approx (SL_KQ_ACT8_EXP_TABLE: the table; 0 / 1 forced) */
 } knobs_t;
 /* The comparison row of the FP4 dequantizer's occupancy (path "<path> mb6"): the 6 blocks of 8
  * warps (40 registers) it was compiled for until session 13, against the kernel's rule (8 on
  * Hopper; kernels/quant.cu DEQ_MIN_BLOCKS). */
 #define SL_BENCH_DEQ_BLOCKS 6
 #define SL_BENCH_RESIDENT (1 << 30)
-static const knobs_t knobs_table = {.seg = SL_KQ_SEG_TABLE, .stage = SL_KQ_SWZ_STAGE_TABLE, .pair = SL_KQ_QPAIR_TABLE};
+static const knobs_t knobs_table = {
+    .seg = SL_KQ_SEG_TABLE, .stage = SL_KQ_SWZ_STAGE_TABLE, .pair = SL_KQ_QPAIR_TABLE, .fexp = SL_KQ_ACT8_EXP_TABLE};
 
 static sl_status_t bench_one_at(sl_bench_t *b, op_t op, int T, int H, knobs_t kn);
 
@@ -288,6 +290,11 @@ static sl_status_t bench_one(sl_bench_t *b, op_t op, int T, int H) {
   pr.pair = !sl_kq_qpair(gpu ? sl_device_info(b->rt->dev)->arch : 0,
                          op == OP_QUANT_MXFP4 ? SL_QFMT_MXFP4 : SL_QFMT_NVFP4, (H + 255) / 256); /* bf16 in */
   if (fp4q && T >= 1024 && gpu) SL_CHECK(bench_one_at(b, op, T, H, pr));
+  if (op == OP_ACT_FP8 && T >= 1024 && gpu) { /* SiLU into FP8 with the other exp: "w8 ex2" / "w8 expf" */
+    knobs_t fe = knobs_table;
+    fe.fexp = !sl_kq_act8_fast_exp(sl_device_info(b->rt->dev)->arch);
+    SL_CHECK(bench_one_at(b, op, T, H, fe));
+  }
   if (op == OP_DEQUANT_NVFP4 && T >= 1024 && gpu) {
     knobs_t mb = knobs_table; /* the FP4 dequantizer at the quantizer's 6 blocks per SM (40 registers) */
     mb.deq_blocks = SL_BENCH_DEQ_BLOCKS;
@@ -332,6 +339,7 @@ static sl_status_t bench_one_at(sl_bench_t *b, op_t op, int T, int H, knobs_t kn
   sl_kq_set_warps_override(kn.warps);
   sl_kq_set_deq_blocks_override(kn.deq_blocks);
   sl_kq_set_qpair_override(kn.pair);
+  sl_kq_set_act8_fast_exp_override(kn.fexp);
   sl_device_t *dev = b->rt->dev;
   bool gpu = sl_device_backend(dev) == SL_BACKEND_CUDA;
   ctx_t c = {.dev = dev, .op = op, .T = T, .H = H, .linear = linear};
@@ -392,6 +400,7 @@ static sl_status_t bench_one_at(sl_bench_t *b, op_t op, int T, int H, knobs_t kn
     if (gpu && kn.deq_blocks) snprintf(path + strlen(path), sizeof path - strlen(path), " mb%d", kn.deq_blocks);
     if (gpu && kn.pair != SL_KQ_QPAIR_TABLE)
       strncat(path, kn.pair ? " pair" : " single", sizeof path - strlen(path) - 1);
+    if (gpu && kn.fexp != SL_KQ_ACT8_EXP_TABLE) strncat(path, kn.fexp ? " ex2" : " expf", sizeof path - strlen(path) - 1);
     if (gpu && T >= 8192 && !is_router(op)) snprintf(extra, sizeof extra, "target >= 92%% copy");
     if (gpu && T <= 16) snprintf(extra, sizeof extra, "target graph <= 3 us");
     char name[32];
@@ -407,6 +416,7 @@ static sl_status_t bench_one_at(sl_bench_t *b, op_t op, int T, int H, knobs_t kn
   sl_kq_set_deq_blocks_override(0);
   sl_kq_set_warps_override(0);
   sl_kq_set_qpair_override(SL_KQ_QPAIR_TABLE);
+  sl_kq_set_act8_fast_exp_override(SL_KQ_ACT8_EXP_TABLE);
   return s;
 }
 

@@ -278,7 +278,7 @@ static sl_status_t nvrtc_compile(const sl_jit_spec_t *spec, const sl_jit_source_
   size_t nsrc;
   const sl_jit_source_t *src = sl_jit_sources(&nsrc);
   const char **hdr_text = calloc(nsrc + 1, sizeof *hdr_text), **hdr_name = calloc(nsrc + 1, sizeof *hdr_name);
-  const char **optp = calloc((size_t)nopts + 1, sizeof *optp);
+  const char **optp = calloc((size_t)nopts + 2, sizeof *optp);
   if (!hdr_text || !hdr_name || !optp) {
     free(hdr_text);
     free(hdr_name);
@@ -289,10 +289,14 @@ static sl_status_t nvrtc_compile(const sl_jit_spec_t *spec, const sl_jit_source_
     hdr_text[i] = src[i].text;
     hdr_name[i] = src[i].path;
   }
-  char include_opt[600];
+  /* The toolkit's headers, and CUDA 13's cccl/ (libcu++'s cuda/std, which cooperative_groups
+   * includes; CUDA 12 keeps it under include/ itself). */
+  char include_opt[600], cccl_opt[620];
   snprintf(include_opt, sizeof include_opt, "-I%s/include", sl_config()->cuda_home);
+  snprintf(cccl_opt, sizeof cccl_opt, "-I%s/include/cccl", sl_config()->cuda_home);
   for (int i = 0; i < nopts; i++) optp[i] = opts[i];
   optp[nopts] = include_opt;
+  optp[nopts + 1] = cccl_opt;
 
   char desc[1024];
   sl_jit_spec_describe(spec, desc, sizeof desc);
@@ -303,7 +307,7 @@ static sl_status_t nvrtc_compile(const sl_jit_spec_t *spec, const sl_jit_source_
     s = SL_ERR(SL_ERR_JIT, "nvrtcCreateProgram for %s: %s", desc, nvrtcGetErrorString(r));
     goto done;
   }
-  r = nvrtcCompileProgram(prog, nopts + 1, optp);
+  r = nvrtcCompileProgram(prog, nopts + 2, optp);
   if (r != NVRTC_SUCCESS) {
     size_t log_size = 0;
     nvrtcGetProgramLogSize(prog, &log_size);

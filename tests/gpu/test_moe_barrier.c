@@ -47,7 +47,12 @@ static void test_acquire_poll_variant(void **s) {
    * neighbour check, then the default again. */
   SL_ASSERT_OK(sl_grid_barrier_bench_variant(dev, state, 0, sms, 100, -1, 0, NULL, &us));
   SL_ASSERT_OK(sl_grid_barrier_bench(dev, state, sms, 100, -1, 0, NULL, &us));
-  assert_int_equal(sl_grid_barrier_bench_variant(dev, state, 2, sms, 10, -1, 0, NULL, &us), SL_ERR_INVALID);
+  /* cooperative_groups grid.sync (the benchmark's ceiling row) passes the same neighbour check; it
+   * cannot time out, so an absent block is refused; variant 3 does not exist */
+  SL_ASSERT_OK(sl_grid_barrier_bench_variant(dev, state, 2, sms, 100, -1, 0, NULL, &us));
+  assert_int_equal(sl_grid_barrier_bench_variant(dev, state, 2, sms, 10, 5, 100, NULL, &us), SL_ERR_INVALID);
+  assert_int_equal(sl_grid_barrier_bench_variant(dev, state, 3, sms, 10, -1, 0, NULL, &us), SL_ERR_INVALID);
+  SL_ASSERT_OK(sl_grid_barrier_bench(dev, state, sms, 100, -1, 0, NULL, &us));
 }
 
 static void test_absent_block_times_out(void **s) {

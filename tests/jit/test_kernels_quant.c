@@ -234,6 +234,40 @@ static void test_segment_layout_specs(void **state) {
  * decode, for fp32 inputs, ragged rows (2080), segments not a whole group, or an 8-bit format; the
  * override forces it off, or on where it applies (Blackwell's table has the item layout: there
  * with a segment override, compiled). */
+/* SiLU's e^-g by ex2.approx (kernels/act.cu FASTEXP): 16-bit outputs always, fp32 outputs and
+ * GELU never, the FP8 output as the arch table says (kq_launch.h act8_fast_exp) unless the
+ * override forces it; both FP8 choices are registered JIT points at prefill. */
+static void test_act8_fast_exp_specs(void **state) {
+  for (int a = 0; a < 2; a++) {
+    sl_jit_spec_t spec;
+    sl_act_args_t x = {.kind = SL_ACT_SILU_MUL,
+                       .num_tokens = 8192,
+                       .inter = 768,
+                       .in_dtype = SL_DTYPE_BF16,
+                       .out_dtype = SL_DTYPE_BF16};
+    SL_ASSERT_OK(sl_act_spec(&x, archs[a], SMS, &spec));
+    assert_define(&spec, "FASTEXP=1");
+    x.out_dtype = SL_DTYPE_F32;
+    SL_ASSERT_OK(sl_act_spec(&x, archs[a], SMS, &spec));
+    assert_define(&spec, "FASTEXP=0");
+    x.out_dtype = SL_DTYPE_FP8_E4M3;
+    SL_ASSERT_OK(sl_act_spec(&x, archs[a], SMS, &spec));
+    assert_define(&spec, sl_kq_arch_cfg(archs[a])->act8_fast_exp ? "FASTEXP=1" : "FASTEXP=0");
+    assert_registered("act", archs[a], &spec);
+    for (int f = 0; f < 2; f++) {
+      sl_kq_set_act8_fast_exp_override(f);
+      SL_ASSERT_OK(sl_act_spec(&x, archs[a], SMS, &spec));
+      assert_define(&spec, f ? "FASTEXP=1" : "FASTEXP=0");
+      assert_registered("act", archs[a], &spec);
+      x.kind = SL_ACT_GELU_TANH_MUL; /* GELU has no e^-g: never */
+      SL_ASSERT_OK(sl_act_spec(&x, archs[a], SMS, &spec));
+      assert_define(&spec, "FASTEXP=0");
+      x.kind = SL_ACT_SILU_MUL;
+    }
+    sl_kq_set_act8_fast_exp_override(SL_KQ_ACT8_EXP_TABLE);
+  }
+}
+
 static void test_qpair_specs(void **state) {
   for (int a = 0; a < 2; a++) {
     const bool hopper = archs[a] == SL_ARCH_HOPPER;
@@ -578,6 +612,7 @@ int main(void) {
       cmocka_unit_test(test_deq_blocks_spec),
       cmocka_unit_test(test_deq_seg_specs),
       cmocka_unit_test(test_qpair_specs),
+      cmocka_unit_test(test_act8_fast_exp_specs),
       cmocka_unit_test(test_unroll_and_override_choices),
       cmocka_unit_test(test_missing_constant_fails_loudly),
   };
