@@ -103,6 +103,8 @@ static sl_status_t spec_at(sl_act_kind_t kind, int inter, sl_dtype_t in, sl_dtyp
   SL_CHECK(sl_jit_spec_define(spec, "SEG", "%d", seg));
   SL_CHECK(sl_jit_spec_define(spec, "ONEITEM", "%d", one_item ? 1 : 0));
   SL_CHECK(sl_jit_spec_define(spec, "FASTEXP", "%d", fast_exp));
+  const int blocks = sl_kq_min_blocks_override(); /* the tune sweep's rows: the kernel's rule otherwise */
+  if (blocks > 0 && warps > 1) SL_CHECK(sl_jit_spec_define(spec, "MIN_BLOCKS", "%d", blocks));
   return SL_OK;
 }
 
@@ -113,7 +115,7 @@ static int act_chunks(int inter, sl_dtype_t in) {
   return (inter + chunk - 1) / chunk;
 }
 static int act_seg(int arch, int warps, int inter, sl_dtype_t in, sl_dtype_t out) {
-  int seg = sl_kq_seg(arch, warps, out != SL_DTYPE_FP8_E4M3 ? SL_KQ_SEG_ACT16 : SL_KQ_SEG_QUANT);
+  int seg = sl_kq_seg(arch, warps, out != SL_DTYPE_FP8_E4M3 ? SL_KQ_SEG_ACT16 : SL_KQ_SEG_ACT8);
   const int chunks = act_chunks(inter, in);
   return seg > chunks ? chunks : seg;
 }
@@ -226,12 +228,28 @@ sl_status_t sl_act_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t *s
                                  o == 2 ? SL_QRULE_CEIL : SL_QRULE_IEEE, warps[w], unroll, seg, true, fe, &spec));
                 SL_CHECK(fn(&spec, user));
               }
-              /* SiLU into FP8 with the other exp (the benchmark's comparison row, the GPU tests) */
-              if (kind == SL_ACT_SILU_MUL && o > 0 && w == 1 && si == 0) {
-                SL_CHECK(spec_at((sl_act_kind_t)kind, inters[i], dtypes[d], out,
-                                 o == 2 ? SL_QRULE_CEIL : SL_QRULE_IEEE, warps[w], unroll, seg, false, !fe, &spec));
-                SL_CHECK(fn(&spec, user));
-              }
             }
+  /* The FP8-out activation at its own prefill segment length (kq_launch.h seg_act8) where it is not
+   * one of the points above, and SiLU into FP8 with either exp there (the benchmark's comparison
+   * row, the GPU tests). */
+  const int sa = ac->seg_act8;
+  bool seen = false;
+  for (int i = 0; i < nseg; i++)
+    seen |= segs[i] == sa;
+  for (int kind = 0; kind < 2; kind++)
+    for (size_t i = 0; i < sizeof inters / sizeof inters[0]; i++)
+      for (size_t d = 0; d < sizeof dtypes / sizeof dtypes[0]; d++)
+        for (int o = 1; o < 3; o++) {
+          const int chunks = act_chunks(inters[i], dtypes[d]), seg = sa > chunks ? chunks : sa;
+          const int fe = act_fast_exp((sl_act_kind_t)kind, SL_DTYPE_FP8_E4M3, arch);
+          for (int f = 0; f < (kind == SL_ACT_SILU_MUL ? 2 : 1); f++) {
+            if (seen && f == 0) continue; /* registered above */
+            sl_jit_spec_t spec;
+            SL_CHECK(spec_at((sl_act_kind_t)kind, inters[i], dtypes[d], SL_DTYPE_FP8_E4M3,
+                             o == 2 ? SL_QRULE_CEIL : SL_QRULE_IEEE, ac->prefill_warps, ac->unroll, seg, false,
+                             f ? !fe : fe, &spec));
+            SL_CHECK(fn(&spec, user));
+          }
+        }
   return SL_OK;
 }

@@ -125,16 +125,18 @@ __device__ __forceinline__ bool sl_grid_barrier_wait(sl_grid_barrier_t *b, unsig
 }
 
 // Every thread of every block calls it. Returns false (in every thread of the block) on
-// timeout, after recording it; the caller then returns from the kernel.
+// timeout, after recording it; the caller then returns from the kernel. Thread 0's outcome
+// reaches the block through the closing barrier's OR reduction (bar.red.or): a shared-memory
+// flag written before the barrier and read after it put a store and a load on every barrier's
+// path (0.951 vs 1.01 us per barrier on the H200 with and without, session 15 call 3).
 __device__ __forceinline__ bool sl_grid_barrier_sync(sl_grid_barrier_t *b, unsigned long long timeout_ns) {
-  __shared__ int sl_grid_barrier_failed;
+  int failed = 0;
   __syncthreads();
   if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) {
     sl_grid_barrier_arrive(b);
-    sl_grid_barrier_failed = !sl_grid_barrier_wait(b, timeout_ns);
+    failed = !sl_grid_barrier_wait(b, timeout_ns);
   }
-  __syncthreads();
-  return sl_grid_barrier_failed == 0;
+  return __syncthreads_or(failed) == 0;
 }
 
 #endif

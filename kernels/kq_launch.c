@@ -69,6 +69,7 @@ int sl_kq_seg(int arch, int warps, int kind) {
   if (seg_override != SL_KQ_SEG_TABLE) return seg_override;
   const sl_kq_arch_cfg_t *c = sl_kq_arch_cfg(arch);
   if (warps == c->decode_warps && warps != c->prefill_warps) return 0;
+  if (kind == SL_KQ_SEG_ACT8) return c->seg_act8;
   return kind == SL_KQ_SEG_ACT16 ? c->seg_act16 : kind == SL_KQ_SEG_DEQ8 ? c->seg_deq8 : c->seg;
 }
 
@@ -94,7 +95,14 @@ int sl_kq_act8_fast_exp(int arch) {
   return sl_kq_arch_cfg(arch)->act8_fast_exp;
 }
 
-static int deq_blocks_override;
+static int deq_blocks_override, min_blocks_override;
+
+void sl_kq_set_min_blocks_override(int blocks) {
+  min_blocks_override = blocks > 0 ? blocks : 0;
+}
+int sl_kq_min_blocks_override(void) {
+  return min_blocks_override;
+}
 
 void sl_kq_set_deq_blocks_override(int blocks) {
   deq_blocks_override = blocks > 0 ? blocks : 0;

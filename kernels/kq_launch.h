@@ -71,6 +71,7 @@ typedef struct {
                          * QPAIR; sl_kq_qpair); see below */
   int act8_fast_exp;    /* SiLU-and-mul with the fused FP8 output takes e^-g by ex2.approx, as the
                          * 16-bit outputs do (kernels/act.cu FASTEXP; sl_kq_act8_fast_exp) */
+  int seg_act8;         /* `seg` of the FP8-out activation (SL_KQ_SEG_ACT8); see below */
 } sl_kq_arch_cfg_t;
 
 #define SL_KQ_FP4Q_WIDE_CHUNKS 16
@@ -145,11 +146,16 @@ typedef struct {
  * expf's range reduction is ~6 of its ~25 instructions per element. I=2048 T=8192 23.62 / 22.56
  * (84.1 -> 88.0 % of copy), T=32768 84.38 / 80.80; I=4096 43.87 / 42.27 (90.6 -> 94.0 %), 164.77 /
  * 157.44; I=7168 74.53 / 71.55, 285.44 / 272.26; T=1024 3-4 % faster. Blackwell: not measured. */
+/* Hopper seg_act8 2: MEASURED on the H200 (session 15 call 3, `SL_KQ_TUNE=1 sluice bench kernels
+ * --only act_silu_fp8 --tokens 8192,32768`, with ex2, kernel us, seg 2 / the table's 4): fastest at
+ * all six shapes -- T=8192 I=2048/4096/7168 21.86/40.38/69.38 vs 22.59/42.05/71.39 (91.3/98.8/100.7 %
+ * of copy), T=32768 79.49/155.68/267.36 vs 80.61/156.90/271.49; seg 1, 8, 32 and the item layout
+ * slower, w4 between. Blackwell: not measured (its table has the item layout). */
 #define SL_KQ_STAGE_FMT(f) (1 << (f))
 static const sl_kq_arch_cfg_t sl_kq_arch_table[] = {
-    {SL_ARCH_HOPPER, 1, 8, 2, 4, 0, 1, 4, SL_KQ_STAGE_FMT(SL_QFMT_MXFP8) | SL_KQ_STAGE_FMT(SL_QFMT_NVFP4), 4, 1, 2, 1, 1},
-    {SL_ARCH_BLACKWELL, 1, 8, 2, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0},
-    {0, 1, 8, 2, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0},
+    {SL_ARCH_HOPPER, 1, 8, 2, 4, 0, 1, 4, SL_KQ_STAGE_FMT(SL_QFMT_MXFP8) | SL_KQ_STAGE_FMT(SL_QFMT_NVFP4), 4, 1, 2, 1, 1, 2},
+    {SL_ARCH_BLACKWELL, 1, 8, 2, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0},
+    {0, 1, 8, 2, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0},
 };
 
 static inline const sl_kq_arch_cfg_t *sl_kq_arch_cfg(int arch) {
@@ -183,13 +189,15 @@ int sl_kq_unroll_quant(int arch, int fmt, int seg, int chunks, int pair);
 #define SL_KQ_SEG_POINT 8
 void sl_kq_set_seg_override(int seg); /* SL_KQ_SEG_TABLE, 0 (item layout) or chunks per segment */
 /* Which of the table's segment lengths a kernel takes: */
-#define SL_KQ_SEG_QUANT 0 /* `seg`: the quantizers, the FP8-out activation, the FP4 / MXFP8 dequantizers */
+#define SL_KQ_SEG_QUANT 0 /* `seg`: the quantizers, the FP4 / MXFP8 dequantizers */
 #define SL_KQ_SEG_ACT16 1 /* `seg_act16`: the activation without quantization */
 #define SL_KQ_SEG_DEQ8 2  /* `seg_deq8`: the FP8 group dequantizer */
+#define SL_KQ_SEG_ACT8 3  /* `seg_act8`: the FP8-out activation */
 int sl_kq_seg(int arch, int warps, int kind);
 /* The prefill segment lengths to register as JIT points: the table's seg and seg_act16, 0 (the
- * item layout) and SL_KQ_SEG_POINT, each once; returns the count (<= 4). seg_deq8 is registered
- * by the FP8 dequantizer's own points (kernels/quant.c). */
+ * item layout) and SL_KQ_SEG_POINT, each once; returns the count (<= 4). seg_deq8 and seg_act8 are
+ * registered by the FP8 dequantizer's and the FP8-out activation's own points (kernels/quant.c,
+ * act.c). */
 static inline int sl_kq_seg_points(int arch, int segs[4]) {
   const sl_kq_arch_cfg_t *c = sl_kq_arch_cfg(arch);
   const int cand[4] = {c->seg, c->seg_act16, 0, SL_KQ_SEG_POINT};
@@ -249,6 +257,10 @@ int sl_kq_act8_fast_exp(int arch);
  * comparison rows and tests; not thread-safe, as the unroll override. */
 void sl_kq_set_deq_blocks_override(int blocks);
 int sl_kq_deq_blocks_override(void);
+/* The same for the quantizers and the activation (JIT constant MIN_BLOCKS of kernels/quant.cu and
+ * act.cu; 0 = their own rule): the tune sweep's "mb" rows. Not thread-safe, as the unroll override. */
+void sl_kq_set_min_blocks_override(int blocks);
+int sl_kq_min_blocks_override(void);
 
 /* Warps per block for `rows` rows on a device of `sm_count` SMs: the table's decode or prefill
  * value, unless a benchmark sweep has set an override for the act and quant kernels

@@ -205,7 +205,10 @@ static sl_status_t quant_spec_at(int fmt, int rule, int layout, int hidden, sl_d
                                  int seg, int stage, int pair, sl_jit_spec_t *spec) {
   sl_jit_spec_init(spec, "kernels/quant.cu", "sl_quant_kernel");
   if (fmt == SL_QFMT_NVFP4) rule = 0; /* one rule: don't split the cache on an ignored knob */
-  return common_defines(spec, fmt, rule, layout, hidden, dtype, warps, unroll, seg, stage, pair);
+  SL_CHECK(common_defines(spec, fmt, rule, layout, hidden, dtype, warps, unroll, seg, stage, pair));
+  const int blocks = sl_kq_min_blocks_override(); /* the tune sweep's rows: the kernel's rule otherwise */
+  if (blocks > 0) SL_CHECK(sl_jit_spec_define(spec, "MIN_BLOCKS", "%d", blocks));
+  return SL_OK;
 }
 
 static sl_status_t dequant_spec_at(int fmt, int layout, int hidden, sl_dtype_t dtype, int warps, int unroll, int seg,

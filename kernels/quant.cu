@@ -51,8 +51,17 @@ static_assert(QFMT != SL_QFMT_FP8_GROUP || QLAYOUT == SL_QLAYOUT_LINEAR, "fp32 s
 // absmax) whose call sequence spills at 32 (ptxas -v), so they get 40 registers (3/4 of the
 // warps: still 48 KB of loads in flight per SM and 12 warps per scheduler); MXFP8 fits 32.
 // Decode (1 warp per block): no bound, occupancy is irrelevant there.
+// The NVFP4 quantizer with a whole block per lane (QPAIR) and staged swizzled scales fits 32 too
+// (ptxas -v: no spill at h=2048/4096/7168, sm_90 and sm_100; its scale stores go through shared
+// memory) and takes the full 2048 threads: MEASURED on the H200 (session 15 call 3, `SL_KQ_TUNE=mb
+// sluice bench kernels --only quant_`, rows "mb8", kernel us, 8 / 6 blocks per SM): T=32768
+// h=2048 41.92 / 43.55, h=4096 81.73 / 85.18; T=8192 12.83 / 12.93, 22.59 / 23.01 (with the
+// launcher's 2-wave full-grid point, which it keeps). At 32 registers the linear layout spills
+// (14 bytes) and the FP8 group, MXFP4 and FP8-out activation kernels spill on their hot path and
+// measured 2-25 % slower ("mb8" rows of the same call): those keep 40.
 #ifndef MIN_BLOCKS
-#define MIN_BLOCKS (WARPS == 1 ? 1 : 2048 / (WARPS * 32) * (QFMT == SL_QFMT_MXFP8 ? 4 : 3) / 4)
+#define SL_QUANT_FULL_OCC (QFMT == SL_QFMT_MXFP8 || (QFMT == SL_QFMT_NVFP4 && QPAIR && SWZ_STAGE))
+#define MIN_BLOCKS (WARPS == 1 ? 1 : 2048 / (WARPS * 32) * (SL_QUANT_FULL_OCC ? 4 : 3) / 4)
 #endif
 // The FP4 dequantizer of 16-bit outputs in the segment layout (the per-CTA table, DEQ_TABLE) has
 // no division on its hot path (the table's reference entries are out of line) and fits 32

@@ -223,11 +223,13 @@ typedef struct {
   int pair;       /* the NVFP4 quantizer's whole block per lane (SL_KQ_QPAIR_TABLE: the table; 0 / 1 forced) */
   int warps;      /* warps per block (0: the table; sl_kq_set_warps_override) */
   int fexp;       /* SiLU into FP8 by ex2.approx (SL_KQ_ACT8_EXP_TABLE: the table; 0 / 1 forced) */
+  int min_blocks; /* the quantizer's / activation's blocks per SM (0: the kernel's rule; "mb<N>" rows) */
 } knobs_t;
 /* The comparison row of the FP4 dequantizer's occupancy (path "<path> mb6"): the 6 blocks of 8
  * warps (40 registers) it was compiled for until session 13, against the kernel's rule (8 on
  * Hopper; kernels/quant.cu DEQ_MIN_BLOCKS). */
 #define SL_BENCH_DEQ_BLOCKS 6
+#define SL_BENCH_MIN_BLOCKS 8 /* 8 blocks of 8 warps: 32 registers */
 #define SL_BENCH_RESIDENT (1 << 30)
 static const knobs_t knobs_table = {
     .seg = SL_KQ_SEG_TABLE, .stage = SL_KQ_SWZ_STAGE_TABLE, .pair = SL_KQ_QPAIR_TABLE, .fexp = SL_KQ_ACT8_EXP_TABLE};
@@ -307,24 +309,34 @@ static sl_status_t bench_one(sl_bench_t *b, op_t op, int T, int H) {
   if (has_layouts(op) && grid_rows(b, op, T)) SL_CHECK(bench_one_at(b, op, T, H, res));
   if (has_layouts(op) && grid_rows(b, op, T)) SL_CHECK(bench_one_at(b, op, T, H, full));
   const char *tune = getenv("SL_KQ_TUNE");
-  if (!tune || strcmp(tune, "1") != 0 || is_router(op) || T < 1024 ||
+  const bool tune_mb = tune && strcmp(tune, "mb") == 0; /* SL_KQ_TUNE=mb: only the "mb" rows below */
+  if (!tune || (strcmp(tune, "1") != 0 && !tune_mb) || is_router(op) || T < 1024 ||
       sl_device_backend(b->rt->dev) != SL_BACKEND_CUDA)
     return SL_OK;
   sl_status_t s = SL_OK;
-  for (size_t i = 0; i < sizeof tune_unrolls / sizeof tune_unrolls[0] && s == SL_OK; i++) {
+  for (size_t i = 0; i < sizeof tune_unrolls / sizeof tune_unrolls[0] && s == SL_OK && !tune_mb; i++) {
     kn = knobs_table;
     kn.unroll = tune_unrolls[i];
     s = bench_one_at(b, op, T, H, kn);
   }
-  for (size_t i = 0; i < sizeof tune_segs / sizeof tune_segs[0] && s == SL_OK; i++) {
+  for (size_t i = 0; i < sizeof tune_segs / sizeof tune_segs[0] && s == SL_OK && !tune_mb; i++) {
     kn = knobs_table;
     kn.seg = tune_segs[i]; /* at each kind's own unroll (kq_launch.h) */
     s = bench_one_at(b, op, T, H, kn);
   }
-  for (size_t i = 0; i < sizeof tune_warps / sizeof tune_warps[0] && s == SL_OK; i++) {
+  for (size_t i = 0; i < sizeof tune_warps / sizeof tune_warps[0] && s == SL_OK && !tune_mb; i++) {
     kn = knobs_table;
     kn.warps = tune_warps[i];
     s = bench_one_at(b, op, T, H, kn);
+  }
+  /* the 40-register kernels (FP8-out activation, FP8 / MXFP4 / NVFP4 quantizers) at the full 2048
+   * threads per SM (32 registers: ptxas spills a few words there) */
+  if (s == SL_OK && (op == OP_ACT_FP8 || op == OP_QUANT_FP8 || op == OP_QUANT_MXFP4 || op == OP_QUANT_NVFP4)) {
+    kn = knobs_table;
+    kn.min_blocks = SL_BENCH_MIN_BLOCKS;
+    s = bench_one_at(b, op, T, H, kn);
+    kn.linear = true;
+    if (s == SL_OK && has_layouts(op)) s = bench_one_at(b, op, T, H, kn);
   }
   return s;
 }
@@ -340,6 +352,7 @@ static sl_status_t bench_one_at(sl_bench_t *b, op_t op, int T, int H, knobs_t kn
   sl_kq_set_deq_blocks_override(kn.deq_blocks);
   sl_kq_set_qpair_override(kn.pair);
   sl_kq_set_act8_fast_exp_override(kn.fexp);
+  sl_kq_set_min_blocks_override(kn.min_blocks);
   sl_device_t *dev = b->rt->dev;
   bool gpu = sl_device_backend(dev) == SL_BACKEND_CUDA;
   ctx_t c = {.dev = dev, .op = op, .T = T, .H = H, .linear = linear};
@@ -398,6 +411,7 @@ static sl_status_t bench_one_at(sl_bench_t *b, op_t op, int T, int H, knobs_t kn
     if (gpu && kn.waves)
       strncat(path, kn.waves == SL_BENCH_RESIDENT ? " res" : " full", sizeof path - strlen(path) - 1);
     if (gpu && kn.deq_blocks) snprintf(path + strlen(path), sizeof path - strlen(path), " mb%d", kn.deq_blocks);
+    if (gpu && kn.min_blocks) snprintf(path + strlen(path), sizeof path - strlen(path), " mb%d", kn.min_blocks);
     if (gpu && kn.pair != SL_KQ_QPAIR_TABLE)
       strncat(path, kn.pair ? " pair" : " single", sizeof path - strlen(path) - 1);
     if (gpu && kn.fexp != SL_KQ_ACT8_EXP_TABLE) strncat(path, kn.fexp ? " ex2" : " expf", sizeof path - strlen(path) - 1);
@@ -417,6 +431,7 @@ static sl_status_t bench_one_at(sl_bench_t *b, op_t op, int T, int H, knobs_t kn
   sl_kq_set_warps_override(0);
   sl_kq_set_qpair_override(SL_KQ_QPAIR_TABLE);
   sl_kq_set_act8_fast_exp_override(SL_KQ_ACT8_EXP_TABLE);
+  sl_kq_set_min_blocks_override(0);
   return s;
 }
 

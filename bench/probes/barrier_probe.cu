@@ -2,7 +2,10 @@
 // barrier-only loop of R rounds (best of 5 launches), next to cooperative_groups grid.sync.
 // What each variant changes against kernels/grid_barrier.cuh (variant "sl"):
 //   cg        cooperative_groups::this_grid().sync()
-//   sl        the library's barrier (red.release arrive, ld.acquire polls)
+//   sl        the library's barrier (red.release arrive, ld.acquire polls; thread 0's outcome
+//             to the block by bar.red.or)
+//   slold     the same with the outcome through a shared-memory flag (store, barrier, load:
+//             the library until session 15)
 //   norel     the same with a relaxed arrive (no MEMBAR before the red: WRONG ordering in
 //             general; measures what the release fence costs)
 //   ring<k>   k staggered polls in flight per waiting thread (issued ~RTT/k apart), so a
@@ -35,8 +38,8 @@ __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
 
-enum { V_CG, V_SL, V_NOREL, V_RING2, V_RING4, V_CLU2, V_CLU4, V_N };
-static const char *vname[V_N] = {"cg", "sl", "norel", "ring2", "ring4", "clu2", "clu4"};
+enum { V_CG, V_SL, V_NOREL, V_RING2, V_RING4, V_CLU2, V_CLU4, V_SLOLD, V_N };
+static const char *vname[V_N] = {"cg", "sl", "norel", "ring2", "ring4", "clu2", "clu4", "slold"};
 
 // Wait with K polls in flight, issued `gap` cycles apart (relaxed loads; one acquire fence
 // after the flip, as the library's variant 0).
@@ -75,7 +78,16 @@ __global__ void __launch_bounds__(32) bar_kernel(sl_grid_barrier_state_t *st, in
     if (V == V_CG) {
       cg::this_grid().sync();
     } else if (V == V_SL) {
-      sl_grid_barrier_sync(&b, 1000000000ull);
+      if (!sl_grid_barrier_sync(&b, 1000000000ull)) return;
+    } else if (V == V_SLOLD) {
+      __shared__ int failed;
+      __syncthreads();
+      if (threadIdx.x == 0) {
+        sl_grid_barrier_arrive(&b);
+        failed = !sl_grid_barrier_wait(&b, 1000000000ull);
+      }
+      __syncthreads();
+      if (failed) return;
     } else if (V == V_NOREL || V == V_RING2 || V == V_RING4) {
       __syncthreads();
       if (threadIdx.x == 0) {
@@ -184,6 +196,7 @@ int main(int argc, char **argv) {
   if (us >= 0) printf("  %-8s gap %4d  %6.3f us  %s\n", LABEL, GAP, us, bad ? "ORDER VIOLATION" : "checked ok");
     ROW(V_CG, 0, "cg");
     ROW(V_SL, 0, "sl");
+    ROW(V_SLOLD, 0, "slold");
     ROW(V_NOREL, 0, "norel");
     for (int gap = 100; gap <= 400; gap += 100) {
       ROW(V_RING2, gap, "ring2");

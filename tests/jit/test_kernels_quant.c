@@ -236,7 +236,8 @@ static void test_segment_layout_specs(void **state) {
  * with a segment override, compiled). */
 /* SiLU's e^-g by ex2.approx (kernels/act.cu FASTEXP): 16-bit outputs always, fp32 outputs and
  * GELU never, the FP8 output as the arch table says (kq_launch.h act8_fast_exp) unless the
- * override forces it; both FP8 choices are registered JIT points at prefill. */
+ * override forces it; both FP8 choices are registered JIT points at prefill, at the FP8-out
+ * activation's own segment length (seg_act8). */
 static void test_act8_fast_exp_specs(void **state) {
   for (int a = 0; a < 2; a++) {
     sl_jit_spec_t spec;
@@ -253,6 +254,8 @@ static void test_act8_fast_exp_specs(void **state) {
     x.out_dtype = SL_DTYPE_FP8_E4M3;
     SL_ASSERT_OK(sl_act_spec(&x, archs[a], SMS, &spec));
     assert_define(&spec, sl_kq_arch_cfg(archs[a])->act8_fast_exp ? "FASTEXP=1" : "FASTEXP=0");
+    /* its own segment length (seg_act8): Hopper 2, Blackwell's item layout */
+    assert_define(&spec, archs[a] == SL_ARCH_HOPPER ? "SEG=2" : "SEG=0");
     assert_registered("act", archs[a], &spec);
     for (int f = 0; f < 2; f++) {
       sl_kq_set_act8_fast_exp_override(f);
