@@ -69,8 +69,12 @@ int sl_kq_seg(int arch, int warps, int kind) {
   if (seg_override != SL_KQ_SEG_TABLE) return seg_override;
   const sl_kq_arch_cfg_t *c = sl_kq_arch_cfg(arch);
   if (warps == c->decode_warps && warps != c->prefill_warps) return 0;
-  if (kind == SL_KQ_SEG_ACT8) return c->seg_act8;
-  return kind == SL_KQ_SEG_ACT16 ? c->seg_act16 : kind == SL_KQ_SEG_DEQ8 ? c->seg_deq8 : c->seg;
+  switch (kind) {
+  case SL_KQ_SEG_ACT16: return c->seg_act16;
+  case SL_KQ_SEG_DEQ8: return c->seg_deq8;
+  case SL_KQ_SEG_ACT8: return c->seg_act8;
+  default: return c->seg;
+  }
 }
 
 static int qpair_override = SL_KQ_QPAIR_TABLE;

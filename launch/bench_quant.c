@@ -329,8 +329,9 @@ static sl_status_t bench_one(sl_bench_t *b, op_t op, int T, int H) {
     kn.warps = tune_warps[i];
     s = bench_one_at(b, op, T, H, kn);
   }
-  /* the 40-register kernels (FP8-out activation, FP8 / MXFP4 / NVFP4 quantizers) at the full 2048
-   * threads per SM (32 registers: ptxas spills a few words there) */
+  /* the 40-register kernels (FP8-out activation, FP8 / MXFP4 quantizers, the linear NVFP4 one; the
+   * staged swizzled NVFP4 quantizer is at 8 blocks already, its row a repeat) at the full 2048 threads
+   * per SM (32 registers: ptxas spills a few words there) */
   if (s == SL_OK && (op == OP_ACT_FP8 || op == OP_QUANT_FP8 || op == OP_QUANT_MXFP4 || op == OP_QUANT_NVFP4)) {
     kn = knobs_table;
     kn.min_blocks = SL_BENCH_MIN_BLOCKS;

@@ -366,6 +366,54 @@ static void test_deq_blocks_spec(void **state) {
   }
 }
 
+/* The quantizers' and the activation's occupancy override (the tune sweep's "mb" rows): absent, the
+ * kernels' own MIN_BLOCKS rule (no define); set, MIN_BLOCKS reaches the quantizer's spec and the
+ * prefill activation's (not decode's one-warp launch), and the dequantizer keeps its own knob. */
+static void test_min_blocks_spec(void **state) {
+  (void)state;
+  sl_quant_args_t q = {.format = SL_QUANT_FP8_GROUP,
+                       .layout = SL_QUANT_LAYOUT_LINEAR,
+                       .num_tokens = 8192,
+                       .hidden = 2048,
+                       .in_dtype = SL_DTYPE_BF16};
+  sl_act_args_t x = {.kind = SL_ACT_SILU_MUL,
+                     .num_tokens = 8192,
+                     .inter = 768,
+                     .in_dtype = SL_DTYPE_BF16,
+                     .out_dtype = SL_DTYPE_FP8_E4M3};
+  sl_dequant_args_t d = {.format = SL_QUANT_NVFP4,
+                         .layout = SL_QUANT_LAYOUT_SWIZZLED,
+                         .num_tokens = 8192,
+                         .hidden = 2048,
+                         .out_dtype = SL_DTYPE_BF16};
+  char desc[1024];
+  for (int a = 0; a < 2; a++) {
+    sl_jit_spec_t spec;
+    SL_ASSERT_OK(sl_quant_spec(&q, archs[a], SMS, &spec));
+    sl_jit_spec_describe(&spec, desc, sizeof desc);
+    assert_null(strstr(desc, "MIN_BLOCKS"));
+    sl_kq_set_min_blocks_override(8);
+    SL_ASSERT_OK(sl_quant_spec(&q, archs[a], SMS, &spec));
+    assert_define(&spec, "MIN_BLOCKS=8");
+    assert_compiles(&spec, archs[a]);
+    SL_ASSERT_OK(sl_act_spec(&x, archs[a], SMS, &spec));
+    assert_define(&spec, "MIN_BLOCKS=8");
+    assert_compiles(&spec, archs[a]);
+    x.num_tokens = 1; /* decode: one warp per block, no bound */
+    SL_ASSERT_OK(sl_act_spec(&x, archs[a], SMS, &spec));
+    sl_jit_spec_describe(&spec, desc, sizeof desc);
+    assert_null(strstr(desc, "MIN_BLOCKS"));
+    x.num_tokens = 8192;
+    SL_ASSERT_OK(sl_dequant_spec(&d, archs[a], SMS, &spec));
+    sl_jit_spec_describe(&spec, desc, sizeof desc);
+    assert_null(strstr(desc, "MIN_BLOCKS"));
+    sl_kq_set_min_blocks_override(0);
+    SL_ASSERT_OK(sl_act_spec(&x, archs[a], SMS, &spec));
+    sl_jit_spec_describe(&spec, desc, sizeof desc);
+    assert_null(strstr(desc, "MIN_BLOCKS"));
+  }
+}
+
 /* The dequantizers' segment lengths (kq_launch.h seg_deq8): on Hopper the FP8 group format's
  * prefill launch walks 2-chunk tasks (SEG=2, a registered point), the FP4 table dequantizer and
  * MXFP8 keep the table's seg (4); decode keeps the item layout; Blackwell's table has the item
@@ -613,6 +661,7 @@ int main(void) {
       cmocka_unit_test(test_segment_layout_specs),
       cmocka_unit_test(test_swz_stage_specs),
       cmocka_unit_test(test_deq_blocks_spec),
+      cmocka_unit_test(test_min_blocks_spec),
       cmocka_unit_test(test_deq_seg_specs),
       cmocka_unit_test(test_qpair_specs),
       cmocka_unit_test(test_act8_fast_exp_specs),
