@@ -647,6 +647,13 @@ __device__ __forceinline__ void dequant_packet(unsigned long long cw, float sf, 
 // thread before the CTA's barrier, against ~175 for a warp's whole 4-chunk task. Once per CTA;
 // the item layout keeps decode16 per item (its CTAs live for 16 items).
 static constexpr bool DEQ_TABLE = IS_FP4 && DTYPE != SL_DTYPE_F32 && SEG > 0;
+// DEQ_INLINE (JIT constant, 0 by default; the benchmark's "inl" rows): no per-CTA table, fill or
+// block barrier -- each lane builds its own scale byte's entry (fp4_entry, the same bits as the
+// table's) per chunk, so a CTA's first loads leave at once; ~25 more instructions per chunk.
+#ifndef DEQ_INLINE
+#define DEQ_INLINE 0
+#endif
+static_assert(!DEQ_INLINE || DEQ_TABLE, "DEQ_INLINE: the FP4 dequantizer of 16-bit outputs in the segment layout");
 
 __device__ __forceinline__ unsigned short to16(float y) {
   if constexpr (DTYPE == SL_DTYPE_BF16)
@@ -694,11 +701,14 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32, DEQ_MIN_BLOCKS)
   const unsigned warp = blockIdx.x * WARPS + threadIdx.x / 32, nwarps = gridDim.x * WARPS;
   constexpr int ebytes = sl_kq_elem<DTYPE>::bytes;
   if constexpr (SEG > 0) {
-    __shared__ uint4 tab[DEQ_TABLE ? 256 : 1];
-    if constexpr (DEQ_TABLE) {
+    __shared__ uint4 tab[DEQ_TABLE && !DEQ_INLINE ? 256 : 1];
+    if constexpr (DEQ_TABLE && !DEQ_INLINE) {
       fill_deq_table(tab, global_scale);
       __syncthreads(); // every thread reaches it: before any early exit
     }
+    // DEQ_INLINE: the fill's uniform choices, once per thread
+    const bool fast = QFMT == SL_QFMT_MXFP4 || sl_qf_deq_fast_ok(global_scale);
+    const float rcp = DEQ_INLINE && QFMT == SL_QFMT_NVFP4 && fast ? __frcp_rn(global_scale) : 0.0f;
     const unsigned tasks = (unsigned)num_tokens * NSEG;
     for (unsigned t = warp; t < tasks; t += nwarps) {
       const unsigned row = t / NSEG, c0 = (t - row * NSEG) * SEGC;
@@ -725,7 +735,11 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32, DEQ_MIN_BLOCKS)
         for (int u = 0; u < UNROLL; u++) {
           if (!((CHUNKS % SEGC == 0 && SEGC % UNROLL == 0) || c + u < nc)) break; // warp-uniform
           if (RAGGED && col + u * CHUNK >= HIDDEN) continue;
-          if constexpr (DEQ_TABLE)
+          if constexpr (DEQ_INLINE) {
+            uint4 e;
+            if (!(fast && fp4_entry(su[u], global_scale, rcp, e))) e = deq_entry_slow(su[u], global_scale);
+            *reinterpret_cast<uint4 *>(op + u * CHUNK * ebytes) = decode16_table((unsigned)cw[u], e);
+          } else if constexpr (DEQ_TABLE)
             *reinterpret_cast<uint4 *>(op + u * CHUNK * ebytes) = decode16_table((unsigned)cw[u], tab[su[u]]);
           else
             dequant_packet(cw[u], sf[u], su[u], global_scale, op + u * CHUNK * ebytes);

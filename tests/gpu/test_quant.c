@@ -439,7 +439,8 @@ static void test_qpair(void **state) {
 /* Dequantization of arbitrary codes and scale bytes (every value: negative and NaN NVFP4 scales,
  * E8M0 NaN, which the quantizer never writes) on both layouts (the FP4 16-bit outputs of the
  * segment layout go through the per-CTA table, at the table's segment length and the registered
- * point): bit-exact with the CPU reference, NaN where it gives NaN. */
+ * point, and through per-lane entries: quant.cu DEQ_INLINE, forced; NVFP4 also at tensor scales
+ * outside the fast quotient's range): bit-exact with the CPU reference, NaN where it gives NaN. */
 static void test_dequant_any_bytes(void **state) {
   uint64_t rng = sl_test_seed();
   const int T = 300, H = 2048;
@@ -456,10 +457,16 @@ static void test_dequant_any_bytes(void **state) {
     void *d_codes = dev_alloc(cb), *d_scales = dev_alloc(sb);
     SL_ASSERT_OK(sl_memcpy(dev, d_codes, codes, cb, NULL));
     SL_ASSERT_OK(sl_memcpy(dev, d_scales, scales, sb, NULL));
-    for (int d = 0; d < 3; d++)
-      for (size_t si = 0; si < sizeof segs / sizeof segs[0]; si++) {
+    static const float gss[] = {448.0f * 6.0f / 3.0f, 0x1p-61f, 0x1p61f, 0x1p-100f};
+    const int ngs = cfgs[ci].fmt == SL_QUANT_NVFP4 ? 4 : 1;
+    for (int run = 0; run < 3 * 3 * 2 * ngs; run++) {
+      const int d = run % 3, si = run / 3 % 3, inl = run / 9 % 2, gi = run / 18;
+      /* the other tensor scales with per-lane entries only (the table's: test_segment_layouts) */
+      if (gi > 0 && (!inl || dts[d] == SL_DTYPE_F32 || segs[si] == 0)) continue;
+      {
         const int seg = segs[si];
         sl_kq_set_seg_override(seg);
+        sl_kq_set_deq_inline_override(inl);
         size_t eb = sl_dtype_bits(dts[d]) / 8, ob = (size_t)T * H * eb;
         void *d_out = dev_alloc(ob), *h_out = malloc(ob), *r_out = malloc(ob);
         sl_test_poison(dev, d_out, ob);
@@ -469,7 +476,7 @@ static void test_dequant_any_bytes(void **state) {
                                .hidden = H,
                                .codes = d_codes,
                                .scales = d_scales,
-                               .global_scale = 448.0f * 6.0f / 3.0f,
+                               .global_scale = gss[gi],
                                .out_dtype = dts[d],
                                .out = d_out};
         SL_ASSERT_OK(sl_dequant(dev, &a, NULL));
@@ -488,17 +495,20 @@ static void test_dequant_any_bytes(void **state) {
           memcpy(&w, (char *)r_out + k * eb, eb);
           float gv = sl_load_f32(h_out, dts[d], k), wv = sl_load_f32(r_out, dts[d], k);
           if ((isnan(wv) ? !isnan(gv) : g != w) && bad++ < 5)
-            fprintf(stderr, "  format %d layout %d %s seg %d: element %zu gpu %g (0x%x) cpu %g (0x%x)\n",
-                    (int)cfgs[ci].fmt, (int)cfgs[ci].layout, sl_dtype_name(dts[d]), seg, k, (double)gv, g,
-                    (double)wv, w);
+            fprintf(stderr,
+                    "  format %d layout %d %s seg %d inline %d gs %g: element %zu gpu %g (0x%x) cpu %g (0x%x)\n",
+                    (int)cfgs[ci].fmt, (int)cfgs[ci].layout, sl_dtype_name(dts[d]), seg, inl, (double)gss[gi], k,
+                    (double)gv, g, (double)wv, w);
         }
         if (bad)
-          fail_msg("format %d layout %d %s seg %d: %zu dequantized elements differ", (int)cfgs[ci].fmt,
-                   (int)cfgs[ci].layout, sl_dtype_name(dts[d]), seg, bad);
+          fail_msg("format %d layout %d %s seg %d inline %d gs %g: %zu dequantized elements differ", (int)cfgs[ci].fmt,
+                   (int)cfgs[ci].layout, sl_dtype_name(dts[d]), seg, inl, (double)gss[gi], bad);
         sl_device_free(dev, d_out);
         free(h_out), free(r_out);
       }
+    }
     sl_kq_set_seg_override(SL_KQ_SEG_TABLE);
+    sl_kq_set_deq_inline_override(SL_KQ_DEQ_INLINE_TABLE);
     sl_device_free(dev, d_codes), sl_device_free(dev, d_scales);
     free(codes), free(scales);
   }
