@@ -514,8 +514,21 @@ __device__ __forceinline__ unsigned pack2(float lo, float hi) {
 // only), or false where the reference's decode must run. NVFP4 needs global_scale in the fast
 // quotient's range; a negative scale byte is its magnitude's entry with every sign flipped (RN is
 // symmetric; magnitude 0 becomes -0, the reference's (0 * -d) / gs); scale bytes +-0 give zeros.
+// A NaN scale byte (E8M0 0xff; E4M3 0x7f / 0xff) gives NaN at every magnitude: the entry of the
+// DTYPE's quiet NaN (0x7fc0 / 0x7e00) in both byte planes, without the reference's decodes. Those
+// took ~8 IEEE divisions and their slow paths in one thread of every CTA -- the CTA's other warps
+// waited for it at the table's barrier (ncu, session 16: 21 % of the FP4 dequantizer's stall samples).
+__device__ __forceinline__ uint4 nan_entry() {
+  constexpr unsigned lo = DTYPE == SL_DTYPE_F16 ? 0x00000000u : 0xc0c0c0c0u;
+  constexpr unsigned hi = DTYPE == SL_DTYPE_F16 ? 0x7e7e7e7eu : 0x7f7f7f7fu;
+  return make_uint4(lo, lo, hi, hi);
+}
 __device__ __forceinline__ bool fp4_entry(unsigned su, float global_scale, float rcp, uint4 &e) {
   float q1, q3;
+  if (QFMT == SL_QFMT_MXFP4 ? su == 0xffu : (su & 0x7fu) == 0x7fu) {
+    e = nan_entry();
+    return true;
+  }
   if constexpr (QFMT == SL_QFMT_MXFP4) {
     q1 = sl_e8m0_to_f32((unsigned char)su); // 2^(su - 127): 3 q1 exact (or out of range: rejected)
     q3 = 3.0f * q1;
@@ -667,11 +680,15 @@ __device__ __forceinline__ unsigned short to16(float y) {
 __device__ __noinline__ uint4 deq_entry_slow(int s, float global_scale) {
   uint4 o;
   // codes 0..7 in nibbles 0..7 through the packed decoder (bit-identical to sl_qf_decode);
-  // its pairs (element m in half m & 1 of word m / 2) regrouped into the byte planes
-  // (not for negative NVFP4 scale bytes: decode16's quotient of -0 is +0, the reference's -0)
-  if (!(QFMT == SL_QFMT_NVFP4 && s >= 0x80) && decode16(0x76543210ull, 0.0f, (unsigned char)s, global_scale, o))
-    return make_uint4(sl_qf_prmt(o.x, o.y, 0x6420u), sl_qf_prmt(o.z, o.w, 0x6420u), sl_qf_prmt(o.x, o.y, 0x7531u),
-                      sl_qf_prmt(o.z, o.w, 0x7531u));
+  // its pairs (element m in half m & 1 of word m / 2) regrouped into the byte planes. A negative
+  // NVFP4 scale byte takes its magnitude's results with every sign flipped (RN is symmetric, and
+  // magnitude 0 gives the reference's (0 * -d) / gs = -0 that decode16's own quotient would not).
+  const int mag = QFMT == SL_QFMT_NVFP4 ? s & 0x7f : s;
+  if (decode16(0x76543210ull, 0.0f, (unsigned char)mag, global_scale, o)) {
+    const unsigned flip = mag != s ? 0x80808080u : 0u;
+    return make_uint4(sl_qf_prmt(o.x, o.y, 0x6420u), sl_qf_prmt(o.z, o.w, 0x6420u),
+                      sl_qf_prmt(o.x, o.y, 0x7531u) ^ flip, sl_qf_prmt(o.z, o.w, 0x7531u) ^ flip);
+  }
   unsigned b[4] = {0u, 0u, 0u, 0u}; // the reference's own decode
 #pragma unroll
   for (int m = 0; m < 8; m++) {

@@ -440,7 +440,8 @@ static void test_qpair(void **state) {
  * E8M0 NaN, which the quantizer never writes) on both layouts (the FP4 16-bit outputs of the
  * segment layout go through the per-CTA table, at the table's segment length and the registered
  * point, and through per-lane entries: quant.cu DEQ_INLINE, forced; NVFP4 also at tensor scales
- * outside the fast quotient's range): bit-exact with the CPU reference, NaN where it gives NaN. */
+ * outside the fast quotient's range and where f16 overflows): bit-exact with the CPU reference, NaN
+ * where it gives NaN. */
 static void test_dequant_any_bytes(void **state) {
   uint64_t rng = sl_test_seed();
   const int T = 300, H = 2048;
@@ -457,12 +458,15 @@ static void test_dequant_any_bytes(void **state) {
     void *d_codes = dev_alloc(cb), *d_scales = dev_alloc(sb);
     SL_ASSERT_OK(sl_memcpy(dev, d_codes, codes, cb, NULL));
     SL_ASSERT_OK(sl_memcpy(dev, d_scales, scales, sb, NULL));
-    static const float gss[] = {448.0f * 6.0f / 3.0f, 0x1p-61f, 0x1p61f, 0x1p-100f};
-    const int ngs = cfgs[ci].fmt == SL_QUANT_NVFP4 ? 4 : 1;
+    /* 2^-10: in the fast quotient's range; f16 overflows at the larger scale bytes */
+    static const float gss[] = {448.0f * 6.0f / 3.0f, 0x1p-10f, 0x1p-61f, 0x1p61f, 0x1p-100f};
+    const int ngs = cfgs[ci].fmt == SL_QUANT_NVFP4 ? 5 : 1;
     for (int run = 0; run < 3 * 3 * 2 * ngs; run++) {
       const int d = run % 3, si = run / 3 % 3, inl = run / 9 % 2, gi = run / 18;
-      /* the other tensor scales with per-lane entries only (the table's: test_segment_layouts) */
-      if (gi > 0 && (!inl || dts[d] == SL_DTYPE_F32 || segs[si] == 0)) continue;
+      /* the other tensor scales where the entries are built (table or per lane): 16-bit outputs in the
+       * segment layout (2^-61 / 2^61 and 2^-100: outside the fast quotient's range; 2^-10: f16
+       * overflows, so refused entries, negative bytes among them) */
+      if (gi > 0 && (dts[d] == SL_DTYPE_F32 || segs[si] == 0)) continue;
       {
         const int seg = segs[si];
         sl_kq_set_seg_override(seg);
