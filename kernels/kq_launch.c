@@ -115,16 +115,6 @@ int sl_kq_deq_blocks_override(void) {
   return deq_blocks_override;
 }
 
-static int deq_inline_override = SL_KQ_DEQ_INLINE_TABLE;
-
-void sl_kq_set_deq_inline_override(int on) {
-  deq_inline_override = on < 0 ? SL_KQ_DEQ_INLINE_TABLE : on ? 1 : 0;
-}
-int sl_kq_deq_inline(int arch, int sm_count, long tasks) {
-  if (deq_inline_override != SL_KQ_DEQ_INLINE_TABLE) return deq_inline_override;
-  return sl_kq_arch_cfg(arch)->deq_inline_wave && tasks <= 64L * sm_count;
-}
-
 static int swz_stage_override = SL_KQ_SWZ_STAGE_TABLE;
 
 void sl_kq_set_swz_stage_override(int stage) {

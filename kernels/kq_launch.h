@@ -14,9 +14,10 @@
  * SL_KQ_FP4Q_WIDE_CHUNKS chunks keeps the resident grid at every size (T=8192 h=4096: 22.78
  * resident vs 23.42 full; call 6, T=32768 h=2048 / 4096 at 10 / 21 waves: 92.6 / 94.2 % of copy
  * resident vs 91.3 / 93.0 full; its wide rows, unroll 4, go full as the others: T=8192 h=7168
- * 39.90 resident vs 37.89), the 8-block kernels (MXFP8 quantizer, the FP4 table dequantizer) go
- * full past 1 of their waves (MXFP8 T=8192 h=4096 at 3.9 waves: 26.11 -> 25.50; the FP4
- * dequantizer at h=2048, 1.9 waves: 14.30 -> 13.57), the router keeps 4 (not measured). */
+ * 39.90 resident vs 37.89), the 8-block kernels (MXFP8 quantizer; the FP4 table dequantizer in
+ * sessions 13-15, now 6 blocks and the launcher's point, kernels/quant.cu DEQ_MIN_BLOCKS) go full
+ * past 1 of their waves (MXFP8 T=8192 h=4096 at 3.9 waves: 26.11 -> 25.50; the FP4 dequantizer at
+ * h=2048, 1.9 waves: 14.30 -> 13.57), the router keeps 4 (not measured). */
 #define SL_KQ_FULL_GRID_WAVES 2
 #define SL_KQ_FULL_GRID_WAVES_MXFP4Q (1 << 24) /* never the full grid */
 #define SL_KQ_FULL_GRID_WAVES_8BLOCKS 1
@@ -72,10 +73,6 @@ typedef struct {
   int act8_fast_exp;    /* SiLU-and-mul with the fused FP8 output takes e^-g by ex2.approx, as the
                          * 16-bit outputs do (kernels/act.cu FASTEXP; sl_kq_act8_fast_exp) */
   int seg_act8;         /* `seg` of the FP8-out activation (SL_KQ_SEG_ACT8); see below */
-  int deq_inline_wave;  /* the FP4 dequantizer of 16-bit outputs in the segment layout builds each
-                         * lane's scale entry itself (quant.cu DEQ_INLINE: no per-CTA table, fill
-                         * or barrier) when its warp tasks fit one wave of 64 resident warps per SM
-                         * (sl_kq_deq_inline); see below */
 } sl_kq_arch_cfg_t;
 
 #define SL_KQ_FP4Q_WIDE_CHUNKS 16
@@ -155,17 +152,11 @@ typedef struct {
  * all six shapes -- T=8192 I=2048/4096/7168 21.86/40.38/69.38 vs 22.59/42.05/71.39 (91.3/98.8/100.7 %
  * of copy), T=32768 79.49/155.68/267.36 vs 80.61/156.90/271.49; seg 1, 8, 32 and the item layout
  * slower, w4 between. Blackwell: not measured (its table has the item layout). */
-/* Hopper deq_inline_wave 1: MEASURED on the H200 (session 16 call 3, `sluice bench kernels --only
- * dequant_nvfp4 --tokens 1024,8192,32768`, rows "inl" = per-lane entries, kernel us): at T=1024 (one
- * wave or less) h=2048/4096/7168 swz 3.74/5.28/7.30 -> 3.33/4.90/6.94, graph 4.08/5.71/7.90 ->
- * 3.60/5.28/7.40, lin likewise; at T=8192 h=2048 (2 waves) a tie (13.47 vs 13.60), past it slower
- * (T=32768 h=2048 45.76 vs 48.80: ~70 instead of ~35 instructions per chunk). Blackwell: not measured. */
 #define SL_KQ_STAGE_FMT(f) (1 << (f))
 static const sl_kq_arch_cfg_t sl_kq_arch_table[] = {
-    {SL_ARCH_HOPPER, 1, 8, 2, 4, 0, 1, 4, SL_KQ_STAGE_FMT(SL_QFMT_MXFP8) | SL_KQ_STAGE_FMT(SL_QFMT_NVFP4), 4, 1, 2, 1, 1, 2,
-     1},
-    {SL_ARCH_BLACKWELL, 1, 8, 2, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {0, 1, 8, 2, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {SL_ARCH_HOPPER, 1, 8, 2, 4, 0, 1, 4, SL_KQ_STAGE_FMT(SL_QFMT_MXFP8) | SL_KQ_STAGE_FMT(SL_QFMT_NVFP4), 4, 1, 2, 1, 1, 2},
+    {SL_ARCH_BLACKWELL, 1, 8, 2, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0},
+    {0, 1, 8, 2, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0},
 };
 
 static inline const sl_kq_arch_cfg_t *sl_kq_arch_cfg(int arch) {
@@ -261,21 +252,12 @@ void sl_kq_set_act8_fast_exp_override(int fast);
 int sl_kq_act8_fast_exp(int arch);
 
 /* Blocks per SM the dequantizer is compiled for (__launch_bounds__; JIT constant DEQ_MIN_BLOCKS,
- * kernels/quant.cu): 0 = the kernel's own rule (the full 2048 threads per SM for the FP4 table
- * dequantizer -- 16-bit outputs in the segment layout -- on sm_90, else the quantizer's; kernels/
- * quant.c deq_full_grid_waves mirrors it); N > 0 forces N. Set only by the benchmark's
- * comparison rows and tests; not thread-safe, as the unroll override. */
+ * kernels/quant.cu): 0 = the kernel's own rule (the quantizer's MIN_BLOCKS); N > 0 forces N (8: the
+ * FP4 table dequantizer's Hopper default of sessions 13-15, with its full-grid point of one wave,
+ * kernels/quant.c deq_full_grid_waves). Set only by the benchmark's comparison rows and tests; not
+ * thread-safe, as the unroll override. */
 void sl_kq_set_deq_blocks_override(int blocks);
 int sl_kq_deq_blocks_override(void);
-/* Whether the FP4 dequantizer of 16-bit outputs in the segment layout builds each lane's scale
- * byte entry per chunk instead of the per-CTA table (JIT constant DEQ_INLINE of kernels/quant.cu)
- * for `tasks` warp tasks: the table's deq_inline_wave while the tasks fit one wave of 64 warps per
- * SM (2048 threads: the table kernel's occupancy on sm_90), unless sl_kq_set_deq_inline_override
- * forces it (SL_KQ_DEQ_INLINE_TABLE: the rule; 0 / 1: off / on; the benchmark's comparison rows and
- * the tests; not thread-safe, as the unroll override). */
-#define SL_KQ_DEQ_INLINE_TABLE (-1)
-void sl_kq_set_deq_inline_override(int on);
-int sl_kq_deq_inline(int arch, int sm_count, long tasks);
 /* The same for the quantizers and the activation (JIT constant MIN_BLOCKS of kernels/quant.cu and
  * act.cu; 0 = their own rule): the tune sweep's "mb" rows. Not thread-safe, as the unroll override. */
 void sl_kq_set_min_blocks_override(int blocks);

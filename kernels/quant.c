@@ -217,14 +217,12 @@ static bool deq_table(int fmt, sl_dtype_t dtype, int seg) {
   return sl_qfmt_is_fp4(fmt) && dtype != SL_DTYPE_F32 && seg > 0;
 }
 
-/* inl: quant.cu DEQ_INLINE (the per-lane entries; only where the per-CTA table applies) */
 static sl_status_t dequant_spec_at(int fmt, int layout, int hidden, sl_dtype_t dtype, int warps, int unroll, int seg,
-                                   bool inl, sl_jit_spec_t *spec) {
+                                   sl_jit_spec_t *spec) {
   sl_jit_spec_init(spec, "kernels/quant.cu", "sl_dequant_kernel");
   SL_CHECK(common_defines(spec, fmt, 0, layout, hidden, dtype, warps, unroll, seg, 0, 0));
   const int blocks = sl_kq_deq_blocks_override(); /* the benchmark's comparison: the kernel's rule otherwise */
   if (blocks > 0) SL_CHECK(sl_jit_spec_define(spec, "DEQ_MIN_BLOCKS", "%d", blocks));
-  if (inl && deq_table(fmt, dtype, seg)) SL_CHECK(sl_jit_spec_define(spec, "DEQ_INLINE", "1"));
   return SL_OK;
 }
 
@@ -300,11 +298,8 @@ sl_status_t sl_quant_spec(const sl_quant_args_t *a, int arch, int sm_count, sl_j
 
 sl_status_t sl_dequant_spec(const sl_dequant_args_t *a, int arch, int sm_count, sl_jit_spec_t *spec) {
   int warps = sl_kq_warps(arch, sm_count, a->num_tokens);
-  const int seg = quant_seg(arch, warps, a->hidden, a->out_dtype, deq_seg_kind((int)a->format));
-  const int chunks = quant_chunks(a->hidden, a->out_dtype);
-  const long tasks = seg > 0 ? (long)a->num_tokens * ((chunks + seg - 1) / seg) : 0;
-  return dequant_spec_at((int)a->format, (int)a->layout, a->hidden, a->out_dtype, warps, sl_kq_unroll(arch), seg,
-                         sl_kq_deq_inline(arch, sm_count, tasks), spec);
+  return dequant_spec_at((int)a->format, (int)a->layout, a->hidden, a->out_dtype, warps, sl_kq_unroll(arch),
+                         quant_seg(arch, warps, a->hidden, a->out_dtype, deq_seg_kind((int)a->format)), spec);
 }
 
 /* Work items of a kernel: one warp-wide chunk of 32 x 16 bytes of the wider side. */
@@ -331,16 +326,16 @@ static sl_status_t quant_launch(sl_device_t *dev, sl_kernel_t *k, int warps, int
 
 /* The launcher's full-grid point per kind (kq_launch.h SL_KQ_FULL_GRID_WAVES*, measured): the
  * MXFP4 quantizer on rows of <= SL_KQ_FP4Q_WIDE_CHUNKS chunks keeps the resident grid; the MXFP8
- * quantizer (8 blocks per SM) goes full past 1 of its waves; so does the FP4 dequantizer of 16-bit
- * outputs in the segment layout, compiled for 8 blocks per SM on Hopper (quant.cu DEQ_MIN_BLOCKS,
- * mirrored here). 0: the launcher's point. */
+ * quantizer (8 blocks per SM) goes full past 1 of its waves; so does the FP4 table dequantizer when
+ * the benchmark compiles it for 8 blocks per SM (its "mb8" rows: the default until session 16, with
+ * the point it had; quant.cu DEQ_MIN_BLOCKS). 0: the launcher's point. */
 static int quant_full_grid_waves(int fmt, int chunks) {
   if (fmt == SL_QFMT_MXFP4) return chunks <= SL_KQ_FP4Q_WIDE_CHUNKS ? SL_KQ_FULL_GRID_WAVES_MXFP4Q : 0;
   return fmt == SL_QFMT_MXFP8 ? SL_KQ_FULL_GRID_WAVES_8BLOCKS : 0;
 }
-static int deq_full_grid_waves(int arch, const sl_dequant_args_t *a, int warps, int seg) {
+static int deq_full_grid_waves(const sl_dequant_args_t *a, int warps, int seg) {
   const bool table = deq_table((int)a->format, a->out_dtype, seg);
-  const bool eight = arch == SL_ARCH_HOPPER && table && warps == 8 && !sl_kq_deq_blocks_override();
+  const bool eight = table && warps == 8 && sl_kq_deq_blocks_override() == 8;
   return eight ? SL_KQ_FULL_GRID_WAVES_8BLOCKS : 0;
 }
 
@@ -410,7 +405,7 @@ sl_status_t sl_dequant(sl_device_t *dev, const sl_dequant_args_t *a, sl_stream_t
   float gs = a->global_scale;
   int t = a->num_tokens;
   void *args[] = {&codes, &scales, &gs, &out, &stride, &t};
-  return quant_launch(dev, k, warps, unroll, seg, false, deq_full_grid_waves(info->arch, a, warps, seg), t, a->hidden,
+  return quant_launch(dev, k, warps, unroll, seg, false, deq_full_grid_waves(a, warps, seg), t, a->hidden,
                       a->out_dtype, stream, args);
 }
 
@@ -463,14 +458,8 @@ sl_status_t sl_quant_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t 
             }
             if (cfgs[c].rule != SL_QRULE_CEIL) { /* dequant doesn't depend on the rule: once per layout */
               SL_CHECK(dequant_spec_at(cfgs[c].fmt, cfgs[c].layout, hiddens[h], dtypes[d], warps[w], ac->unroll, seg,
-                                       false, &spec));
+                                       &spec));
               SL_CHECK(fn(&spec, user));
-              /* the per-lane entries, where the table's rule takes them at small T (sl_kq_deq_inline) */
-              if (ac->deq_inline_wave && deq_table(cfgs[c].fmt, dtypes[d], seg)) {
-                SL_CHECK(dequant_spec_at(cfgs[c].fmt, cfgs[c].layout, hiddens[h], dtypes[d], warps[w], ac->unroll,
-                                         seg, true, &spec));
-                SL_CHECK(fn(&spec, user));
-              }
             }
           }
   /* the FP8 group dequantizer's own prefill segment length (kq_launch.h seg_deq8), where it is
@@ -484,7 +473,7 @@ sl_status_t sl_quant_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t 
       const int chunks = quant_chunks(hiddens[h], dtypes[d]);
       sl_jit_spec_t spec;
       SL_CHECK(dequant_spec_at(SL_QFMT_FP8_GROUP, SL_QLAYOUT_LINEAR, hiddens[h], dtypes[d], ac->prefill_warps,
-                               ac->unroll, sd > chunks ? chunks : sd, false, &spec));
+                               ac->unroll, sd > chunks ? chunks : sd, &spec));
       SL_CHECK(fn(&spec, user));
     }
   return SL_OK;

@@ -63,21 +63,17 @@ static_assert(QFMT != SL_QFMT_FP8_GROUP || QLAYOUT == SL_QLAYOUT_LINEAR, "fp32 s
 #define SL_QUANT_FULL_OCC (QFMT == SL_QFMT_MXFP8 || (QFMT == SL_QFMT_NVFP4 && QPAIR && SWZ_STAGE))
 #define MIN_BLOCKS (WARPS == 1 ? 1 : 2048 / (WARPS * 32) * (SL_QUANT_FULL_OCC ? 4 : 3) / 4)
 #endif
-// The FP4 dequantizer of 16-bit outputs in the segment layout (the per-CTA table, DEQ_TABLE) has
-// no division on its hot path (the table's reference entries are out of line) and fits 32
-// registers without spilling on sm_90 (ptxas -v, session 13), so there it takes the full 2048
-// threads per SM: more CTAs cover each one's table fill and barrier. Measured (session 13 call 3,
-// the bench's "mb6" rows): NVFP4 T=32768 h=2048/4096/7168 -1.7/-2.3/-1.7 % kernel time; the FP8
-// dequantizer was ~1 % slower at 8 blocks at every shape, so it and the other variants keep
-// MIN_BLOCKS (the item layout and sm_100 also spill at 32). kernels/quant.c mirrors this rule for
-// the launcher's full-grid point (deq_full_grid_waves). DEQ_MIN_BLOCKS in the spec overrides it
-// (kq_launch.h sl_kq_set_deq_blocks_override: the benchmark's comparison rows).
+// Dequantizer blocks per SM: MIN_BLOCKS (6 of 8 warps: 40 registers) for every variant. The FP4
+// table dequantizer (16-bit outputs in the segment layout, DEQ_TABLE) fits 32 registers on sm_90
+// and ran at 8 blocks from session 13 (more CTAs covering each one's table fill and barrier) until
+// session 16 found the fill slow for another reason (one thread's reference decodes of the NaN
+// scale byte, see nan_entry): with that gone, 6 blocks measured ahead (call 7, the bench's then
+// "mb6" rows, kernel us, swz T=32768 h=2048/4096/7168 43.90-44.16/86.30-86.33/149.12-150.18 vs
+// 44.29-44.61/86.94-87.07/150.69-150.98 at 8; T=8192 h=4096/7168 22.82-22.85/38.91-38.95 vs
+// 23.20-23.23/39.14-39.39; h=2048 a tie). DEQ_MIN_BLOCKS in the spec overrides it (kq_launch.h
+// sl_kq_set_deq_blocks_override: the benchmark's "mb8" comparison rows).
 #ifndef DEQ_MIN_BLOCKS
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900
-#define DEQ_MIN_BLOCKS (WARPS == 1 ? 1 : DEQ_TABLE ? 2048 / (WARPS * 32) : MIN_BLOCKS)
-#else
 #define DEQ_MIN_BLOCKS MIN_BLOCKS
-#endif
 #endif
 static constexpr bool RAGGED = HIDDEN % CHUNK != 0; // the last chunk of a row has idle lanes
 
@@ -660,13 +656,6 @@ __device__ __forceinline__ void dequant_packet(unsigned long long cw, float sf, 
 // thread before the CTA's barrier, against ~175 for a warp's whole 4-chunk task. Once per CTA;
 // the item layout keeps decode16 per item (its CTAs live for 16 items).
 static constexpr bool DEQ_TABLE = IS_FP4 && DTYPE != SL_DTYPE_F32 && SEG > 0;
-// DEQ_INLINE (JIT constant, 0 by default; the benchmark's "inl" rows): no per-CTA table, fill or
-// block barrier -- each lane builds its own scale byte's entry (fp4_entry, the same bits as the
-// table's) per chunk, so a CTA's first loads leave at once; ~25 more instructions per chunk.
-#ifndef DEQ_INLINE
-#define DEQ_INLINE 0
-#endif
-static_assert(!DEQ_INLINE || DEQ_TABLE, "DEQ_INLINE: the FP4 dequantizer of 16-bit outputs in the segment layout");
 
 __device__ __forceinline__ unsigned short to16(float y) {
   if constexpr (DTYPE == SL_DTYPE_BF16)
@@ -718,14 +707,11 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32, DEQ_MIN_BLOCKS)
   const unsigned warp = blockIdx.x * WARPS + threadIdx.x / 32, nwarps = gridDim.x * WARPS;
   constexpr int ebytes = sl_kq_elem<DTYPE>::bytes;
   if constexpr (SEG > 0) {
-    __shared__ uint4 tab[DEQ_TABLE && !DEQ_INLINE ? 256 : 1];
-    if constexpr (DEQ_TABLE && !DEQ_INLINE) {
+    __shared__ uint4 tab[DEQ_TABLE ? 256 : 1];
+    if constexpr (DEQ_TABLE) {
       fill_deq_table(tab, global_scale);
       __syncthreads(); // every thread reaches it: before any early exit
     }
-    // DEQ_INLINE: the fill's uniform choices, once per thread
-    const bool fast = QFMT == SL_QFMT_MXFP4 || sl_qf_deq_fast_ok(global_scale);
-    const float rcp = DEQ_INLINE && QFMT == SL_QFMT_NVFP4 && fast ? __frcp_rn(global_scale) : 0.0f;
     const unsigned tasks = (unsigned)num_tokens * NSEG;
     for (unsigned t = warp; t < tasks; t += nwarps) {
       const unsigned row = t / NSEG, c0 = (t - row * NSEG) * SEGC;
@@ -752,11 +738,7 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32, DEQ_MIN_BLOCKS)
         for (int u = 0; u < UNROLL; u++) {
           if (!((CHUNKS % SEGC == 0 && SEGC % UNROLL == 0) || c + u < nc)) break; // warp-uniform
           if (RAGGED && col + u * CHUNK >= HIDDEN) continue;
-          if constexpr (DEQ_INLINE) {
-            uint4 e;
-            if (!(fast && fp4_entry(su[u], global_scale, rcp, e))) e = deq_entry_slow(su[u], global_scale);
-            *reinterpret_cast<uint4 *>(op + u * CHUNK * ebytes) = decode16_table((unsigned)cw[u], e);
-          } else if constexpr (DEQ_TABLE)
+          if constexpr (DEQ_TABLE)
             *reinterpret_cast<uint4 *>(op + u * CHUNK * ebytes) = decode16_table((unsigned)cw[u], tab[su[u]]);
           else
             dequant_packet(cw[u], sf[u], su[u], global_scale, op + u * CHUNK * ebytes);

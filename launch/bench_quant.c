@@ -224,20 +224,15 @@ typedef struct {
   int warps;      /* warps per block (0: the table; sl_kq_set_warps_override) */
   int fexp;       /* SiLU into FP8 by ex2.approx (SL_KQ_ACT8_EXP_TABLE: the table; 0 / 1 forced) */
   int min_blocks; /* the quantizer's / activation's blocks per SM (0: the kernel's rule; "mb<N>" rows) */
-  int deq_inline; /* the FP4 dequantizer's per-lane entries (SL_KQ_DEQ_INLINE_TABLE: the rule; "inl"/"tab" rows) */
 } knobs_t;
-/* The comparison row of the FP4 dequantizer's occupancy (path "<path> mb6"): the 6 blocks of 8
- * warps (40 registers) it was compiled for until session 13, against the kernel's rule (8 on
- * Hopper; kernels/quant.cu DEQ_MIN_BLOCKS). */
-#define SL_BENCH_DEQ_BLOCKS 6
+/* The comparison row of the FP4 dequantizer's occupancy (path "<path> mb8"): the 8 blocks of 8
+ * warps (32 registers) it was compiled for on Hopper in sessions 13-15, against the kernel's rule
+ * (6; kernels/quant.cu DEQ_MIN_BLOCKS). */
+#define SL_BENCH_DEQ_BLOCKS 8
 #define SL_BENCH_MIN_BLOCKS 8 /* 8 blocks of 8 warps: 32 registers */
 #define SL_BENCH_RESIDENT (1 << 30)
 static const knobs_t knobs_table = {
-    .seg = SL_KQ_SEG_TABLE,
-    .stage = SL_KQ_SWZ_STAGE_TABLE,
-    .pair = SL_KQ_QPAIR_TABLE,
-    .fexp = SL_KQ_ACT8_EXP_TABLE,
-    .deq_inline = SL_KQ_DEQ_INLINE_TABLE};
+    .seg = SL_KQ_SEG_TABLE, .stage = SL_KQ_SWZ_STAGE_TABLE, .pair = SL_KQ_QPAIR_TABLE, .fexp = SL_KQ_ACT8_EXP_TABLE};
 
 static sl_status_t bench_one_at(sl_bench_t *b, op_t op, int T, int H, knobs_t kn);
 
@@ -303,22 +298,9 @@ static sl_status_t bench_one(sl_bench_t *b, op_t op, int T, int H) {
     SL_CHECK(bench_one_at(b, op, T, H, fe));
   }
   if (op == OP_DEQUANT_NVFP4 && T >= 1024 && gpu) {
-    knobs_t mb = knobs_table; /* the FP4 dequantizer at the quantizer's 6 blocks per SM (40 registers) */
+    knobs_t mb = knobs_table; /* the FP4 dequantizer at 8 blocks per SM (32 registers) */
     mb.deq_blocks = SL_BENCH_DEQ_BLOCKS;
     SL_CHECK(bench_one_at(b, op, T, H, mb));
-    /* the other choice of the per-lane entries (quant.cu DEQ_INLINE: no table, fill or block barrier;
-     * sl_kq_deq_inline's rule): "w8 inl" where the table's rule keeps the per-CTA table, "w8 tab"
-     * where it takes the entries */
-    knobs_t in = knobs_table;
-    sl_dequant_args_t d = {.format = SL_QUANT_NVFP4, .num_tokens = T, .hidden = H, .out_dtype = SL_DTYPE_BF16};
-    sl_jit_spec_t spec;
-    char desc[512];
-    SL_CHECK(sl_dequant_spec(&d, sl_device_info(b->rt->dev)->arch, sl_device_info(b->rt->dev)->sm_count, &spec));
-    sl_jit_spec_describe(&spec, desc, sizeof desc);
-    in.deq_inline = !strstr(desc, "DEQ_INLINE=1");
-    SL_CHECK(bench_one_at(b, op, T, H, in));
-    in.linear = true;
-    SL_CHECK(bench_one_at(b, op, T, H, in));
   }
   kn.linear = res.linear = full.linear = true;
   if (has_layouts(op)) SL_CHECK(bench_one_at(b, op, T, H, kn));
@@ -372,7 +354,6 @@ static sl_status_t bench_one_at(sl_bench_t *b, op_t op, int T, int H, knobs_t kn
   sl_kq_set_qpair_override(kn.pair);
   sl_kq_set_act8_fast_exp_override(kn.fexp);
   sl_kq_set_min_blocks_override(kn.min_blocks);
-  sl_kq_set_deq_inline_override(kn.deq_inline);
   sl_device_t *dev = b->rt->dev;
   bool gpu = sl_device_backend(dev) == SL_BACKEND_CUDA;
   ctx_t c = {.dev = dev, .op = op, .T = T, .H = H, .linear = linear};
@@ -432,8 +413,6 @@ static sl_status_t bench_one_at(sl_bench_t *b, op_t op, int T, int H, knobs_t kn
       strncat(path, kn.waves == SL_BENCH_RESIDENT ? " res" : " full", sizeof path - strlen(path) - 1);
     if (gpu && kn.deq_blocks) snprintf(path + strlen(path), sizeof path - strlen(path), " mb%d", kn.deq_blocks);
     if (gpu && kn.min_blocks) snprintf(path + strlen(path), sizeof path - strlen(path), " mb%d", kn.min_blocks);
-    if (gpu && kn.deq_inline != SL_KQ_DEQ_INLINE_TABLE)
-      strncat(path, kn.deq_inline ? " inl" : " tab", sizeof path - strlen(path) - 1);
     if (gpu && kn.pair != SL_KQ_QPAIR_TABLE)
       strncat(path, kn.pair ? " pair" : " single", sizeof path - strlen(path) - 1);
     if (gpu && kn.fexp != SL_KQ_ACT8_EXP_TABLE) strncat(path, kn.fexp ? " ex2" : " expf", sizeof path - strlen(path) - 1);
@@ -454,7 +433,6 @@ static sl_status_t bench_one_at(sl_bench_t *b, op_t op, int T, int H, knobs_t kn
   sl_kq_set_qpair_override(SL_KQ_QPAIR_TABLE);
   sl_kq_set_act8_fast_exp_override(SL_KQ_ACT8_EXP_TABLE);
   sl_kq_set_min_blocks_override(0);
-  sl_kq_set_deq_inline_override(SL_KQ_DEQ_INLINE_TABLE);
   return s;
 }
 

@@ -439,9 +439,8 @@ static void test_qpair(void **state) {
 /* Dequantization of arbitrary codes and scale bytes (every value: negative and NaN NVFP4 scales,
  * E8M0 NaN, which the quantizer never writes) on both layouts (the FP4 16-bit outputs of the
  * segment layout go through the per-CTA table, at the table's segment length and the registered
- * point, and through per-lane entries: quant.cu DEQ_INLINE, forced; NVFP4 also at tensor scales
- * outside the fast quotient's range and where f16 overflows): bit-exact with the CPU reference, NaN
- * where it gives NaN. */
+ * point; NVFP4 also at tensor scales outside the fast quotient's range and where f16 overflows):
+ * bit-exact with the CPU reference, NaN where it gives NaN. */
 static void test_dequant_any_bytes(void **state) {
   uint64_t rng = sl_test_seed();
   const int T = 300, H = 2048;
@@ -461,16 +460,15 @@ static void test_dequant_any_bytes(void **state) {
     /* 2^-10: in the fast quotient's range; f16 overflows at the larger scale bytes */
     static const float gss[] = {448.0f * 6.0f / 3.0f, 0x1p-10f, 0x1p-61f, 0x1p61f, 0x1p-100f};
     const int ngs = cfgs[ci].fmt == SL_QUANT_NVFP4 ? 5 : 1;
-    for (int run = 0; run < 3 * 3 * 2 * ngs; run++) {
-      const int d = run % 3, si = run / 3 % 3, inl = run / 9 % 2, gi = run / 18;
-      /* the other tensor scales where the entries are built (table or per lane): 16-bit outputs in the
-       * segment layout (2^-61 / 2^61 and 2^-100: outside the fast quotient's range; 2^-10: f16
-       * overflows, so refused entries, negative bytes among them) */
+    for (int run = 0; run < 3 * 3 * ngs; run++) {
+      const int d = run % 3, si = run / 3 % 3, gi = run / 9;
+      /* the other tensor scales where the table is built: 16-bit outputs in the segment layout (2^-61 /
+       * 2^61 and 2^-100: outside the fast quotient's range; 2^-10: f16 overflows, so refused entries,
+       * negative bytes among them) */
       if (gi > 0 && (dts[d] == SL_DTYPE_F32 || segs[si] == 0)) continue;
       {
         const int seg = segs[si];
         sl_kq_set_seg_override(seg);
-        sl_kq_set_deq_inline_override(inl);
         size_t eb = sl_dtype_bits(dts[d]) / 8, ob = (size_t)T * H * eb;
         void *d_out = dev_alloc(ob), *h_out = malloc(ob), *r_out = malloc(ob);
         sl_test_poison(dev, d_out, ob);
@@ -500,19 +498,18 @@ static void test_dequant_any_bytes(void **state) {
           float gv = sl_load_f32(h_out, dts[d], k), wv = sl_load_f32(r_out, dts[d], k);
           if ((isnan(wv) ? !isnan(gv) : g != w) && bad++ < 5)
             fprintf(stderr,
-                    "  format %d layout %d %s seg %d inline %d gs %g: element %zu gpu %g (0x%x) cpu %g (0x%x)\n",
-                    (int)cfgs[ci].fmt, (int)cfgs[ci].layout, sl_dtype_name(dts[d]), seg, inl, (double)gss[gi], k,
+                    "  format %d layout %d %s seg %d gs %g: element %zu gpu %g (0x%x) cpu %g (0x%x)\n",
+                    (int)cfgs[ci].fmt, (int)cfgs[ci].layout, sl_dtype_name(dts[d]), seg, (double)gss[gi], k,
                     (double)gv, g, (double)wv, w);
         }
         if (bad)
-          fail_msg("format %d layout %d %s seg %d inline %d gs %g: %zu dequantized elements differ", (int)cfgs[ci].fmt,
-                   (int)cfgs[ci].layout, sl_dtype_name(dts[d]), seg, inl, (double)gss[gi], bad);
+          fail_msg("format %d layout %d %s seg %d gs %g: %zu dequantized elements differ", (int)cfgs[ci].fmt,
+                   (int)cfgs[ci].layout, sl_dtype_name(dts[d]), seg, (double)gss[gi], bad);
         sl_device_free(dev, d_out);
         free(h_out), free(r_out);
       }
     }
     sl_kq_set_seg_override(SL_KQ_SEG_TABLE);
-    sl_kq_set_deq_inline_override(SL_KQ_DEQ_INLINE_TABLE);
     sl_device_free(dev, d_codes), sl_device_free(dev, d_scales);
     free(codes), free(scales);
   }

@@ -358,72 +358,11 @@ static void test_deq_blocks_spec(void **state) {
     SL_ASSERT_OK(sl_dequant_spec(&d, archs[a], SMS, &spec));
     sl_jit_spec_describe(&spec, desc, sizeof desc);
     assert_null(strstr(desc, "DEQ_MIN_BLOCKS"));
-    sl_kq_set_deq_blocks_override(6);
+    sl_kq_set_deq_blocks_override(8);
     SL_ASSERT_OK(sl_dequant_spec(&d, archs[a], SMS, &spec));
-    assert_define(&spec, "DEQ_MIN_BLOCKS=6");
+    assert_define(&spec, "DEQ_MIN_BLOCKS=8");
     assert_compiles(&spec, archs[a]);
     sl_kq_set_deq_blocks_override(0);
-  }
-}
-
-/* The FP4 dequantizer's per-lane entries (quant.cu DEQ_INLINE; sl_kq_deq_inline): the table's rule
- * takes them on Hopper while the warp tasks fit one wave of 64 warps per SM (T=1024 h=2048: 2048
- * tasks on 132 SMs) and not past it (T=8192: 16384), never on Blackwell (not measured); forced on,
- * the define reaches the FP4 16-bit segment-layout specs of both formats, layouts and archs, which
- * compile, and no other dequantizer (FP8 group, fp32 outputs, the item layout); forced off, none. */
-static void test_deq_inline_spec(void **state) {
-  (void)state;
-  static const sl_quant_format_t fmts[] = {SL_QUANT_NVFP4, SL_QUANT_MXFP4, SL_QUANT_FP8_GROUP};
-  static const sl_dtype_t dts[] = {SL_DTYPE_BF16, SL_DTYPE_F16, SL_DTYPE_F32};
-  char desc[1024];
-  for (int a = 0; a < 2; a++) {
-    sl_dequant_args_t r = {.format = SL_QUANT_NVFP4,
-                           .layout = SL_QUANT_LAYOUT_SWIZZLED,
-                           .num_tokens = 1024,
-                           .hidden = 2048,
-                           .out_dtype = SL_DTYPE_BF16};
-    sl_jit_spec_t spec;
-    SL_ASSERT_OK(sl_dequant_spec(&r, archs[a], SMS, &spec));
-    sl_jit_spec_describe(&spec, desc, sizeof desc);
-    if (archs[a] == SL_ARCH_HOPPER) {
-      assert_define(&spec, "DEQ_INLINE=1");
-      assert_compiles(&spec, archs[a]);
-    } else {
-      assert_null(strstr(desc, "DEQ_INLINE"));
-    }
-    sl_kq_set_deq_inline_override(0);
-    SL_ASSERT_OK(sl_dequant_spec(&r, archs[a], SMS, &spec));
-    sl_jit_spec_describe(&spec, desc, sizeof desc);
-    assert_null(strstr(desc, "DEQ_INLINE"));
-    sl_kq_set_deq_inline_override(SL_KQ_DEQ_INLINE_TABLE);
-    for (int f = 0; f < 3; f++)
-      for (int d = 0; d < 3; d++)
-        for (int layout = 0; layout < 2; layout++) {
-          if (fmts[f] == SL_QUANT_FP8_GROUP && layout) continue;
-          sl_dequant_args_t q = {.format = fmts[f],
-                                 .layout = layout ? SL_QUANT_LAYOUT_SWIZZLED : SL_QUANT_LAYOUT_LINEAR,
-                                 .num_tokens = 8192,
-                                 .hidden = f == 0 ? 2048 : 7168,
-                                 .out_dtype = dts[d]};
-          SL_ASSERT_OK(sl_dequant_spec(&q, archs[a], SMS, &spec));
-          sl_jit_spec_describe(&spec, desc, sizeof desc);
-          assert_null(strstr(desc, "DEQ_INLINE"));
-          sl_kq_set_deq_inline_override(1);
-          SL_ASSERT_OK(sl_dequant_spec(&q, archs[a], SMS, &spec));
-          sl_jit_spec_describe(&spec, desc, sizeof desc);
-          const bool seg = !strstr(desc, "SEG=0"), want = fmts[f] != SL_QUANT_FP8_GROUP && dts[d] != SL_DTYPE_F32 && seg;
-          if (want) {
-            assert_define(&spec, "DEQ_INLINE=1");
-            assert_compiles(&spec, archs[a]);
-          } else {
-            assert_null(strstr(desc, "DEQ_INLINE"));
-          }
-          q.num_tokens = 1; /* decode: the item layout where the arch's table has it */
-          SL_ASSERT_OK(sl_dequant_spec(&q, archs[a], SMS, &spec));
-          sl_jit_spec_describe(&spec, desc, sizeof desc);
-          if (strstr(desc, "SEG=0")) assert_null(strstr(desc, "DEQ_INLINE"));
-          sl_kq_set_deq_inline_override(SL_KQ_DEQ_INLINE_TABLE);
-        }
   }
 }
 
@@ -722,7 +661,6 @@ int main(void) {
       cmocka_unit_test(test_segment_layout_specs),
       cmocka_unit_test(test_swz_stage_specs),
       cmocka_unit_test(test_deq_blocks_spec),
-      cmocka_unit_test(test_deq_inline_spec),
       cmocka_unit_test(test_min_blocks_spec),
       cmocka_unit_test(test_deq_seg_specs),
       cmocka_unit_test(test_qpair_specs),
