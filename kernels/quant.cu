@@ -495,6 +495,16 @@ __device__ __forceinline__ unsigned pack2(float lo, float hi) {
   return d;
 }
 
+// A NaN scale byte (E8M0 0xff; E4M3 0x7f / 0xff) gives NaN at every magnitude: the entry of the
+// DTYPE's quiet NaN (0x7fc0 / 0x7e00) in both byte planes, without the reference's decodes. Those
+// took ~8 IEEE divisions and their slow paths in one thread of every CTA -- the CTA's other warps
+// waited for it at the table's barrier (ncu, session 16: 21 % of the FP4 dequantizer's stall samples).
+__device__ __forceinline__ uint4 nan_entry() {
+  constexpr unsigned lo = DTYPE == SL_DTYPE_F16 ? 0x00000000u : 0xc0c0c0c0u;
+  constexpr unsigned hi = DTYPE == SL_DTYPE_F16 ? 0x7e7e7e7eu : 0x7f7f7f7fu;
+  return make_uint4(lo, lo, hi, hi);
+}
+
 // 16-bit outputs (bf16/f16, 8 per lane): the thread's codes stay one packed word (8 bytes of
 // E4M3, 4 of E2M1) and decode without unpacking them into bytes:
 //  - FP8 formats: E4M3 pairs by cvt.rn.f16x2.e4m3x2 straight from the word's halves (exact),
@@ -509,16 +519,8 @@ __device__ __forceinline__ unsigned pack2(float lo, float hi) {
 // permute tables) of FP4 scale byte su from two fp32 results (rcp = RN(1 / global_scale), NVFP4
 // only), or false where the reference's decode must run. NVFP4 needs global_scale in the fast
 // quotient's range; a negative scale byte is its magnitude's entry with every sign flipped (RN is
-// symmetric; magnitude 0 becomes -0, the reference's (0 * -d) / gs); scale bytes +-0 give zeros.
-// A NaN scale byte (E8M0 0xff; E4M3 0x7f / 0xff) gives NaN at every magnitude: the entry of the
-// DTYPE's quiet NaN (0x7fc0 / 0x7e00) in both byte planes, without the reference's decodes. Those
-// took ~8 IEEE divisions and their slow paths in one thread of every CTA -- the CTA's other warps
-// waited for it at the table's barrier (ncu, session 16: 21 % of the FP4 dequantizer's stall samples).
-__device__ __forceinline__ uint4 nan_entry() {
-  constexpr unsigned lo = DTYPE == SL_DTYPE_F16 ? 0x00000000u : 0xc0c0c0c0u;
-  constexpr unsigned hi = DTYPE == SL_DTYPE_F16 ? 0x7e7e7e7eu : 0x7f7f7f7fu;
-  return make_uint4(lo, lo, hi, hi);
-}
+// symmetric; magnitude 0 becomes -0, the reference's (0 * -d) / gs); scale bytes +-0 give zeros;
+// NaN scale bytes nan_entry.
 __device__ __forceinline__ bool fp4_entry(unsigned su, float global_scale, float rcp, uint4 &e) {
   float q1, q3;
   if (QFMT == SL_QFMT_MXFP4 ? su == 0xffu : (su & 0x7fu) == 0x7fu) {

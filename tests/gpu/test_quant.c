@@ -466,48 +466,46 @@ static void test_dequant_any_bytes(void **state) {
        * 2^61 and 2^-100: outside the fast quotient's range; 2^-10: f16 overflows, so refused entries,
        * negative bytes among them) */
       if (gi > 0 && (dts[d] == SL_DTYPE_F32 || segs[si] == 0)) continue;
-      {
-        const int seg = segs[si];
-        sl_kq_set_seg_override(seg);
-        size_t eb = sl_dtype_bits(dts[d]) / 8, ob = (size_t)T * H * eb;
-        void *d_out = dev_alloc(ob), *h_out = malloc(ob), *r_out = malloc(ob);
-        sl_test_poison(dev, d_out, ob);
-        sl_dequant_args_t a = {.format = cfgs[ci].fmt,
-                               .layout = cfgs[ci].layout,
-                               .num_tokens = T,
-                               .hidden = H,
-                               .codes = d_codes,
-                               .scales = d_scales,
-                               .global_scale = gss[gi],
-                               .out_dtype = dts[d],
-                               .out = d_out};
-        SL_ASSERT_OK(sl_dequant(dev, &a, NULL));
-        SL_ASSERT_OK(sl_device_sync(dev));
-        SL_ASSERT_OK(sl_device_check(dev, "dequant kernel"));
-        SL_ASSERT_OK(sl_memcpy(dev, h_out, d_out, ob, NULL));
-        SL_ASSERT_OK(sl_device_sync(dev));
-        a.codes = codes;
-        a.scales = scales;
-        a.out = r_out;
-        SL_ASSERT_OK(sl_dequant_ref(&a));
-        size_t bad = 0;
-        for (size_t k = 0; k < (size_t)T * H; k++) {
-          uint32_t g = 0, w = 0;
-          memcpy(&g, (char *)h_out + k * eb, eb);
-          memcpy(&w, (char *)r_out + k * eb, eb);
-          float gv = sl_load_f32(h_out, dts[d], k), wv = sl_load_f32(r_out, dts[d], k);
-          if ((isnan(wv) ? !isnan(gv) : g != w) && bad++ < 5)
-            fprintf(stderr,
-                    "  format %d layout %d %s seg %d gs %g: element %zu gpu %g (0x%x) cpu %g (0x%x)\n",
-                    (int)cfgs[ci].fmt, (int)cfgs[ci].layout, sl_dtype_name(dts[d]), seg, (double)gss[gi], k,
-                    (double)gv, g, (double)wv, w);
-        }
-        if (bad)
-          fail_msg("format %d layout %d %s seg %d gs %g: %zu dequantized elements differ", (int)cfgs[ci].fmt,
-                   (int)cfgs[ci].layout, sl_dtype_name(dts[d]), seg, (double)gss[gi], bad);
-        sl_device_free(dev, d_out);
-        free(h_out), free(r_out);
+      const int seg = segs[si];
+      sl_kq_set_seg_override(seg);
+      size_t eb = sl_dtype_bits(dts[d]) / 8, ob = (size_t)T * H * eb;
+      void *d_out = dev_alloc(ob), *h_out = malloc(ob), *r_out = malloc(ob);
+      sl_test_poison(dev, d_out, ob);
+      sl_dequant_args_t a = {.format = cfgs[ci].fmt,
+                             .layout = cfgs[ci].layout,
+                             .num_tokens = T,
+                             .hidden = H,
+                             .codes = d_codes,
+                             .scales = d_scales,
+                             .global_scale = gss[gi],
+                             .out_dtype = dts[d],
+                             .out = d_out};
+      SL_ASSERT_OK(sl_dequant(dev, &a, NULL));
+      SL_ASSERT_OK(sl_device_sync(dev));
+      SL_ASSERT_OK(sl_device_check(dev, "dequant kernel"));
+      SL_ASSERT_OK(sl_memcpy(dev, h_out, d_out, ob, NULL));
+      SL_ASSERT_OK(sl_device_sync(dev));
+      a.codes = codes;
+      a.scales = scales;
+      a.out = r_out;
+      SL_ASSERT_OK(sl_dequant_ref(&a));
+      size_t bad = 0;
+      for (size_t k = 0; k < (size_t)T * H; k++) {
+        uint32_t g = 0, w = 0;
+        memcpy(&g, (char *)h_out + k * eb, eb);
+        memcpy(&w, (char *)r_out + k * eb, eb);
+        float gv = sl_load_f32(h_out, dts[d], k), wv = sl_load_f32(r_out, dts[d], k);
+        if ((isnan(wv) ? !isnan(gv) : g != w) && bad++ < 5)
+          fprintf(stderr,
+                  "  format %d layout %d %s seg %d gs %g: element %zu gpu %g (0x%x) cpu %g (0x%x)\n",
+                  (int)cfgs[ci].fmt, (int)cfgs[ci].layout, sl_dtype_name(dts[d]), seg, (double)gss[gi], k,
+                  (double)gv, g, (double)wv, w);
       }
+      if (bad)
+        fail_msg("format %d layout %d %s seg %d gs %g: %zu dequantized elements differ", (int)cfgs[ci].fmt,
+                 (int)cfgs[ci].layout, sl_dtype_name(dts[d]), seg, (double)gss[gi], bad);
+      sl_device_free(dev, d_out);
+      free(h_out), free(r_out);
     }
     sl_kq_set_seg_override(SL_KQ_SEG_TABLE);
     sl_device_free(dev, d_codes), sl_device_free(dev, d_scales);
