@@ -20,11 +20,16 @@
  *    DSv3 T=128 bf16 and quantized payloads take about the same time (6.6-7.2 us for 3.7
  *    to 14.7 MB written), so the per-block ranking work (448 blocks, 3.4 per SM), not the
  *    store drain, was the excess (kernels/NOTES.md).
- *    Opt-in, NOT MEASURED (force_repl_balance, bench rows "replicated bal TxB"): the balanced
+ *    Warps per block (sl_moe_repl_warps, session 17): the largest of 8..4 dividing the row's
+ *    256-column chunks, so every block copies chunks of one token and ranks one token's K
+ *    pairs after the histogram. DeepSeek-V3 (28 chunks) takes 7 warps: T=128 kern 4.96-5.15 us
+ *    vs 5.31-5.41 at 8 warps (whose blocks straddle two tokens), 5.18-5.31 at 4, 5.15 at 14,
+ *    5.47 at 28 (bench rows "replicated wN"). Quantized payloads quantize with the kernel
+ *    library's fast exact rules (kernels/quant_dev.cuh): DSv3 T=128 4.1-4.5 us (was 5.1-5.8).
+ *    Opt-in comparison (force_repl_balance, bench rows "replicated bal TxB"): the balanced
  *    kernel, G = blocks-per-SM x SMs blocks (sl_moe_bal_grid) of 256 or 512 threads, block b
- *    copying the contiguous items [b*items/G, (b+1)*items/G): ncu put the plain kernel's SMs
- *    at 63 % active (448 blocks: some SMs 4 blocks' stores, most 3). Default unchanged until
- *    the H200 compares the rows.
+ *    copying the contiguous items [b*items/G, (b+1)*items/G). Measured slower at every shape
+ *    (session 15: DSv3 T=128 5.86-7.52 us vs 5.38 for the plain kernel).
  *  - The split path's copy takes one 16-byte chunk per warp item by default (measured faster
  *    than whole rows per item at every prefill shape: see SPLIT_DEFAULT_SPAN); whole rows
  *    (a token's K rows computed once) stay selectable by force_span.
@@ -127,6 +132,12 @@ static sl_status_t validate(const sl_moe_dispatch_args_t *a) {
                   "moe dispatch: force_repl_rank %d is not 0 (default), SL_MOE_REPL_RANK_HIST or "
                   "SL_MOE_REPL_RANK_SCAN",
                   a->force_repl_rank);
+  if (a->force_repl_warps < 0 || a->force_repl_warps > 32)
+    return SL_ERR(SL_ERR_INVALID, "moe dispatch: force_repl_warps %d is not 0 (host choice) or 1..32",
+                  a->force_repl_warps);
+  if (a->force_repl_warps && a->force_repl_warps != 8 && a->force_repl_rank == SL_MOE_REPL_RANK_SCAN)
+    return SL_ERR(SL_ERR_INVALID, "moe dispatch: the scan ranking runs at 8 warps per block, not force_repl_warps %d",
+                  a->force_repl_warps);
   if (a->force_repl_balance < 0 || a->force_repl_balance > SL_MOE_REPL_BAL_LAST)
     return SL_ERR(SL_ERR_INVALID, "moe dispatch: force_repl_balance %d is not 0 (off) or an SL_MOE_REPL_BAL_* (1..%d)",
                   a->force_repl_balance, SL_MOE_REPL_BAL_LAST);
@@ -164,6 +175,27 @@ static sl_status_t validate(const sl_moe_dispatch_args_t *a) {
                   "sl_moe_dispatch_workspace_bytes(max_tokens, ...)",
                   a->workspace_bytes, a->num_tokens, need);
   return SL_OK;
+}
+
+int sl_moe_repl_warps(int hidden) {
+  const int chunks = sl_moe_chunks_per_row(hidden, DECODE_UNROLL);
+  for (int w = 8; w >= 4; w--)
+    if (chunks % w == 0) return w;
+  return 8;
+}
+
+/* The replicated kernel's ranking and warps per block (the spec variant) for these arguments. */
+static int repl_variant(const sl_moe_dispatch_args_t *a) {
+  return a->force_repl_rank | SL_MOE_REPL_WARPS(a->force_repl_warps);
+}
+/* Its grid: one item (token, chunk) per warp. */
+static int repl_blocks(const sl_moe_dispatch_args_t *a, int warps) {
+  return sl_moe_cdiv((long)a->num_tokens * sl_moe_chunks_per_row(a->hidden, DECODE_UNROLL), warps);
+}
+/* Warps per block of a replicated spec variant (validated by the spec). */
+static int variant_warps(int hidden, int variant) {
+  const int rank = variant & 0xf, warps = variant >> 4;
+  return warps ? warps : rank == SL_MOE_REPL_RANK_SCAN ? 8 : sl_moe_repl_warps(hidden);
 }
 
 static int copy_blocks(const sl_moe_dispatch_args_t *a, int unroll) {
@@ -209,8 +241,12 @@ sl_status_t sl_moe_dispatch_spec_variant(int hidden, int top_k, int num_local, s
   if (which < 0 || which > 3) return SL_ERR(SL_ERR_INVALID, "moe dispatch spec: kernel %d", which);
   if (which == ENTRY_ROUTE && variant != 0 && variant != 1 && variant != 2 && variant != 4 && variant != 8)
     return SL_ERR(SL_ERR_INVALID, "moe dispatch spec: routing rounds %d (1, 2, 4 or 8)", variant);
-  if (which == ENTRY_REPL && (variant < 0 || variant > SL_MOE_REPL_RANK_SCAN))
-    return SL_ERR(SL_ERR_INVALID, "moe dispatch spec: replicated ranking %d", variant);
+  if (which == ENTRY_REPL && (variant < 0 || (variant & 0xf) > SL_MOE_REPL_RANK_SCAN || (variant >> 4) > 32))
+    return SL_ERR(SL_ERR_INVALID, "moe dispatch spec: replicated variant %#x (ranking %d, warps %d)", variant,
+                  variant & 0xf, variant >> 4);
+  if (which == ENTRY_REPL && (variant & 0xf) == SL_MOE_REPL_RANK_SCAN && (variant >> 4) != 0 && (variant >> 4) != 8)
+    return SL_ERR(SL_ERR_INVALID, "moe dispatch spec: the scan ranking runs at 8 warps per block, not %d",
+                  variant >> 4);
   sl_jit_spec_init(spec, "kernels/moe_dispatch.cu", entries[which]);
   /* The routing kernel does not touch rows: one compiled point per (K, E_local). */
   const bool route = which == ENTRY_ROUTE;
@@ -228,8 +264,10 @@ sl_status_t sl_moe_dispatch_spec_variant(int hidden, int top_k, int num_local, s
                                                                                                         : quant_rule));
   /* Variant 0 of the routing kernel: 2 rounds, the host's choice at T*K <= 1024 x SMs. */
   if (route) SL_CHECK(sl_jit_spec_define(spec, "MOE_ROUTE_ROUNDS", "%d", variant ? variant : 2));
-  if (which == ENTRY_REPL)
-    SL_CHECK(sl_jit_spec_define(spec, "MOE_REPL_RANK", "%d", variant == SL_MOE_REPL_RANK_SCAN ? 0 : 1));
+  if (which == ENTRY_REPL) {
+    SL_CHECK(sl_jit_spec_define(spec, "MOE_REPL_RANK", "%d", (variant & 0xf) == SL_MOE_REPL_RANK_SCAN ? 0 : 1));
+    SL_CHECK(sl_jit_spec_define(spec, "MOE_REPL_WARPS", "%d", variant_warps(hidden, variant)));
+  }
   return SL_OK;
 }
 
@@ -264,7 +302,7 @@ sl_status_t sl_moe_dispatch_bal_spec(int hidden, int top_k, int num_local, sl_mo
     return SL_ERR(SL_ERR_INVALID, "moe dispatch spec: balance %d is not an SL_MOE_REPL_BAL_* (1..%d)", balance,
                   SL_MOE_REPL_BAL_LAST);
   SL_CHECK(sl_moe_dispatch_spec_variant(hidden, top_k, num_local, payload, quant_rule, ENTRY_REPL,
-                                        SL_MOE_REPL_RANK_HIST, spec));
+                                        SL_MOE_REPL_RANK_HIST | SL_MOE_REPL_WARPS(8), spec)); /* warps: unused */
   return sl_jit_spec_define(spec, "MOE_REPL_BAL", "%d", threads);
 }
 
@@ -292,10 +330,20 @@ sl_status_t sl_moe_dispatch_jit_points(int arch, sl_status_t (*fn)(const sl_jit_
   sl_jit_spec_t spec;
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
     /* Every kernel; the routing kernel at each round count the host may pick (1, 2, 4, 8);
-     * the replicated kernel with both rankings (the scan: the benchmark's comparison). */
-    static const int variants[][2] = {{ENTRY_FUSED, 0}, {ENTRY_ROUTE, 1}, {ENTRY_ROUTE, 2}, {ENTRY_ROUTE, 4},
-                                      {ENTRY_ROUTE, 8}, {ENTRY_COPY, 0},  {ENTRY_REPL, SL_MOE_REPL_RANK_HIST},
-                                      {ENTRY_REPL, SL_MOE_REPL_RANK_SCAN}};
+     * the replicated kernel with both rankings (the scan: the benchmark's comparison) and at
+     * 8 and 4 warps per block (the benchmark's comparison rows; one of them the default). */
+    static const int variants[][2] = {{ENTRY_FUSED, 0},
+                                      {ENTRY_ROUTE, 1},
+                                      {ENTRY_ROUTE, 2},
+                                      {ENTRY_ROUTE, 4},
+                                      {ENTRY_ROUTE, 8},
+                                      {ENTRY_COPY, 0},
+                                      {ENTRY_REPL, SL_MOE_REPL_RANK_HIST},
+                                      {ENTRY_REPL, SL_MOE_REPL_RANK_SCAN},
+                                      {ENTRY_REPL, SL_MOE_REPL_RANK_HIST | SL_MOE_REPL_WARPS(8)},
+                                      {ENTRY_REPL, SL_MOE_REPL_RANK_HIST | SL_MOE_REPL_WARPS(4)},
+                                      {ENTRY_REPL, SL_MOE_REPL_RANK_HIST | SL_MOE_REPL_WARPS(14)},
+                                      {ENTRY_REPL, SL_MOE_REPL_RANK_HIST | SL_MOE_REPL_WARPS(28)}};
     for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) {
       SL_CHECK(sl_moe_dispatch_spec_variant(shapes[i][0], shapes[i][1], shapes[i][2], SL_MOE_PAYLOAD_BF16, 0,
                                             variants[v][0], variants[v][1], &spec));
@@ -454,7 +502,7 @@ static sl_status_t dispatch_cuda(sl_device_t *dev, const sl_moe_dispatch_args_t 
      * round trip (logits -> ids -> dispatch) at decode. */
     const sl_router_args_t *r = a->route;
     SL_CHECK(sl_router_check_gpu(r));
-    SL_CHECK(sl_moe_dispatch_route_spec(a->hidden, a->top_k, local, a->force_repl_rank, r, &spec));
+    SL_CHECK(sl_moe_dispatch_route_spec(a->hidden, a->top_k, local, repl_variant(a), r, &spec));
     SL_CHECK(sl_jit_get_kernel(dev, &spec, &k));
     const void *logits = r->logits;
     const float *bias = r->kind == SL_ROUTER_SIGMOID_GROUPED ? r->correction_bias : NULL;
@@ -463,7 +511,8 @@ static sl_status_t dispatch_cuda(sl_device_t *dev, const sl_moe_dispatch_args_t 
     int renorm = r->renormalize;
     void *args[] = {&x,     &ids,   &T,     &E,    &begin,   &end,  &cap,   &ex,   &es,
                     &gscale, &ec,   &slots, &state, &logits, &bias, &ids_out, &w_out, &renorm, &sc};
-    sl_launch_t l = {.grid = {(unsigned)copy_blocks(a, DECODE_UNROLL)}, .block = {SL_MOE_FUSED_THREADS},
+    const int warps = variant_warps(a->hidden, repl_variant(a));
+    sl_launch_t l = {.grid = {(unsigned)repl_blocks(a, warps)}, .block = {(unsigned)warps * 32},
                      .stream = stream, .pdl = a->route_pdl && sl_device_info(dev)->arch >= SL_ARCH_HOPPER};
     return sl_kernel_launch(k, &l, args);
   }
@@ -490,11 +539,11 @@ static sl_status_t dispatch_cuda(sl_device_t *dev, const sl_moe_dispatch_args_t 
   if (path == SL_MOE_PATH_REPLICATED) {
     /* No co-residency needed: one warp per item, every block routes all pairs itself. */
     SL_CHECK(sl_moe_dispatch_spec_variant(a->hidden, a->top_k, local, a->payload, a->quant_rule, ENTRY_REPL,
-                                          a->force_repl_rank, &spec));
+                                          repl_variant(a), &spec));
     SL_CHECK(sl_jit_get_kernel(dev, &spec, &k));
     void *args[] = {&x, &ids, &T, &E, &begin, &end, &cap, &ex, &es, &gscale, &ec, &slots, &state};
-    sl_launch_t l = {.grid = {(unsigned)copy_blocks(a, DECODE_UNROLL)}, .block = {SL_MOE_FUSED_THREADS},
-                     .stream = stream};
+    const int warps = variant_warps(a->hidden, repl_variant(a));
+    sl_launch_t l = {.grid = {(unsigned)repl_blocks(a, warps)}, .block = {(unsigned)warps * 32}, .stream = stream};
     return sl_kernel_launch(k, &l, args);
   }
 

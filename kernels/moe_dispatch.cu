@@ -12,6 +12,7 @@
 #include "kernels/grid_barrier.cuh"
 #include "kernels/moe_layout.h"
 #include "kernels/quant_formats.h"
+#include "kernels/quant_dev.cuh"
 #include "kernels/moe_pdl.cuh"
 #include "kernels/vec.cuh"
 #if MOE_ROUTE
@@ -80,9 +81,16 @@
 #error "MOE_HIDDEN must be a multiple of the payload's scale block"
 #endif
 
-// One lane's 8 elements quantized within their block (the block's lanes reduce the absmax
-// with shfl_xor): packed codes (8 E4M3 bytes, or 8 E2M1 nibbles with element 2i low) and
-// the block's scale. A non-finite block gets the format's NaN scale and codes.
+// One lane's 8 elements quantized within their block: the kernel library's quantizer
+// (kernels/quant_dev.cuh, the same code as sl_quantize's kernels, bit-identical to the CPU
+// reference): the block absmax and its "not finite" flag from the packed bf16 words (sign mask,
+// max.u16x2, a butterfly over the block's lanes), then the fast exact rules -- the hardware E4M3
+// conversion, the division by a reciprocal with its exactness check, the packed E2M1 encoder.
+// Session 17: the reference-shaped per-element encode (an IEEE division and a software E4M3/E2M1
+// conversion per element) made the quantized decode dispatch issue-bound (DeepSeek-V3 T=128:
+// 5.1-5.8 us writing a half to a quarter of the bf16 bytes, bf16 5.4). Packed codes (8 E4M3
+// bytes, or 8 E2M1 nibbles with element 2i low) and the block's scale; a non-finite block gets
+// the format's NaN scale and codes.
 struct QuantVec {
   uint2 codes; // FP4 uses .x only
   float scale_f32;
@@ -91,47 +99,17 @@ struct QuantVec {
 };
 
 __device__ __forceinline__ QuantVec quantize_vec(const uint4 &v, float global_scale) {
+  static_assert(SL_MOE_VEC_ELEMS == 8, "one 16-byte packet of bf16 per lane");
   float f[SL_MOE_VEC_ELEMS];
-  const unsigned w[4] = {v.x, v.y, v.z, v.w};
-  sl_unpack_u32<SL_DTYPE_BF16>(w, 4, f);
-  // A non-finite element enters the absmax as +Inf (finite bf16 magnitudes are < Inf), so
-  // one reduction carries both the absmax and the "block is finite" flag: one shuffle per
-  // step instead of two (the shuffles were the copy loop's MIO pressure). A finite block's
-  // absmax is unchanged.
-  float amax = 0.0f;
-#pragma unroll
-  for (int i = 0; i < SL_MOE_VEC_ELEMS; i++)
-    amax = sl_qf_max(amax, sl_qf_finite(f[i]) ? sl_qf_abs(f[i]) : __int_as_float(0x7f800000));
-#pragma unroll
-  for (int o = 1; o < MOE_QLANES; o <<= 1) amax = sl_qf_max(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+  sl_kq_unpack<SL_DTYPE_BF16>(v, f);
+  float absmax;
+  int bad;
+  sl_kq_block_absmax16<SL_DTYPE_BF16, MOE_QLANES>(v, absmax, bad);
   QuantVec q;
-  q.finite = sl_qf_finite(amax) != 0;
-  unsigned char c[SL_MOE_VEC_ELEMS];
-  if (q.finite) {
-    const sl_qf_scale_t sc = sl_qf_block_scale(MOE_PAYLOAD, MOE_QRULE, amax, global_scale);
-    q.scale_f32 = sc.scale_f32;
-    q.scale_u8 = sc.scale_u8;
-#pragma unroll
-    for (int i = 0; i < SL_MOE_VEC_ELEMS; i++) c[i] = sl_qf_encode(MOE_PAYLOAD, sc, f[i]);
-  } else {
-    sl_qf_nan_scale(MOE_PAYLOAD, &q.scale_f32, &q.scale_u8);
-#pragma unroll
-    for (int i = 0; i < SL_MOE_VEC_ELEMS; i++) c[i] = sl_qf_nan_code(MOE_PAYLOAD);
-  }
-#if MOE_QFP4
-  unsigned packed = 0;
-#pragma unroll
-  for (int i = 0; i < 4; i++) packed |= (unsigned)(c[2 * i] | (c[2 * i + 1] << 4)) << (8 * i);
-  q.codes = make_uint2(packed, 0u);
-#else
-  unsigned lo = 0, hi = 0;
-#pragma unroll
-  for (int i = 0; i < 4; i++) {
-    lo |= (unsigned)c[i] << (8 * i);
-    hi |= (unsigned)c[4 + i] << (8 * i);
-  }
-  q.codes = make_uint2(lo, hi);
-#endif
+  const unsigned long long w = sl_kq_quantize_fast<MOE_PAYLOAD, MOE_QRULE, SL_MOE_VEC_ELEMS, SL_DTYPE_BF16, true>(
+      f, absmax, bad, global_scale, q.scale_f32, q.scale_u8, v);
+  q.codes = make_uint2((unsigned)w, (unsigned)(w >> 32));
+  q.finite = !bad;
   return q;
 }
 #endif
@@ -375,9 +353,9 @@ __device__ __forceinline__ void finish_expert(int e, int total, int capacity, in
 
 // The histogram ranking stage of the replicated kernels (plain and balanced): with the ids
 // staged in registers (idv[r] = id of pair r*NT + tid, for pairs below id_end), count per local
-// expert the pairs before the window [q0, q0 + n) (below) and, in the last block, the expert
-// totals and capacity errors; record range errors; write the window's local experts (win, -1
-// for none). Ends after a block barrier: ranks are then available.
+// expert the pairs before the window [q0, q0 + n) (below); record range errors; write the
+// window's local experts (win, -1 for none). Ends after a block barrier: ranks are then
+// available (and the last block's totals, hist_counts below).
 // The last block's items reach the last token, so its window ends at the last pair and
 // total[e] = below[e] + the window's pairs of e (both callers: the plain grid's last block and
 // the balanced grid's last range): no second histogram of all pairs, one shared atomic per id
@@ -385,8 +363,7 @@ __device__ __forceinline__ void finish_expert(int e, int total, int capacity, in
 // 0.12 us of DeepSeek-V3 T=128).
 template <int NT, int ROUNDS>
 __device__ __forceinline__ void hist_rank_stage(const int (&idv)[ROUNDS], int id_end, int q0, int n,
-                                                bool counts_block, int num_experts, int expert_begin,
-                                                int expert_end, int capacity, int *expert_counts,
+                                                int num_experts, int expert_begin, int expert_end,
                                                 sl_grid_barrier_state_t *state, int *below, int *win) {
   constexpr int LOCAL_ROUNDS = (MOE_LOCAL + NT - 1) / NT;
 #pragma unroll
@@ -409,15 +386,23 @@ __device__ __forceinline__ void hist_rank_stage(const int (&idv)[ROUNDS], int id
     if (p >= q0 && p < q0 + n) win[p - q0] = e;
   }
   __syncthreads();
-  if (counts_block) {
+}
+// The last block's expert totals (below[e] + the window's pairs of e) and capacity errors,
+// after hist_rank_stage. Called after the block's copies are issued (session 17): the
+// totals' loop (a window scan per expert) is no longer between that block's ids and its
+// first stores, and the kernel's end waits for that block. Range errors were recorded in
+// hist_rank_stage, before any capacity error, as on every path.
+template <int NT>
+__device__ __forceinline__ void hist_counts(int n, int capacity, int expert_begin, int *expert_counts,
+                                            sl_grid_barrier_state_t *state, const int *below, const int *win) {
+  constexpr int LOCAL_ROUNDS = (MOE_LOCAL + NT - 1) / NT;
 #pragma unroll
-    for (int r = 0; r < LOCAL_ROUNDS; r++) {
-      const int e = r * NT + threadIdx.x;
-      if (e >= MOE_LOCAL) continue;
-      int total = below[e];
-      for (int i = 0; i < n; i++) total += win[i] == e;
-      finish_expert(e, total, capacity, expert_begin, expert_counts, &state->error);
-    }
+  for (int r = 0; r < LOCAL_ROUNDS; r++) {
+    const int e = r * NT + threadIdx.x;
+    if (e >= MOE_LOCAL) continue;
+    int total = below[e];
+    for (int i = 0; i < n; i++) total += win[i] == e;
+    finish_expert(e, total, capacity, expert_begin, expert_counts, &state->error);
   }
 }
 
@@ -580,10 +565,19 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_COPY_THREADS)
 #ifndef MOE_REPL_RANK
 #error "MOE_REPL_RANK (replicated ranking: 1 histogram, 0 scan of the staged ids) must be defined by the JIT"
 #endif
+// MOE_REPL_WARPS: warps per block of the plain replicated kernel (host: sl_moe_repl_warps, 8
+// unless fewer make every block's chunks one token's; 8 if absent). The scan ranking needs 8.
+#ifndef MOE_REPL_WARPS
+#define MOE_REPL_WARPS 8
+#endif
+#if MOE_REPL_WARPS < 1 || MOE_REPL_WARPS > 32 || (MOE_REPL_RANK == 0 && MOE_REPL_WARPS != 8)
+#error "MOE_REPL_WARPS: 1..32 warps per block (8 for the scan ranking)"
+#endif
+#define MOE_REPL_THREADS (32 * MOE_REPL_WARPS)
 // Replicated routing (decode, T*K <= SL_MOE_REPL_MAX_PAIRS), one plain launch, one warp
-// per (token, chunk) item (grid = items / 8: every warp has at most one item). No block
+// per (token, chunk) item (grid = items / NW: every warp has at most one item). No block
 // waits for another: no grid barrier, no cooperative launch, no global rank round trip.
-// A block needs the ranks of its own pairs only (those of the <= 8 tokens its 8 items
+// A block needs the ranks of its own pairs only (those of the <= NW tokens its NW items
 // touch, pairs [q0, q0 + n)): the rank of pair q is the number of earlier pairs with the
 // same local expert,
 //   rank(q) = #{p < q : e(p) == e(q)}   (pair order t*K + k, as on every path).
@@ -599,7 +593,7 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_COPY_THREADS)
 // The expert totals come from a shared-memory histogram of all pairs in the last block.
 // Every block validates all ids before copying, so a range error is recorded before any
 // copy-time (numeric) error, as on the other paths.
-#define MOE_REPL_NEED (8 * MOE_TOPK) // needed pairs per block: <= 8 tokens (one per warp)
+#define MOE_REPL_NEED (MOE_REPL_WARPS * MOE_TOPK) // needed pairs per block: <= NW tokens (one per warp)
 struct ReplicatedRank {
   const int *rank; // shared, the block's needed pairs from q0
   int q0;
@@ -627,10 +621,12 @@ template <int NG> struct HistRank {
   }
 };
 // The plain replicated kernel's window groups: its NW consecutive items touch at most
-// (NW - 1 + CHUNKS - 1) / CHUNKS + 1 tokens (and at most NW).
+// (NW - 1 + CHUNKS - 1) / CHUNKS + 1 tokens (and at most NW); exactly one when NW divides the
+// row's chunks (blocks start at a token's first chunk: the host's usual choice, session 17).
 constexpr int repl_win_groups() {
-  constexpr int nw = SL_MOE_FUSED_THREADS / 32, t = (nw - 1 + MOE_CHUNKS - 1) / MOE_CHUNKS + 1;
-  return ((t < nw ? t : nw) * MOE_TOPK + 3) / 4;
+  constexpr int nw = MOE_REPL_WARPS, t = (nw - 1 + MOE_CHUNKS - 1) / MOE_CHUNKS + 1;
+  constexpr int tokens = MOE_CHUNKS % nw == 0 ? 1 : t < nw ? t : nw;
+  return (tokens * MOE_TOPK + 3) / 4;
 }
 
 #if MOE_ROUTE
@@ -654,7 +650,7 @@ __device__ __forceinline__ const int *moe_repl_route(long item, long num_items, 
   sl_router_lane_t ls;
   sl_router_lane_init(logits, bias, lane, ls);
   sl_moe_pdl_wait();
-  for (int t = threadIdx.x / 32; t < num_tokens; t += SL_MOE_FUSED_THREADS / 32) {
+  for (int t = threadIdx.x / 32; t < num_tokens; t += MOE_REPL_WARPS) {
     int id;
     float w;
     sl_router_token(logits, t, lane, ls, renormalize, scaling, id, w);
@@ -743,8 +739,7 @@ extern "C" __global__ void __launch_bounds__(MOE_REPL_BAL)
     const int p = r * NT + threadIdx.x;
     idv[r] = p < id_end ? __ldg(&topk_ids[p]) : 0;
   }
-  hist_rank_stage<NT, ROUNDS>(idv, id_end, q0, n, counts_block, num_experts, expert_begin, expert_end, capacity,
-                              expert_counts, state, below, win);
+  hist_rank_stage<NT, ROUNDS>(idv, id_end, q0, n, num_experts, expert_begin, expert_end, state, below, win);
   const HistRank<MOE_BAL_NEED / 4> rank{below, win, q0};
 #pragma unroll
   for (int j = 0; j < MOE_BAL_PRE; j++) {
@@ -759,9 +754,10 @@ extern "C" __global__ void __launch_bounds__(MOE_REPL_BAL)
     copy_item(item, 1, MOE_CHUNKS, more, x, num_experts, expert_begin, expert_end, capacity, expert_x,
               expert_scales, global_scale, &state->error, slots, rank);
   }
+  if (counts_block) hist_counts<NT>(n, capacity, expert_begin, expert_counts, state, below, win);
 }
 #else
-extern "C" __global__ void __launch_bounds__(SL_MOE_FUSED_THREADS)
+extern "C" __global__ void __launch_bounds__(MOE_REPL_THREADS)
     sl_moe_dispatch_replicated(const __nv_bfloat16 *__restrict__ x, const int *__restrict__ topk_ids,
                                int num_tokens, int num_experts, int expert_begin, int expert_end, int capacity,
                                void *__restrict__ expert_x, void *__restrict__ expert_scales, float global_scale,
@@ -775,9 +771,8 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_FUSED_THREADS)
 #endif
 ) {
 #if MOE_REPL_RANK == 1
-  constexpr int NT = SL_MOE_FUSED_THREADS, NW = NT / 32;
-  constexpr int ROUNDS = SL_MOE_REPL_MAX_PAIRS / NT;
-  static_assert(SL_MOE_REPL_MAX_PAIRS % NT == 0, "staging rounds");
+  constexpr int NT = MOE_REPL_THREADS, NW = MOE_REPL_WARPS;
+  constexpr int ROUNDS = (SL_MOE_REPL_MAX_PAIRS + NT - 1) / NT; // the last round guarded by id_end
   __shared__ int below[MOE_LOCAL];
   __shared__ __align__(16) int win[MOE_REPL_NEED];
   const int num_pairs = num_tokens * MOE_TOPK; // <= SL_MOE_REPL_MAX_PAIRS (host)
@@ -805,13 +800,13 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_FUSED_THREADS)
     const int p = r * NT + threadIdx.x;
     idv[r] = p < id_end ? MOE_REPL_ID(p) : 0;
   }
-  hist_rank_stage<NT, ROUNDS>(idv, id_end, q0, n, counts_block, num_experts, expert_begin, expert_end, capacity,
-                              expert_counts, state, below, win);
+  hist_rank_stage<NT, ROUNDS>(idv, id_end, q0, n, num_experts, expert_begin, expert_end, state, below, win);
   if (item < num_items)
     copy_item(item, 1, MOE_CHUNKS, in, x, num_experts, expert_begin, expert_end, capacity, expert_x,
               expert_scales, global_scale, &state->error, slots, HistRank<repl_win_groups()>{below, win, q0});
+  if (counts_block) hist_counts<NT>(n, capacity, expert_begin, expert_counts, state, below, win);
 #else
-  constexpr int NT = SL_MOE_FUSED_THREADS, NW = NT / 32;
+  constexpr int NT = MOE_REPL_THREADS, NW = MOE_REPL_WARPS; // 8 (checked above)
   __shared__ __align__(16) int ids_s[SL_MOE_REPL_MAX_PAIRS]; // local expert of each pair, or -1
   __shared__ int rank_s[MOE_REPL_NEED];
   __shared__ int hist[MOE_LOCAL]; // last block only

@@ -87,6 +87,9 @@ typedef struct {
                                  * path runs (chosen or forced), ignored on the others; histogram ranking
                                  * only (force_repl_rank 0 or HIST, else SL_ERR_INVALID); every payload; a
                                  * route is then run by sl_router first (not fused). */
+  int force_repl_warps;         /* 0: host choice (sl_moe_repl_warps); 1..32: warps per block of the replicated
+                                 * kernel, plain or computing the top-k (comparison; the result is the same);
+                                 * the scan ranking (SL_MOE_REPL_RANK_SCAN) runs at 8 only */
   /* Optional (NULL: none): the top-k router to run first, on route->logits, writing
    * route->topk_ids / topk_weights; topk_ids above must be route->topk_ids, and T, K and E
    * must agree. On the GPU, when sl_moe_dispatch_route_fusable holds, the replicated kernel
@@ -104,6 +107,16 @@ typedef struct {
 /* Ranking of the replicated (decode) path: a shared histogram of the pairs below the block's
  * own (default), or the scan of all staged ids per needed pair (the previous kernel). */
 enum { SL_MOE_REPL_RANK_HIST = 1, SL_MOE_REPL_RANK_SCAN = 2 };
+/* Warps per block of the replicated kernel, OR'ed into its spec variant (and route spec's
+ * repl_rank) with the ranking: SL_MOE_REPL_RANK_* | SL_MOE_REPL_WARPS(n), n in 1..32; n = 0 (or
+ * no SL_MOE_REPL_WARPS) takes sl_moe_repl_warps(hidden). */
+#define SL_MOE_REPL_WARPS(n) ((n) << 4)
+/* The host's warps per block for the replicated kernel: the largest of 8, 7, 6, 5, 4 that
+ * divides the row's 256-column chunks (each block then copies chunks of ONE token, so its
+ * window -- the pairs it ranks after the histogram of the earlier ones -- is one token's K
+ * pairs: DeepSeek-V3's 28 chunks take 7 warps, 512 blocks at T=128, instead of 8 warps whose
+ * blocks straddle two tokens), else 8. */
+int sl_moe_repl_warps(int hidden);
 
 /* Balanced replicated kernel (force_repl_balance): threads per block x blocks per SM. */
 enum {
@@ -149,7 +162,8 @@ sl_status_t sl_moe_dispatch_ref(const sl_moe_dispatch_args_t *a);
  * or forced); the router's own argument checks run at the launch. */
 bool sl_moe_dispatch_route_fusable(const sl_moe_dispatch_args_t *a, int num_sms);
 /* JIT spec of the replicated kernel computing the top-k itself (route: the router's arguments;
- * repl_rank: the ranking as sl_moe_dispatch_args_t.force_repl_rank, 0 default). */
+ * repl_rank: the ranking as sl_moe_dispatch_args_t.force_repl_rank, 0 default, with
+ * SL_MOE_REPL_WARPS(n) OR'ed in for n warps per block). */
 sl_status_t sl_moe_dispatch_route_spec(int hidden, int top_k, int num_local, int repl_rank,
                                        const sl_router_args_t *route, sl_jit_spec_t *spec);
 
@@ -158,7 +172,8 @@ sl_status_t sl_moe_dispatch_route_spec(int hidden, int top_k, int num_local, int
 sl_status_t sl_moe_dispatch_spec(int hidden, int top_k, int num_local, sl_moe_payload_t payload, int quant_rule,
                                  int which, sl_jit_spec_t *spec);
 /* The same with a variant: for the routing kernel (1) its rounds (1, 2, 4, 8), for the
- * replicated kernel (3) an SL_MOE_REPL_RANK_*; 0 = default; ignored by the others. */
+ * replicated kernel (3) an SL_MOE_REPL_RANK_* (0 = default) | SL_MOE_REPL_WARPS(n) (0 = the
+ * host's choice); 0 = default; ignored by the others. */
 sl_status_t sl_moe_dispatch_spec_variant(int hidden, int top_k, int num_local, sl_moe_payload_t payload,
                                          int quant_rule, int which, int variant, sl_jit_spec_t *spec);
 /* Every configuration point (Qwen3-30B-A3B and DeepSeek-V3 shapes, TP 1/2/4/8 ranges). */

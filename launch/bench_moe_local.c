@@ -193,7 +193,7 @@ static sl_status_t decode_phases(sl_bench_t *b, layer_ctx_t *c, const char *shap
 /* One forced-variant dispatch row next to the default one (same inputs, same bytes). */
 /* A forced dispatch variant for a comparison row (fields 0 = automatic / the default). */
 typedef struct {
-  int path, span, route_rounds, no_pdl, repl_rank, repl_bal;
+  int path, span, route_rounds, no_pdl, repl_rank, repl_bal, repl_warps;
 } dispatch_force_t;
 
 /* Times the variant and prints its row; label NULL: the name of the path it took. */
@@ -207,6 +207,7 @@ static sl_status_t dispatch_variant_row(sl_bench_t *b, const ctx_t *c, const cha
   f.da.split_no_pdl = v.no_pdl;
   f.da.force_repl_rank = v.repl_rank;
   f.da.force_repl_balance = v.repl_bal;
+  f.da.force_repl_warps = v.repl_warps;
   f.da.path_taken = &fpath;
   double us = 0, gus = -1;
   SL_CHECK(time_both(b, run_dispatch, &f, true, &us, &gus));
@@ -281,6 +282,18 @@ static sl_status_t bench_dispatch_combine(sl_bench_t *b, const model_t *m, const
         if (r == SL_OK)
           r = dispatch_variant_row(b, &c, shape, dbytes, (dispatch_force_t){.repl_rank = SL_MOE_REPL_RANK_SCAN},
                                    "replicated scan", "forced (comparison: scan ranking, the previous kernel)");
+        /* The plain kernel at 8 and 4 warps per block where the host picks another count, and at
+         * 14 and 28 where those divide the row's chunks (DeepSeek-V3: 2 blocks / 1 block per token). */
+        static const int warps[] = {8, 4, 14, 28};
+        const int chunks = sl_moe_chunks_per_row(H, 1);
+        for (int i = 0; r == SL_OK && i < 4; i++) {
+          if (warps[i] == sl_moe_repl_warps(H) || (warps[i] > 8 && chunks % warps[i])) continue;
+          char label[48], note[96];
+          snprintf(label, sizeof label, "replicated w%d", warps[i]);
+          snprintf(note, sizeof note, "forced (comparison: %d warps per block; the default %d)", warps[i],
+                   sl_moe_repl_warps(H));
+          r = dispatch_variant_row(b, &c, shape, dbytes, (dispatch_force_t){.repl_warps = warps[i]}, label, note);
+        }
         /* The balanced replicated kernel (force_repl_balance): k x SMs blocks of equal item ranges. */
         for (int bal = 1; r == SL_OK && bal <= SL_MOE_REPL_BAL_LAST; bal++) {
           char label[48];

@@ -82,25 +82,33 @@ static void run_compare(moe_case_t *c, bool try_fused, bool try_split) {
    * without PDL run on the bf16 cases whose expert buffers are small (<= 256 MB). */
   /* The balanced replicated kernel (force_repl_balance) with every block shape, on every case
    * the replicated path runs (its ranges cross token boundaries at most shapes). */
+  /* The plain replicated kernel at forced warps per block (force_repl_warps; the host picks 7
+   * at DeepSeek-V3's 28 chunks, 8 at most others): 8, 4, 14, 28, and 3 (blocks straddle tokens
+   * at most hidden sizes here). */
   static const struct {
     int path, route_rounds, repl_rank, no_pdl;
     bool extra;
-    int bal;
-  } runs[] = {{0, 0, 0, 0, false, 0},
-              {SL_MOE_PATH_FUSED, 0, 0, 0, false, 0},
-              {SL_MOE_PATH_SPLIT, 0, 0, 0, false, 0},
-              {SL_MOE_PATH_SPLIT, 8, 0, 1, false, 0},
-              {SL_MOE_PATH_SPLIT, 1, 0, 0, true, 0},
-              {SL_MOE_PATH_SPLIT, 2, 0, 0, true, 0},
-              {SL_MOE_PATH_SPLIT, 4, 0, 0, true, 0},
-              {SL_MOE_PATH_SPLIT, 8, 0, 0, true, 0},
-              {SL_MOE_PATH_SPLIT, 0, 0, 1, true, 0},
-              {SL_MOE_PATH_REPLICATED, 0, SL_MOE_REPL_RANK_HIST, 0, false, 0},
-              {SL_MOE_PATH_REPLICATED, 0, SL_MOE_REPL_RANK_SCAN, 0, false, 0},
-              {SL_MOE_PATH_REPLICATED, 0, 0, 0, false, SL_MOE_REPL_BAL_256X2},
-              {SL_MOE_PATH_REPLICATED, 0, 0, 0, false, SL_MOE_REPL_BAL_256X3},
-              {SL_MOE_PATH_REPLICATED, 0, SL_MOE_REPL_RANK_HIST, 0, false, SL_MOE_REPL_BAL_512X1},
-              {SL_MOE_PATH_REPLICATED, 0, 0, 0, false, SL_MOE_REPL_BAL_512X2}};
+    int bal, warps;
+  } runs[] = {{0, 0, 0, 0, false, 0, 0},
+              {SL_MOE_PATH_FUSED, 0, 0, 0, false, 0, 0},
+              {SL_MOE_PATH_SPLIT, 0, 0, 0, false, 0, 0},
+              {SL_MOE_PATH_SPLIT, 8, 0, 1, false, 0, 0},
+              {SL_MOE_PATH_SPLIT, 1, 0, 0, true, 0, 0},
+              {SL_MOE_PATH_SPLIT, 2, 0, 0, true, 0, 0},
+              {SL_MOE_PATH_SPLIT, 4, 0, 0, true, 0, 0},
+              {SL_MOE_PATH_SPLIT, 8, 0, 0, true, 0, 0},
+              {SL_MOE_PATH_SPLIT, 0, 0, 1, true, 0, 0},
+              {SL_MOE_PATH_REPLICATED, 0, SL_MOE_REPL_RANK_HIST, 0, false, 0, 0},
+              {SL_MOE_PATH_REPLICATED, 0, SL_MOE_REPL_RANK_SCAN, 0, false, 0, 0},
+              {SL_MOE_PATH_REPLICATED, 0, 0, 0, false, SL_MOE_REPL_BAL_256X2, 0},
+              {SL_MOE_PATH_REPLICATED, 0, 0, 0, false, SL_MOE_REPL_BAL_256X3, 0},
+              {SL_MOE_PATH_REPLICATED, 0, SL_MOE_REPL_RANK_HIST, 0, false, SL_MOE_REPL_BAL_512X1, 0},
+              {SL_MOE_PATH_REPLICATED, 0, 0, 0, false, SL_MOE_REPL_BAL_512X2, 0},
+              {SL_MOE_PATH_REPLICATED, 0, 0, 0, false, 0, 8},
+              {SL_MOE_PATH_REPLICATED, 0, SL_MOE_REPL_RANK_HIST, 0, false, 0, 4},
+              {SL_MOE_PATH_REPLICATED, 0, 0, 0, false, 0, 3},
+              {SL_MOE_PATH_REPLICATED, 0, 0, 0, false, 0, 14},
+              {SL_MOE_PATH_REPLICATED, 0, 0, 0, false, 0, 28}};
   const bool extra = c->payload == SL_MOE_PAYLOAD_BF16 && moe_case_rows(c) * moe_case_row_bytes(c) <= (256u << 20);
   for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
     const int path = runs[i].path;
@@ -112,14 +120,15 @@ static void run_compare(moe_case_t *c, bool try_fused, bool try_split) {
     g.repl_rank = runs[i].repl_rank;
     g.no_pdl = runs[i].no_pdl;
     g.repl_bal = runs[i].bal;
+    g.repl_warps = runs[i].warps;
     moe_case_run(gpu, &g, path);
-    char what[240];
+    char what[260];
     snprintf(what, sizeof what,
              "T=%d H=%d K=%d experts [%d,%d) of %d cap %d, %s payload, path %s (rounds %d, rank %d, no_pdl %d, "
-             "balance %s)",
+             "balance %s, warps %d)",
              c->T, c->H, c->K, c->begin, c->end, c->E, c->capacity, sl_moe_payload_name(c->payload),
              sl_moe_path_name(g.path), runs[i].route_rounds, runs[i].repl_rank, runs[i].no_pdl,
-             runs[i].bal ? sl_moe_repl_bal_name(runs[i].bal) : "off");
+             runs[i].bal ? sl_moe_repl_bal_name(runs[i].bal) : "off", runs[i].warps);
     if (c->T > 0 && path) assert_int_equal(g.path, path);
     assert_same(&g, c, what);
     printf("  ok %s\n", what);
@@ -231,6 +240,49 @@ static void test_quantized_payloads(void **s) {
   }
 }
 
+/* Edge blocks for the payload quantizer (the kernel library's fast rules, kernels/quant_dev.cuh,
+ * must equal the CPU reference bit for bit): per token, by t % 8, all zeros; all -0; bf16
+ * subnormals; magnitudes 2^-127..2^-100 (below the fast division's range: the reference's
+ * divisions); large magnitudes up to 2^113; every element's exponent drawn from the whole
+ * normal range (blocks whose small elements round to zero); two tokens of plain random values.
+ * Random signs. Decode (replicated, 8 and 7 warps per block) and prefill sizes. */
+static void edge_case(int T, int H, int K, int E, sl_moe_payload_t payload, int rule) {
+  uint64_t rng = sl_test_seed() ^ ((uint64_t)payload << 36) ^ (uint64_t)(T * 977 + H) ^ 0xedbeull;
+  moe_case_t c = {.T = T, .H = H, .K = K, .E = E, .begin = 0, .end = E, .capacity = sl_moe_dropless_capacity(T),
+                  .payload = payload, .rule = rule, .gscale = 448.0f * 6.0f / 4.5f};
+  fill_random(&c, &rng, false);
+  for (int t = 0; t < T; t++)
+    for (int i = 0; i < H; i++) {
+      uint16_t *v = &c.x[(size_t)t * H + i];
+      const uint32_t r = (uint32_t)(sl_test_rand_u64(&rng) >> 16), sign = (r & 1u) << 15, mant = (r >> 1) & 0x7fu;
+      switch (t % 8) {
+      case 0: *v = 0; break;
+      case 1: *v = 0x8000; break;
+      case 2: *v = (uint16_t)(sign | (mant ? mant : 1u)); break;                            /* subnormal */
+      case 3: *v = (uint16_t)(sign | ((uint32_t)(r >> 8) % 28u) << 7 | mant); break;       /* exp 0..27 */
+      case 4: *v = (uint16_t)(sign | (213u + (uint32_t)(r >> 8) % 28u) << 7 | mant); break; /* to 2^113 */
+      case 5: *v = (uint16_t)(sign | (1u + (uint32_t)(r >> 8) % 240u) << 7 | mant); break;
+      default: break; /* random */
+      }
+    }
+  run_compare(&c, true, true);
+  assert_int_equal(c.check, SL_OK);
+  moe_case_free(&c);
+}
+
+static void test_quantized_edge_blocks(void **s) {
+  static const int pay[][2] = {{SL_MOE_PAYLOAD_FP8_GROUP, SL_QRULE_IEEE}, {SL_MOE_PAYLOAD_FP8_GROUP, SL_QRULE_CEIL},
+                               {SL_MOE_PAYLOAD_MXFP8, SL_QRULE_CEIL},     {SL_MOE_PAYLOAD_MXFP8, SL_QRULE_FLOOR},
+                               {SL_MOE_PAYLOAD_MXFP4, SL_QRULE_CEIL},     {SL_MOE_PAYLOAD_MXFP4, SL_QRULE_FLOOR},
+                               {SL_MOE_PAYLOAD_NVFP4, 0}};
+  for (size_t i = 0; i < sizeof pay / sizeof pay[0]; i++) {
+    const sl_moe_payload_t p = (sl_moe_payload_t)pay[i][0];
+    edge_case(24, 2048, 8, 128, p, pay[i][1]);
+    edge_case(16, 7168, 8, 256, p, pay[i][1]);
+    edge_case(600, 512, 4, 16, p, pay[i][1]);
+  }
+}
+
 /* Shapes where the balanced grid (blocks per SM x SMs) is smaller than the plain one on a
  * 132-SM GPU, so a block's range holds more items than it has warps and starts and ends
  * mid-token; with an expert range, capacity overflow, a bad id together with an overflow
@@ -323,6 +375,7 @@ int main(void) {
       cmocka_unit_test(test_odd_shapes_and_ranges), cmocka_unit_test(test_skewed_and_overflow),
       cmocka_unit_test(test_bad_ids),              cmocka_unit_test(test_quantized_payloads),
       cmocka_unit_test(test_balanced_ranges),      cmocka_unit_test(test_graph_capture),
+      cmocka_unit_test(test_quantized_edge_blocks),
   };
   return SL_RUN_SELECTED(tests, setup, teardown);
 }

@@ -16,7 +16,8 @@
 #include "unit/moe_test_util.h"
 
 static sl_device_t *gpu;
-static int g_rank; /* sl_moe_dispatch_args_t.force_repl_rank for route_case */
+static int g_rank;  /* sl_moe_dispatch_args_t.force_repl_rank for route_case */
+static int g_warps; /* sl_moe_dispatch_args_t.force_repl_warps for route_case */
 
 static int setup(void **s) {
   gpu = sl_test_open_gpu_or_skip(0);
@@ -93,7 +94,8 @@ static void route_case(const cfg_t *cf, int T, int begin, int end, bool pdl, boo
                                .expert_end = end, .capacity = cap, .x = dx, .topk_ids = dids, .expert_x = dex,
                                .expert_counts = dcounts, .slots = dslots, .workspace = ws,
                                .workspace_bytes = ws_bytes, .path_taken = &path, .route = &gr, .route_pdl = pdl,
-                               .route_fused = &fused, .force_repl_rank = g_rank};
+                               .route_fused = &fused, .force_repl_rank = g_rank,
+                               .force_repl_warps = g_warps};
   assert_int_equal(sl_moe_dispatch_route_fusable(&gd, sl_device_info(gpu)->sm_count), want_fused);
   SL_ASSERT_OK(sl_moe_dispatch(gpu, &gd, NULL));
   SL_ASSERT_OK(sl_moe_dispatch_check(gpu, ws, NULL));
@@ -148,6 +150,9 @@ static void test_qwen3(void **s) {
   route_case(&qwen, 5, 16, 32, true, true, false);
   route_case(&qwen, 16, 0, 128, false, true, true);
   g_rank = 0;
+  g_warps = 4; /* forced warps per block (the host's choice at H=2048: 8) */
+  route_case(&qwen, 16, 0, 128, true, true, false);
+  g_warps = 0;
   route_case(&qwen, 17, 0, 128, true, false, false); /* not fusable: router, then dispatch */
 }
 
@@ -158,6 +163,11 @@ static void test_deepseek(void **s) {
     route_case(&dsv3, Ts[i], 32, 64, false, true, false);
   }
   route_case(&dsv3, 5, 0, 256, true, true, true);
+  g_warps = 8; /* the host picks 7 at H=7168 (28 chunks): 8 warps' blocks straddle two tokens */
+  route_case(&dsv3, 16, 0, 256, true, true, false);
+  g_warps = 3;
+  route_case(&dsv3, 5, 32, 64, true, true, false);
+  g_warps = 0;
 }
 
 int main(void) {

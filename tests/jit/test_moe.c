@@ -98,6 +98,27 @@ static void test_odd_shapes(void **state) {
     SL_ASSERT_OK(sl_moe_dispatch_spec_variant(128, 32, 512, SL_MOE_PAYLOAD_NVFP4, 0, 3, rank, &spec));
     SL_ASSERT_OK(compile_point(&spec, &w));
   }
+  /* Forced warps per replicated block (SL_MOE_REPL_WARPS): 1, 3 and 7 at odd shapes (K = 32 x
+   * 512 local experts: 7 warps stage 1024 ids in 5 guarded rounds, 28 in 2); the scan ranking at 8
+   * only, more than 32 refused. */
+  const int warps[] = {1, 3, 7, 28};
+  for (int i = 0; i < 4; i++) {
+    SL_ASSERT_OK(sl_moe_dispatch_spec_variant(264, 3, 5, SL_MOE_PAYLOAD_BF16, 0, 3,
+                                              SL_MOE_REPL_RANK_HIST | SL_MOE_REPL_WARPS(warps[i]), &spec));
+    SL_ASSERT_OK(compile_point(&spec, &w));
+    SL_ASSERT_OK(sl_moe_dispatch_spec_variant(7168, 32, 512, SL_MOE_PAYLOAD_MXFP8, SL_QRULE_FLOOR, 3,
+                                              SL_MOE_REPL_WARPS(warps[i]), &spec));
+    SL_ASSERT_OK(compile_point(&spec, &w));
+  }
+  SL_ASSERT_OK(sl_moe_dispatch_spec_variant(264, 3, 5, SL_MOE_PAYLOAD_BF16, 0, 3,
+                                            SL_MOE_REPL_RANK_SCAN | SL_MOE_REPL_WARPS(8), &spec));
+  SL_ASSERT_OK(compile_point(&spec, &w));
+  assert_int_equal(sl_moe_dispatch_spec_variant(264, 3, 5, SL_MOE_PAYLOAD_BF16, 0, 3,
+                                                SL_MOE_REPL_RANK_SCAN | SL_MOE_REPL_WARPS(7), &spec),
+                   SL_ERR_INVALID);
+  assert_int_equal(
+      sl_moe_dispatch_spec_variant(264, 3, 5, SL_MOE_PAYLOAD_BF16, 0, 3, SL_MOE_REPL_WARPS(33), &spec),
+      SL_ERR_INVALID);
   /* The balanced replicated kernel: both block sizes, odd shapes, K = 32 x 512 local experts
    * with a quantized payload; a balance that is not one is rejected. */
   for (int bal = 1; bal <= SL_MOE_REPL_BAL_LAST; bal++) {

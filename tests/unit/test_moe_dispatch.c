@@ -265,7 +265,29 @@ static void test_bad_arguments(void **state) {
   assert_int_equal(sl_moe_dispatch(dev, &a, NULL), SL_ERR_INVALID);
   a.force_repl_rank = SL_MOE_REPL_RANK_SCAN;
   SL_ASSERT_OK(sl_moe_dispatch(dev, &a, NULL));
+  /* Warps per replicated block: 0 (host choice) or 1..32; the scan ranking at 8 only. */
+  const int bad_warps[] = {-1, 33};
+  for (size_t i = 0; i < 2; i++) {
+    a.force_repl_warps = bad_warps[i];
+    assert_int_equal(sl_moe_dispatch(dev, &a, NULL), SL_ERR_INVALID);
+    assert_non_null(strstr(sl_last_error(), "force_repl_warps"));
+  }
+  a.force_repl_warps = 7; /* with the scan ranking */
+  assert_int_equal(sl_moe_dispatch(dev, &a, NULL), SL_ERR_INVALID);
+  assert_non_null(strstr(sl_last_error(), "scan ranking"));
+  a.force_repl_warps = 8;
+  SL_ASSERT_OK(sl_moe_dispatch(dev, &a, NULL));
   a.force_repl_rank = 0;
+  a.force_repl_warps = 3;
+  SL_ASSERT_OK(sl_moe_dispatch(dev, &a, NULL));
+  a.force_repl_warps = 0;
+  /* The host's choice: the largest of 8..4 dividing the row's 256-column chunks, else 8. */
+  assert_int_equal(sl_moe_repl_warps(2048), 8); /* 8 chunks */
+  assert_int_equal(sl_moe_repl_warps(7168), 7); /* 28 */
+  assert_int_equal(sl_moe_repl_warps(5120), 5); /* 20 */
+  assert_int_equal(sl_moe_repl_warps(2880), 6); /* 12 (the last one partial) */
+  assert_int_equal(sl_moe_repl_warps(264), 8);  /* 2 */
+  assert_int_equal(sl_moe_repl_warps(6144), 8); /* 24 */
   a.split_no_pdl = 2;
   assert_int_equal(sl_moe_dispatch(dev, &a, NULL), SL_ERR_INVALID);
   assert_non_null(strstr(sl_last_error(), "split_no_pdl"));
