@@ -202,18 +202,24 @@ __device__ __forceinline__ void load_chunk(const __nv_bfloat16 *__restrict__ x, 
   }
 }
 
-// Item `item` with `spans` items per token: token and first chunk.
-__device__ __forceinline__ void item_coords(long item, int span, int spans, int &t, int &c0) {
+// Item `item` with `spans` items per token: token and first chunk. Item is long on the paths
+// whose item count T * spans may pass 2^31, int on the replicated one (T * K <= 1024): its 64-bit
+// division by the constant chunk count was ~20 instructions ahead of the first loads and again
+// after the ranking (session 17).
+template <typename Item> __device__ __forceinline__ void item_coords(Item item, int span, int spans, int &t, int &c0) {
   t = (int)(item / spans);
   c0 = (int)(item % spans) * span;
 }
 
-__device__ __forceinline__ void load_item(long item, int span, int spans, const __nv_bfloat16 *__restrict__ x,
+template <typename Item>
+__device__ __forceinline__ void load_item(Item item, int span, int spans, const __nv_bfloat16 *__restrict__ x,
                                           const int *__restrict__ topk_ids, ItemInput &in) {
   const int lane = threadIdx.x % 32;
   int t, c0;
   item_coords(item, span, spans, t, c0);
-  in.id = lane < MOE_TOPK ? __ldg(&topk_ids[t * MOE_TOPK + lane]) : -1;
+  // A plain load, not __ldg: ptxas sank the non-coherent one past the replicated kernel's
+  // block barriers (to after its histogram atomics), one more L2 round trip before the rows.
+  in.id = lane < MOE_TOPK ? topk_ids[t * MOE_TOPK + lane] : -1;
   load_chunk(x, t, c0, in.v);
 }
 
@@ -271,8 +277,8 @@ __device__ __forceinline__ void store_chunk(int t, int c, const uint4 *v, const 
 #endif
 }
 
-template <typename OffsetFn>
-__device__ __forceinline__ void copy_item(long item, int span, int spans, ItemInput &in,
+template <typename OffsetFn, typename Item>
+__device__ __forceinline__ void copy_item(Item item, int span, int spans, ItemInput &in,
                                           const __nv_bfloat16 *__restrict__ x, int num_experts, int expert_begin,
                                           int expert_end, int capacity, void *__restrict__ expert_x,
                                           void *__restrict__ expert_scales, float global_scale, sl_dev_error_t *err,
@@ -639,7 +645,7 @@ constexpr int repl_win_groups() {
 // ids). Launched as a programmatic dependent of the router logits kernel: the bias is a
 // constant and is loaded before griddepcontrol.wait, the logits after it. Every thread of the
 // block calls it (it ends with a block barrier).
-__device__ __forceinline__ const int *moe_repl_route(long item, long num_items, const __nv_bfloat16 *__restrict__ x,
+__device__ __forceinline__ const int *moe_repl_route(int item, int num_items, const __nv_bfloat16 *__restrict__ x,
                                                      ItemInput &in, const void *__restrict__ logits,
                                                      const float *__restrict__ bias, int num_tokens, int renormalize,
                                                      float scaling, int *__restrict__ ids_out,
@@ -672,8 +678,9 @@ __device__ __forceinline__ const int *moe_repl_route(long item, long num_items, 
                                      ids_out, weights_out)
 #define MOE_REPL_ID(p) topk_s[p]
 #else
-#define MOE_REPL_START()                                                                                      \
-  if (item < num_items) load_item(item, 1, MOE_CHUNKS, x, topk_ids, in)
+// (A warp past the last item loads the last one and never stores it: without the branch, ptxas keeps
+// these loads ahead of the ids' and their validation, session 17.)
+#define MOE_REPL_START() load_item(item < num_items ? item : num_items - 1, 1, MOE_CHUNKS, x, topk_ids, in)
 #define MOE_REPL_ID(p) __ldg(&topk_ids[p])
 #endif
 
@@ -776,16 +783,19 @@ extern "C" __global__ void __launch_bounds__(MOE_REPL_THREADS)
   __shared__ int below[MOE_LOCAL];
   __shared__ __align__(16) int win[MOE_REPL_NEED];
   const int num_pairs = num_tokens * MOE_TOPK; // <= SL_MOE_REPL_MAX_PAIRS (host)
-  const long num_items = (long)num_tokens * MOE_CHUNKS;
-  const long item = (long)blockIdx.x * NW + threadIdx.x / 32;
-  // This warp's item does not depend on the routing: its loads go first, then all ids.
+  // Items fit int here: T * K <= 1024, so T * chunks < 2^31.
+  const int num_items = num_tokens * MOE_CHUNKS;
+  const int item = (int)blockIdx.x * NW + (int)threadIdx.x / 32;
+  // This warp's item does not depend on the routing: its loads go first, then the ids. (Ids
+  // first measured no better: ptxas then put the ids' validation ahead of the x loads, which
+  // waited for the ids -- two memory latencies in a row.)
   ItemInput in;
   MOE_REPL_START();
   const bool counts_block = blockIdx.x == gridDim.x - 1;
   // The block's tokens [t0, t1] and its pairs [q0, q0 + n), n <= MOE_REPL_NEED.
-  const long first = (long)blockIdx.x * NW;
-  const long last = min(first + NW, num_items) - 1;
-  const int t0 = (int)(first / MOE_CHUNKS), t1 = (int)(last / MOE_CHUNKS);
+  const int first = (int)blockIdx.x * NW;
+  const int last = min(first + NW, num_items) - 1;
+  const int t0 = first / MOE_CHUNKS, t1 = last / MOE_CHUNKS;
   const int q0 = t0 * MOE_TOPK, n = (t1 - t0 + 1) * MOE_TOPK;
   // Ids a block needs: those below the end of its window (half of all on average: L2 reads
   // of 448 blocks x 4 KB at DSv3 T=128 were ~10 % of the kernel's sectors). The last block
