@@ -24,8 +24,10 @@
  *    256-column chunks, so every block copies chunks of one token and ranks one token's K
  *    pairs after the histogram. DeepSeek-V3 (28 chunks) takes 7 warps: T=128 kern 4.96-5.15 us
  *    vs 5.31-5.41 at 8 warps (whose blocks straddle two tokens), 5.18-5.31 at 4, 5.15 at 14,
- *    5.47 at 28 (bench rows "replicated wN"). Quantized payloads quantize with the kernel
- *    library's fast exact rules (kernels/quant_dev.cuh): DSv3 T=128 4.1-4.5 us (was 5.1-5.8).
+ *    5.47 at 28 (bench rows "replicated wN"); 4.83-4.93 after the kernel's chain before its
+ *    first store was shortened (kernels/NOTES.md, session 17). Quantized payloads quantize with
+ *    the kernel library's fast exact rules (kernels/quant_dev.cuh): DSv3 T=128 3.8-4.5 us (was
+ *    5.1-5.8).
  *    Opt-in comparison (force_repl_balance, bench rows "replicated bal TxB"): the balanced
  *    kernel, G = blocks-per-SM x SMs blocks (sl_moe_bal_grid) of 256 or 512 threads, block b
  *    copying the contiguous items [b*items/G, (b+1)*items/G). Measured slower at every shape
