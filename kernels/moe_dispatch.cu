@@ -587,11 +587,11 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_COPY_THREADS)
 // touch, pairs [q0, q0 + n)): the rank of pair q is the number of earlier pairs with the
 // same local expert,
 //   rank(q) = #{p < q : e(p) == e(q)}   (pair order t*K + k, as on every path).
-// MOE_REPL_RANK 1 (histogram, default): every thread loads its <= 4 ids (all loads up
+// MOE_REPL_RANK 1 (histogram, default): every thread loads its <= 1024 / NT ids (all loads up
 // front), validates them and adds the pairs below q0 to a shared per-expert histogram
 // with integer atomics (order-free, exact); rank(q) = below[e(q)] + the earlier pairs of
 // the block's own window [q0, q) with the same expert (<= n - 1 compares by the k < K
-// lanes, n = 8 or 16 at K=8). Per thread: 4 LDG + <= 4 ATOMS, two __syncthreads.
+// lanes, n = 8 or 16 at K=8). Per thread at 8 warps: 4 LDG + <= 4 ATOMS (5 at 7), two __syncthreads.
 // MOE_REPL_RANK 0 (scan, the comparison): the ids are staged in shared memory and S
 // threads per needed pair (S = 32 when a block needs 8 pairs, 16 for 16) each scan every
 // S-th 16-byte group of ids below q, S-lane butterflies: at T*K = 1024 up to 16 LDS.128
