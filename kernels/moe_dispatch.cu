@@ -224,21 +224,29 @@ __device__ __forceinline__ void load_item(Item item, int span, int spans, const 
 }
 
 // Store one chunk's vectors (bf16) or their quantized codes and scales to the K rows.
+// Addressing: a lane's byte offset within a row is computed once per chunk, then each row
+// costs one 64-bit multiply-add (row x row bytes + the lane's base pointer) and its stores
+// take the vectors' constant distances as immediate offsets. Session 18: the per-row, per-vector
+// signed column arithmetic made ~45 instructions per row of the quantized copy's ~750 per item
+// (Qwen3 T=16384 mxfp4: 62 % of issue slots used, ncu).
+// A chunk's vector j lies inside the row unless H is not a multiple of the chunk (the last one).
+#define MOE_VEC_IN_ROW(c, j) \
+  (MOE_HIDDEN % MOE_CHUNK == 0 || (c) * MOE_CHUNK + ((j) * 32 + lane) * SL_MOE_VEC_ELEMS < MOE_HIDDEN)
 __device__ __forceinline__ void store_chunk(int t, int c, const uint4 *v, const int *rows,
                                            void *__restrict__ expert_x, void *__restrict__ expert_scales,
                                            float global_scale, sl_dev_error_t *err) {
   const int lane = threadIdx.x % 32;
+  const unsigned col0 = (unsigned)c * MOE_CHUNK + (unsigned)lane * SL_MOE_VEC_ELEMS; // vector 0's first column
 #if MOE_PAYLOAD < 0
+  unsigned char *base = static_cast<unsigned char *>(expert_x) + (size_t)col0 * 2;
 #pragma unroll
   for (int k = 0; k < MOE_TOPK; k++) {
     const int r = rows[k]; // warp-uniform
     if (r < 0) continue;
-    uint4 *dst = reinterpret_cast<uint4 *>(expert_x) + (long)r * (MOE_HIDDEN / SL_MOE_VEC_ELEMS);
+    unsigned char *dst = base + (size_t)(unsigned)r * (MOE_HIDDEN * 2);
 #pragma unroll
-    for (int j = 0; j < MOE_UNROLL; j++) {
-      const int col = c * MOE_CHUNK + (j * 32 + lane) * SL_MOE_VEC_ELEMS;
-      if (col < MOE_HIDDEN) dst[col / SL_MOE_VEC_ELEMS] = v[j];
-    }
+    for (int j = 0; j < MOE_UNROLL; j++)
+      if (MOE_VEC_IN_ROW(c, j)) *reinterpret_cast<uint4 *>(dst + j * 32 * 16) = v[j];
   }
 #else
   // Quantize once per token chunk (all lanes take part in the block reductions; lanes past
@@ -246,31 +254,40 @@ __device__ __forceinline__ void store_chunk(int t, int c, const uint4 *v, const 
   QuantVec q[MOE_UNROLL];
 #pragma unroll
   for (int j = 0; j < MOE_UNROLL; j++) {
-    const int col = c * MOE_CHUNK + (j * 32 + lane) * SL_MOE_VEC_ELEMS;
     q[j] = quantize_vec(v[j], global_scale);
-    if (!q[j].finite && col < MOE_HIDDEN && lane % MOE_QLANES == 0)
-      sl_dev_error_record(err, SL_DEV_ERR_NUMERIC, t, col / MOE_QBLOCK, MOE_QBLOCK);
+    if (!q[j].finite && MOE_VEC_IN_ROW(c, j) && lane % MOE_QLANES == 0)
+      sl_dev_error_record(err, SL_DEV_ERR_NUMERIC, t, (int)(col0 + j * 32 * SL_MOE_VEC_ELEMS) / MOE_QBLOCK,
+                          MOE_QBLOCK);
   }
+  constexpr int code_bytes = MOE_QFP4 ? 4 : 8;                                     // one vector's codes
+  constexpr int scale_bytes = MOE_PAYLOAD == SL_QFMT_FP8_GROUP ? 4 : 1;            // one block's scale
+  constexpr int vec_scale_step = 32 * SL_MOE_VEC_ELEMS / MOE_QBLOCK * scale_bytes; // vector j to j + 1
+  unsigned char *cbase = static_cast<unsigned char *>(expert_x) + (size_t)(col0 / SL_MOE_VEC_ELEMS) * code_bytes;
+  unsigned char *sbase = static_cast<unsigned char *>(expert_scales) + (size_t)(col0 / MOE_QBLOCK) * scale_bytes;
+  const bool scale_lane = lane % MOE_QLANES == 0;
 #pragma unroll
   for (int k = 0; k < MOE_TOPK; k++) {
     const int r = rows[k];
     if (r < 0) continue;
-    unsigned char *dst = static_cast<unsigned char *>(expert_x) + (long)r * MOE_ROW_BYTES;
+    unsigned char *dst = cbase + (size_t)(unsigned)r * MOE_ROW_BYTES;
 #pragma unroll
     for (int j = 0; j < MOE_UNROLL; j++) {
-      const int col = c * MOE_CHUNK + (j * 32 + lane) * SL_MOE_VEC_ELEMS;
-      if (col >= MOE_HIDDEN) continue;
+      if (!MOE_VEC_IN_ROW(c, j)) continue;
 #if MOE_QFP4
-      *reinterpret_cast<unsigned *>(dst + col / 2) = q[j].codes.x;
+      *reinterpret_cast<unsigned *>(dst + j * 32 * code_bytes) = q[j].codes.x;
 #else
-      *reinterpret_cast<uint2 *>(dst + col) = q[j].codes;
+      *reinterpret_cast<uint2 *>(dst + j * 32 * code_bytes) = q[j].codes;
 #endif
-      if (lane % MOE_QLANES == 0) {
-        const long si = (long)r * (MOE_HIDDEN / MOE_QBLOCK) + col / MOE_QBLOCK;
+    }
+    if (scale_lane) {
+      unsigned char *sd = sbase + (size_t)(unsigned)r * (MOE_HIDDEN / MOE_QBLOCK * scale_bytes);
+#pragma unroll
+      for (int j = 0; j < MOE_UNROLL; j++) {
+        if (!MOE_VEC_IN_ROW(c, j)) continue;
         if (MOE_PAYLOAD == SL_QFMT_FP8_GROUP)
-          static_cast<float *>(expert_scales)[si] = q[j].scale_f32;
+          *reinterpret_cast<float *>(sd + j * vec_scale_step) = q[j].scale_f32;
         else
-          static_cast<unsigned char *>(expert_scales)[si] = q[j].scale_u8;
+          sd[j * vec_scale_step] = q[j].scale_u8;
       }
     }
   }
@@ -556,7 +573,17 @@ struct SplitOffset {
 };
 
 // span: chunks per warp item (host: whole rows when the tokens alone fill the GPU).
-extern "C" __global__ void __launch_bounds__(SL_MOE_COPY_THREADS)
+// Blocks per SM the copy is compiled for. The FP4 payloads at 6 (40 registers, ~20 bytes of
+// spill): 48 warps per SM hide the quantizer's chains better than 32 at 52-56 registers (H200,
+// session 18 call 2, T=16384 us by events, default / 5 / 6 blocks: Qwen3 mxfp4 84.0 / 79.2 / 76.9,
+// nvfp4 88.3 / 82.4 / 78.4; DSv3 mxfp4 255.9 / 240.2 / 240.9, nvfp4 269.2 / 252.4 / 241.6). The
+// FP8 payloads spill more at 5 or 6 and ran slower there (Qwen3 fp8-g128 107.2 / 122.0 / 131.2).
+#if MOE_PAYLOAD >= 0 && MOE_QFP4
+#define MOE_COPY_MIN_BLOCKS 6
+#else
+#define MOE_COPY_MIN_BLOCKS 1
+#endif
+extern "C" __global__ void __launch_bounds__(SL_MOE_COPY_THREADS, MOE_COPY_MIN_BLOCKS)
     sl_moe_dispatch_copy(const __nv_bfloat16 *__restrict__ x, const int *__restrict__ topk_ids, int num_tokens,
                          int num_experts, int expert_begin, int expert_end, int capacity,
                          void *__restrict__ expert_x, void *__restrict__ expert_scales, float global_scale,

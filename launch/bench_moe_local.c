@@ -105,6 +105,8 @@ static sl_status_t run_layer(void *p, int iter, sl_stream_t *st) {
 
 /* SL_BENCH_DECODE_CUT set: only the default decode shape's rows (and its phases) at T = 1. */
 static bool decode_cut_only = false;
+/* SL_BENCH_PAYLOAD=p (1..4, an sl_moe_payload_t) set: the quantized dispatch rows of that payload only. */
+static int payload_only = 0;
 
 /* A benchmark-only integer variable: 0 unset, 1 set (*v in [lo, hi]), -1 invalid (said why). */
 static int bench_env(const char *name, long lo, long hi, long *v) {
@@ -226,7 +228,7 @@ static sl_status_t bench_dispatch_combine(sl_bench_t *b, const model_t *m, const
   uint16_t *hx = malloc((size_t)Tmax * H * 2);
   int32_t *hids = malloc((size_t)Tmax * K * 4);
   float *hw = malloc((size_t)Tmax * K * 4);
-  void *x = NULL, *ids = NULL, *w = NULL, *out = NULL, *counts = NULL, *slots = NULL, *ws = NULL;
+  void *x = NULL, *ids = NULL, *w = NULL, *out = NULL, *counts = NULL, *slots = NULL, *ws = NULL, *ex = NULL;
   if (!hx || !hids || !hw) {
     s = SL_ERR(SL_ERR_NOMEM, "bench inputs");
     goto out;
@@ -245,12 +247,19 @@ static sl_status_t bench_dispatch_combine(sl_bench_t *b, const model_t *m, const
   SL_CHECK_GOTO(sl_memcpy(dev, ids, hids, (size_t)Tmax * K * 4, b->stream), s, out);
   SL_CHECK_GOTO(sl_memcpy(dev, w, hw, (size_t)Tmax * K * 4, b->stream), s, out);
   SL_CHECK_GOTO(sl_moe_dispatch_workspace_init(dev, ws, ws_bytes, b->stream), s, out);
+  /* Dropless expert buffers for the largest T (DeepSeek-V3 at 16384 tokens: 60 GB), allocated
+   * once and (GPU) written once before any timing, as a runtime allocates them at start-up.
+   * Session 18: allocated per T, the first row timed after a fresh 60 GB allocation that
+   * followed another T's free ran ~10 % slower by events for ~20 ms (DSv3 T=16384 after T=4096:
+   * 643 us, alone 580; the graph and CUPTI rows timed right after it were not slowed). On the
+   * CPU the pages stay untouched until a dispatch writes its rows. */
+  SL_CHECK_GOTO(sl_device_malloc(dev, (size_t)E * Tmax * H * 2, &ex), s, out);
+  if (gpu_of(b)) {
+    SL_CHECK_GOTO(sl_memset(dev, ex, 0, (size_t)E * Tmax * H * 2, b->stream), s, out);
+    SL_CHECK_GOTO(sl_stream_sync(dev, b->stream), s, out);
+  }
   for (int i = 0; i < nT; i++) {
     const int T = Ts[i];
-    /* Dropless expert buffers for this T (DeepSeek-V3 at 16384 tokens: 60 GB). */
-    void *ex = NULL;
-    size_t ex_bytes = (size_t)E * T * H * 2;
-    SL_CHECK_GOTO(sl_device_malloc(dev, ex_bytes, &ex), s, out);
     sl_moe_path_t path = SL_MOE_PATH_NONE;
     ctx_t c = {.dev = dev};
     c.da = (sl_moe_dispatch_args_t){.num_tokens = T, .hidden = H, .top_k = K, .num_experts = E, .expert_begin = 0,
@@ -265,56 +274,59 @@ static sl_status_t bench_dispatch_combine(sl_bench_t *b, const model_t *m, const
     /* Bytes that must move: x read once, K copies written (+ ids, counts, slots). */
     double dbytes = (double)T * H * 2 * (1 + K) + (double)T * K * 8 + E * 4;
     double cbytes = (double)T * H * 2 * (1 + K) + (double)T * K * 8;
-    if (sl_bench_selected(b, "moe_dispatch")) {
-      sl_status_t r = time_both(b, run_dispatch, &c, true, &us, &gus);
-      if (r == SL_OK) r = sl_moe_dispatch_check(dev, ws, b->stream);
-      if (r != SL_OK) {
-        sl_device_free(dev, ex);
-        s = r;
-        goto out;
-      }
-      char ref[64];
-      torch_extra(m, T, true, gpu_of(b) ? us : 0, gus, ref, sizeof ref);
-      sl_bench_row(b, "moe_dispatch", shape, sl_moe_path_name(path), us, dbytes, gus, ref[0] ? ref : NULL);
-      if (path == SL_MOE_PATH_REPLICATED && gpu_of(b)) { /* the cooperative path, for comparison */
-        r = dispatch_variant_row(b, &c, shape, dbytes, (dispatch_force_t){.path = SL_MOE_PATH_FUSED}, NULL,
-                                 "forced (comparison)");
-        if (r == SL_OK)
-          r = dispatch_variant_row(b, &c, shape, dbytes, (dispatch_force_t){.repl_rank = SL_MOE_REPL_RANK_SCAN},
-                                   "replicated scan", "forced (comparison: scan ranking, the previous kernel)");
-        /* The plain kernel at 8 and 4 warps per block where the host picks another count, and at
-         * 14 and 28 where those divide the row's chunks (DeepSeek-V3: 2 blocks / 1 block per token). */
-        static const int warps[] = {8, 4, 14, 28};
-        const int chunks = sl_moe_chunks_per_row(H, 1);
-        for (int i = 0; r == SL_OK && i < 4; i++) {
-          if (warps[i] == sl_moe_repl_warps(H) || (warps[i] > 8 && chunks % warps[i])) continue;
-          char label[48], note[96];
-          snprintf(label, sizeof label, "replicated w%d", warps[i]);
-          snprintf(note, sizeof note, "forced (comparison: %d warps per block; the default %d)", warps[i],
-                   sl_moe_repl_warps(H));
-          r = dispatch_variant_row(b, &c, shape, dbytes, (dispatch_force_t){.repl_warps = warps[i]}, label, note);
+    /* --only moe_dispatch runs both the bf16 and the quantized rows; --only moe_dispatch_quant (or
+     * quant) the quantized ones alone (so a profile's launch count starts at them). */
+    if (sl_bench_selected(b, "moe_dispatch_quant")) {
+      sl_status_t r = SL_OK;
+      if (sl_bench_selected(b, "moe_dispatch")) {
+        r = time_both(b, run_dispatch, &c, true, &us, &gus);
+        if (r == SL_OK) r = sl_moe_dispatch_check(dev, ws, b->stream);
+        if (r != SL_OK) {
+          s = r;
+          goto out;
         }
-        /* The balanced replicated kernel (force_repl_balance): k x SMs blocks of equal item ranges. */
-        for (int bal = 1; r == SL_OK && bal <= SL_MOE_REPL_BAL_LAST; bal++) {
-          char label[48];
-          snprintf(label, sizeof label, "replicated %s", sl_moe_repl_bal_name(bal));
-          r = dispatch_variant_row(b, &c, shape, dbytes, (dispatch_force_t){.repl_bal = bal}, label,
-                                   "forced (comparison: balanced, threads x blocks per SM)");
+        char ref[64];
+        torch_extra(m, T, true, gpu_of(b) ? us : 0, gus, ref, sizeof ref);
+        sl_bench_row(b, "moe_dispatch", shape, sl_moe_path_name(path), us, dbytes, gus, ref[0] ? ref : NULL);
+        if (path == SL_MOE_PATH_REPLICATED && gpu_of(b)) { /* the cooperative path, for comparison */
+          r = dispatch_variant_row(b, &c, shape, dbytes, (dispatch_force_t){.path = SL_MOE_PATH_FUSED}, NULL,
+                                   "forced (comparison)");
+          if (r == SL_OK)
+            r = dispatch_variant_row(b, &c, shape, dbytes, (dispatch_force_t){.repl_rank = SL_MOE_REPL_RANK_SCAN},
+                                     "replicated scan", "forced (comparison: scan ranking, the previous kernel)");
+          /* The plain kernel at 8 and 4 warps per block where the host picks another count, and at
+           * 14 and 28 where those divide the row's chunks (DeepSeek-V3: 2 blocks / 1 block per token). */
+          static const int warps[] = {8, 4, 14, 28};
+          const int chunks = sl_moe_chunks_per_row(H, 1);
+          for (int i = 0; r == SL_OK && i < 4; i++) {
+            if (warps[i] == sl_moe_repl_warps(H) || (warps[i] > 8 && chunks % warps[i])) continue;
+            char label[48], note[96];
+            snprintf(label, sizeof label, "replicated w%d", warps[i]);
+            snprintf(note, sizeof note, "forced (comparison: %d warps per block; the default %d)", warps[i],
+                     sl_moe_repl_warps(H));
+            r = dispatch_variant_row(b, &c, shape, dbytes, (dispatch_force_t){.repl_warps = warps[i]}, label, note);
+          }
+          /* The balanced replicated kernel (force_repl_balance): k x SMs blocks of equal item ranges. */
+          for (int bal = 1; r == SL_OK && bal <= SL_MOE_REPL_BAL_LAST; bal++) {
+            char label[48];
+            snprintf(label, sizeof label, "replicated %s", sl_moe_repl_bal_name(bal));
+            r = dispatch_variant_row(b, &c, shape, dbytes, (dispatch_force_t){.repl_bal = bal}, label,
+                                     "forced (comparison: balanced, threads x blocks per SM)");
+          }
+        }
+        if (path == SL_MOE_PATH_SPLIT && gpu_of(b)) { /* split-path comparisons */
+          r = dispatch_variant_row(b, &c, shape, dbytes, (dispatch_force_t){.span = 1 << 20}, /* clipped to a row */
+                                   "route+copy rows", "forced (comparison: whole rows per warp item)");
+          if (r == SL_OK)
+            r = dispatch_variant_row(b, &c, shape, dbytes, (dispatch_force_t){.no_pdl = 1}, "route+copy nopdl",
+                                     "forced (comparison: no PDL between routing and copy)");
+          if (r == SL_OK)
+            r = dispatch_variant_row(b, &c, shape, dbytes, (dispatch_force_t){.route_rounds = 8, .no_pdl = 1},
+                                     "route+copy r8 nopdl",
+                                     "forced (comparison: 8-round routing blocks, no PDL: the previous launches)");
         }
       }
-      if (path == SL_MOE_PATH_SPLIT && gpu_of(b)) { /* split-path comparisons */
-        r = dispatch_variant_row(b, &c, shape, dbytes, (dispatch_force_t){.span = 1 << 20}, /* clipped to a row */
-                                 "route+copy rows", "forced (comparison: whole rows per warp item)");
-        if (r == SL_OK)
-          r = dispatch_variant_row(b, &c, shape, dbytes, (dispatch_force_t){.no_pdl = 1}, "route+copy nopdl",
-                                   "forced (comparison: no PDL between routing and copy)");
-        if (r == SL_OK)
-          r = dispatch_variant_row(b, &c, shape, dbytes, (dispatch_force_t){.route_rounds = 8, .no_pdl = 1},
-                                   "route+copy r8 nopdl",
-                                   "forced (comparison: 8-round routing blocks, no PDL: the previous launches)");
-      }
       if (r != SL_OK) {
-        sl_device_free(dev, ex);
         s = r;
         goto out;
       }
@@ -322,6 +334,7 @@ static sl_status_t bench_dispatch_combine(sl_bench_t *b, const model_t *m, const
       void *scales = NULL;
       r = sl_device_malloc(dev, (size_t)E * T * (H / 16) + 256, &scales);
       for (int p = SL_MOE_PAYLOAD_FP8_GROUP; p <= SL_MOE_PAYLOAD_NVFP4 && r == SL_OK; p++) {
+        if (payload_only && p != payload_only) continue;
         ctx_t q = c;
         q.da.payload = (sl_moe_payload_t)p;
         q.da.quant_rule = p == SL_MOE_PAYLOAD_FP8_GROUP ? SL_QRULE_IEEE : SL_QRULE_CEIL;
@@ -347,10 +360,18 @@ static sl_status_t bench_dispatch_combine(sl_bench_t *b, const model_t *m, const
           snprintf(extra, sizeof extra, "payload %s, forced", sl_moe_payload_name(q.da.payload));
           sl_bench_row(b, "moe_dispatch_quant", shape, qpath, us, qbytes, gus, extra);
         }
+        if (path == SL_MOE_PATH_SPLIT && gpu_of(b)) { /* whole rows per warp item: a row's scales in one go */
+          q.da.force_span = 1 << 20;                 /* clipped to a row */
+          r = time_both(b, run_dispatch, &q, true, &us, &gus);
+          if (r == SL_OK) r = sl_moe_dispatch_check(dev, ws, b->stream);
+          if (r != SL_OK) break;
+          snprintf(qpath, sizeof qpath, "%s rows", sl_moe_path_name(path));
+          snprintf(extra, sizeof extra, "payload %s, forced", sl_moe_payload_name(q.da.payload));
+          sl_bench_row(b, "moe_dispatch_quant", shape, qpath, us, qbytes, gus, extra);
+        }
       }
       if (scales) sl_device_free(dev, scales);
       if (r != SL_OK) {
-        sl_device_free(dev, ex);
         s = r;
         goto out;
       }
@@ -360,7 +381,6 @@ static sl_status_t bench_dispatch_combine(sl_bench_t *b, const model_t *m, const
       sl_status_t r = sl_moe_dispatch(dev, &c.da, b->stream);
       if (r == SL_OK) r = time_both(b, run_combine, &c, true, &us, &gus);
       if (r != SL_OK) {
-        sl_device_free(dev, ex);
         s = r;
         goto out;
       }
@@ -377,7 +397,6 @@ static sl_status_t bench_dispatch_combine(sl_bench_t *b, const model_t *m, const
         double fus = 0, fgus = -1;
         r = time_both(b, run_combine, &f, true, &fus, &fgus);
         if (r != SL_OK) {
-          sl_device_free(dev, ex);
           s = r;
           goto out;
         }
@@ -385,11 +404,10 @@ static sl_status_t bench_dispatch_combine(sl_bench_t *b, const model_t *m, const
                      "forced (comparison: the old unroll-2 kernel)");
       }
     }
-    sl_device_free(dev, ex);
   }
 out:
   SL_CHECK(sl_stream_sync(dev, b->stream));
-  void *bufs[] = {x, ids, w, out, counts, slots, ws};
+  void *bufs[] = {x, ids, w, out, counts, slots, ws, ex};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
     if (bufs[i]) sl_device_free(dev, bufs[i]);
   free(hx);
@@ -762,7 +780,9 @@ int sl_cmd_bench_moe_local(sl_runtime_t *rt, int argc, char **argv) {
   if (argc > 1) {
     fprintf(stderr, "usage: sluice bench moe-local [--iters N] [--quick|--full] [--only OP] [--tokens N,...] [--hidden N,...] [--json FILE]\n"
                     "  SL_BENCH_FFN_PF=N (0..16): the FFN streaming kernels' L2 prefetch distance for this run\n"
-                    "  SL_BENCH_DECODE_CUT=mask: the decode kernel without some phases (timing only, wrong results)\n");
+                    "  SL_BENCH_DECODE_CUT=mask: the decode kernel without some phases (timing only, wrong results)\n"
+                    "  SL_BENCH_PAYLOAD=p (1 fp8-g128, 2 mxfp8, 3 mxfp4, 4 nvfp4): that payload's quantized dispatch "
+                    "rows only\n");
     sl_bench_finish(&b);
     return 2;
   }
@@ -788,7 +808,13 @@ int sl_cmd_bench_moe_local(sl_runtime_t *rt, int argc, char **argv) {
            "logits): timing only, wrong results\n",
            v);
   }
-  if (set < 0 || cut < 0) {
+  const int pay =
+      set < 0 || cut < 0 ? 0 : bench_env("SL_BENCH_PAYLOAD", SL_MOE_PAYLOAD_FP8_GROUP, SL_MOE_PAYLOAD_NVFP4, &v);
+  if (pay > 0) {
+    payload_only = (int)v;
+    printf("# SL_BENCH_PAYLOAD=%ld: the %s dispatch rows only\n", v, sl_moe_payload_name((sl_moe_payload_t)v));
+  }
+  if (set < 0 || cut < 0 || pay < 0) {
     sl_bench_finish(&b);
     return 2;
   }
@@ -809,7 +835,7 @@ int sl_cmd_bench_moe_local(sl_runtime_t *rt, int argc, char **argv) {
     s = bench_barrier(&b);
   }
   for (int m = 0; m < 2 && s == SL_OK; m++) {
-    if (!sl_bench_selected(&b, "moe_dispatch") && !sl_bench_selected(&b, "moe_combine")) break;
+    if (!sl_bench_selected(&b, "moe_dispatch_quant") && !sl_bench_selected(&b, "moe_combine")) break;
     char title[96];
     snprintf(title, sizeof title, "dispatch / combine, %s routing (E=%d, K=%d, H=%d)", models[m].name, models[m].E,
              models[m].K, models[m].H);

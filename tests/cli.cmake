@@ -30,6 +30,14 @@ sl_cli_test(bench_decode_cut_rule unit "SL_BENCH_DECODE_CUT=8: 8 only with 4"
             ${CMAKE_COMMAND} -E env SL_BENCH_DECODE_CUT=8 $<TARGET_FILE:sluice> bench moe-local --only moe_layer)
 sl_cli_test(bench_decode_cut_range unit "SL_BENCH_DECODE_CUT='16' is not valid; accepted: 0..15"
             ${CMAKE_COMMAND} -E env SL_BENCH_DECODE_CUT=16 $<TARGET_FILE:sluice> bench moe-local --only moe_layer)
+# The dispatch rows' selectors: --only quant runs the quantized rows alone, SL_BENCH_PAYLOAD=p one payload.
+sl_cli_test(bench_payload_only unit "moe_dispatch_quant +qwen3-30b-a3b T=8 .*payload mxfp4"
+            ${CMAKE_COMMAND} -E env SL_BENCH_PAYLOAD=3
+            $<TARGET_FILE:sluice> bench moe-local --quick --only quant --tokens 8)
+set_tests_properties(cli_bench_payload_only PROPERTIES
+                     FAIL_REGULAR_EXPRESSION "payload (fp8|mxfp8|nvfp4)|moe_dispatch  ")
+sl_cli_test(bench_payload_range unit "SL_BENCH_PAYLOAD='9' is not valid; accepted: 1..4"
+            ${CMAKE_COMMAND} -E env SL_BENCH_PAYLOAD=9 $<TARGET_FILE:sluice> bench moe-local --only quant)
 # Benchmarks smoke-run on the CPU backend (quick mode): they must run end to end and print rows.
 sl_cli_test(bench_kernels_cpu unit "RMSNorm.*QK-norm.*Embedding" $<TARGET_FILE:sluice> bench kernels --quick)
 sl_cli_test(bench_shape_filter unit "rmsnorm +T=16 h=2048.*rmsnorm\\+residual +T=16 h=2048"
