@@ -230,8 +230,9 @@ __device__ __forceinline__ void load_item(Item item, int span, int spans, const 
 // signed column arithmetic made ~45 instructions per row of the quantized copy's ~750 per item
 // (Qwen3 T=16384 mxfp4: 62 % of issue slots used, ncu).
 // A chunk's vector j lies inside the row unless H is not a multiple of the chunk (the last one).
-#define MOE_VEC_IN_ROW(c, j) \
-  (MOE_HIDDEN % MOE_CHUNK == 0 || (c) * MOE_CHUNK + ((j) * 32 + lane) * SL_MOE_VEC_ELEMS < MOE_HIDDEN)
+__device__ __forceinline__ bool vec_in_row(int c, int j, int lane) {
+  return MOE_HIDDEN % MOE_CHUNK == 0 || c * MOE_CHUNK + (j * 32 + lane) * SL_MOE_VEC_ELEMS < MOE_HIDDEN;
+}
 __device__ __forceinline__ void store_chunk(int t, int c, const uint4 *v, const int *rows,
                                            void *__restrict__ expert_x, void *__restrict__ expert_scales,
                                            float global_scale, sl_dev_error_t *err) {
@@ -246,7 +247,7 @@ __device__ __forceinline__ void store_chunk(int t, int c, const uint4 *v, const 
     unsigned char *dst = base + (size_t)(unsigned)r * (MOE_HIDDEN * 2);
 #pragma unroll
     for (int j = 0; j < MOE_UNROLL; j++)
-      if (MOE_VEC_IN_ROW(c, j)) *reinterpret_cast<uint4 *>(dst + j * 32 * 16) = v[j];
+      if (vec_in_row(c, j, lane)) *reinterpret_cast<uint4 *>(dst + j * 32 * 16) = v[j];
   }
 #else
   // Quantize once per token chunk (all lanes take part in the block reductions; lanes past
@@ -255,7 +256,7 @@ __device__ __forceinline__ void store_chunk(int t, int c, const uint4 *v, const 
 #pragma unroll
   for (int j = 0; j < MOE_UNROLL; j++) {
     q[j] = quantize_vec(v[j], global_scale);
-    if (!q[j].finite && MOE_VEC_IN_ROW(c, j) && lane % MOE_QLANES == 0)
+    if (!q[j].finite && vec_in_row(c, j, lane) && lane % MOE_QLANES == 0)
       sl_dev_error_record(err, SL_DEV_ERR_NUMERIC, t, (int)(col0 + j * 32 * SL_MOE_VEC_ELEMS) / MOE_QBLOCK,
                           MOE_QBLOCK);
   }
@@ -272,7 +273,7 @@ __device__ __forceinline__ void store_chunk(int t, int c, const uint4 *v, const 
     unsigned char *dst = cbase + (size_t)(unsigned)r * MOE_ROW_BYTES;
 #pragma unroll
     for (int j = 0; j < MOE_UNROLL; j++) {
-      if (!MOE_VEC_IN_ROW(c, j)) continue;
+      if (!vec_in_row(c, j, lane)) continue;
 #if MOE_QFP4
       *reinterpret_cast<unsigned *>(dst + j * 32 * code_bytes) = q[j].codes.x;
 #else
@@ -283,7 +284,7 @@ __device__ __forceinline__ void store_chunk(int t, int c, const uint4 *v, const 
       unsigned char *sd = sbase + (size_t)(unsigned)r * (MOE_HIDDEN / MOE_QBLOCK * scale_bytes);
 #pragma unroll
       for (int j = 0; j < MOE_UNROLL; j++) {
-        if (!MOE_VEC_IN_ROW(c, j)) continue;
+        if (!vec_in_row(c, j, lane)) continue;
         if (MOE_PAYLOAD == SL_QFMT_FP8_GROUP)
           *reinterpret_cast<float *>(sd + j * vec_scale_step) = q[j].scale_f32;
         else
