@@ -578,7 +578,8 @@ struct SplitOffset {
 // spill): 48 warps per SM hide the quantizer's chains better than 32 at 52-56 registers (H200,
 // session 18 call 2, T=16384 us by events, default / 5 / 6 blocks: Qwen3 mxfp4 84.0 / 79.2 / 76.9,
 // nvfp4 88.3 / 82.4 / 78.4; DSv3 mxfp4 255.9 / 240.2 / 240.9, nvfp4 269.2 / 252.4 / 241.6). The
-// FP8 payloads spill more at 5 or 6 and ran slower there (Qwen3 fp8-g128 107.2 / 122.0 / 131.2).
+// FP8 payloads spill more at 5 or 6 and ran slower there (Qwen3 fp8-g128 107.2 / 122.0 / 131.2). At 8
+// (and 7: the same 32 registers) the FP4 copy spills ~80 bytes and lost 30-40 % (call 8: Qwen3 mxfp4 103.1).
 #if MOE_PAYLOAD >= 0 && MOE_QFP4
 #define MOE_COPY_MIN_BLOCKS 6
 #else
