@@ -69,26 +69,31 @@ static const rms_entry_t hopper_table[] = {
      * graph; by events T=1024 is the host's launch gap, not the kernel); fused T=1024 and T=32768
      * keep the session 2 picks. Session 12 (bench/results/2026-11-30-s12-h200-call1/, rsqrt at
      * decode): the plain norm's decode entries at h=4096 and 7168 from peer_sweep.py --graph at
-     * T=1/16/128 (16 elements per thread the best at every T there). */
+     * T=1/16/128 (16 elements per thread the best at every T there). Session 19
+     * (bench/results/2026-11-30-s19-h200-call{8,9}/): the plain norm's T=32768 entries re-tuned
+     * (`--tune --only rmsnorm --tokens 32768`; they were session 2's, from before the weight
+     * loaded with x): the weight in registers wins at every hidden size; at h=2048 also in the
+     * peers' harness (peer_sweep.py, 3 rounds: 68.19-68.54 vs 68.86-69.41 us re-reading it,
+     * Triton's row kernel 68.59-68.98). The fused T=32768 picks stay (the tune's best within 0.6 %). */
     {2048, 0, 0, 16, 1, RESIDENT, 1}, /* decode 1.56 -> 1.39 us */
     {2048, 1, 0, 16, 1, RESIDENT, 1}, /* decode 1.57 -> 1.46 us */
     {4096, 0, 0, 16, 1, RESIDENT, 1}, /* decode 1.67 -> 1.54 us; s12 graph sweep: e=16 1.52 vs e=8 1.56 */
     {4096, 1, 0, 16, 1, RESIDENT, 1}, /* decode 1.77 -> 1.68 us */
     {7168, 0, 0, 16, 1, RESIDENT, 1}, /* decode 1.84 -> 1.81 us; s12 graph sweep: e=16 1.79 vs e=32 1.91 */
     {7168, 1, 0, 16, 1, RESIDENT, 1}, /* decode 2.05 -> 2.04 us */
-    {2048, 0, 32768, 16, 1, FULL, 0}, /* T=32768: 68.67 us */
+    {2048, 0, 32768, 16, 1, FULL, 1}, /* T=32768: 67.74 us (s19; re-reading the weight 68.61) */
     {2048, 0, 8192, 16, 1, FULL, 1},  /* T=8192: 20.06 us (kern 17.15) */
     {2048, 0, 1, 16, 1, FULL, 1},     /* T=1024: graph 3.24 -> 2.67 us (Triton 2.73) */
     {2048, 1, 32768, 8, 1, FULL, 0},  /* T=32768: 131.58 us */
     {2048, 1, 8192, 16, 1, FULL, 1},  /* T=8192: 36.35 -> 36.00 us */
     {2048, 1, 1, 16, 4, RESIDENT, 0}, /* T=1024: 8.13 us */
-    {4096, 0, 32768, 32, 1, FULL, 1}, /* T=32768: 131.04 us */
+    {4096, 0, 32768, 16, 1, FULL, 1}, /* T=32768: 133.02 us (s19; e=32 w=4 134.21-134.40) */
     {4096, 0, 8192, 16, 1, FULL, 1},  /* T=8192: 36.42 -> 35.58 us */
     {4096, 0, 1, 16, 1, RESIDENT, 1}, /* T=1024: graph 4.72 -> 3.87 us (Triton 4.31) */
     {4096, 1, 32768, 16, 4, FULL, 0}, /* T=32768: 260.90 us */
     {4096, 1, 8192, 32, 1, FULL, 1},  /* T=8192: 70.21 -> 68.93 us */
     {4096, 1, 1, 32, 2, RESIDENT, 0}, /* T=1024: 12.54 us */
-    {7168, 0, 32768, 32, 1, FULL, 0}, /* T=32768: 231.78 us */
+    {7168, 0, 32768, 32, 1, FULL, 1}, /* T=32768: 226.05 us (s19; re-reading the weight 229.18-229.34) */
     {7168, 0, 8192, 32, 1, FULL, 1},  /* T=8192: 61.28 -> 60.35 us */
     {7168, 0, 1, 32, 1, FULL, 1},     /* T=1024: graph 6.65 -> 6.04 us (Triton 6.14) */
     {7168, 1, 32768, 16, 1, FULL, 1}, /* T=32768: 456.74 us */
