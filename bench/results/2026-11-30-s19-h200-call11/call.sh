@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# session 19 call 11: DPAIR (each rank's down item on a pair of warps) -- the decode GPU test, then the T=1 rows twice.
+O=$1; export OUT=/tmp/g; W=/tmp/o; mkdir -p $W
+tests/gpu/run --no-bench --tests 'gpu_test_moe_layer_decode$' > $W/run.txt 2>&1; tail -2 $W/run.txt
+grep -E "variant 8|FAIL|rror" /tmp/g/gpu-tests.log | head -20
+lib=$PWD/.deps/root/usr/lib/x86_64-linux-gnu; export LD_LIBRARY_PATH=$lib:$lib/openblas-pthread SL_CACHE_DIR=$PWD/build-gpu/jit-cache
+export NCCL_NVLS_ENABLE=0 SL_NVLS=0
+for r in 1 2; do
+  timeout 100 build-gpu/sluice bench moe-local --only moe_layer --tokens 1 > $W/layer1-$r.txt 2>&1; echo rc=$?
+  grep -E "^moe_layer" $W/layer1-$r.txt | grep -E "pr-if " | cut -c42-150
+  grep -E "pr-if(-dp)? phases" $W/layer1-$r.txt | grep -v "gate_up end" | grep -oE "start.*" | cut -c1-240
+done
+tar -czf $O/out.tgz -C $W . /tmp/g/gpu-tests.log 2>/dev/null
