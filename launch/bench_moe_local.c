@@ -103,8 +103,10 @@ static sl_status_t run_layer(void *p, int iter, sl_stream_t *st) {
   return sl_moe_layer_forward(c->layer, &a, st);
 }
 
-/* SL_BENCH_DECODE_CUT set: only the default decode shape's rows (and its phases) at T = 1. */
+/* SL_BENCH_DECODE_CUT set: only the default decode shape's rows (and its phases) at T = 1, or with
+ * SL_BENCH_DECODE_VARIANT=v the forced shape v's. */
 static bool decode_cut_only = false;
+static int decode_cut_variant = 0;
 /* SL_BENCH_PAYLOAD=p (1..4, an sl_moe_payload_t) set: the quantized dispatch rows of that payload only. */
 static int payload_only = 0;
 
@@ -144,6 +146,7 @@ static sl_status_t decode_phases(sl_bench_t *b, layer_ctx_t *c, const char *shap
   unsigned long long *d = NULL, *h = malloc(bytes);
   if (!h) return SL_ERR(SL_ERR_NOMEM, "decode phases");
   sl_status_t s = sl_device_malloc(dev, bytes, (void **)&d);
+  if (s == SL_OK) s = sl_memset(dev, d, 0, bytes, b->stream); /* 0: a stamp the shape never writes */
   layer_ctx_t p = *c;
   p.la.decode_profile = d;
   for (int it = 0; s == SL_OK && it < 2 * p.sets; it++) s = run_layer(&p, it, b->stream);
@@ -161,9 +164,11 @@ static sl_status_t decode_phases(sl_bench_t *b, layer_ctx_t *c, const char *shap
       if (i == 8) continue; /* unused stamp */
       double lo = 1e30, hi = 0;
       for (int k = 0; k < sms; k++) {
+        if (h[k * 16 + i] == 0) continue; /* not written by this block */
         const double v = (double)(h[k * 16 + i] - t0) * 1e-3;
         lo = v < lo ? v : lo, hi = v > hi ? v : hi;
       }
+      if (lo > hi) continue; /* no block wrote it */
       if (i == 6) end = hi;
       n += snprintf(extra + n, sizeof extra - (size_t)n, " %s %.2f/%.2f", stamp[i], lo, hi);
       if (n >= (int)sizeof extra) break;
@@ -538,7 +543,7 @@ static sl_status_t bench_layer(sl_bench_t *b, const model_t *m, const int *Ts, i
       const bool nopdl = variant == 7 + SL_MOE_DECODE_VARIANTS;
       const int dvariant = nopdl ? 0 : variant - 7;
       if (dvariant >= 0 && (T != 1 || !gpu_of(b))) continue;
-      if (decode_cut_only && (T != 1 || dvariant != 0 || nopdl)) continue;
+      if (decode_cut_only && (T != 1 || dvariant != decode_cut_variant || nopdl)) continue;
       if (variant == 6 && !default_decode) continue;
       bool dtaken = false;
       const int fuse = variant != 4 ? SL_MOE_FUSE_AUTO : SL_MOE_LAYER_FUSE_SMALL_AUTO ? SL_MOE_FUSE_OFF : SL_MOE_FUSE_ON;
@@ -780,7 +785,8 @@ int sl_cmd_bench_moe_local(sl_runtime_t *rt, int argc, char **argv) {
   if (argc > 1) {
     fprintf(stderr, "usage: sluice bench moe-local [--iters N] [--quick|--full] [--only OP] [--tokens N,...] [--hidden N,...] [--json FILE]\n"
                     "  SL_BENCH_FFN_PF=N (0..16): the FFN streaming kernels' L2 prefetch distance for this run\n"
-                    "  SL_BENCH_DECODE_CUT=mask: the decode kernel without some phases (timing only, wrong results)\n"
+                    "  SL_BENCH_DECODE_CUT=mask: the decode kernel without some phases (timing only, wrong results);\n"
+                    "    SL_BENCH_DECODE_VARIANT=v: of decode shape v (SL_MOE_DECODE_*) instead of the default\n"
                     "  SL_BENCH_PAYLOAD=p (1 fp8-g128, 2 mxfp8, 3 mxfp4, 4 nvfp4): that payload's quantized dispatch "
                     "rows only\n");
     sl_bench_finish(&b);
@@ -807,6 +813,9 @@ int sl_cmd_bench_moe_local(sl_runtime_t *rt, int argc, char **argv) {
     printf("# SL_BENCH_DECODE_CUT=%ld: decode kernel phases left out (1 act wait, 2 down dots, 4 logit poll + top-k, 8 "
            "logits): timing only, wrong results\n",
            v);
+    const int dv = bench_env("SL_BENCH_DECODE_VARIANT", 0, SL_MOE_DECODE_VARIANTS - 1, &v);
+    if (dv > 0) decode_cut_variant = (int)v;
+    if (dv < 0) set = -1;
   }
   const int pay =
       set < 0 || cut < 0 ? 0 : bench_env("SL_BENCH_PAYLOAD", SL_MOE_PAYLOAD_FP8_GROUP, SL_MOE_PAYLOAD_NVFP4, &v);
