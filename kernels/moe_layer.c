@@ -92,10 +92,14 @@ typedef struct {
   int dmma;                /* the down phase on the tensor cores (with tag) */
   int prodrem;             /* PRODREM: up to this many pairs past the last full round on the copy warp */
   int idsfirst;            /* IDSFIRST: the top-k's ids before the stream, its weights on the copy warp */
+  int dlate;               /* DLATE: the down rows asked for once gate_up is done, by the last compute warp */
+  int dlw;                 /* DLW: down-row copies in flight per block (DLATE; 0 = all) */
 } decode_shape_t;
 static const decode_shape_t decode_shapes[SL_MOE_DECODE_VARIANTS] = {
-    {15, 1, 1, 1, 0, 2, 1}, {12, 1, 0, 0, 0, 0, 0}, {7, 2, 0, 0, 0, 0, 0}, {15, 1, 1, 0, 0, 0, 0},
-    {15, 1, 1, 1, 1, 0, 0}, {15, 1, 1, 1, 0, 0, 0}, {15, 1, 1, 1, 0, 2, 0}, {15, 1, 1, 1, 0, 0, 1}};
+    {15, 1, 1, 1, 0, 2, 1, 1, 6}, {12, 1, 0, 0, 0, 0, 0, 0, 0}, {7, 2, 0, 0, 0, 0, 0, 0, 0},
+    {15, 1, 1, 0, 0, 0, 0, 0, 0}, {15, 1, 1, 1, 1, 0, 0, 0, 0}, {15, 1, 1, 1, 0, 0, 0, 0, 0},
+    {15, 1, 1, 1, 0, 2, 0, 0, 0}, {15, 1, 1, 1, 0, 0, 1, 0, 0}, {15, 1, 1, 1, 0, 2, 1, 0, 0},
+    {15, 1, 1, 1, 0, 2, 1, 1, 0}};
 
 static sl_router_args_t router_of(const sl_moe_layer_config_t *c, int T) {
   return (sl_router_args_t){.kind = c->router_kind, .num_tokens = T, .num_experts = c->num_experts,
@@ -133,6 +137,8 @@ static sl_status_t decode_spec(const sl_moe_layer_config_t *c, int variant, bool
   if (d->dmma) SL_CHECK(sl_jit_spec_define(spec, "DMMA", "1"));
   if (d->prodrem) SL_CHECK(sl_jit_spec_define(spec, "PRODREM", "%d", d->prodrem));
   if (d->idsfirst) SL_CHECK(sl_jit_spec_define(spec, "IDSFIRST", "1"));
+  if (d->dlate) SL_CHECK(sl_jit_spec_define(spec, "DLATE", "%d", d->dlate));
+  if (d->dlw > 0) SL_CHECK(sl_jit_spec_define(spec, "DLW", "%d", d->dlw));
   if (prof) SL_CHECK(sl_jit_spec_define(spec, "PROF", "1"));
   if (decode_cut) SL_CHECK(sl_jit_spec_define(spec, "CUT", "%d", decode_cut));
   return sl_router_define_constants(&r, spec);
@@ -234,6 +240,8 @@ sl_status_t sl_moe_layer_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spe
   SL_CHECK(sl_moe_layer_decode_spec(&g, SL_MOE_DECODE_15X1_XS_TAG_PR_IF, &spec));
   SL_CHECK(fn(&spec, user));
   SL_CHECK(sl_moe_layer_decode_spec(&g, SL_MOE_DECODE_15X1_XS_TAG_MMA, &spec));
+  SL_CHECK(fn(&spec, user));
+  SL_CHECK(sl_moe_layer_decode_spec(&g, SL_MOE_DECODE_15X1_XS_TAG_PR_IF_DL, &spec));
   return fn(&spec, user);
 }
 

@@ -45,12 +45,13 @@ typedef enum { SL_MOE_FUSE_AUTO = 0, SL_MOE_FUSE_OFF = 1, SL_MOE_FUSE_ON = 2 } s
  * the whole layer for ONE token in one cooperative launch -- router logits (published as
  * tagged words), top-k in every block, gate_up + SiLU (the activations published as tagged
  * words too; the _BAR shapes use a grid barrier instead), down and combine -- with
- * each block's share of the down weights brought into shared memory by the copy engine while
- * gate_up streams. It applies (AUTO or ON) on a GPU of sm_90+, at T = 1 with the layer's own
+ * each block's share of the down weights brought into shared memory by the copy engine (in the
+ * default shape once the block's gate_up is done, so the activations' exchange runs while the
+ * down rows stream). It applies (AUTO or ON) on a GPU of sm_90+, at T = 1 with the layer's own
  * router, all stages, H <= 2048, and when K x ceil(H / SMs) x I x 2 bytes of down rows (+ a
  * few KB) fit a block's shared memory (Qwen3-30B-A3B: 205 KB on 132 SMs); elsewhere the usual
- * launches run. AUTO means on: H200, Qwen3-30B-A3B T=1, 24.6-24.8 us in a graph (with decode_pdl;
- * session 6) vs ~35 us for the launches (kernels/NOTES.md "One-kernel decode layer"). */
+ * launches run. AUTO means on: H200, Qwen3-30B-A3B T=1, 23.05-23.13 us in a graph (with decode_pdl;
+ * session 20) vs ~35 us for the launches (kernels/NOTES.md "One-kernel decode layer"). */
 #define SL_MOE_LAYER_DECODE_KERNEL_AUTO 1
 /* The decode kernel as a programmatic dependent launch (sl_moe_layer_args_t.decode_pdl): it may
  * start while the kernel before it still runs, loads its router rows (constants), then waits for
@@ -63,10 +64,12 @@ typedef enum { SL_MOE_FUSE_AUTO = 0, SL_MOE_FUSE_OFF = 1, SL_MOE_FUSE_ON = 2 } s
  * _XS: x read from shared memory instead of registers (room for more warps); _TAG: activations
  * as tagged words (no second grid barrier); _PR: the gate_up pairs past the compute warps' last
  * full round go to the copy warp; _IF: the top-k's ids before the stream, its weights later on
- * the copy warp. Default: the first (fastest on the H200, kernels/NOTES.md "One-kernel decode
- * layer"). */
+ * the copy warp; _DL: the down rows asked for once the block's gate_up is done (by the last compute
+ * warp to finish), one mbarrier per rank, at most 6 of a block's 8 copies in flight -- the
+ * activations' exchange runs while the down rows stream. Default: the first (fastest on the H200,
+ * kernels/NOTES.md "One-kernel decode layer" and "Session 20"). */
 enum {
-  SL_MOE_DECODE_15X1_XS_TAG_PR_IF = 0, /* the default (session 6) */
+  SL_MOE_DECODE_15X1_XS_TAG_PR_IF_DL = 0, /* the default (session 20) */
   SL_MOE_DECODE_12X1 = 1,              /* x in registers, grid barrier */
   SL_MOE_DECODE_7X2 = 2,               /* x in registers, grid barrier */
   SL_MOE_DECODE_15X1_XS_BAR = 3,       /* the grid barrier before the down phase (session 4's default) */
@@ -74,14 +77,17 @@ enum {
   SL_MOE_DECODE_15X1_XS_TAG = 5,       /* tagged (session 5's default) */
   SL_MOE_DECODE_15X1_XS_TAG_PR = 6,
   SL_MOE_DECODE_15X1_XS_TAG_IF = 7,
-  SL_MOE_DECODE_VARIANTS = 8
+  SL_MOE_DECODE_15X1_XS_TAG_PR_IF = 8,     /* sessions 6-19's default: the down rows asked for after the top-k */
+  SL_MOE_DECODE_15X1_XS_TAG_PR_IF_DL_ALL = 9, /* _DL with all 8 copies at once */
+  SL_MOE_DECODE_VARIANTS = 10
 };
 
 /* decode_profile[block * 16 + i]: 0 start, 1 the block's router logits published, 2 top-k done (block
  * barrier), 3 the block's gate_up done, 4 after the grid barrier, 5 down rows in shared
  * memory, 6 end, 7 the down copies issued, 8 the SM id (not a time), 9 thread 0's down items
  * done, 10 thread 0's combine done, 11 warp 0's top-k done, 12 past the PDL wait (= the
- * predecessor's end when launched as a programmatic dependent). */
+ * predecessor's end when launched as a programmatic dependent). In the _DL shapes 5 is the block's
+ * last rank's down rows seen and 9 its last down item done (every item's warp, not thread 0's). */
 enum { SL_MOE_DECODE_PROF_STAMPS = 13 };
 
 /* The layer's stages (sl_moe_layer_args_t.stages). With fuse_small the top-k runs inside

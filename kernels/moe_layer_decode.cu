@@ -14,11 +14,12 @@
 //    no fence, no grid barrier) and computes the same top-k (kernels/router_topk.cuh, the router
 //    kernel's warp routine: ids and weights are what sl_router gives for these logits, bit for
 //    bit).
-//  - Block b owns the output columns [c0, c1) = [b H / G, (b+1) H / G). Right after the top-k
-//    its copy warp asks the bulk-copy engine for the down-projection rows of those columns for
-//    each chosen expert (K x (c1 - c0) rows of I bf16: 192 KB per block at Qwen3-30B-A3B size),
-//    into shared memory, completing on an mbarrier: a quarter of the weights is requested in ~8
-//    instructions per block and arrives while the gate_up weights stream.
+//  - Block b owns the output columns [c0, c1) = [b H / G, (b+1) H / G). Its down-projection rows
+//    of those columns for each chosen expert (K x (c1 - c0) rows of I bf16: 192 KB per block at
+//    Qwen3-30B-A3B size) come by the bulk-copy engine into shared memory: a quarter of the weights
+//    in ~8 instructions per block. The default shape (DLATE) asks for them once the block's gate_up
+//    is done, so they stream while the activations are exchanged; the older shapes right after the
+//    top-k (their copy warp), so they arrive while the gate_up weights stream.
 //  - gate_up: the K x I (gate row j, up row j) pairs are split into one contiguous range per
 //    block, strided over its compute warps; a warp loads both 4 KB rows of PP pairs (16-byte
 //    loads, all issued before the first use), dots them with x, and writes
@@ -142,6 +143,31 @@ static_assert(PP >= 1 && PP <= 4 && WARPS >= 4 && WARPS <= 32, "PP 1..4, WARPS 4
 // the PDL trigger after it -- do not wait for those pairs.
 #ifndef PRODREM
 #define PRODREM 0
+#endif
+// DLATE (optional JIT constant, 0 if absent; needs ACTTAG, PRODREM and IDSFIRST; the default shape):
+// the down rows are asked for LATE -- by the last compute warp to finish its gate_up pairs -- instead of
+// right after the top-k, with one mbarrier per rank. The SM's requests are served about in the order
+// they were issued (session 20 call 3: loads issued behind a queue wait for it), so the gate_up rows come
+// first, the activations are produced and exchanged while the down rows still stream, and the tail
+// after the stream is the down dot products alone: the activations' round trip (~1.5 us) leaves the
+// critical path, each rank's item starting as its own rows land. H200, Qwen3-30B-A3B T=1 (session 20
+// calls 4-9): 23.05-23.13 us in a graph vs 24.4-24.7 with the rows asked for after the top-k. Asked
+// for by the copy warp once it sees the compute warps done: the same within noise (23.08-23.22).
+#ifndef DLATE
+#define DLATE 0
+#endif
+// DLW (optional, 0 if absent; DLATE only): at most DLW of the down-row copies in flight per block (the
+// copy warp issues copy s once copy s - DLW has landed), so the last ranks' rows land after the others
+// and their items run as they land instead of all at the end; 0: all at once. The default shape takes
+// 6 (of 8): graph us 23.05-23.13 vs 23.08-23.09 (5), 23.26-23.33 (4), 23.28-23.43 (7, 3), 23.55-23.59
+// (all at once); sessions 20 calls 7-9.
+#ifndef DLW
+#define DLW 0
+#endif
+static_assert(DLW == 0 || DLATE, "DLW: DLATE only");
+static_assert(DLATE == 0 || DLATE == 1, "DLATE: 0 or 1");
+#if DLATE
+static_assert(ACTTAG && PRODREM && IDSFIRST && !DMMA, "DLATE: the tagged, PRODREM, IDSFIRST shape");
 #endif
 // CUT (optional JIT constant, 0 if absent; benchmarks only, WRONG RESULTS): phases left out, to
 // measure what each costs on the critical path (`SL_BENCH_DECODE_CUT=mask sluice bench moe-local`):
@@ -445,7 +471,9 @@ extern "C" __global__ void __launch_bounds__(NW * 32, 1)
   // aligned, its stream ran ~0.5 us longer on the H200 (session 6 calls 2-4).
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ __align__(8) unsigned long long bar_s;
-  __shared__ int id_s[TOPK], slot_rank_s[TOPK], nv_s, abort_s, fail_s;
+  __shared__ __align__(8) unsigned long long rbar_s[DLATE ? TOPK : 1]; // DLATE: each rank's down rows
+  __shared__ unsigned long long dlprof_s[2]; // DLATE + PROF: the block's last rows seen, last item done
+  __shared__ int id_s[TOPK], slot_rank_s[TOPK], nv_s, abort_s, fail_s, dl_s;
   __shared__ __align__(16) float lg_s[NUM_EXPERTS];
   __shared__ float w_s[TOPK];
 #if IDSFIRST
@@ -478,6 +506,12 @@ extern "C" __global__ void __launch_bounds__(NW * 32, 1)
   }
   if (threadIdx.x == 0) {
     fail_s = 0;
+    if (DLATE) {
+      dl_s = 0; // compute warps done with gate_up
+      for (int r = 0; r < TOPK; r++)
+        sl_bulk_mbar_init(sl_bulk_smem_addr(&rbar_s[r]), 1u);
+      dlprof_s[0] = dlprof_s[1] = 0ull;
+    }
     sl_bulk_mbar_init(bar, 1u);
     sl_bulk_mbar_init_fence(); // visible to the copy engine
   }
@@ -637,6 +671,23 @@ extern "C" __global__ void __launch_bounds__(NW * 32, 1)
     return;
   }
   const int nv = nv_s;
+  // DLATE: rank s's down rows into shared memory, counted on its own mbarrier; dl_copies issues the
+  // first DLW of them (all with DLW 0), the copy warp the rest as earlier ones land (the down phase)
+  const auto dl_copy = [&](int s) {
+    const unsigned rb = sl_bulk_smem_addr(&rbar_s[DLATE ? s : 0]), bytes = (unsigned)ncols * INTER * 2u;
+    if (bytes == 0) {
+      sl_bulk_arrive(rb);
+      return;
+    }
+    sl_bulk_arrive_expect_tx(rb, bytes);
+    const __nv_bfloat16 *src = w_down + ((size_t)(id_s[slot_rank_s[s]] - expert_begin) * HIDDEN + c0) * INTER;
+    sl_bulk_copy(sl_bulk_smem_addr(down_s + (size_t)s * cmax * INTER), src, bytes, rb);
+  };
+  const auto dl_copies = [&]() {
+    for (int s = 0; s < (DLW > 0 ? min(nv, DLW) : nv); s++)
+      dl_copy(s);
+    if (PROF) prof[blockIdx.x * 16 + 7] = sl_grid_globaltimer_ns();
+  };
   if (warp == WARPS) {
 #if PRODREM
     SL_DECODE_PAIRS
@@ -646,7 +697,9 @@ extern "C" __global__ void __launch_bounds__(NW * 32, 1)
     if (pp < pe) load_pair(pp, g, u); // in flight while lane 0 issues the copies
 #endif
     // ---- producer: this block's down rows, by the copy engine ----------------------------
-    if (lane == 0) {
+    // (DLATE: by dl_copies, once the compute warps are done)
+    if (DLATE && lane == 0) sl_grid_barrier_arrive(&gb); // every warp of this block has read `calls`
+    if (!DLATE && lane == 0) {
       if (ACTTAG && PRODREM) sl_grid_barrier_arrive(&gb); // every warp of this block has read `calls`
       const unsigned bytes = (unsigned)ncols * INTER * 2u;
       if (nv > 0 && bytes > 0) {
@@ -726,6 +779,7 @@ extern "C" __global__ void __launch_bounds__(NW * 32, 1)
           finish_pair(p + (long)q * WARPS, g[q], u[q]);
         }
       }
+      if (DLATE && lane == 0 && atomicAdd(&dl_s, 1) == WARPS - 1) dl_copies(); // the last warp done asks
     }
   }
 #if DMMA
@@ -772,7 +826,7 @@ extern "C" __global__ void __launch_bounds__(NW * 32, 1)
 #if DMMA
   if (!rows_in) {
 #else
-  if (!mbar_wait(bar, timeout_ns)) {
+  if (!DLATE && !mbar_wait(bar, timeout_ns)) { // (DLATE: each item waits for its rank's rows)
 #endif
     if (threadIdx.x == 0) sl_dev_error_record(&state->error, SL_DEV_ERR_PIPE_TIMEOUT, b, 0, 0);
     return;
@@ -841,6 +895,12 @@ extern "C" __global__ void __launch_bounds__(NW * 32, 1)
   // packets' 24 words per lane), then runs the CPI dot products as below (same products, same
   // order: the outputs equal the barrier version's bit for bit).
   {
+    // DLW: the copy warp (no item of its own) issues copy s once copy s - DLW has landed
+    if (DLW > 0 && warp == WARPS && lane == 0)
+      for (int s = DLW; s < nv; s++) {
+        mbar_wait(sl_bulk_smem_addr(&rbar_s[s - DLW]), timeout_ns); // (bounded; a timeout is the items')
+        dl_copy(s);
+      }
     constexpr int CPI = 16;
     const int groups = (ncols + CPI - 1) / CPI;
     const uint4 *aw = reinterpret_cast<const uint4 *>(act); // 4 words per uint4, 2 per packet
@@ -853,6 +913,19 @@ extern "C" __global__ void __launch_bounds__(NW * 32, 1)
         return IV % 32 == 0 || q < IV ? aw + ((size_t)s * IV + q) * 2 + (k & 1) : nullptr;
       };
       if (!poll_chunks<2 * IPL>(at, lane, tag16, timeout_ns, state, b, 2 * IV, w) && lane == 0) fail_s = 1;
+      // DLATE: this rank's rows, bounded
+      const auto rows_in = [&]() {
+        if (__all_sync(0xffffffffu, mbar_wait(sl_bulk_smem_addr(&rbar_s[DLATE ? s : 0]), timeout_ns))) {
+          if (PROF && DLATE && lane == 0) atomicMax(&dlprof_s[0], sl_grid_globaltimer_ns());
+          return true;
+        }
+        if (lane == 0) { // this rank's down rows never came (recorded)
+          sl_dev_error_record(&state->error, SL_DEV_ERR_PIPE_TIMEOUT, b, s, 0);
+          fail_s = 1;
+        }
+        return false;
+      };
+      if (DLATE && !rows_in()) continue;
       float a[IPL][8];
 #pragma unroll
       for (int i = 0; i < IPL; i++) {
@@ -867,6 +940,7 @@ extern "C" __global__ void __launch_bounds__(NW * 32, 1)
       } else {
         down_group<CPI>(dw, a, s, cb, cmax, cmax4, ncols, lane, y_s);
       }
+      if (PROF && DLATE && lane == 0) atomicMax(&dlprof_s[1], sl_grid_globaltimer_ns());
     }
   }
 #else
@@ -893,7 +967,29 @@ extern "C" __global__ void __launch_bounds__(NW * 32, 1)
 #endif
   STAMP(9);
   __syncthreads();
+  if (DLATE && PROF && threadIdx.x == 0) { // DLATE: 5 = the block's last rows seen, 9 = its last item done
+    prof[blockIdx.x * 16 + 5] = dlprof_s[0];
+    prof[blockIdx.x * 16 + 9] = dlprof_s[1];
+  }
   if (ACTTAG && fail_s) return; // an activation never came (recorded)
+#if DLATE
+  // (DLATE: the ranks' weights and outputs loaded side by side before the chain of FMAs -- the loop
+  // below issues each rank's three dependent shared-memory loads after the previous FMA)
+  for (int c = threadIdx.x; c < ncols; c += blockDim.x) { // combine: ranks in order, fp32
+    float wv[TOPK], yv[TOPK];
+#pragma unroll
+    for (int s = 0; s < TOPK; s++) {
+      wv[s] = s < nv ? w_s[slot_rank_s[s]] : 0.0f;
+      yv[s] = s < nv ? y_s[s * cmax4 + c] : 0.0f;
+    }
+    float acc = 0.0f;
+#pragma unroll
+    for (int s = 0; s < TOPK; s++)
+      if (s < nv) acc = __fmaf_rn(wv[s], yv[s], acc);
+    if (residual) acc = __fadd_rn(acc, res_s[c]);
+    out[c0 + c] = __float2bfloat16_rn(acc);
+  }
+#else
   for (int c = threadIdx.x; c < ncols; c += blockDim.x) { // combine: ranks in order, fp32
     float acc = 0.0f;
     for (int s = 0; s < nv; s++) {
@@ -910,6 +1006,7 @@ extern "C" __global__ void __launch_bounds__(NW * 32, 1)
     if (residual) acc = __fadd_rn(acc, res_s[c]);
     out[c0 + c] = __float2bfloat16_rn(acc);
   }
+#endif
   STAMP(10);
   if (PROF) __syncthreads();
   STAMP(6);

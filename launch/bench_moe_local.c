@@ -580,11 +580,12 @@ static sl_status_t bench_layer(sl_bench_t *b, const model_t *m, const int *Ts, i
       char shape[64], path_name[64], extra[160];
       snprintf(shape, sizeof shape, "%s T=%d", m->name, T);
       static const char *const dnames[SL_MOE_DECODE_VARIANTS] = {
-          "decode-kernel 15x1xs-tag-pr-if", "decode-kernel 12x1",           "decode-kernel 7x2",
-          "decode-kernel 15x1xs-bar",       "decode-kernel 15x1xs-tag-mma", "decode-kernel 15x1xs-tag",
-          "decode-kernel 15x1xs-tag-pr",    "decode-kernel 15x1xs-tag-if"};
+          "decode-kernel 15x1xs-tag-pr-if-dl", "decode-kernel 12x1",           "decode-kernel 7x2",
+          "decode-kernel 15x1xs-bar",          "decode-kernel 15x1xs-tag-mma", "decode-kernel 15x1xs-tag",
+          "decode-kernel 15x1xs-tag-pr",       "decode-kernel 15x1xs-tag-if",  "decode-kernel 15x1xs-tag-pr-if",
+          "decode-kernel 15x1xs-tag-pr-if-dl-all"};
       snprintf(path_name, sizeof path_name, "%s/%s", dtaken ? "one-kernel" : sl_moe_path_name(path),
-               nopdl                                  ? "decode-kernel 15x1xs-tag-pr-if, no PDL"
+               nopdl                                  ? "decode-kernel 15x1xs-tag-pr-if-dl, no PDL"
                : dvariant >= 0                        ? dnames[dvariant]
                : dtaken                               ? "decode-kernel"
                : exact                                ? "exact"

@@ -232,7 +232,7 @@ static layer_t qwen3(void) {
 static void test_qwen3(void **s) {
   layer_t L = qwen3();
   layer_open(&L, sl_test_seed() + 11);
-  decode_tokens(&L, 24, SL_MOE_DECODE_15X1_XS_BAR, sl_test_seed() * 3 + 1);
+  decode_tokens(&L, 24, SL_MOE_DECODE_15X1_XS_TAG_PR_IF_DL, sl_test_seed() * 3 + 1); /* the default */
   for (int v = 1; v < SL_MOE_DECODE_VARIANTS; v++)
     decode_tokens(&L, 8, v, sl_test_seed() * 3 + 1 + (uint64_t)v);
   layer_close(&L);
@@ -255,6 +255,7 @@ static void test_grouped(void **s) {
   decode_tokens(&L, 16, SL_MOE_DECODE_15X1_XS_TAG, sl_test_seed() * 5 + 2);
   decode_tokens(&L, 16, SL_MOE_DECODE_15X1_XS_TAG_MMA, sl_test_seed() * 5 + 4);
   decode_tokens(&L, 16, SL_MOE_DECODE_15X1_XS_TAG_PR_IF, sl_test_seed() * 5 + 5);
+  decode_tokens(&L, 16, SL_MOE_DECODE_15X1_XS_TAG_PR_IF_DL, sl_test_seed() * 5 + 6);
   layer_close(&L);
 }
 
@@ -268,6 +269,7 @@ static void test_expert_range(void **s) {
   decode_tokens(&L, 16, SL_MOE_DECODE_15X1_XS_TAG, sl_test_seed() * 7 + 2);
   decode_tokens(&L, 16, SL_MOE_DECODE_15X1_XS_TAG_MMA, sl_test_seed() * 7 + 3);
   decode_tokens(&L, 16, SL_MOE_DECODE_15X1_XS_TAG_PR_IF, sl_test_seed() * 7 + 4);
+  decode_tokens(&L, 16, SL_MOE_DECODE_15X1_XS_TAG_PR_IF_DL, sl_test_seed() * 7 + 5);
   layer_close(&L);
 }
 
@@ -282,10 +284,12 @@ static void test_graph_chain(void **s) {
   moe_rand_bf16(&rng, (size_t)L.H, x);
   void *dx = moe_dev_copy(gpu, x, xb), *d1 = moe_dev_copy(gpu, NULL, xb), *d2 = moe_dev_copy(gpu, NULL, xb);
   /* each shape as a programmatic dependent launch (the default), and the default shape without */
-  const int variants[] = {SL_MOE_DECODE_15X1_XS_BAR, SL_MOE_DECODE_15X1_XS_TAG, SL_MOE_DECODE_15X1_XS_TAG_MMA,
-                          SL_MOE_DECODE_15X1_XS_TAG_PR_IF, SL_MOE_DECODE_15X1_XS_TAG_PR_IF},
-            pdl[] = {SL_MOE_FUSE_AUTO, SL_MOE_FUSE_AUTO, SL_MOE_FUSE_AUTO, SL_MOE_FUSE_AUTO, SL_MOE_FUSE_OFF};
-  for (int v = 0; v < 5; v++) {
+  const int variants[] = {SL_MOE_DECODE_15X1_XS_BAR,       SL_MOE_DECODE_15X1_XS_TAG,
+                          SL_MOE_DECODE_15X1_XS_TAG_MMA,   SL_MOE_DECODE_15X1_XS_TAG_PR_IF,
+                          SL_MOE_DECODE_15X1_XS_TAG_PR_IF_DL, SL_MOE_DECODE_15X1_XS_TAG_PR_IF_DL},
+            pdl[] = {SL_MOE_FUSE_AUTO, SL_MOE_FUSE_AUTO, SL_MOE_FUSE_AUTO,
+                     SL_MOE_FUSE_AUTO, SL_MOE_FUSE_AUTO, SL_MOE_FUSE_OFF};
+  for (int v = 0; v < 6; v++) {
     bool t1 = false, t2 = false;
     sl_moe_layer_args_t a1 = {.num_tokens = 1,
                               .x = dx,
@@ -392,8 +396,8 @@ static void test_absent_block(void **s) {
   /* each block, in the barrier variant and the tagged ones (the copy warp's split-barrier arrive
    * after the copies, or before them with PR) */
   const int variants[] = {SL_MOE_DECODE_15X1_XS_BAR, SL_MOE_DECODE_15X1_XS_TAG, SL_MOE_DECODE_15X1_XS_TAG_MMA,
-                          SL_MOE_DECODE_15X1_XS_TAG_PR_IF};
-  for (int i = 0; i < 8; i++) {
+                          SL_MOE_DECODE_15X1_XS_TAG_PR_IF, SL_MOE_DECODE_15X1_XS_TAG_PR_IF_DL};
+  for (int i = 0; i < 10; i++) {
     const int variant = variants[i / 2];
     bool taken = false;
     sl_moe_layer_args_t a = {.num_tokens = 1,

@@ -72,7 +72,7 @@ static void test_odd_shapes(void **state) {
     const bool valid = !(cut & 8) || (cut & 4);
     assert_int_equal(sl_moe_layer_set_decode_cut(cut), valid);
     if (!valid) continue;
-    SL_ASSERT_OK(sl_moe_layer_decode_spec(&dc, SL_MOE_DECODE_15X1_XS_TAG_PR_IF, &spec));
+    SL_ASSERT_OK(sl_moe_layer_decode_spec(&dc, SL_MOE_DECODE_15X1_XS_TAG_PR_IF_DL, &spec));
     SL_ASSERT_OK(compile_point(&spec, &w));
   }
   assert_false(sl_moe_layer_set_decode_cut(16));
