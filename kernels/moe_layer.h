@@ -50,7 +50,7 @@ typedef enum { SL_MOE_FUSE_AUTO = 0, SL_MOE_FUSE_OFF = 1, SL_MOE_FUSE_ON = 2 } s
  * down rows stream). It applies (AUTO or ON) on a GPU of sm_90+, at T = 1 with the layer's own
  * router, all stages, H <= 2048, and when K x ceil(H / SMs) x I x 2 bytes of down rows (+ a
  * few KB) fit a block's shared memory (Qwen3-30B-A3B: 205 KB on 132 SMs); elsewhere the usual
- * launches run. AUTO means on: H200, Qwen3-30B-A3B T=1, 23.05-23.13 us in a graph (with decode_pdl;
+ * launches run. AUTO means on: H200, Qwen3-30B-A3B T=1, 23.00-23.28 us in a graph (with decode_pdl;
  * session 20) vs ~35 us for the launches (kernels/NOTES.md "One-kernel decode layer"). */
 #define SL_MOE_LAYER_DECODE_KERNEL_AUTO 1
 /* The decode kernel as a programmatic dependent launch (sl_moe_layer_args_t.decode_pdl): it may

@@ -151,7 +151,7 @@ static_assert(PP >= 1 && PP <= 4 && WARPS >= 4 && WARPS <= 32, "PP 1..4, WARPS 4
 // first, the activations are produced and exchanged while the down rows still stream, and the tail
 // after the stream is the down dot products alone: the activations' round trip (~1.5 us) leaves the
 // critical path, each rank's item starting as its own rows land. H200, Qwen3-30B-A3B T=1 (session 20
-// calls 4-9): 23.05-23.13 us in a graph vs 24.4-24.7 with the rows asked for after the top-k. Asked
+// calls 8-12): 23.00-23.28 us in a graph vs 24.3-24.7 with the rows asked for after the top-k. Asked
 // for by the copy warp once it sees the compute warps done: the same within noise (23.08-23.22).
 #ifndef DLATE
 #define DLATE 0
@@ -972,15 +972,24 @@ extern "C" __global__ void __launch_bounds__(NW * 32, 1)
     prof[blockIdx.x * 16 + 9] = dlprof_s[1];
   }
   if (ACTTAG && fail_s) return; // an activation never came (recorded)
-#if DLATE
-  // (DLATE: the ranks' weights and outputs loaded side by side before the chain of FMAs -- the loop
-  // below issues each rank's three dependent shared-memory loads after the previous FMA)
-  for (int c = threadIdx.x; c < ncols; c += blockDim.x) { // combine: ranks in order, fp32
+  // combine: ranks in order, fp32. The ranks' weights and expert outputs are loaded side by side
+  // before the chain of FMAs (a loop over nv issued each rank's three dependent shared-memory loads
+  // after the previous FMA; ~0.1-0.2 us of the default shape's tail, session 20 call 7).
+  for (int c = threadIdx.x; c < ncols; c += blockDim.x) {
     float wv[TOPK], yv[TOPK];
 #pragma unroll
     for (int s = 0; s < TOPK; s++) {
-      wv[s] = s < nv ? w_s[slot_rank_s[s]] : 0.0f;
-      yv[s] = s < nv ? y_s[s * cmax4 + c] : 0.0f;
+      wv[s] = yv[s] = 0.0f;
+      if (s >= nv) continue;
+      wv[s] = w_s[slot_rank_s[s]];
+#if DMMA
+      float y = y_s[((size_t)s * cmax4 + c) * SPLIT]; // the parts in order, then the expert output's bf16
+      for (int sp = 1; sp < SPLIT; sp++)
+        y += y_s[((size_t)s * cmax4 + c) * SPLIT + sp];
+      yv[s] = bf16_round(y);
+#else
+      yv[s] = y_s[s * cmax4 + c];
+#endif
     }
     float acc = 0.0f;
 #pragma unroll
@@ -989,24 +998,6 @@ extern "C" __global__ void __launch_bounds__(NW * 32, 1)
     if (residual) acc = __fadd_rn(acc, res_s[c]);
     out[c0 + c] = __float2bfloat16_rn(acc);
   }
-#else
-  for (int c = threadIdx.x; c < ncols; c += blockDim.x) { // combine: ranks in order, fp32
-    float acc = 0.0f;
-    for (int s = 0; s < nv; s++) {
-#if DMMA
-      float y = y_s[((size_t)s * cmax4 + c) * SPLIT]; // the parts in order, then the expert output's bf16
-      for (int sp = 1; sp < SPLIT; sp++)
-        y += y_s[((size_t)s * cmax4 + c) * SPLIT + sp];
-      y = bf16_round(y);
-#else
-      const float y = y_s[s * cmax4 + c];
-#endif
-      acc = __fmaf_rn(w_s[slot_rank_s[s]], y, acc);
-    }
-    if (residual) acc = __fadd_rn(acc, res_s[c]);
-    out[c0 + c] = __float2bfloat16_rn(acc);
-  }
-#endif
   STAMP(10);
   if (PROF) __syncthreads();
   STAMP(6);

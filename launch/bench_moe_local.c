@@ -584,9 +584,8 @@ static sl_status_t bench_layer(sl_bench_t *b, const model_t *m, const int *Ts, i
           "decode-kernel 15x1xs-bar",          "decode-kernel 15x1xs-tag-mma", "decode-kernel 15x1xs-tag",
           "decode-kernel 15x1xs-tag-pr",       "decode-kernel 15x1xs-tag-if",  "decode-kernel 15x1xs-tag-pr-if",
           "decode-kernel 15x1xs-tag-pr-if-dl-all"};
-      snprintf(path_name, sizeof path_name, "%s/%s", dtaken ? "one-kernel" : sl_moe_path_name(path),
-               nopdl                                  ? "decode-kernel 15x1xs-tag-pr-if-dl, no PDL"
-               : dvariant >= 0                        ? dnames[dvariant]
+      snprintf(path_name, sizeof path_name, "%s/%s%s", dtaken ? "one-kernel" : sl_moe_path_name(path),
+               dvariant >= 0                          ? dnames[dvariant]
                : dtaken                               ? "decode-kernel"
                : exact                                ? "exact"
                : variant == 5                         ? "gemv-bulk"
@@ -596,7 +595,8 @@ static sl_status_t bench_layer(sl_bench_t *b, const model_t *m, const int *Ts, i
                : variant == 4                         ? (gemv ? "gemv/unfused" : "padded/unfused")
                : variant == 6 && gemv                 ? (fused ? "gemv/fused" : "gemv")
                : variant == 0 && gemv                 ? "gemv"
-                                                      : "padded");
+                                                      : "padded",
+               nopdl ? ", no PDL" : "");
       snprintf(extra, sizeof extra, "%d experts touched, weights %.1f MB, stream %.1f us, ratio %.2f, %d input sets%s",
                touched, bytes / 1e6, stream_us, stream_us > 0 ? best / stream_us : 0.0, sets,
                dtaken               ? (dvariant >= 0 ? ", the whole layer in one cooperative kernel (forced)"
