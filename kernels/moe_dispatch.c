@@ -47,12 +47,17 @@
  *    At 4 waves a warp copies <= 4 items (2 at 2 blocks per SM).
  *    Else a routing launch (512 threads x 1/2/4/8 pairs per block, the fewest rounds with
  *    routing blocks <= SMs: route_rounds; the last block scans the per-block counts with
- *    all 512 threads) and a copy launch over copy_blocks blocks, launched with PDL: its
- *    warps issue their first item's x loads while the routing runs (split_no_pdl: off).
+ *    all 512 threads) and a copy launch, launched with PDL: its warps issue their first
+ *    item's x loads while the routing runs (split_no_pdl: off). The copy of the quantized
+ *    payloads is the staged one where it applies (sl_moe_staged_applies: items of 2048, 1024
+ *    or 512 columns, x brought into shared memory by the bulk-copy engine, quantized there,
+ *    stored to the K rows by bulk copies; session 21); bf16 and the rest take the register
+ *    copy (copy_blocks blocks, one (token, chunk) per warp).
  *    The H200 ncu run put DSv3 T=16384's copy kernel at 574 us of the 587 us dispatch:
  *    ~12 us of routing + launch gap, 7 % of Qwen3's 180 us, the lever at Qwen3 size.
  *  - All paths rank the pairs of an expert in pair order (t * K + k): the slots, hence the
  *    expert buffers, are identical across paths and equal to the CPU reference. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,9 +66,17 @@
 #include "kernels/quant.h"
 #include "runtime/sl_config.h"
 
-enum { DECODE_UNROLL = 1, PREFILL_UNROLL = 2, ENTRY_FUSED = 0, ENTRY_ROUTE = 1, ENTRY_COPY = 2, ENTRY_REPL = 3 };
+enum {
+  DECODE_UNROLL = 1,
+  PREFILL_UNROLL = 2,
+  ENTRY_FUSED = 0,
+  ENTRY_ROUTE = 1,
+  ENTRY_COPY = 2,
+  ENTRY_REPL = 3,
+  ENTRY_STAGED = 4
+};
 static const char *const entries[] = {"sl_moe_dispatch_fused", "sl_moe_dispatch_route", "sl_moe_dispatch_copy",
-                                      "sl_moe_dispatch_replicated"};
+                                      "sl_moe_dispatch_replicated", "sl_moe_dispatch_copy_staged"};
 
 const char *sl_moe_path_name(sl_moe_path_t p) {
   switch (p) {
@@ -137,6 +150,14 @@ static sl_status_t validate(const sl_moe_dispatch_args_t *a) {
   if (a->force_repl_warps < 0 || a->force_repl_warps > 32)
     return SL_ERR(SL_ERR_INVALID, "moe dispatch: force_repl_warps %d is not 0 (host choice) or 1..32",
                   a->force_repl_warps);
+  if (a->force_copy < 0 || a->force_copy > SL_MOE_COPY_STAGED)
+    return SL_ERR(SL_ERR_INVALID, "moe dispatch: force_copy %d is not 0 (host choice), SL_MOE_COPY_REGS or "
+                  "SL_MOE_COPY_STAGED", a->force_copy);
+  if (a->force_staged_seg && (a->force_staged_seg < 0 || a->force_staged_seg % 512 || a->hidden % a->force_staged_seg))
+    return SL_ERR(SL_ERR_INVALID, "moe dispatch: force_staged_seg %d is not 0 or a multiple of 512 dividing H %d",
+                  a->force_staged_seg, a->hidden);
+  if (a->force_staged_stages && (a->force_staged_stages < 2 || a->force_staged_stages > 4))
+    return SL_ERR(SL_ERR_INVALID, "moe dispatch: force_staged_stages %d is not 0 or 2..4", a->force_staged_stages);
   if (a->force_repl_warps && a->force_repl_warps != 8 && a->force_repl_rank == SL_MOE_REPL_RANK_SCAN)
     return SL_ERR(SL_ERR_INVALID, "moe dispatch: the scan ranking runs at 8 warps per block, not force_repl_warps %d",
                   a->force_repl_warps);
@@ -218,7 +239,9 @@ enum { SPLIT_DEFAULT_SPAN = 1 };
  * blocks <= SMs (one block per SM, one wave), at most SL_MOE_ROUTE_MAX_ROUNDS: T=16384 x K=8
  * -> 2 rounds, 128 blocks (was a fixed 8: 32 blocks on 132 SMs, each 8 serial rounds of
  * 3 block barriers). The last block's scan reads blocks x E_local counts with all 512
- * threads (Qwen3: 4 block ranges per expert, 32 blocks each = one batch of loads). */
+ * threads (Qwen3: 4 block ranges per expert, 32 blocks each = one batch of loads). Session 21
+ * measured each block summing its predecessors' counts itself (flags, no last block): no gain
+ * (bench/results/2026-12-01-s21-h200-call2/lookback.patch). */
 static int route_rounds(long pairs, int num_sms) {
   int r = 1;
   while (r < SL_MOE_ROUTE_MAX_ROUNDS && sl_moe_cdiv(pairs, (long)SL_MOE_ROUTE_THREADS * r) > num_sms) r *= 2;
@@ -238,9 +261,52 @@ sl_status_t sl_moe_dispatch_spec(int hidden, int top_k, int num_local, sl_moe_pa
   return sl_moe_dispatch_spec_variant(hidden, top_k, num_local, payload, quant_rule, which, 0, spec);
 }
 
+/* Staged copy, default shape (H200, session 21 call 1, us by events at T=16384; bench rows "staged SxN"):
+ * FP8 payloads on items of 2048 columns with 2 stages where 2048 divides H (Qwen3 fp8-g128 / mxfp8 105.6 / 103.4
+ * vs 106.8 / 106.0 at 1024 x 3), else 1024 x 4 (DeepSeek-V3 348.8 / 346.3 vs 351.8 / 350.2); FP4 payloads on
+ * 1024 x 3 (Qwen3 mxfp4 69.6 vs 71.4-71.8 at 1024 x 4 and 2048 x 2). 512-column items were slower everywhere
+ * (Qwen3 fp8-g128 117-119, mxfp4 78-81). 0 where the staged copy does not apply (H not a multiple of 512). */
+static int staged_default_seg(sl_moe_payload_t payload, int hidden) {
+  const bool fp8 = payload == SL_MOE_PAYLOAD_FP8_GROUP || payload == SL_MOE_PAYLOAD_MXFP8;
+  return fp8 && hidden % 2048 == 0 ? 2048 : hidden % 1024 == 0 ? 1024 : hidden % 512 == 0 ? 512 : 0;
+}
+static int staged_default_stages(sl_moe_payload_t payload, int seg) {
+  const bool fp8 = payload == SL_MOE_PAYLOAD_FP8_GROUP || payload == SL_MOE_PAYLOAD_MXFP8;
+  return !fp8 ? 3 : seg == 2048 ? 2 : 4;
+}
+
+/* Shared memory of one staged warp: `stages` x segments of bf16, two output buffers (codes + scales). */
+static size_t staged_warp_bytes(sl_moe_payload_t payload, int seg, int stages) {
+  const size_t out = sl_moe_payload_row_bytes(payload, seg) +
+                     (size_t)sl_moe_payload_scales_per_row(payload, seg) * sl_moe_payload_scale_bytes(payload);
+  return (size_t)stages * seg * 2 + 2 * out;
+}
+
+bool sl_moe_staged_applies(const sl_moe_dispatch_args_t *a, int *seg, int *stages, size_t *smem_bytes) {
+  const int s = a->force_staged_seg ? a->force_staged_seg : staged_default_seg(a->payload, a->hidden);
+  const int n = a->force_staged_stages ? a->force_staged_stages : staged_default_stages(a->payload, s);
+  const bool aligned = ((uintptr_t)a->x | (uintptr_t)a->expert_x | (uintptr_t)a->expert_scales) % 16 == 0;
+  if (a->payload == SL_MOE_PAYLOAD_BF16 || s <= 0 || s % 512 || a->hidden % s || n < 2 || n > 4 || !aligned)
+    return false;
+  *seg = s;
+  *stages = n;
+  *smem_bytes = staged_warp_bytes(a->payload, s, n) * (SL_MOE_STAGED_THREADS / 32);
+  return true;
+}
+
 sl_status_t sl_moe_dispatch_spec_variant(int hidden, int top_k, int num_local, sl_moe_payload_t payload,
                                          int quant_rule, int which, int variant, sl_jit_spec_t *spec) {
-  if (which < 0 || which > 3) return SL_ERR(SL_ERR_INVALID, "moe dispatch spec: kernel %d", which);
+  if (which < 0 || which > 4) return SL_ERR(SL_ERR_INVALID, "moe dispatch spec: kernel %d", which);
+  int seg = 0, stages = 0;
+  if (which == ENTRY_STAGED) {
+    seg = variant ? variant - variant % 512 : staged_default_seg(payload, hidden);
+    stages = variant ? variant % 512 : staged_default_stages(payload, seg);
+    if (payload == SL_MOE_PAYLOAD_BF16 || seg <= 0 || seg % 512 || hidden % seg || stages < 2 || stages > 4)
+      return SL_ERR(SL_ERR_INVALID,
+                    "moe dispatch spec: staged copy of %s rows of %d with variant %d (seg %d, %d stages): needs a "
+                    "quantized payload, seg a multiple of 512 dividing H, 2..4 stages",
+                    sl_moe_payload_name(payload), hidden, variant, seg, stages);
+  }
   if (which == ENTRY_ROUTE && variant != 0 && variant != 1 && variant != 2 && variant != 4 && variant != 8)
     return SL_ERR(SL_ERR_INVALID, "moe dispatch spec: routing rounds %d (1, 2, 4 or 8)", variant);
   if (which == ENTRY_REPL && (variant < 0 || (variant & 0xf) > SL_MOE_REPL_RANK_SCAN || (variant >> 4) > 32))
@@ -266,6 +332,10 @@ sl_status_t sl_moe_dispatch_spec_variant(int hidden, int top_k, int num_local, s
                                                                                                         : quant_rule));
   /* Variant 0 of the routing kernel: 2 rounds, the host's choice at T*K <= 1024 x SMs. */
   if (route) SL_CHECK(sl_jit_spec_define(spec, "MOE_ROUTE_ROUNDS", "%d", variant ? variant : 2));
+  if (which == ENTRY_STAGED) {
+    SL_CHECK(sl_jit_spec_define(spec, "MOE_SEG", "%d", seg));
+    SL_CHECK(sl_jit_spec_define(spec, "MOE_STAGES", "%d", stages));
+  }
   if (which == ENTRY_REPL) {
     SL_CHECK(sl_jit_spec_define(spec, "MOE_REPL_RANK", "%d", (variant & 0xf) == SL_MOE_REPL_RANK_SCAN ? 0 : 1));
     SL_CHECK(sl_jit_spec_define(spec, "MOE_REPL_WARPS", "%d", variant_warps(hidden, variant)));
@@ -323,7 +393,8 @@ sl_status_t sl_moe_dispatch_jit_points(int arch, sl_status_t (*fn)(const sl_jit_
                                        void *user) {
   /* Qwen3-30B-A3B (E=128, K=8, H=2048) and DeepSeek-V3 (E=256, K=8, H=7168), at TP=1 and
    * with an eighth of the experts (TP/EP=8), bf16 payload; the quantized payloads at
-   * Qwen3-30B-A3B TP=1 (the payload code does not depend on E or H beyond constants). */
+   * Qwen3-30B-A3B TP=1 (the payload code does not depend on E or H beyond constants), and the
+   * staged copy's at DeepSeek-V3 TP=1 as well (its item shape depends on H). */
   static const int shapes[][3] = {{2048, 8, 128}, {2048, 8, 16}, {7168, 8, 256}, {7168, 8, 32}};
   static const int quant[][2] = {{SL_MOE_PAYLOAD_FP8_GROUP, SL_QRULE_IEEE}, {SL_MOE_PAYLOAD_FP8_GROUP, SL_QRULE_CEIL},
                                  {SL_MOE_PAYLOAD_MXFP8, SL_QRULE_CEIL},     {SL_MOE_PAYLOAD_MXFP8, SL_QRULE_FLOOR},
@@ -367,10 +438,17 @@ sl_status_t sl_moe_dispatch_jit_points(int arch, sl_status_t (*fn)(const sl_jit_
                                 .topk_groups = ds ? 4 : 1, .logits_dtype = SL_DTYPE_F32};
     SL_CHECK(sl_moe_dispatch_route_spec(shapes[i][0], shapes[i][1], shapes[i][2], 0, &r, &spec));
     SL_CHECK(fn(&spec, user));
+    /* The staged copy's default shape depends on H: at DeepSeek-V3 TP=1 too. */
+    if (shapes[i][0] == 7168 && shapes[i][2] == 256)
+      for (size_t q = 0; q < sizeof quant / sizeof quant[0]; q++) {
+        SL_CHECK(sl_moe_dispatch_spec(shapes[i][0], shapes[i][1], shapes[i][2], (sl_moe_payload_t)quant[q][0],
+                                      quant[q][1], ENTRY_STAGED, &spec));
+        SL_CHECK(fn(&spec, user));
+      }
     if (shapes[i][2] != 128) continue; /* the quantized payloads: one shape */
-    static const int qentries[] = {ENTRY_FUSED, ENTRY_COPY, ENTRY_REPL};
+    static const int qentries[] = {ENTRY_FUSED, ENTRY_COPY, ENTRY_REPL, ENTRY_STAGED};
     for (size_t q = 0; q < sizeof quant / sizeof quant[0]; q++)
-      for (int j = 0; j < 3; j++) {
+      for (int j = 0; j < 4; j++) {
         const int which = qentries[j];
         SL_CHECK(sl_moe_dispatch_spec(shapes[i][0], shapes[i][1], shapes[i][2], (sl_moe_payload_t)quant[q][0],
                                       quant[q][1], which, &spec));
@@ -586,6 +664,35 @@ static sl_status_t dispatch_cuda(sl_device_t *dev, const sl_moe_dispatch_args_t 
   sl_launch_t rl = {.grid = {(unsigned)route_blocks}, .block = {SL_MOE_ROUTE_THREADS}, .stream = stream};
   const bool pdl = !a->split_no_pdl && sl_device_info(dev)->arch >= SL_ARCH_HOPPER;
   SL_CHECK(sl_kernel_launch(k, &rl, rargs));
+  int seg = 0, stages = 0;
+  size_t smem = 0;
+  const bool staged =
+      a->force_copy != SL_MOE_COPY_REGS && a->force_span == 0 && sl_moe_staged_applies(a, &seg, &stages, &smem);
+  if (a->force_copy == SL_MOE_COPY_STAGED && !staged)
+    return SL_ERR(SL_ERR_INVALID,
+                  "moe dispatch: the staged copy needs a quantized payload, H (%d) a multiple of 512, no force_span, "
+                  "16-byte aligned x / expert_x / expert_scales and valid force_staged_seg (%d) / _stages (%d)",
+                  a->hidden, a->force_staged_seg, a->force_staged_stages);
+  if (staged) {
+    SL_CHECK(sl_moe_dispatch_spec_variant(a->hidden, a->top_k, local, a->payload, a->quant_rule, ENTRY_STAGED,
+                                          seg + stages, &spec));
+    SL_CHECK(sl_jit_get_kernel(dev, &spec, &k));
+    SL_CHECK(sl_kernel_set_max_shared(k, smem));
+    int per_sm = 0;
+    SL_CHECK(sl_kernel_occupancy(k, SL_MOE_STAGED_THREADS, smem, &per_sm));
+    if (per_sm < 1)
+      return SL_ERR(SL_ERR_INVALID, "moe dispatch: the staged copy's %zu bytes of shared memory per block do not fit",
+                    smem);
+    const long items = (long)T * (a->hidden / seg);
+    long grid = sl_moe_cdiv(items, SL_MOE_STAGED_THREADS / 32);
+    if (grid > (long)per_sm * sms) grid = (long)per_sm * sms; /* resident; items are grid-strided */
+    unsigned long long timeout_ns = (unsigned long long)sl_config()->timeout_ms * 1000000ull;
+    void *sargs[] = {&x,  &ids,    &T,     &E,       &begin,     &end,   &cap,         &ex,
+                     &es, &gscale, &slots, &offsets, &pair_rank, &state, &route_shift, &timeout_ns};
+    sl_launch_t sl = {.grid = {(unsigned)grid}, .block = {SL_MOE_STAGED_THREADS}, .shared_bytes = (unsigned)smem,
+                      .stream = stream, .pdl = pdl};
+    return sl_kernel_launch(k, &sl, sargs);
+  }
   SL_CHECK(sl_moe_dispatch_spec(a->hidden, a->top_k, local, a->payload, a->quant_rule, ENTRY_COPY, &spec));
   SL_CHECK(sl_jit_get_kernel(dev, &spec, &k));
   int span = a->force_span > 0 ? a->force_span : SPLIT_DEFAULT_SPAN;

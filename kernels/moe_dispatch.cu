@@ -930,3 +930,186 @@ extern "C" __global__ void __launch_bounds__(MOE_REPL_THREADS)
 #undef MOE_REPL_START
 #undef MOE_REPL_ID
 #endif
+
+#if MOE_KERNEL == 4
+// The split path's copy for the quantized payloads, staged through shared memory (session 21).
+// Why: the register copy (MOE_KERNEL 2) runs one warp per (token, 512-column chunk): every item
+// pays its own prologue, its x loads and its routing lookups in a chain (two memory latencies
+// before the first store), 2 x 8 code stores and 2 x 8 one-byte scale stores with their
+// addresses -- ~500 instructions per item, and a warp holds only 1 KB of x in flight (Qwen3
+// T=16384 mxfp4: 64 % of copy bandwidth, issue ~50 % busy, long-scoreboard stalls; session 18).
+// Here each warp walks items of MOE_SEG columns of one token (grid-strided over a resident grid):
+//  - lane 0 asks the bulk-copy engine for item k + MOE_STAGES's x segment into the warp's ring
+//    as soon as item k's stage is read, so MOE_STAGES segments per warp are in flight without
+//    holding a register;
+//  - the warp quantizes the segment from shared memory with the same per-vector code as the
+//    register copy (quantize_vec: bit-identical) into one of two output buffers, codes and
+//    scales laid out as in the destination row;
+//  - lanes k < K each store that buffer to their pair's row with two bulk copies (codes, scales)
+//    -- 16 stores per item instead of ~32 plus their address arithmetic -- and commit one bulk
+//    group per item, so a buffer is rewritten only after its stores have read it (wait_group.read 1).
+// The routing lookups of item k (pair_rank, offsets) are issued before its quantization and the
+// ids of item k + 1 after its stores, so neither latency sits on the warp's chain. With PDL the
+// first segment's loads and quantization run before griddepcontrol.wait (they read only inputs).
+// Needs (host: sl_moe_staged_applies): a quantized payload, MOE_HIDDEN % MOE_SEG == 0, MOE_SEG
+// a multiple of 512 (every format's codes and scales of a segment are then whole 16-byte
+// units), x / expert_x / expert_scales 16-byte aligned.
+#if MOE_PAYLOAD < 0
+#error "the staged copy quantizes: MOE_PAYLOAD must be an SL_QFMT_* format"
+#endif
+#ifndef MOE_SEG
+#error "MOE_SEG (columns per staged item, a multiple of 512 dividing MOE_HIDDEN) must be defined by the JIT"
+#endif
+#ifndef MOE_STAGES
+#error "MOE_STAGES (x segments in flight per warp, 2..4) must be defined by the JIT"
+#endif
+#if MOE_SEG % 512 != 0 || MOE_HIDDEN % MOE_SEG != 0 || MOE_STAGES < 2 || MOE_STAGES > 4
+#error "staged copy: MOE_SEG must be a multiple of 512 dividing MOE_HIDDEN, MOE_STAGES 2..4"
+#endif
+#include "kernels/bulk_copy.cuh"
+#define MOE_SEGS (MOE_HIDDEN / MOE_SEG)                     // items per token
+#define MOE_SEG_VECS (MOE_SEG / (32 * SL_MOE_VEC_ELEMS))   // 16-byte vectors per lane per item
+#define MOE_SEG_IN (MOE_SEG * 2)                            // x bytes per item
+#define MOE_SEG_CODES (MOE_QFP4 ? MOE_SEG / 2 : MOE_SEG)   // code bytes per item and row
+#define MOE_SCALE_BYTES (MOE_PAYLOAD == SL_QFMT_FP8_GROUP ? 4 : 1)
+#define MOE_SEG_SCALES (MOE_SEG / MOE_QBLOCK * MOE_SCALE_BYTES) // scale bytes per item and row
+#define MOE_SEG_OUT (MOE_SEG_CODES + MOE_SEG_SCALES)
+// Per warp: MOE_STAGES input segments, then two output buffers (codes, then scales).
+#define MOE_STAGED_WARP_BYTES (MOE_STAGES * MOE_SEG_IN + 2 * MOE_SEG_OUT)
+static_assert(MOE_SEG_CODES % 16 == 0 && MOE_SEG_SCALES % 16 == 0 && MOE_SEG_IN % 16 == 0, "16-byte units");
+
+__device__ __forceinline__ void staged_store(void *dst, unsigned src, unsigned bytes) {
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst), "r"(src), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void staged_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+// The bulk groups this thread committed, all but the newest one, have read their shared memory.
+__device__ __forceinline__ void staged_wait_read_1() { asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory"); }
+__device__ __forceinline__ void staged_wait_all() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
+// Orders this thread's shared-memory writes before the bulk copies' reads (async proxy).
+__device__ __forceinline__ void staged_fence() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+
+extern "C" __global__ void __launch_bounds__(SL_MOE_STAGED_THREADS)
+    sl_moe_dispatch_copy_staged(const __nv_bfloat16 *__restrict__ x, const int *__restrict__ topk_ids,
+                                int num_tokens, int num_experts, int expert_begin, int expert_end, int capacity,
+                                void *__restrict__ expert_x, void *__restrict__ expert_scales, float global_scale,
+                                int *__restrict__ slots, const int *offsets, const int *pair_rank,
+                                sl_grid_barrier_state_t *state, int route_shift, unsigned long long timeout_ns) {
+  constexpr int NW = SL_MOE_STAGED_THREADS / 32;
+  extern __shared__ __align__(128) unsigned char staged_smem[];
+  __shared__ __align__(8) unsigned long long bars[NW][MOE_STAGES];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  unsigned char *mine = staged_smem + warp * MOE_STAGED_WARP_BYTES;
+  const unsigned in0 = sl_bulk_smem_addr(mine), out0 = in0 + MOE_STAGES * MOE_SEG_IN;
+  const long num_items = (long)num_tokens * MOE_SEGS;
+  const long stride = (long)gridDim.x * NW;
+  const long first = (long)blockIdx.x * NW + warp;
+  if (first >= num_items) return;
+  if (lane == 0) {
+    for (int s = 0; s < MOE_STAGES; s++) sl_bulk_mbar_init(sl_bulk_smem_addr(&bars[warp][s]), 1);
+    sl_bulk_mbar_init_fence();
+    for (int s = 0; s < MOE_STAGES; s++) {
+      const long it = first + s * stride;
+      if (it >= num_items) break;
+      const unsigned bar = sl_bulk_smem_addr(&bars[warp][s]);
+      sl_bulk_arrive_expect_tx(bar, MOE_SEG_IN);
+      sl_bulk_copy(in0 + s * MOE_SEG_IN, x + it * MOE_SEG, MOE_SEG_IN, bar);
+    }
+  }
+  __syncwarp();
+  sl_dev_error_t *err = &state->error;
+  // Pair (t, lane)'s expert id for the warp's first item (an input: loaded before the wait).
+  int id = lane < MOE_TOPK ? topk_ids[(first / MOE_SEGS) * MOE_TOPK + lane] : -1;
+  bool waited = false;
+  int k = 0;
+  for (long item = first; item < num_items; item += stride, k++) {
+    const int t = (int)(item / MOE_SEGS), seg = (int)(item % MOE_SEGS);
+    const int p = t * MOE_TOPK + lane;
+    // Local expert and routing lookups (after the wait: the routing kernel's outputs).
+    const int e = lane < MOE_TOPK && id >= 0 && id < num_experts ? sl_moe_local_expert(id, expert_begin, expert_end)
+                                                                : -1;
+    int rank_in_block = 0, block_off = 0;
+    if (waited && e >= 0) {
+      rank_in_block = __ldcg(&pair_rank[p]);
+      block_off = __ldcg(&offsets[(p >> route_shift) * MOE_LOCAL + e]);
+    }
+    // This item's x segment (bounded wait: a stalled copy engine is reported, not waited on forever).
+    const int stage = k % MOE_STAGES;
+    const unsigned bar = sl_bulk_smem_addr(&bars[warp][stage]), parity = (unsigned)(k / MOE_STAGES) & 1u;
+    if (!sl_bulk_try_wait(bar, parity)) {
+      const unsigned long long start = sl_grid_globaltimer_ns();
+      while (!sl_bulk_try_wait(bar, parity))
+        if (sl_grid_globaltimer_ns() - start > timeout_ns) {
+          if (lane == 0) sl_dev_error_record(err, SL_DEV_ERR_PIPE_TIMEOUT, (int)blockIdx.x, warp, k);
+          staged_wait_all();
+          return;
+        }
+    }
+    // Output buffer k & 1: free once the stores of item k - 2 have read it.
+    staged_wait_read_1();
+    __syncwarp();
+    const unsigned ob = out0 + (k & 1) * MOE_SEG_OUT;
+    unsigned char *obp = mine + MOE_STAGES * MOE_SEG_IN + (k & 1) * MOE_SEG_OUT;
+    const uint4 *in = reinterpret_cast<const uint4 *>(mine + stage * MOE_SEG_IN);
+    int bad_block = -1; // this lane's first non-finite block of the item (its column / block)
+#pragma unroll
+    for (int v = 0; v < MOE_SEG_VECS; v++) {
+      const int vec = v * 32 + lane;
+      const QuantVec q = quantize_vec(in[vec], global_scale);
+      if (!q.finite && bad_block < 0) bad_block = (seg * MOE_SEG + vec * SL_MOE_VEC_ELEMS) / MOE_QBLOCK;
+#if MOE_QFP4
+      reinterpret_cast<unsigned *>(obp)[vec] = q.codes.x;
+#else
+      reinterpret_cast<uint2 *>(obp)[vec] = q.codes;
+#endif
+      if (lane % MOE_QLANES == 0) {
+        const int b = vec * SL_MOE_VEC_ELEMS / MOE_QBLOCK;
+        if (MOE_PAYLOAD == SL_QFMT_FP8_GROUP)
+          reinterpret_cast<float *>(obp + MOE_SEG_CODES)[b] = q.scale_f32;
+        else
+          obp[MOE_SEG_CODES + b] = q.scale_u8;
+      }
+    }
+    __syncwarp(); // every lane has read the stage: lane 0 refills it
+    if (lane == 0 && item + MOE_STAGES * stride < num_items) {
+      sl_bulk_arrive_expect_tx(bar, MOE_SEG_IN);
+      sl_bulk_copy(in0 + stage * MOE_SEG_IN, x + (item + MOE_STAGES * stride) * MOE_SEG, MOE_SEG_IN, bar);
+    }
+    if (!waited) { // first item: the routing grid's outputs from here on
+      sl_moe_pdl_wait();
+      waited = true;
+      if (e >= 0) {
+        rank_in_block = __ldcg(&pair_rank[p]);
+        block_off = __ldcg(&offsets[(p >> route_shift) * MOE_LOCAL + e]);
+      }
+    }
+    int row = -1;
+    if (e >= 0) {
+      const int rank = rank_in_block + block_off;
+      if (rank < capacity) row = (int)sl_moe_row(e, rank, capacity);
+    }
+    if (lane < MOE_TOPK && seg == 0) slots[p] = row;
+    // A token with no row here is not reported (as the register copy and the CPU reference).
+    if (__any_sync(0xffffffffu, row >= 0) && bad_block >= 0)
+      sl_dev_error_record(err, SL_DEV_ERR_NUMERIC, t, bad_block, MOE_QBLOCK);
+    staged_fence();
+    __syncwarp();
+    if (lane < MOE_TOPK) {
+      if (row >= 0) {
+        unsigned char *cd = static_cast<unsigned char *>(expert_x) + (size_t)(unsigned)row * MOE_ROW_BYTES +
+                            (size_t)seg * MOE_SEG_CODES;
+        unsigned char *sd = static_cast<unsigned char *>(expert_scales) +
+                            (size_t)(unsigned)row * (MOE_HIDDEN / MOE_QBLOCK * MOE_SCALE_BYTES) +
+                            (size_t)seg * MOE_SEG_SCALES;
+        staged_store(cd, ob, MOE_SEG_CODES);
+        staged_store(sd, ob + MOE_SEG_CODES, MOE_SEG_SCALES);
+      }
+      staged_commit(); // one group per item in every lane < K (empty without a row)
+    }
+    // The next item's ids (an input), in flight during the next wait.
+    const long next = item + stride;
+    if (lane < MOE_TOPK && next < num_items) id = topk_ids[(next / MOE_SEGS) * MOE_TOPK + lane];
+  }
+  staged_wait_all(); // the shared memory stays until every store has completed
+}
+#endif

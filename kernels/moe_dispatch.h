@@ -90,6 +90,11 @@ typedef struct {
   int force_repl_warps;         /* 0: host choice (sl_moe_repl_warps); 1..32: warps per block of the replicated
                                  * kernel, plain or computing the top-k (comparison; the result is the same);
                                  * the scan ranking (SL_MOE_REPL_RANK_SCAN) runs at 8 only */
+  int force_copy;               /* 0: host choice; SL_MOE_COPY_REGS / SL_MOE_COPY_STAGED: that copy kernel for the
+                                 * split path's quantized payloads (comparison; the result is the same).
+                                 * STAGED where sl_moe_staged_applies holds, else SL_ERR_INVALID */
+  int force_staged_seg;         /* 0: host choice; else columns per staged item (a multiple of 512 dividing H) */
+  int force_staged_stages;      /* 0: host choice; else x segments in flight per warp of the staged copy, 2..4 */
   /* Optional (NULL: none): the top-k router to run first, on route->logits, writing
    * route->topk_ids / topk_weights; topk_ids above must be route->topk_ids, and T, K and E
    * must agree. On the GPU, when sl_moe_dispatch_route_fusable holds, the replicated kernel
@@ -103,6 +108,16 @@ typedef struct {
   bool route_pdl;
   bool *route_fused;
 } sl_moe_dispatch_args_t;
+
+/* The split path's copy kernel for quantized payloads: one warp per (token, 512-column chunk) through
+ * registers (the previous default, and the one for bf16), or the staged copy: items of `seg` columns whose
+ * x segments the bulk-copy engine brings into shared memory `stages` ahead, quantized there and stored to
+ * the K rows by bulk copies (kernels/moe_dispatch.cu, MOE_KERNEL 4). */
+enum { SL_MOE_COPY_REGS = 1, SL_MOE_COPY_STAGED = 2 };
+/* Whether the staged copy can run these arguments (quantized payload, H a multiple of 512, x, expert_x
+ * and expert_scales 16-byte aligned, the force_staged_* values valid) and its shape: the forced values,
+ * else the host's table (kernels/moe_dispatch.c staged_default_seg). Bytes of dynamic shared memory per block. */
+bool sl_moe_staged_applies(const sl_moe_dispatch_args_t *a, int *seg, int *stages, size_t *smem_bytes);
 
 /* Ranking of the replicated (decode) path: a shared histogram of the pairs below the block's
  * own (default), or the scan of all staged ids per needed pair (the previous kernel). */
@@ -167,13 +182,14 @@ bool sl_moe_dispatch_route_fusable(const sl_moe_dispatch_args_t *a, int num_sms)
 sl_status_t sl_moe_dispatch_route_spec(int hidden, int top_k, int num_local, int repl_rank,
                                        const sl_router_args_t *route, sl_jit_spec_t *spec);
 
-/* JIT spec of kernel `which` (0 fused, 1 route, 2 copy, 3 replicated) for these dimensions and
- * payload, default variant. */
+/* JIT spec of kernel `which` (0 fused, 1 route, 2 copy, 3 replicated, 4 staged copy) for these
+ * dimensions and payload, default variant. */
 sl_status_t sl_moe_dispatch_spec(int hidden, int top_k, int num_local, sl_moe_payload_t payload, int quant_rule,
                                  int which, sl_jit_spec_t *spec);
 /* The same with a variant: for the routing kernel (1) its rounds (1, 2, 4, 8), for the
  * replicated kernel (3) an SL_MOE_REPL_RANK_* (0 = default) | SL_MOE_REPL_WARPS(n) (0 = the
- * host's choice); 0 = default; ignored by the others. */
+ * host's choice), for the staged copy (4, quantized payloads) seg + stages (0: the host's
+ * default shape); 0 = default; ignored by the others. */
 sl_status_t sl_moe_dispatch_spec_variant(int hidden, int top_k, int num_local, sl_moe_payload_t payload,
                                          int quant_rule, int which, int variant, sl_jit_spec_t *spec);
 /* Every configuration point (Qwen3-30B-A3B and DeepSeek-V3 shapes, TP 1/2/4/8 ranges). */

@@ -232,6 +232,20 @@ sl_status_t sl_bench_kernel_us(sl_bench_t *b, sl_bench_fn fn, void *ctx, double 
     int have = 0;
     for (int i = 0; i < n; i++)
       if (hi[i] > 0) span[have++] = (double)(hi[i] - lo[i]) * 1e-3;
+    /* SL_BENCH_KERNEL_PARTS=1: the operations of the middle repetition, start and end after its
+     * first start (us, stderr) -- e.g. how long the split dispatch's copy runs after its routing. */
+    const char *parts = getenv("SL_BENCH_KERNEL_PARTS");
+    if (parts && parts[0] == '1' && have == n) {
+      const int m = n / 2;
+      for (size_t r = 0; r < g_recs.n_ops; r++) {
+        const op_rec_t *o = &g_recs.ops[r];
+        const op_rec_t key = {.corr = o->corr};
+        const op_rec_t *x = bsearch(&key, g_recs.ext, g_recs.n_ext, sizeof key, cmp_corr);
+        if (x && (int)x->start - 1 == m)
+          fprintf(stderr, "# kernel parts (repetition %d): op from %.2f to %.2f us\n", m,
+                  (double)(o->start - lo[m]) * 1e-3, (double)(o->end - lo[m]) * 1e-3);
+      }
+    }
     const size_t dropped = g_recs.dropped, ops = g_recs.n_ops, ext = g_recs.n_ext;
     pthread_mutex_unlock(&g_recs.mu);
     if (dropped || have < n)

@@ -352,9 +352,17 @@ static sl_status_t bench_dispatch_combine(sl_bench_t *b, const model_t *m, const
                               (double)T * K * sl_moe_payload_scales_per_row(q.da.payload, H) *
                                   sl_moe_payload_scale_bytes(q.da.payload) +
                               (double)T * K * 8 + E * 4;
-        char qpath[48], extra[32];
+        char qpath[48], extra[64];
+        int seg = 0, stages = 0;
+        size_t smem = 0;
+        const bool staged =
+            path == SL_MOE_PATH_SPLIT && gpu_of(b) && sl_moe_staged_applies(&q.da, &seg, &stages, &smem);
         snprintf(qpath, sizeof qpath, "%s", sl_moe_path_name(path));
-        snprintf(extra, sizeof extra, "payload %s", sl_moe_payload_name(q.da.payload));
+        if (staged)
+          snprintf(extra, sizeof extra, "payload %s, staged copy %dx%d", sl_moe_payload_name(q.da.payload), seg,
+                   stages);
+        else
+          snprintf(extra, sizeof extra, "payload %s", sl_moe_payload_name(q.da.payload));
         sl_bench_row(b, "moe_dispatch_quant", shape, qpath, us, qbytes, gus, extra);
         if (path == SL_MOE_PATH_REPLICATED && gpu_of(b)) { /* the balanced kernel, 2 x 256 */
           q.da.force_repl_balance = SL_MOE_REPL_BAL_256X2;
@@ -365,14 +373,33 @@ static sl_status_t bench_dispatch_combine(sl_bench_t *b, const model_t *m, const
           snprintf(extra, sizeof extra, "payload %s, forced", sl_moe_payload_name(q.da.payload));
           sl_bench_row(b, "moe_dispatch_quant", shape, qpath, us, qbytes, gus, extra);
         }
-        if (path == SL_MOE_PATH_SPLIT && gpu_of(b)) { /* whole rows per warp item: a row's scales in one go */
-          q.da.force_span = 1 << 20;                 /* clipped to a row */
+        if (staged) { /* the register copy (the previous default), then SL_BENCH_STAGED's shapes */
+          q.da.force_copy = SL_MOE_COPY_REGS;
           r = time_both(b, run_dispatch, &q, true, &us, &gus);
           if (r == SL_OK) r = sl_moe_dispatch_check(dev, ws, b->stream);
           if (r != SL_OK) break;
-          snprintf(qpath, sizeof qpath, "%s rows", sl_moe_path_name(path));
-          snprintf(extra, sizeof extra, "payload %s, forced", sl_moe_payload_name(q.da.payload));
+          snprintf(qpath, sizeof qpath, "%s regs", sl_moe_path_name(path));
+          snprintf(extra, sizeof extra, "payload %s, forced (comparison: the register copy)",
+                   sl_moe_payload_name(q.da.payload));
           sl_bench_row(b, "moe_dispatch_quant", shape, qpath, us, qbytes, gus, extra);
+          q.da.force_copy = SL_MOE_COPY_STAGED;
+          /* SL_BENCH_STAGED="seg:stages,...": more staged shapes (those that do not apply are skipped). */
+          const char *list = getenv("SL_BENCH_STAGED");
+          for (const char *e = list; e && *e && r == SL_OK;) {
+            int fs = 0, fn = 0;
+            if (sscanf(e, "%d:%d", &fs, &fn) == 2 && fs > 0 && fs % 512 == 0 && H % fs == 0 && fn >= 2 && fn <= 4) {
+              q.da.force_staged_seg = fs;
+              q.da.force_staged_stages = fn;
+              r = time_both(b, run_dispatch, &q, true, &us, &gus);
+              if (r == SL_OK) r = sl_moe_dispatch_check(dev, ws, b->stream);
+              if (r != SL_OK) break;
+              snprintf(qpath, sizeof qpath, "%s staged %dx%d", sl_moe_path_name(path), fs, fn);
+              snprintf(extra, sizeof extra, "payload %s, forced", sl_moe_payload_name(q.da.payload));
+              sl_bench_row(b, "moe_dispatch_quant", shape, qpath, us, qbytes, gus, extra);
+            }
+            e = strchr(e, ',');
+            if (e) e++;
+          }
         }
       }
       if (scales) sl_device_free(dev, scales);

@@ -247,6 +247,33 @@ static void test_bad_arguments(void **state) {
   SL_ASSERT_OK(sl_moe_dispatch(dev, &a, NULL));
   a.force_span = 0;
   SL_ASSERT_OK(sl_moe_dispatch(dev, &a, NULL));
+  /* The split copy's knobs: force_copy 0..SL_MOE_COPY_STAGED, the staged items a multiple of 512
+   * dividing H, 2..4 stages; valid values give the reference result on the CPU. */
+  const int bad_copy[] = {-1, SL_MOE_COPY_STAGED + 1};
+  for (size_t i = 0; i < 2; i++) {
+    a.force_copy = bad_copy[i];
+    assert_int_equal(sl_moe_dispatch(dev, &a, NULL), SL_ERR_INVALID);
+    assert_non_null(strstr(sl_last_error(), "force_copy"));
+  }
+  a.force_copy = SL_MOE_COPY_REGS;
+  SL_ASSERT_OK(sl_moe_dispatch(dev, &a, NULL));
+  a.force_copy = 0;
+  const int bad_seg[] = {-512, 256, 512}; /* 512 does not divide H = 8 */
+  for (size_t i = 0; i < 3; i++) {
+    a.force_staged_seg = bad_seg[i];
+    assert_int_equal(sl_moe_dispatch(dev, &a, NULL), SL_ERR_INVALID);
+    assert_non_null(strstr(sl_last_error(), "force_staged_seg"));
+  }
+  a.force_staged_seg = 0;
+  const int bad_stages[] = {-1, 1, 5};
+  for (size_t i = 0; i < 3; i++) {
+    a.force_staged_stages = bad_stages[i];
+    assert_int_equal(sl_moe_dispatch(dev, &a, NULL), SL_ERR_INVALID);
+    assert_non_null(strstr(sl_last_error(), "force_staged_stages"));
+  }
+  a.force_staged_stages = 4;
+  SL_ASSERT_OK(sl_moe_dispatch(dev, &a, NULL));
+  a.force_staged_stages = 0;
   /* Routing rounds 1, 2, 4, 8 (or 0, the default) and the two replicated rankings are GPU
    * knobs: out of range is refused, valid values give the reference result on the CPU. */
   const int bad_rounds[] = {-1, 3, 16};
