@@ -1033,13 +1033,15 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_STAGED_THREADS)
       rank_in_block = __ldcg(&pair_rank[p]);
       block_off = __ldcg(&offsets[(p >> route_shift) * MOE_LOCAL + e]);
     }
-    // This item's x segment (bounded wait: a stalled copy engine is reported, not waited on forever).
+    // This item's x segment (bounded wait: a stalled copy engine is reported, not waited on forever;
+    // the warp decides together, so no lane leaves while the others go on to __syncwarp).
     const int stage = k % MOE_STAGES;
     const unsigned bar = sl_bulk_smem_addr(&bars[warp][stage]), parity = (unsigned)(k / MOE_STAGES) & 1u;
-    if (!sl_bulk_try_wait(bar, parity)) {
+    bool landed = sl_bulk_try_wait(bar, parity);
+    if (!__all_sync(0xffffffffu, landed)) {
       const unsigned long long start = sl_grid_globaltimer_ns();
-      while (!sl_bulk_try_wait(bar, parity))
-        if (sl_grid_globaltimer_ns() - start > timeout_ns) {
+      while (!__all_sync(0xffffffffu, landed = landed || sl_bulk_try_wait(bar, parity)))
+        if (__any_sync(0xffffffffu, sl_grid_globaltimer_ns() - start > timeout_ns)) {
           if (lane == 0) sl_dev_error_record(err, SL_DEV_ERR_PIPE_TIMEOUT, (int)blockIdx.x, warp, k);
           staged_wait_all();
           return;
