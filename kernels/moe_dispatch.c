@@ -282,7 +282,8 @@ static size_t staged_warp_bytes(sl_moe_payload_t payload, int seg, int stages) {
   return (size_t)stages * seg * 2 + 2 * out;
 }
 
-bool sl_moe_staged_applies(const sl_moe_dispatch_args_t *a, int *seg, int *stages, size_t *smem_bytes) {
+bool sl_moe_staged_applies(const sl_moe_dispatch_args_t *a, int arch, int *seg, int *stages, size_t *smem_bytes) {
+  if (arch < SL_ARCH_HOPPER) return false;
   const int s = a->force_staged_seg ? a->force_staged_seg : staged_default_seg(a->payload, a->hidden);
   const int n = a->force_staged_stages ? a->force_staged_stages : staged_default_stages(a->payload, s);
   const bool aligned = ((uintptr_t)a->x | (uintptr_t)a->expert_x | (uintptr_t)a->expert_scales) % 16 == 0;
@@ -667,11 +668,13 @@ static sl_status_t dispatch_cuda(sl_device_t *dev, const sl_moe_dispatch_args_t 
   int seg = 0, stages = 0;
   size_t smem = 0;
   const bool staged =
-      a->force_copy != SL_MOE_COPY_REGS && a->force_span == 0 && sl_moe_staged_applies(a, &seg, &stages, &smem);
+      a->force_copy != SL_MOE_COPY_REGS && a->force_span == 0 &&
+      sl_moe_staged_applies(a, sl_device_info(dev)->arch, &seg, &stages, &smem);
   if (a->force_copy == SL_MOE_COPY_STAGED && !staged)
     return SL_ERR(SL_ERR_INVALID,
-                  "moe dispatch: the staged copy needs a quantized payload, H (%d) a multiple of 512, no force_span, "
-                  "16-byte aligned x / expert_x / expert_scales and valid force_staged_seg (%d) / _stages (%d)",
+                  "moe dispatch: the staged copy needs sm_90+, a quantized payload, H (%d) a multiple of 512, no "
+                  "force_span, 16-byte aligned x / expert_x / expert_scales and valid force_staged_seg (%d) / "
+                  "_stages (%d)",
                   a->hidden, a->force_staged_seg, a->force_staged_stages);
   if (staged) {
     SL_CHECK(sl_moe_dispatch_spec_variant(a->hidden, a->top_k, local, a->payload, a->quant_rule, ENTRY_STAGED,

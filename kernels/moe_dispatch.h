@@ -114,10 +114,11 @@ typedef struct {
  * x segments the bulk-copy engine brings into shared memory `stages` ahead, quantized there and stored to
  * the K rows by bulk copies (kernels/moe_dispatch.cu, MOE_KERNEL 4). */
 enum { SL_MOE_COPY_REGS = 1, SL_MOE_COPY_STAGED = 2 };
-/* Whether the staged copy can run these arguments (quantized payload, H a multiple of 512, x, expert_x
- * and expert_scales 16-byte aligned, the force_staged_* values valid) and its shape: the forced values,
- * else the host's table (kernels/moe_dispatch.c staged_default_seg). Bytes of dynamic shared memory per block. */
-bool sl_moe_staged_applies(const sl_moe_dispatch_args_t *a, int *seg, int *stages, size_t *smem_bytes);
+/* Whether the staged copy can run these arguments on a GPU of `arch` (SL_ARCH_*; sm_90+ for the bulk-copy
+ * engine): a quantized payload, H a multiple of 512, x, expert_x and expert_scales 16-byte aligned, the
+ * force_staged_* values valid. Its shape: the forced values, else the host's table (kernels/moe_dispatch.c
+ * staged_default_seg); smem_bytes: dynamic shared memory per block. */
+bool sl_moe_staged_applies(const sl_moe_dispatch_args_t *a, int arch, int *seg, int *stages, size_t *smem_bytes);
 
 /* Ranking of the replicated (decode) path: a shared histogram of the pairs below the block's
  * own (default), or the scan of all staged ids per needed pair (the previous kernel). */

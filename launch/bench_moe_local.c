@@ -356,7 +356,8 @@ static sl_status_t bench_dispatch_combine(sl_bench_t *b, const model_t *m, const
         int seg = 0, stages = 0;
         size_t smem = 0;
         const bool staged =
-            path == SL_MOE_PATH_SPLIT && gpu_of(b) && sl_moe_staged_applies(&q.da, &seg, &stages, &smem);
+            path == SL_MOE_PATH_SPLIT && gpu_of(b) &&
+            sl_moe_staged_applies(&q.da, sl_device_info(dev)->arch, &seg, &stages, &smem);
         snprintf(qpath, sizeof qpath, "%s", sl_moe_path_name(path));
         if (staged)
           snprintf(extra, sizeof extra, "payload %s, staged copy %dx%d", sl_moe_payload_name(q.da.payload), seg,

@@ -407,6 +407,48 @@ static void test_path_rule(void **state) {
   assert_int_equal(sl_moe_dispatch_choose_path(&a, 132), SL_MOE_PATH_NONE);
 }
 
+/* The host's choice of the staged copy (no GPU needed): where it applies, its default shapes and shared
+ * memory, the forced shapes, and where it does not (pre-Hopper, bf16, H not a multiple of 512, misaligned). */
+static void test_staged_choice(void **state) {
+  (void)state;
+  static uint8_t buf[64] __attribute__((aligned(16)));
+  sl_moe_dispatch_args_t a = {.hidden = 2048, .payload = SL_MOE_PAYLOAD_FP8_GROUP, .x = buf, .expert_x = buf,
+                              .expert_scales = buf};
+  int seg = 0, stages = 0;
+  size_t smem = 0;
+  assert_true(sl_moe_staged_applies(&a, SL_ARCH_HOPPER, &seg, &stages, &smem));
+  /* FP8 at H=2048: 2048 columns x 2 stages; per warp 2 x 4096 B of x + 2 x (2048 codes + 16 x 4 B scales). */
+  assert_int_equal(seg, 2048);
+  assert_int_equal(stages, 2);
+  assert_int_equal(smem, 4 * (2 * 4096 + 2 * (2048 + 64)));
+  a.hidden = 7168; /* DeepSeek-V3: 1024 x 4 */
+  assert_true(sl_moe_staged_applies(&a, SL_ARCH_BLACKWELL, &seg, &stages, &smem));
+  assert_int_equal(seg, 1024);
+  assert_int_equal(stages, 4);
+  a.payload = SL_MOE_PAYLOAD_MXFP4; /* FP4: 1024 x 3; 512 code bytes + 32 scale bytes per buffer */
+  assert_true(sl_moe_staged_applies(&a, SL_ARCH_HOPPER, &seg, &stages, &smem));
+  assert_int_equal(seg, 1024);
+  assert_int_equal(stages, 3);
+  assert_int_equal(smem, 4 * (3 * 2048 + 2 * (512 + 32)));
+  a.payload = SL_MOE_PAYLOAD_NVFP4; /* E4M3 scale per 16: 64 scale bytes per 1024 columns */
+  a.force_staged_seg = 512;
+  a.force_staged_stages = 2;
+  assert_true(sl_moe_staged_applies(&a, SL_ARCH_HOPPER, &seg, &stages, &smem));
+  assert_int_equal(seg, 512);
+  assert_int_equal(stages, 2);
+  assert_int_equal(smem, 4 * (2 * 1024 + 2 * (256 + 32)));
+  a.force_staged_seg = a.force_staged_stages = 0;
+  assert_false(sl_moe_staged_applies(&a, SL_ARCH_HOPPER - 1, &seg, &stages, &smem)); /* no bulk-copy engine */
+  a.payload = SL_MOE_PAYLOAD_BF16;
+  assert_false(sl_moe_staged_applies(&a, SL_ARCH_HOPPER, &seg, &stages, &smem));
+  a.payload = SL_MOE_PAYLOAD_MXFP8;
+  a.hidden = 384;
+  assert_false(sl_moe_staged_applies(&a, SL_ARCH_HOPPER, &seg, &stages, &smem));
+  a.hidden = 2048;
+  a.x = buf + 8;
+  assert_false(sl_moe_staged_applies(&a, SL_ARCH_HOPPER, &seg, &stages, &smem));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_random_shapes),         cmocka_unit_test(test_tokens_zero),
@@ -415,6 +457,7 @@ int main(void) {
       cmocka_unit_test(test_bad_ids_reported),      cmocka_unit_test(test_bad_arguments),
       cmocka_unit_test(test_path_rule),            cmocka_unit_test(test_quantized_payloads),
       cmocka_unit_test(test_device_error_messages), cmocka_unit_test(test_combine_unroll_knob),
+      cmocka_unit_test(test_staged_choice),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
