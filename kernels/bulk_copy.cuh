@@ -1,6 +1,7 @@
 // Hopper bulk-copy engine and shared-memory mbarrier wrappers (sm_90+), shared by the kernels
 // that stage global memory into shared memory with cp.async.bulk: the FFN's bulk variant
-// (kernels/moe_ffn_gemv.cu) and the one-kernel decode layer (kernels/moe_layer_decode.cu).
+// (kernels/moe_ffn_gemv.cu), the one-kernel decode layer (kernels/moe_layer_decode.cu) and the staged
+// dispatch copy (kernels/moe_dispatch.cu, which also stores shared memory to global by bulk groups).
 // Addresses are 32-bit shared-window addresses (sl_bulk_smem_addr).
 #ifndef SL_BULK_COPY_CUH
 #define SL_BULK_COPY_CUH
@@ -39,6 +40,23 @@ __device__ __forceinline__ void sl_bulk_copy(unsigned dst, const void *src, unsi
   asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
                "l"(src), "r"(bytes), "r"(bar)
                : "memory");
+}
+
+// Shared -> global: `bytes` (a multiple of 16, both addresses 16-byte aligned) from this CTA's shared
+// memory, in this thread's current bulk group (the staged dispatch copy, kernels/moe_dispatch.cu).
+__device__ __forceinline__ void sl_bulk_store(void *dst, unsigned src, unsigned bytes) {
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst), "r"(src), "r"(bytes)
+               : "memory");
+}
+// Closes this thread's current bulk group (an empty one too).
+__device__ __forceinline__ void sl_bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+// The bulk groups this thread committed, all but the newest one, have read their shared memory.
+__device__ __forceinline__ void sl_bulk_wait_read_1() { asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory"); }
+// Every bulk group this thread committed has completed (before its shared memory goes away).
+__device__ __forceinline__ void sl_bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
+// Orders this thread's shared-memory writes before bulk copies that read them (async proxy).
+__device__ __forceinline__ void sl_bulk_fence_smem_writes() {
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
 
 #endif

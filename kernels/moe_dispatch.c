@@ -572,6 +572,7 @@ static sl_status_t dispatch_cuda(sl_device_t *dev, const sl_moe_dispatch_args_t 
   const void *x = a->x, *ids = a->topk_ids;
   void *ex = a->expert_x, *es = a->expert_scales, *ec = a->expert_counts, *slots = a->slots;
   float gscale = a->global_scale;
+  unsigned long long timeout_ns = (unsigned long long)sl_config()->timeout_ms * 1000000ull; /* bounded waits */
   int T = a->num_tokens, E = a->num_experts, begin = a->expert_begin, end = a->expert_end, cap = a->capacity;
   sl_jit_spec_t spec;
   sl_kernel_t *k;
@@ -647,7 +648,6 @@ static sl_status_t dispatch_cuda(sl_device_t *dev, const sl_moe_dispatch_args_t 
                     "moe dispatch: fused path needs %d routing blocks for %d tokens but only %d blocks are resident: "
                     "use the split path",
                     route_blocks, T, resident);
-    unsigned long long timeout_ns = (unsigned long long)sl_config()->timeout_ms * 1000000ull;
     void *args[] = {&x,  &ids,   &T,     &E,     &begin,  &end,      &cap,      &ex,
                     &es, &gscale, &ec,   &slots, &state,  &counts,   &pair_rank, &timeout_ns};
     sl_launch_t l = {.grid = {(unsigned)grid}, .block = {SL_MOE_FUSED_THREADS}, .stream = stream, .cooperative = true};
@@ -689,7 +689,6 @@ static sl_status_t dispatch_cuda(sl_device_t *dev, const sl_moe_dispatch_args_t 
     const long items = (long)T * (a->hidden / seg);
     long grid = sl_moe_cdiv(items, SL_MOE_STAGED_THREADS / 32);
     if (grid > (long)per_sm * sms) grid = (long)per_sm * sms; /* resident; items are grid-strided */
-    unsigned long long timeout_ns = (unsigned long long)sl_config()->timeout_ms * 1000000ull;
     void *sargs[] = {&x,  &ids,    &T,     &E,       &begin,     &end,   &cap,         &ex,
                      &es, &gscale, &slots, &offsets, &pair_rank, &state, &route_shift, &timeout_ns};
     sl_launch_t sl = {.grid = {(unsigned)grid}, .block = {SL_MOE_STAGED_THREADS}, .shared_bytes = (unsigned)smem,

@@ -982,17 +982,6 @@ extern "C" __global__ void __launch_bounds__(MOE_REPL_THREADS)
 #define MOE_STAGED_WARP_BYTES (MOE_STAGES * MOE_SEG_IN + 2 * MOE_SEG_OUT)
 static_assert(MOE_SEG_CODES % 16 == 0 && MOE_SEG_SCALES % 16 == 0 && MOE_SEG_IN % 16 == 0, "16-byte units");
 
-__device__ __forceinline__ void staged_store(void *dst, unsigned src, unsigned bytes) {
-  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst), "r"(src), "r"(bytes)
-               : "memory");
-}
-__device__ __forceinline__ void staged_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
-// The bulk groups this thread committed, all but the newest one, have read their shared memory.
-__device__ __forceinline__ void staged_wait_read_1() { asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory"); }
-__device__ __forceinline__ void staged_wait_all() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
-// Orders this thread's shared-memory writes before the bulk copies' reads (async proxy).
-__device__ __forceinline__ void staged_fence() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
-
 extern "C" __global__ void __launch_bounds__(SL_MOE_STAGED_THREADS)
     sl_moe_dispatch_copy_staged(const __nv_bfloat16 *__restrict__ x, const int *__restrict__ topk_ids,
                                 int num_tokens, int num_experts, int expert_begin, int expert_end, int capacity,
@@ -1047,12 +1036,12 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_STAGED_THREADS)
       while (!__all_sync(0xffffffffu, landed = landed || sl_bulk_try_wait(bar, parity)))
         if (__any_sync(0xffffffffu, sl_grid_globaltimer_ns() - start > timeout_ns)) {
           if (lane == 0) sl_dev_error_record(err, SL_DEV_ERR_PIPE_TIMEOUT, (int)blockIdx.x, warp, k);
-          staged_wait_all();
+          sl_bulk_wait_all();
           return;
         }
     }
     // Output buffer k & 1: free once the stores of item k - 2 have read it.
-    staged_wait_read_1();
+    sl_bulk_wait_read_1();
     __syncwarp();
     const unsigned ob = out0 + (k & 1) * MOE_SEG_OUT;
     unsigned char *obp = mine + MOE_STAGES * MOE_SEG_IN + (k & 1) * MOE_SEG_OUT;
@@ -1098,7 +1087,7 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_STAGED_THREADS)
     // A token with no row here is not reported (as the register copy and the CPU reference).
     if (__any_sync(0xffffffffu, row >= 0) && bad_block >= 0)
       sl_dev_error_record(err, SL_DEV_ERR_NUMERIC, t, bad_block, MOE_QBLOCK);
-    staged_fence();
+    sl_bulk_fence_smem_writes();
     __syncwarp();
     if (lane < MOE_TOPK) {
       if (row >= 0) {
@@ -1107,15 +1096,15 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_STAGED_THREADS)
         unsigned char *sd = static_cast<unsigned char *>(expert_scales) +
                             (size_t)(unsigned)row * (MOE_HIDDEN / MOE_QBLOCK * MOE_SCALE_BYTES) +
                             (size_t)seg * MOE_SEG_SCALES;
-        staged_store(cd, ob, MOE_SEG_CODES);
-        staged_store(sd, ob + MOE_SEG_CODES, MOE_SEG_SCALES);
+        sl_bulk_store(cd, ob, MOE_SEG_CODES);
+        sl_bulk_store(sd, ob + MOE_SEG_CODES, MOE_SEG_SCALES);
       }
-      staged_commit(); // one group per item in every lane < K (empty without a row)
+      sl_bulk_commit(); // one group per item in every lane < K (empty without a row)
     }
     // The next item's ids (an input), in flight during the next wait.
     const long next = item + stride;
     if (lane < MOE_TOPK && next < num_items) id = topk_ids[(next / MOE_SEGS) * MOE_TOPK + lane];
   }
-  staged_wait_all(); // the shared memory stays until every store has completed
+  sl_bulk_wait_all(); // the shared memory stays until every store has completed
 }
 #endif
