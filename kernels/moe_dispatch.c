@@ -51,8 +51,12 @@
  *    item's x loads while the routing runs (split_no_pdl: off). The copy of the quantized
  *    payloads is the staged one where it applies (sl_moe_staged_applies: items of 2048, 1024
  *    or 512 columns, x brought into shared memory by the bulk-copy engine, quantized there,
- *    stored to the K rows by bulk copies; session 21); bf16 and the rest take the register
- *    copy (copy_blocks blocks, one (token, chunk) per warp).
+ *    stored to the K rows by bulk copies, the scales by the lanes' stores; sessions 21-22); bf16
+ *    and the rest take the register copy (copy_blocks blocks, one (token, chunk) per warp).
+ *    Session 22 measured the staged copy routing the pairs itself (one cooperative launch: rank,
+ *    grid barrier, a parallel scan of the counts, grid barrier, copy) and removed it: 5-10 us
+ *    slower than these two launches, its copy phase slower (bench/results/2026-12-01-s22-h200-
+ *    call{1..5}, call5/fused-route.patch).
  *    The H200 ncu run put DSv3 T=16384's copy kernel at 574 us of the 587 us dispatch:
  *    ~12 us of routing + launch gap, 7 % of Qwen3's 180 us, the lever at Qwen3 size.
  *  - All paths rank the pairs of an expert in pair order (t * K + k): the slots, hence the
@@ -158,6 +162,8 @@ static sl_status_t validate(const sl_moe_dispatch_args_t *a) {
                   a->force_staged_seg, a->hidden);
   if (a->force_staged_stages && (a->force_staged_stages < 2 || a->force_staged_stages > 4))
     return SL_ERR(SL_ERR_INVALID, "moe dispatch: force_staged_stages %d is not 0 or 2..4", a->force_staged_stages);
+  if (a->staged_scale_bulk != 0 && a->staged_scale_bulk != 1)
+    return SL_ERR(SL_ERR_INVALID, "moe dispatch: staged_scale_bulk %d is not 0 or 1", a->staged_scale_bulk);
   if (a->force_repl_warps && a->force_repl_warps != 8 && a->force_repl_rank == SL_MOE_REPL_RANK_SCAN)
     return SL_ERR(SL_ERR_INVALID, "moe dispatch: the scan ranking runs at 8 warps per block, not force_repl_warps %d",
                   a->force_repl_warps);
@@ -299,7 +305,9 @@ sl_status_t sl_moe_dispatch_spec_variant(int hidden, int top_k, int num_local, s
                                          int quant_rule, int which, int variant, sl_jit_spec_t *spec) {
   if (which < 0 || which > 4) return SL_ERR(SL_ERR_INVALID, "moe dispatch spec: kernel %d", which);
   int seg = 0, stages = 0;
+  const bool scale_bulk = which == ENTRY_STAGED && (variant & SL_MOE_STAGED_SCALE_BULK);
   if (which == ENTRY_STAGED) {
+    variant &= ~SL_MOE_STAGED_SCALE_BULK;
     seg = variant ? variant - variant % 512 : staged_default_seg(payload, hidden);
     stages = variant ? variant % 512 : staged_default_stages(payload, seg);
     if (payload == SL_MOE_PAYLOAD_BF16 || seg <= 0 || seg % 512 || hidden % seg || stages < 2 || stages > 4)
@@ -336,6 +344,7 @@ sl_status_t sl_moe_dispatch_spec_variant(int hidden, int top_k, int num_local, s
   if (which == ENTRY_STAGED) {
     SL_CHECK(sl_jit_spec_define(spec, "MOE_SEG", "%d", seg));
     SL_CHECK(sl_jit_spec_define(spec, "MOE_STAGES", "%d", stages));
+    SL_CHECK(sl_jit_spec_define(spec, "MOE_STAGED_SCALE_ST", "%d", scale_bulk ? 0 : 1));
   }
   if (which == ENTRY_REPL) {
     SL_CHECK(sl_jit_spec_define(spec, "MOE_REPL_RANK", "%d", (variant & 0xf) == SL_MOE_REPL_RANK_SCAN ? 0 : 1));
@@ -453,6 +462,11 @@ sl_status_t sl_moe_dispatch_jit_points(int arch, sl_status_t (*fn)(const sl_jit_
         const int which = qentries[j];
         SL_CHECK(sl_moe_dispatch_spec(shapes[i][0], shapes[i][1], shapes[i][2], (sl_moe_payload_t)quant[q][0],
                                       quant[q][1], which, &spec));
+        SL_CHECK(fn(&spec, user));
+        if (which != ENTRY_STAGED) continue; /* and with the scales by bulk copies (comparison) */
+        SL_CHECK(sl_moe_dispatch_spec_variant(shapes[i][0], shapes[i][1], shapes[i][2],
+                                              (sl_moe_payload_t)quant[q][0], quant[q][1], ENTRY_STAGED,
+                                              SL_MOE_STAGED_SCALE_BULK, &spec));
         SL_CHECK(fn(&spec, user));
       }
     for (size_t q = 0; q < sizeof quant / sizeof quant[0]; q++) { /* balanced, 256 threads */
@@ -678,7 +692,8 @@ static sl_status_t dispatch_cuda(sl_device_t *dev, const sl_moe_dispatch_args_t 
                   a->hidden, a->force_staged_seg, a->force_staged_stages);
   if (staged) {
     SL_CHECK(sl_moe_dispatch_spec_variant(a->hidden, a->top_k, local, a->payload, a->quant_rule, ENTRY_STAGED,
-                                          seg + stages, &spec));
+                                          seg + stages + (a->staged_scale_bulk ? SL_MOE_STAGED_SCALE_BULK : 0),
+                                          &spec));
     SL_CHECK(sl_jit_get_kernel(dev, &spec, &k));
     SL_CHECK(sl_kernel_set_max_shared(k, smem));
     int per_sm = 0;

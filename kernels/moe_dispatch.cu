@@ -945,9 +945,9 @@ extern "C" __global__ void __launch_bounds__(MOE_REPL_THREADS)
 //  - the warp quantizes the segment from shared memory with the same per-vector code as the
 //    register copy (quantize_vec: bit-identical) into one of two output buffers, codes and
 //    scales laid out as in the destination row;
-//  - lanes k < K each store that buffer to their pair's row with two bulk copies (codes, scales)
-//    -- 16 stores per item instead of ~32 plus their address arithmetic -- and commit one bulk
-//    group per item, so a buffer is rewritten only after its stores have read it (wait_group.read 1).
+//  - lanes k < K each store that buffer's codes to their pair's row with a bulk copy (the scales
+//    by the lanes' 16-byte stores: MOE_STAGED_SCALE_ST below) and commit one bulk group per item,
+//    so a buffer is rewritten only after its stores have read it (wait_group.read 1).
 // The routing lookups of item k (pair_rank, offsets) are issued before its quantization and the
 // ids of item k + 1 after its stores, so neither latency sits on the warp's chain. With PDL the
 // first segment's loads and quantization run before griddepcontrol.wait (they read only inputs).
@@ -971,6 +971,15 @@ extern "C" __global__ void __launch_bounds__(MOE_REPL_THREADS)
 #error "staged copy: MOE_SEG must be a multiple of 512 dividing MOE_HIDDEN, MOE_STAGES 2..4"
 #endif
 #include "kernels/bulk_copy.cuh"
+// MOE_STAGED_SCALE_ST (the host: 1 unless staged_scale_bulk): the scales go out by plain 16-byte stores from
+// the lanes (lane i: piece i % P of row i / P, P = the item's scale bytes per row / 16; K x P <= 32 lanes
+// at Qwen3 / DeepSeek-V3 sizes), not by one bulk copy per row -- an FP4 item of 1024 columns is 8 x 512
+// bytes of codes and 8 x 32 of scales: half its bulk copies moved 6 % of its bytes. H200, session 22 call 6,
+// T=16384 by events, bulk -> lanes: Qwen3 fp8-g128 106.5 -> 102.4 us, mxfp8 103.9 -> 102.5, mxfp4 69.9 ->
+// 68.9, nvfp4 73.4 -> 72.6 (T=4096 -0.5..-1.0 us each); DeepSeek-V3 within +-1 % (mxfp4 225.3 / 226.8).
+#ifndef MOE_STAGED_SCALE_ST
+#define MOE_STAGED_SCALE_ST 1
+#endif
 #define MOE_SEGS (MOE_HIDDEN / MOE_SEG)                     // items per token
 #define MOE_SEG_VECS (MOE_SEG / (32 * SL_MOE_VEC_ELEMS))   // 16-byte vectors per lane per item
 #define MOE_SEG_IN (MOE_SEG * 2)                            // x bytes per item
@@ -1093,14 +1102,33 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_STAGED_THREADS)
       if (row >= 0) {
         unsigned char *cd = static_cast<unsigned char *>(expert_x) + (size_t)(unsigned)row * MOE_ROW_BYTES +
                             (size_t)seg * MOE_SEG_CODES;
+        sl_bulk_store(cd, ob, MOE_SEG_CODES);
+#if !MOE_STAGED_SCALE_ST
         unsigned char *sd = static_cast<unsigned char *>(expert_scales) +
                             (size_t)(unsigned)row * (MOE_HIDDEN / MOE_QBLOCK * MOE_SCALE_BYTES) +
                             (size_t)seg * MOE_SEG_SCALES;
-        sl_bulk_store(cd, ob, MOE_SEG_CODES);
         sl_bulk_store(sd, ob + MOE_SEG_CODES, MOE_SEG_SCALES);
+#endif
       }
       sl_bulk_commit(); // one group per item in every lane < K (empty without a row)
     }
+#if MOE_STAGED_SCALE_ST
+    // The scales by plain 16-byte stores: lane i takes piece i % PIECES of row i / PIECES.
+    {
+      constexpr int PIECES = MOE_SEG_SCALES / 16;
+#pragma unroll
+      for (int i0 = 0; i0 < MOE_TOPK * PIECES; i0 += 32) {
+        const int i = i0 + lane, kk = min(i / PIECES, MOE_TOPK - 1), j = i % PIECES;
+        const int r = __shfl_sync(0xffffffffu, row, kk);
+        if (i < MOE_TOPK * PIECES && r >= 0) {
+          const uint4 v = reinterpret_cast<const uint4 *>(obp + MOE_SEG_CODES)[j];
+          *reinterpret_cast<uint4 *>(static_cast<unsigned char *>(expert_scales) +
+                                     (size_t)(unsigned)r * (MOE_HIDDEN / MOE_QBLOCK * MOE_SCALE_BYTES) +
+                                     (size_t)seg * MOE_SEG_SCALES + j * 16) = v;
+        }
+      }
+    }
+#endif
     // The next item's ids (an input), in flight during the next wait.
     const long next = item + stride;
     if (lane < MOE_TOPK && next < num_items) id = topk_ids[(next / MOE_SEGS) * MOE_TOPK + lane];

@@ -95,6 +95,8 @@ typedef struct {
                                  * STAGED where sl_moe_staged_applies holds, else SL_ERR_INVALID */
   int force_staged_seg;         /* 0: host choice; else columns per staged item (a multiple of 512 dividing H) */
   int force_staged_stages;      /* 0: host choice; else x segments in flight per warp of the staged copy, 2..4 */
+  int staged_scale_bulk;        /* 0: the staged copy stores the scales by 16-byte stores from the lanes (default);
+                                 * 1: by one bulk copy per row, as the codes (comparison; the result is the same) */
   /* Optional (NULL: none): the top-k router to run first, on route->logits, writing
    * route->topk_ids / topk_weights; topk_ids above must be route->topk_ids, and T, K and E
    * must agree. On the GPU, when sl_moe_dispatch_route_fusable holds, the replicated kernel
@@ -183,6 +185,8 @@ bool sl_moe_dispatch_route_fusable(const sl_moe_dispatch_args_t *a, int num_sms)
 sl_status_t sl_moe_dispatch_route_spec(int hidden, int top_k, int num_local, int repl_rank,
                                        const sl_router_args_t *route, sl_jit_spec_t *spec);
 
+/* OR'ed into the staged copy's spec variant: the scales by bulk copies (sl_moe_dispatch_args_t.staged_scale_bulk). */
+#define SL_MOE_STAGED_SCALE_BULK (1 << 20)
 /* JIT spec of kernel `which` (0 fused, 1 route, 2 copy, 3 replicated, 4 staged copy) for these
  * dimensions and payload, default variant. */
 sl_status_t sl_moe_dispatch_spec(int hidden, int top_k, int num_local, sl_moe_payload_t payload, int quant_rule,
@@ -190,7 +194,8 @@ sl_status_t sl_moe_dispatch_spec(int hidden, int top_k, int num_local, sl_moe_pa
 /* The same with a variant: for the routing kernel (1) its rounds (1, 2, 4, 8), for the
  * replicated kernel (3) an SL_MOE_REPL_RANK_* (0 = default) | SL_MOE_REPL_WARPS(n) (0 = the
  * host's choice), for the staged copy (4, quantized payloads) seg + stages (0: the host's
- * default shape); 0 = default; ignored by the others. */
+ * default shape), | SL_MOE_STAGED_SCALE_BULK for its scales by bulk copies; 0 = default; ignored by the
+ * others. */
 sl_status_t sl_moe_dispatch_spec_variant(int hidden, int top_k, int num_local, sl_moe_payload_t payload,
                                          int quant_rule, int which, int variant, sl_jit_spec_t *spec);
 /* Every configuration point (Qwen3-30B-A3B and DeepSeek-V3 shapes, TP 1/2/4/8 ranges). */

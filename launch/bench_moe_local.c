@@ -352,7 +352,7 @@ static sl_status_t bench_dispatch_combine(sl_bench_t *b, const model_t *m, const
                               (double)T * K * sl_moe_payload_scales_per_row(q.da.payload, H) *
                                   sl_moe_payload_scale_bytes(q.da.payload) +
                               (double)T * K * 8 + E * 4;
-        char qpath[48], extra[64];
+        char qpath[48], extra[96];
         int seg = 0, stages = 0;
         size_t smem = 0;
         const bool staged =
@@ -384,6 +384,15 @@ static sl_status_t bench_dispatch_combine(sl_bench_t *b, const model_t *m, const
                    sl_moe_payload_name(q.da.payload));
           sl_bench_row(b, "moe_dispatch_quant", shape, qpath, us, qbytes, gus, extra);
           q.da.force_copy = SL_MOE_COPY_STAGED;
+          q.da.staged_scale_bulk = 1;
+          r = time_both(b, run_dispatch, &q, true, &us, &gus);
+          if (r == SL_OK) r = sl_moe_dispatch_check(dev, ws, b->stream);
+          if (r != SL_OK) break;
+          q.da.staged_scale_bulk = 0;
+          snprintf(qpath, sizeof qpath, "%s sbulk", sl_moe_path_name(path));
+          snprintf(extra, sizeof extra, "payload %s, forced (comparison: the scales by bulk copies)",
+                   sl_moe_payload_name(q.da.payload));
+          sl_bench_row(b, "moe_dispatch_quant", shape, qpath, us, qbytes, gus, extra);
           /* SL_BENCH_STAGED="seg:stages,...": more staged shapes (those that do not apply are skipped). */
           const char *list = getenv("SL_BENCH_STAGED");
           for (const char *e = list; e && *e && r == SL_OK;) {
@@ -800,6 +809,27 @@ static sl_status_t bench_barrier(sl_bench_t *b) {
                              : "comparison: cooperative_groups grid.sync (the ceiling), same loop");
     sl_bench_row(b, "grid_barrier", shape, order[i] == 1 ? "coop" : order[i] == 0 ? "coop-relaxed" : "cg-grid-sync",
                  best[i], 0, -1, extra);
+  }
+  /* SL_BENCH_BARRIER_BLOCKS="n,...": the barrier (and grid.sync) at more blocks per grid, e.g. the resident
+   * grids of 2, 4 or 7 blocks per SM (H200, session 22: 132 / 264 / 528 / 924 blocks 0.97 / 1.23 / 1.70 / 2.81 us,
+   * grid.sync 0.98 / 0.99 / 1.23 / 1.86: every block's arrival on one word, and its polls, cost). */
+  for (const char *e = getenv("SL_BENCH_BARRIER_BLOCKS"); e && *e && s == SL_OK;) {
+    const int n = atoi(e);
+    double us[2] = {1e30, 1e30};
+    for (int round = 0; round < 3 && s == SL_OK && n > 0; round++)
+      for (int i = 0; i < 2 && s == SL_OK; i++) {
+        double u = 0;
+        s = sl_grid_barrier_bench_variant(dev, state, i ? 2 : 1, n, 2000, -1, 0, b->stream, &u);
+        if (s == SL_OK && u < us[i]) us[i] = u;
+      }
+    if (n > 0 && s == SL_OK) {
+      char shape[32];
+      snprintf(shape, sizeof shape, "%d blocks", n);
+      sl_bench_row(b, "grid_barrier", shape, "coop", us[0], 0, -1, "SL_BENCH_BARRIER_BLOCKS (best of 3 x 2000)");
+      sl_bench_row(b, "grid_barrier", shape, "cg-grid-sync", us[1], 0, -1, "SL_BENCH_BARRIER_BLOCKS comparison");
+    }
+    e = strchr(e, ',');
+    if (e) e++;
   }
   sl_device_free(dev, state);
   return s;

@@ -86,37 +86,39 @@ static void run_compare(moe_case_t *c, bool try_fused, bool try_split) {
    * at DeepSeek-V3's 28 chunks, 8 at most others): 8, 4, 14, 28, and 3 (blocks straddle tokens
    * at most hidden sizes here). */
   /* The split path's copy of the quantized payloads (force_copy): the staged copy (the host's
-   * choice where H is a multiple of 512) at its default shape without PDL and at forced items and
-   * stages (512 x 2, 512 x 4, 2048 x 3 where they divide H), and the register copy. */
+   * choice where H is a multiple of 512) at its default shape without PDL and with its scales by
+   * bulk copies (staged_scale_bulk), at forced items and stages (512 x 2, 512 x 4, 2048 x 3 where
+   * they divide H), and the register copy. */
   static const struct {
     int path, route_rounds, repl_rank, no_pdl;
     bool extra;
-    int bal, warps, copy, seg, stages;
-  } runs[] = {{0, 0, 0, 0, false, 0, 0, 0, 0, 0},
-              {SL_MOE_PATH_FUSED, 0, 0, 0, false, 0, 0, 0, 0, 0},
-              {SL_MOE_PATH_SPLIT, 0, 0, 0, false, 0, 0, 0, 0, 0},
-              {SL_MOE_PATH_SPLIT, 0, 0, 0, false, 0, 0, SL_MOE_COPY_REGS, 0, 0},
-              {SL_MOE_PATH_SPLIT, 0, 0, 1, false, 0, 0, SL_MOE_COPY_STAGED, 0, 0},
-              {SL_MOE_PATH_SPLIT, 0, 0, 0, false, 0, 0, SL_MOE_COPY_STAGED, 512, 2},
-              {SL_MOE_PATH_SPLIT, 0, 0, 0, false, 0, 0, SL_MOE_COPY_STAGED, 512, 4},
-              {SL_MOE_PATH_SPLIT, 0, 0, 0, false, 0, 0, SL_MOE_COPY_STAGED, 2048, 3},
-              {SL_MOE_PATH_SPLIT, 8, 0, 1, false, 0, 0, 0, 0, 0},
-              {SL_MOE_PATH_SPLIT, 1, 0, 0, true, 0, 0, 0, 0, 0},
-              {SL_MOE_PATH_SPLIT, 2, 0, 0, true, 0, 0, 0, 0, 0},
-              {SL_MOE_PATH_SPLIT, 4, 0, 0, true, 0, 0, 0, 0, 0},
-              {SL_MOE_PATH_SPLIT, 8, 0, 0, true, 0, 0, 0, 0, 0},
-              {SL_MOE_PATH_SPLIT, 0, 0, 1, true, 0, 0, 0, 0, 0},
-              {SL_MOE_PATH_REPLICATED, 0, SL_MOE_REPL_RANK_HIST, 0, false, 0, 0, 0, 0, 0},
-              {SL_MOE_PATH_REPLICATED, 0, SL_MOE_REPL_RANK_SCAN, 0, false, 0, 0, 0, 0, 0},
-              {SL_MOE_PATH_REPLICATED, 0, 0, 0, false, SL_MOE_REPL_BAL_256X2, 0, 0, 0, 0},
-              {SL_MOE_PATH_REPLICATED, 0, 0, 0, false, SL_MOE_REPL_BAL_256X3, 0, 0, 0, 0},
-              {SL_MOE_PATH_REPLICATED, 0, SL_MOE_REPL_RANK_HIST, 0, false, SL_MOE_REPL_BAL_512X1, 0, 0, 0, 0},
-              {SL_MOE_PATH_REPLICATED, 0, 0, 0, false, SL_MOE_REPL_BAL_512X2, 0, 0, 0, 0},
-              {SL_MOE_PATH_REPLICATED, 0, 0, 0, false, 0, 8, 0, 0, 0},
-              {SL_MOE_PATH_REPLICATED, 0, SL_MOE_REPL_RANK_HIST, 0, false, 0, 4, 0, 0, 0},
-              {SL_MOE_PATH_REPLICATED, 0, 0, 0, false, 0, 3, 0, 0, 0},
-              {SL_MOE_PATH_REPLICATED, 0, 0, 0, false, 0, 14, 0, 0, 0},
-              {SL_MOE_PATH_REPLICATED, 0, 0, 0, false, 0, 28, 0, 0, 0}};
+    int bal, warps, copy, seg, stages, scale_bulk;
+  } runs[] = {{0, 0, 0, 0, false, 0, 0, 0, 0, 0, 0},
+              {SL_MOE_PATH_FUSED, 0, 0, 0, false, 0, 0, 0, 0, 0, 0},
+              {SL_MOE_PATH_SPLIT, 0, 0, 0, false, 0, 0, 0, 0, 0, 0},
+              {SL_MOE_PATH_SPLIT, 0, 0, 0, false, 0, 0, SL_MOE_COPY_REGS, 0, 0, 0},
+              {SL_MOE_PATH_SPLIT, 0, 0, 1, false, 0, 0, SL_MOE_COPY_STAGED, 0, 0, 0},
+              {SL_MOE_PATH_SPLIT, 0, 0, 0, false, 0, 0, SL_MOE_COPY_STAGED, 0, 0, 1},
+              {SL_MOE_PATH_SPLIT, 0, 0, 0, false, 0, 0, SL_MOE_COPY_STAGED, 512, 2, 0},
+              {SL_MOE_PATH_SPLIT, 0, 0, 0, false, 0, 0, SL_MOE_COPY_STAGED, 512, 4, 0},
+              {SL_MOE_PATH_SPLIT, 0, 0, 0, false, 0, 0, SL_MOE_COPY_STAGED, 2048, 3, 0},
+              {SL_MOE_PATH_SPLIT, 8, 0, 1, false, 0, 0, 0, 0, 0, 0},
+              {SL_MOE_PATH_SPLIT, 1, 0, 0, true, 0, 0, 0, 0, 0, 0},
+              {SL_MOE_PATH_SPLIT, 2, 0, 0, true, 0, 0, 0, 0, 0, 0},
+              {SL_MOE_PATH_SPLIT, 4, 0, 0, true, 0, 0, 0, 0, 0, 0},
+              {SL_MOE_PATH_SPLIT, 8, 0, 0, true, 0, 0, 0, 0, 0, 0},
+              {SL_MOE_PATH_SPLIT, 0, 0, 1, true, 0, 0, 0, 0, 0, 0},
+              {SL_MOE_PATH_REPLICATED, 0, SL_MOE_REPL_RANK_HIST, 0, false, 0, 0, 0, 0, 0, 0},
+              {SL_MOE_PATH_REPLICATED, 0, SL_MOE_REPL_RANK_SCAN, 0, false, 0, 0, 0, 0, 0, 0},
+              {SL_MOE_PATH_REPLICATED, 0, 0, 0, false, SL_MOE_REPL_BAL_256X2, 0, 0, 0, 0, 0},
+              {SL_MOE_PATH_REPLICATED, 0, 0, 0, false, SL_MOE_REPL_BAL_256X3, 0, 0, 0, 0, 0},
+              {SL_MOE_PATH_REPLICATED, 0, SL_MOE_REPL_RANK_HIST, 0, false, SL_MOE_REPL_BAL_512X1, 0, 0, 0, 0, 0},
+              {SL_MOE_PATH_REPLICATED, 0, 0, 0, false, SL_MOE_REPL_BAL_512X2, 0, 0, 0, 0, 0},
+              {SL_MOE_PATH_REPLICATED, 0, 0, 0, false, 0, 8, 0, 0, 0, 0},
+              {SL_MOE_PATH_REPLICATED, 0, SL_MOE_REPL_RANK_HIST, 0, false, 0, 4, 0, 0, 0, 0},
+              {SL_MOE_PATH_REPLICATED, 0, 0, 0, false, 0, 3, 0, 0, 0, 0},
+              {SL_MOE_PATH_REPLICATED, 0, 0, 0, false, 0, 14, 0, 0, 0, 0},
+              {SL_MOE_PATH_REPLICATED, 0, 0, 0, false, 0, 28, 0, 0, 0, 0}};
   const bool extra = c->payload == SL_MOE_PAYLOAD_BF16 && moe_case_rows(c) * moe_case_row_bytes(c) <= (256u << 20);
   for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
     const int path = runs[i].path;
@@ -135,15 +137,16 @@ static void run_compare(moe_case_t *c, bool try_fused, bool try_split) {
     g.copy = runs[i].copy;
     g.staged_seg = runs[i].seg;
     g.staged_stages = runs[i].stages;
+    g.staged_scale_bulk = runs[i].scale_bulk;
     moe_case_run(gpu, &g, path);
-    char what[300];
+    char what[320];
     snprintf(what, sizeof what,
              "T=%d H=%d K=%d experts [%d,%d) of %d cap %d, %s payload, path %s (rounds %d, rank %d, no_pdl %d, "
-             "balance %s, warps %d, copy %d seg %d stages %d)",
+             "balance %s, warps %d, copy %d seg %d stages %d scale bulk %d)",
              c->T, c->H, c->K, c->begin, c->end, c->E, c->capacity, sl_moe_payload_name(c->payload),
              sl_moe_path_name(g.path), runs[i].route_rounds, runs[i].repl_rank, runs[i].no_pdl,
              runs[i].bal ? sl_moe_repl_bal_name(runs[i].bal) : "off", runs[i].warps, runs[i].copy, runs[i].seg,
-             runs[i].stages);
+             runs[i].stages, runs[i].scale_bulk);
     if (c->T > 0 && path) assert_int_equal(g.path, path);
     assert_same(&g, c, what);
     printf("  ok %s\n", what);
@@ -330,15 +333,16 @@ static void test_balanced_ranges(void **s) {
 }
 
 /* The staged copy of the split path alone (small, for compute-sanitizer: SL_TEST_FILTER=test_staged_copy):
- * every payload at its default shape and at 512 x 2, an expert range with an overflow, and a NaN token. */
+ * every payload at its default shape (scales by the lanes' stores and by bulk copies) and at 512 x 2, an
+ * expert range with an overflow, and a NaN token. */
 static void test_staged_copy(void **s) {
   static const int pay[][2] = {{SL_MOE_PAYLOAD_FP8_GROUP, SL_QRULE_IEEE},
                                {SL_MOE_PAYLOAD_MXFP8, SL_QRULE_FLOOR},
                                {SL_MOE_PAYLOAD_MXFP4, SL_QRULE_CEIL},
                                {SL_MOE_PAYLOAD_NVFP4, 0}};
-  static const int shapes[][2] = {{0, 0}, {512, 2}};
+  static const int shapes[][3] = {{0, 0, 0}, {0, 0, 1}, {512, 2, 0}};
   for (size_t i = 0; i < sizeof pay / sizeof pay[0]; i++)
-    for (size_t j = 0; j < 2; j++) {
+    for (size_t j = 0; j < 3; j++) {
       uint64_t rng = sl_test_seed() ^ ((uint64_t)i << 20) ^ j;
       moe_case_t c = {.T = 300, .H = 1024, .K = 4, .E = 16, .begin = 4, .end = 12, .capacity = 60,
                       .payload = (sl_moe_payload_t)pay[i][0], .rule = pay[i][1], .gscale = 448.0f * 6.0f / 4.5f};
@@ -350,10 +354,11 @@ static void test_staged_copy(void **s) {
       g.copy = SL_MOE_COPY_STAGED;
       g.staged_seg = shapes[j][0];
       g.staged_stages = shapes[j][1];
+      g.staged_scale_bulk = shapes[j][2];
       moe_case_run(gpu, &g, SL_MOE_PATH_SPLIT);
       char what[160];
-      snprintf(what, sizeof what, "staged copy, %s payload, seg %d stages %d", sl_moe_payload_name(c.payload),
-               shapes[j][0], shapes[j][1]);
+      snprintf(what, sizeof what, "staged copy, %s payload, seg %d stages %d scale bulk %d",
+               sl_moe_payload_name(c.payload), shapes[j][0], shapes[j][1], shapes[j][2]);
       /* ~75 pairs per local expert > 60: the capacity error wins over the NaN token's numeric one */
       assert_int_equal(c.check, SL_ERR_CAPACITY);
       assert_same(&g, &c, what);

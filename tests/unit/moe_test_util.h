@@ -59,6 +59,7 @@ typedef struct {
   int repl_bal;                        /* force_repl_balance; 0 = off */
   int repl_warps;                      /* force_repl_warps; 0 = the host's choice */
   int copy, staged_seg, staged_stages; /* force_copy, force_staged_seg, force_staged_stages; 0 = host */
+  int staged_scale_bulk;               /* staged_scale_bulk; 0 = the scales by the lanes' stores */
   /* outputs */
   uint16_t *expert_x;   /* [E_local * capacity + guard rows] x row bytes, poisoned before the run */
   uint8_t *scales;      /* [E_local * capacity + guard rows] x scales per row (quantized payloads) */
@@ -152,7 +153,8 @@ static inline void moe_case_run(sl_device_t *dev, moe_case_t *c, int force_path)
                                .force_route_rounds = c->route_rounds, .force_repl_rank = c->repl_rank,
                                .split_no_pdl = c->no_pdl, .force_repl_balance = c->repl_bal,
                                .force_repl_warps = c->repl_warps, .force_copy = c->copy,
-                               .force_staged_seg = c->staged_seg, .force_staged_stages = c->staged_stages};
+                               .force_staged_seg = c->staged_seg, .force_staged_stages = c->staged_stages,
+                               .staged_scale_bulk = c->staged_scale_bulk};
   SL_ASSERT_OK(sl_moe_dispatch(dev, &da, NULL));
   c->check = sl_moe_dispatch_check(dev, ws, NULL);
   sl_moe_combine_args_t ca = {.num_tokens = c->T, .hidden = c->H, .top_k = c->K, .expert_out = dex,

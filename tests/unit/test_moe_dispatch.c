@@ -273,6 +273,15 @@ static void test_bad_arguments(void **state) {
   }
   a.force_staged_stages = 4;
   SL_ASSERT_OK(sl_moe_dispatch(dev, &a, NULL));
+  const int bad_bulk[] = {-1, 2};
+  for (size_t i = 0; i < 2; i++) {
+    a.staged_scale_bulk = bad_bulk[i];
+    assert_int_equal(sl_moe_dispatch(dev, &a, NULL), SL_ERR_INVALID);
+    assert_non_null(strstr(sl_last_error(), "staged_scale_bulk"));
+  }
+  a.staged_scale_bulk = 1;
+  SL_ASSERT_OK(sl_moe_dispatch(dev, &a, NULL));
+  a.staged_scale_bulk = 0;
   a.force_staged_stages = 0;
   /* Routing rounds 1, 2, 4, 8 (or 0, the default) and the two replicated rankings are GPU
    * knobs: out of range is refused, valid values give the reference result on the CPU. */
