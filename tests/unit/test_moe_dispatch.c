@@ -218,6 +218,17 @@ static void test_quantized_payloads(void **state) {
   run_payload(9, 64, 2, 8, 0, 8, SL_MOE_PAYLOAD_NVFP4, 0, 0, true);
 }
 
+
+/* Each of the n values in `bad` set into *field is refused (SL_ERR_INVALID naming `name`); *field is 0 after. */
+static void refuse_each(sl_device_t *dev, sl_moe_dispatch_args_t *a, int *field, const int *bad, size_t n,
+                        const char *name) {
+  for (size_t i = 0; i < n; i++) {
+    *field = bad[i];
+    assert_int_equal(sl_moe_dispatch(dev, a, NULL), SL_ERR_INVALID);
+    assert_non_null(strstr(sl_last_error(), name));
+  }
+  *field = 0;
+}
 static void test_bad_arguments(void **state) {
   sl_device_t *dev = cpu();
   int32_t ids[4] = {0}, counts[4], slots[4];
@@ -250,35 +261,19 @@ static void test_bad_arguments(void **state) {
   /* The split copy's knobs: force_copy 0..SL_MOE_COPY_STAGED, the staged items a multiple of 512
    * dividing H, 2..4 stages; valid values give the reference result on the CPU. */
   const int bad_copy[] = {-1, SL_MOE_COPY_STAGED + 1};
-  for (size_t i = 0; i < 2; i++) {
-    a.force_copy = bad_copy[i];
-    assert_int_equal(sl_moe_dispatch(dev, &a, NULL), SL_ERR_INVALID);
-    assert_non_null(strstr(sl_last_error(), "force_copy"));
-  }
+  refuse_each(dev, &a, &a.force_copy, bad_copy, 2, "force_copy");
   a.force_copy = SL_MOE_COPY_REGS;
   SL_ASSERT_OK(sl_moe_dispatch(dev, &a, NULL));
   a.force_copy = 0;
   const int bad_seg[] = {-512, 256, 512}; /* 512 does not divide H = 8 */
-  for (size_t i = 0; i < 3; i++) {
-    a.force_staged_seg = bad_seg[i];
-    assert_int_equal(sl_moe_dispatch(dev, &a, NULL), SL_ERR_INVALID);
-    assert_non_null(strstr(sl_last_error(), "force_staged_seg"));
-  }
+  refuse_each(dev, &a, &a.force_staged_seg, bad_seg, 3, "force_staged_seg");
   a.force_staged_seg = 0;
   const int bad_stages[] = {-1, 1, 5};
-  for (size_t i = 0; i < 3; i++) {
-    a.force_staged_stages = bad_stages[i];
-    assert_int_equal(sl_moe_dispatch(dev, &a, NULL), SL_ERR_INVALID);
-    assert_non_null(strstr(sl_last_error(), "force_staged_stages"));
-  }
+  refuse_each(dev, &a, &a.force_staged_stages, bad_stages, 3, "force_staged_stages");
   a.force_staged_stages = 4;
   SL_ASSERT_OK(sl_moe_dispatch(dev, &a, NULL));
   const int bad_bulk[] = {-1, 2};
-  for (size_t i = 0; i < 2; i++) {
-    a.staged_scale_bulk = bad_bulk[i];
-    assert_int_equal(sl_moe_dispatch(dev, &a, NULL), SL_ERR_INVALID);
-    assert_non_null(strstr(sl_last_error(), "staged_scale_bulk"));
-  }
+  refuse_each(dev, &a, &a.staged_scale_bulk, bad_bulk, 2, "staged_scale_bulk");
   a.staged_scale_bulk = 1;
   SL_ASSERT_OK(sl_moe_dispatch(dev, &a, NULL));
   a.staged_scale_bulk = 0;
@@ -286,11 +281,7 @@ static void test_bad_arguments(void **state) {
   /* Routing rounds 1, 2, 4, 8 (or 0, the default) and the two replicated rankings are GPU
    * knobs: out of range is refused, valid values give the reference result on the CPU. */
   const int bad_rounds[] = {-1, 3, 16};
-  for (size_t i = 0; i < 3; i++) {
-    a.force_route_rounds = bad_rounds[i];
-    assert_int_equal(sl_moe_dispatch(dev, &a, NULL), SL_ERR_INVALID);
-    assert_non_null(strstr(sl_last_error(), "force_route_rounds"));
-  }
+  refuse_each(dev, &a, &a.force_route_rounds, bad_rounds, 3, "force_route_rounds");
   a.force_route_rounds = 8;
   SL_ASSERT_OK(sl_moe_dispatch(dev, &a, NULL));
   a.force_route_rounds = 0;
@@ -303,11 +294,7 @@ static void test_bad_arguments(void **state) {
   SL_ASSERT_OK(sl_moe_dispatch(dev, &a, NULL));
   /* Warps per replicated block: 0 (host choice) or 1..32; the scan ranking at 8 only. */
   const int bad_warps[] = {-1, 33};
-  for (size_t i = 0; i < 2; i++) {
-    a.force_repl_warps = bad_warps[i];
-    assert_int_equal(sl_moe_dispatch(dev, &a, NULL), SL_ERR_INVALID);
-    assert_non_null(strstr(sl_last_error(), "force_repl_warps"));
-  }
+  refuse_each(dev, &a, &a.force_repl_warps, bad_warps, 2, "force_repl_warps");
   a.force_repl_warps = 7; /* with the scan ranking */
   assert_int_equal(sl_moe_dispatch(dev, &a, NULL), SL_ERR_INVALID);
   assert_non_null(strstr(sl_last_error(), "scan ranking"));
