@@ -114,7 +114,8 @@ typedef struct {
 /* The split path's copy kernel for quantized payloads: one warp per (token, 512-column chunk) through
  * registers (the previous default, and the one for bf16), or the staged copy: items of `seg` columns whose
  * x segments the bulk-copy engine brings into shared memory `stages` ahead, quantized there and stored to
- * the K rows by bulk copies (kernels/moe_dispatch.cu, MOE_KERNEL 4). */
+ * the K rows -- codes by bulk copies, scales by the lanes' 16-byte stores (kernels/moe_dispatch.cu,
+ * MOE_KERNEL 4). */
 enum { SL_MOE_COPY_REGS = 1, SL_MOE_COPY_STAGED = 2 };
 /* Whether the staged copy can run these arguments on a GPU of `arch` (SL_ARCH_*; sm_90+ for the bulk-copy
  * engine): a quantized payload, H a multiple of 512, x, expert_x and expert_scales 16-byte aligned, the
