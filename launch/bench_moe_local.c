@@ -136,6 +136,20 @@ static sl_status_t time_both(sl_bench_t *b, sl_bench_fn fn, void *ctx, bool grap
   return SL_OK;
 }
 
+/* One comparison row of the quantized dispatch: time `q`'s arguments (a forced variant), check the
+ * dispatch's error record, print the row as "<path> <tag>" with "payload <p>, forced<why>". */
+static sl_status_t forced_quant_row(sl_bench_t *b, ctx_t *q, void *ws, const char *shape, double qbytes,
+                                    sl_moe_path_t path, const char *tag, const char *why) {
+  double us = 0, gus = 0;
+  SL_CHECK(time_both(b, run_dispatch, q, true, &us, &gus));
+  SL_CHECK(sl_moe_dispatch_check(q->dev, ws, b->stream));
+  char qpath[48], extra[112];
+  snprintf(qpath, sizeof qpath, "%s %s", sl_moe_path_name(path), tag);
+  snprintf(extra, sizeof extra, "payload %s, forced%s", sl_moe_payload_name(q->da.payload), why);
+  sl_bench_row(b, "moe_dispatch_quant", shape, qpath, us, qbytes, gus, extra);
+  return SL_OK;
+}
+
 /* The decode kernel's phases (kernels/moe_layer.h, SL_MOE_DECODE_PROF_*): a separate build
  * stamping %globaltimer per block, run eagerly on each input set in turn; for the last run,
  * each stamp's earliest and latest block in us after the earliest start, as one row. */
@@ -367,32 +381,18 @@ static sl_status_t bench_dispatch_combine(sl_bench_t *b, const model_t *m, const
         sl_bench_row(b, "moe_dispatch_quant", shape, qpath, us, qbytes, gus, extra);
         if (path == SL_MOE_PATH_REPLICATED && gpu_of(b)) { /* the balanced kernel, 2 x 256 */
           q.da.force_repl_balance = SL_MOE_REPL_BAL_256X2;
-          r = time_both(b, run_dispatch, &q, true, &us, &gus);
-          if (r == SL_OK) r = sl_moe_dispatch_check(dev, ws, b->stream);
+          r = forced_quant_row(b, &q, ws, shape, qbytes, path, sl_moe_repl_bal_name(SL_MOE_REPL_BAL_256X2), "");
           if (r != SL_OK) break;
-          snprintf(qpath, sizeof qpath, "%s %s", sl_moe_path_name(path), sl_moe_repl_bal_name(SL_MOE_REPL_BAL_256X2));
-          snprintf(extra, sizeof extra, "payload %s, forced", sl_moe_payload_name(q.da.payload));
-          sl_bench_row(b, "moe_dispatch_quant", shape, qpath, us, qbytes, gus, extra);
         }
-        if (staged) { /* the register copy (the previous default), then SL_BENCH_STAGED's shapes */
+        if (staged) { /* the register copy (the previous default), the scales by bulk copies, SL_BENCH_STAGED */
           q.da.force_copy = SL_MOE_COPY_REGS;
-          r = time_both(b, run_dispatch, &q, true, &us, &gus);
-          if (r == SL_OK) r = sl_moe_dispatch_check(dev, ws, b->stream);
+          r = forced_quant_row(b, &q, ws, shape, qbytes, path, "regs", " (comparison: the register copy)");
           if (r != SL_OK) break;
-          snprintf(qpath, sizeof qpath, "%s regs", sl_moe_path_name(path));
-          snprintf(extra, sizeof extra, "payload %s, forced (comparison: the register copy)",
-                   sl_moe_payload_name(q.da.payload));
-          sl_bench_row(b, "moe_dispatch_quant", shape, qpath, us, qbytes, gus, extra);
           q.da.force_copy = SL_MOE_COPY_STAGED;
           q.da.staged_scale_bulk = 1;
-          r = time_both(b, run_dispatch, &q, true, &us, &gus);
-          if (r == SL_OK) r = sl_moe_dispatch_check(dev, ws, b->stream);
-          if (r != SL_OK) break;
+          r = forced_quant_row(b, &q, ws, shape, qbytes, path, "sbulk", " (comparison: the scales by bulk copies)");
           q.da.staged_scale_bulk = 0;
-          snprintf(qpath, sizeof qpath, "%s sbulk", sl_moe_path_name(path));
-          snprintf(extra, sizeof extra, "payload %s, forced (comparison: the scales by bulk copies)",
-                   sl_moe_payload_name(q.da.payload));
-          sl_bench_row(b, "moe_dispatch_quant", shape, qpath, us, qbytes, gus, extra);
+          if (r != SL_OK) break;
           /* SL_BENCH_STAGED="seg:stages,...": more staged shapes (those that do not apply are skipped). */
           const char *list = getenv("SL_BENCH_STAGED");
           for (const char *e = list; e && *e && r == SL_OK;) {
@@ -400,12 +400,10 @@ static sl_status_t bench_dispatch_combine(sl_bench_t *b, const model_t *m, const
             if (sscanf(e, "%d:%d", &fs, &fn) == 2 && fs > 0 && fs % 512 == 0 && H % fs == 0 && fn >= 2 && fn <= 4) {
               q.da.force_staged_seg = fs;
               q.da.force_staged_stages = fn;
-              r = time_both(b, run_dispatch, &q, true, &us, &gus);
-              if (r == SL_OK) r = sl_moe_dispatch_check(dev, ws, b->stream);
+              char tag[32];
+              snprintf(tag, sizeof tag, "staged %dx%d", fs, fn);
+              r = forced_quant_row(b, &q, ws, shape, qbytes, path, tag, "");
               if (r != SL_OK) break;
-              snprintf(qpath, sizeof qpath, "%s staged %dx%d", sl_moe_path_name(path), fs, fn);
-              snprintf(extra, sizeof extra, "payload %s, forced", sl_moe_payload_name(q.da.payload));
-              sl_bench_row(b, "moe_dispatch_quant", shape, qpath, us, qbytes, gus, extra);
             }
             e = strchr(e, ',');
             if (e) e++;
