@@ -750,6 +750,7 @@ extern "C" __global__ void __launch_bounds__(MOE_REPL_BAL)
   static_assert(SL_MOE_REPL_MAX_PAIRS % NT == 0, "staging rounds");
   __shared__ int below[MOE_LOCAL];
   __shared__ __align__(16) int win[MOE_BAL_NEED];
+  static_assert(MOE_BAL_NEED % 4 == 0, "HistRank scans whole 16-byte groups of win");
   const int num_pairs = num_tokens * MOE_TOPK; // <= SL_MOE_REPL_MAX_PAIRS (host)
   const long num_items = (long)num_tokens * MOE_CHUNKS;
   const long ib = sl_moe_bal_begin(blockIdx.x, num_items, gridDim.x);
@@ -810,7 +811,10 @@ extern "C" __global__ void __launch_bounds__(MOE_REPL_THREADS)
   constexpr int NT = MOE_REPL_THREADS, NW = MOE_REPL_WARPS;
   constexpr int ROUNDS = (SL_MOE_REPL_MAX_PAIRS + NT - 1) / NT; // the last round guarded by id_end
   __shared__ int below[MOE_LOCAL];
-  __shared__ __align__(16) int win[MOE_REPL_NEED];
+  // Whole 16-byte groups: HistRank reads repl_win_groups() of them unconditionally (entries past n are masked,
+  // but must lie inside the array: at K=1 and one warp the window is one pair; memcheck, session 23).
+  __shared__ __align__(16) int win[(MOE_REPL_NEED + 3) / 4 * 4];
+  static_assert(4 * repl_win_groups() <= (MOE_REPL_NEED + 3) / 4 * 4, "the window scan stays inside win");
   const int num_pairs = num_tokens * MOE_TOPK; // <= SL_MOE_REPL_MAX_PAIRS (host)
   // Items fit int here: T * K <= 1024, so T * chunks < 2^31.
   const int num_items = num_tokens * MOE_CHUNKS;
