@@ -51,8 +51,11 @@
  *    item's x loads while the routing runs (split_no_pdl: off). The copy of the quantized
  *    payloads is the staged one where it applies (sl_moe_staged_applies: items of 2048, 1024
  *    or 512 columns, x brought into shared memory by the bulk-copy engine, quantized there,
- *    stored to the K rows by bulk copies, the scales by the lanes' stores; sessions 21-22); bf16
- *    and the rest take the register copy (copy_blocks blocks, one (token, chunk) per warp).
+ *    stored to the K rows by bulk copies, the scales by the lanes' stores; sessions 21-22), except
+ *    the FP4 payloads on long streams (>= 16 items per resident warp: DeepSeek-V3 T=16384), which
+ *    take the direct copy (items of 1024 columns through registers, two in flight; session 23:
+ *    sl_moe_split_copy); bf16 and the rest take the register copy (copy_blocks blocks, one
+ *    (token, chunk) per warp).
  *    Session 22 measured the staged copy routing the pairs itself (one cooperative launch: rank,
  *    grid barrier, a parallel scan of the counts, grid barrier, copy) and removed it: 5-10 us
  *    slower than these two launches, its copy phase slower (bench/results/2026-12-01-s22-h200-
@@ -77,10 +80,12 @@ enum {
   ENTRY_ROUTE = 1,
   ENTRY_COPY = 2,
   ENTRY_REPL = 3,
-  ENTRY_STAGED = 4
+  ENTRY_STAGED = 4,
+  ENTRY_DIRECT = 5
 };
-static const char *const entries[] = {"sl_moe_dispatch_fused", "sl_moe_dispatch_route", "sl_moe_dispatch_copy",
-                                      "sl_moe_dispatch_replicated", "sl_moe_dispatch_copy_staged"};
+static const char *const entries[] = {"sl_moe_dispatch_fused",      "sl_moe_dispatch_route",
+                                      "sl_moe_dispatch_copy",       "sl_moe_dispatch_replicated",
+                                      "sl_moe_dispatch_copy_staged", "sl_moe_dispatch_copy_direct"};
 
 const char *sl_moe_path_name(sl_moe_path_t p) {
   switch (p) {
@@ -154,9 +159,9 @@ static sl_status_t validate(const sl_moe_dispatch_args_t *a) {
   if (a->force_repl_warps < 0 || a->force_repl_warps > 32)
     return SL_ERR(SL_ERR_INVALID, "moe dispatch: force_repl_warps %d is not 0 (host choice) or 1..32",
                   a->force_repl_warps);
-  if (a->force_copy < 0 || a->force_copy > SL_MOE_COPY_STAGED)
-    return SL_ERR(SL_ERR_INVALID, "moe dispatch: force_copy %d is not 0 (host choice), SL_MOE_COPY_REGS or "
-                  "SL_MOE_COPY_STAGED", a->force_copy);
+  if (a->force_copy < 0 || a->force_copy > SL_MOE_COPY_DIRECT)
+    return SL_ERR(SL_ERR_INVALID, "moe dispatch: force_copy %d is not 0 (host choice), SL_MOE_COPY_REGS, "
+                  "SL_MOE_COPY_STAGED or SL_MOE_COPY_DIRECT", a->force_copy);
   if (a->force_staged_seg && (a->force_staged_seg < 0 || a->force_staged_seg % 512 || a->hidden % a->force_staged_seg))
     return SL_ERR(SL_ERR_INVALID, "moe dispatch: force_staged_seg %d is not 0 or a multiple of 512 dividing H %d",
                   a->force_staged_seg, a->hidden);
@@ -301,9 +306,38 @@ bool sl_moe_staged_applies(const sl_moe_dispatch_args_t *a, int arch, int *seg, 
   return true;
 }
 
+bool sl_moe_direct_applies(const sl_moe_dispatch_args_t *a) {
+  const bool aligned = ((uintptr_t)a->x | (uintptr_t)a->expert_x | (uintptr_t)a->expert_scales) % 16 == 0;
+  return a->payload != SL_MOE_PAYLOAD_BF16 && a->hidden % SL_MOE_DIRECT_SEG == 0 && aligned && a->force_span == 0;
+}
+
+/* The default copy of the quantized payloads (H200, session 23 call 7, bench rows "staged" / "direct" of
+ * `sluice bench moe-local`, us by events, direct / staged): the direct copy's steady stream is the faster one
+ * on FP4 (DeepSeek-V3 T=16384 mxfp4 221.86 / 225.76, nvfp4 234.24 / 238.59) but it starts worse after the
+ * routing (two items per warp in flight against the staged copy's three prefetched: DeepSeek-V3 T=4096 61.70 /
+ * 58.78, 64.83 / 62.11; Qwen3 T=16384 69.92 / 68.83, 73.41 / 72.48), and it loses on FP8 everywhere (Qwen3
+ * T=16384 fp8-g128 107.97 / 102.40). So FP4 takes it where the stream is long: at least
+ * SL_MOE_DIRECT_MIN_ITEMS items per resident warp (32 per SM: 4 blocks of 8 warps at its 64 registers) --
+ * DeepSeek-V3 T=16384: 27; T=4096: 7; Qwen3 T=16384: 8. */
+int sl_moe_split_copy(const sl_moe_dispatch_args_t *a, int arch, int num_sms) {
+  int seg, stages;
+  size_t smem;
+  if (a->payload == SL_MOE_PAYLOAD_BF16) return SL_MOE_COPY_REGS;
+  if (a->force_copy) return a->force_copy;
+  const bool fp4 = a->payload == SL_MOE_PAYLOAD_MXFP4 || a->payload == SL_MOE_PAYLOAD_NVFP4;
+  const long items = (long)a->num_tokens * (a->hidden / SL_MOE_DIRECT_SEG);
+  if (fp4 && sl_moe_direct_applies(a) && items >= (long)SL_MOE_DIRECT_MIN_ITEMS * 32 * num_sms)
+    return SL_MOE_COPY_DIRECT;
+  if (a->force_span == 0 && sl_moe_staged_applies(a, arch, &seg, &stages, &smem)) return SL_MOE_COPY_STAGED;
+  return SL_MOE_COPY_REGS;
+}
+
 sl_status_t sl_moe_dispatch_spec_variant(int hidden, int top_k, int num_local, sl_moe_payload_t payload,
                                          int quant_rule, int which, int variant, sl_jit_spec_t *spec) {
-  if (which < 0 || which > 4) return SL_ERR(SL_ERR_INVALID, "moe dispatch spec: kernel %d", which);
+  if (which < 0 || which > 5) return SL_ERR(SL_ERR_INVALID, "moe dispatch spec: kernel %d", which);
+  if (which == ENTRY_DIRECT && (payload == SL_MOE_PAYLOAD_BF16 || hidden % SL_MOE_DIRECT_SEG))
+    return SL_ERR(SL_ERR_INVALID, "moe dispatch spec: the direct copy of %s rows of %d needs a quantized payload and "
+                  "H a multiple of %d", sl_moe_payload_name(payload), hidden, SL_MOE_DIRECT_SEG);
   int seg = 0, stages = 0;
   const bool scale_bulk = which == ENTRY_STAGED && (variant & SL_MOE_STAGED_SCALE_BULK);
   if (which == ENTRY_STAGED) {
@@ -404,7 +438,7 @@ sl_status_t sl_moe_dispatch_jit_points(int arch, sl_status_t (*fn)(const sl_jit_
   /* Qwen3-30B-A3B (E=128, K=8, H=2048) and DeepSeek-V3 (E=256, K=8, H=7168), at TP=1 and
    * with an eighth of the experts (TP/EP=8), bf16 payload; the quantized payloads at
    * Qwen3-30B-A3B TP=1 (the payload code does not depend on E or H beyond constants), and the
-   * staged copy's at DeepSeek-V3 TP=1 as well (its item shape depends on H). */
+   * staged and direct copies' at DeepSeek-V3 TP=1 as well (their items depend on H). */
   static const int shapes[][3] = {{2048, 8, 128}, {2048, 8, 16}, {7168, 8, 256}, {7168, 8, 32}};
   static const int quant[][2] = {{SL_MOE_PAYLOAD_FP8_GROUP, SL_QRULE_IEEE}, {SL_MOE_PAYLOAD_FP8_GROUP, SL_QRULE_CEIL},
                                  {SL_MOE_PAYLOAD_MXFP8, SL_QRULE_CEIL},     {SL_MOE_PAYLOAD_MXFP8, SL_QRULE_FLOOR},
@@ -448,17 +482,18 @@ sl_status_t sl_moe_dispatch_jit_points(int arch, sl_status_t (*fn)(const sl_jit_
                                 .topk_groups = ds ? 4 : 1, .logits_dtype = SL_DTYPE_F32};
     SL_CHECK(sl_moe_dispatch_route_spec(shapes[i][0], shapes[i][1], shapes[i][2], 0, &r, &spec));
     SL_CHECK(fn(&spec, user));
-    /* The staged copy's default shape depends on H: at DeepSeek-V3 TP=1 too. */
+    /* The staged and direct copies' items depend on H: at DeepSeek-V3 TP=1 too. */
     if (shapes[i][0] == 7168 && shapes[i][2] == 256)
-      for (size_t q = 0; q < sizeof quant / sizeof quant[0]; q++) {
-        SL_CHECK(sl_moe_dispatch_spec(shapes[i][0], shapes[i][1], shapes[i][2], (sl_moe_payload_t)quant[q][0],
-                                      quant[q][1], ENTRY_STAGED, &spec));
-        SL_CHECK(fn(&spec, user));
-      }
+      for (size_t q = 0; q < sizeof quant / sizeof quant[0]; q++)
+        for (int which = ENTRY_STAGED; which <= ENTRY_DIRECT; which++) {
+          SL_CHECK(sl_moe_dispatch_spec(shapes[i][0], shapes[i][1], shapes[i][2], (sl_moe_payload_t)quant[q][0],
+                                        quant[q][1], which, &spec));
+          SL_CHECK(fn(&spec, user));
+        }
     if (shapes[i][2] != 128) continue; /* the quantized payloads: one shape */
-    static const int qentries[] = {ENTRY_FUSED, ENTRY_COPY, ENTRY_REPL, ENTRY_STAGED};
+    static const int qentries[] = {ENTRY_FUSED, ENTRY_COPY, ENTRY_REPL, ENTRY_STAGED, ENTRY_DIRECT};
     for (size_t q = 0; q < sizeof quant / sizeof quant[0]; q++)
-      for (int j = 0; j < 4; j++) {
+      for (int j = 0; j < 5; j++) {
         const int which = qentries[j];
         SL_CHECK(sl_moe_dispatch_spec(shapes[i][0], shapes[i][1], shapes[i][2], (sl_moe_payload_t)quant[q][0],
                                       quant[q][1], which, &spec));
@@ -679,17 +714,36 @@ static sl_status_t dispatch_cuda(sl_device_t *dev, const sl_moe_dispatch_args_t 
   sl_launch_t rl = {.grid = {(unsigned)route_blocks}, .block = {SL_MOE_ROUTE_THREADS}, .stream = stream};
   const bool pdl = !a->split_no_pdl && sl_device_info(dev)->arch >= SL_ARCH_HOPPER;
   SL_CHECK(sl_kernel_launch(k, &rl, rargs));
+  const int arch = sl_device_info(dev)->arch, copy = sl_moe_split_copy(a, arch, sms);
   int seg = 0, stages = 0;
   size_t smem = 0;
-  const bool staged =
-      a->force_copy != SL_MOE_COPY_REGS && a->force_span == 0 &&
-      sl_moe_staged_applies(a, sl_device_info(dev)->arch, &seg, &stages, &smem);
-  if (a->force_copy == SL_MOE_COPY_STAGED && !staged)
+  const bool staged = copy == SL_MOE_COPY_STAGED && a->force_span == 0 &&
+                      sl_moe_staged_applies(a, arch, &seg, &stages, &smem);
+  if (copy == SL_MOE_COPY_STAGED && !staged)
     return SL_ERR(SL_ERR_INVALID,
                   "moe dispatch: the staged copy needs sm_90+, a quantized payload, H (%d) a multiple of 512, no "
                   "force_span, 16-byte aligned x / expert_x / expert_scales and valid force_staged_seg (%d) / "
                   "_stages (%d)",
                   a->hidden, a->force_staged_seg, a->force_staged_stages);
+  if (copy == SL_MOE_COPY_DIRECT) {
+    if (!sl_moe_direct_applies(a))
+      return SL_ERR(SL_ERR_INVALID,
+                    "moe dispatch: the direct copy needs a quantized payload, H (%d) a multiple of %d, no force_span "
+                    "and 16-byte aligned x / expert_x / expert_scales",
+                    a->hidden, SL_MOE_DIRECT_SEG);
+    SL_CHECK(sl_moe_dispatch_spec(a->hidden, a->top_k, local, a->payload, a->quant_rule, ENTRY_DIRECT, &spec));
+    SL_CHECK(sl_jit_get_kernel(dev, &spec, &k));
+    int per_sm = 0;
+    SL_CHECK(sl_kernel_occupancy(k, SL_MOE_DIRECT_THREADS, 0, &per_sm));
+    if (per_sm < 1) per_sm = 1;
+    const long items = (long)T * (a->hidden / SL_MOE_DIRECT_SEG);
+    long grid = sl_moe_cdiv(items, SL_MOE_DIRECT_THREADS / 32);
+    if (grid > (long)per_sm * sms) grid = (long)per_sm * sms; /* resident; items are grid-strided */
+    void *dargs[] = {&x,  &ids,    &T,     &E,       &begin,     &end,   &cap, &ex,
+                     &es, &gscale, &slots, &offsets, &pair_rank, &state, &route_shift};
+    sl_launch_t dl = {.grid = {(unsigned)grid}, .block = {SL_MOE_DIRECT_THREADS}, .stream = stream, .pdl = pdl};
+    return sl_kernel_launch(k, &dl, dargs);
+  }
   if (staged) {
     SL_CHECK(sl_moe_dispatch_spec_variant(a->hidden, a->top_k, local, a->payload, a->quant_rule, ENTRY_STAGED,
                                           seg + stages + (a->staged_scale_bulk ? SL_MOE_STAGED_SCALE_BULK : 0),

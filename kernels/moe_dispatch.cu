@@ -5,6 +5,8 @@
 //   sl_moe_dispatch_fused  decode: route, grid barrier, copy in one cooperative launch
 //   sl_moe_dispatch_route  prefill: rank pairs per block; the last block scans the counts
 //   sl_moe_dispatch_copy   prefill: copy over many blocks
+//   sl_moe_dispatch_copy_staged / _direct  prefill: the quantized payloads' copies (x staged in shared memory /
+//                          through registers)
 // With MOE_PAYLOAD >= 0 the copy quantizes each token once (kernels/quant_formats.h) and
 // stores codes + per-expert scales instead of bf16.
 #include <cuda_bf16.h>
@@ -1138,5 +1140,163 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_STAGED_THREADS)
     if (lane < MOE_TOPK && next < num_items) id = topk_ids[(next / MOE_SEGS) * MOE_TOPK + lane];
   }
   sl_bulk_wait_all(); // the shared memory stays until every store has completed
+}
+#endif
+
+#if MOE_KERNEL == 5
+// The split path's copy of the FP4 payloads through registers (session 23; the staged copy's twin).
+// Why: bench/probes/scatter_bw.cu measured the floor of the scattered writes -- a kernel that reads x and stores
+// the K rows to given destinations, nothing else. With the real encoder in registers (its "quantized" rows)
+// that walk stays at the floor for FP4 (Qwen3 T=16384 mxfp4 59.2-59.6 us, floor 59.3), while the staged copy
+// plus routing ran 65.2 us (DeepSeek-V3 223 vs a 204 us floor): the staged copy is 9-10 % over the floor on FP4,
+// ~1.5 % on FP8. Shape (the probe's): each warp of a resident grid walks items of SL_MOE_DIRECT_SEG (1024)
+// columns of one token, two items' x in flight (lane vector j * 32 + lane: every load instruction is 512
+// contiguous bytes; streaming loads, x is read once). Each item is quantized by the same quantize_vec
+// (bit-identical) into the warp's shared row buffer laid out as the destination row (codes, then scales), read
+// back as 16-byte pieces and stored to the K rows by plain 16-byte stores (FP4: one per lane per row); the scales
+// by the lanes' 16-byte pieces as in the staged copy. With PDL the first item's loads and quantization run
+// before griddepcontrol.wait; the routing lookups of both items in flight go out together after it.
+// Measured in the dispatch (H200, bench/results/2026-12-01-s23-h200-call{7,8}, T=16384 by events, direct /
+// staged): DeepSeek-V3 mxfp4 221.9-222.2 / 225.8-226.6 us, nvfp4 233.6-234.2 / 238.6-238.7 -- its stream is the
+// faster; but Qwen3 mxfp4 69.9-70.3 / 68.8-69.1, DeepSeek-V3 T=4096 mxfp4 61.7 / 58.8: with two items per warp in
+// flight it starts worse after the routing than the staged copy with three prefetched; FP8 slower everywhere
+// (Qwen3 fp8-g128 108.0 / 102.4). So the host takes it for FP4 on long streams only (sl_moe_split_copy).
+// Needs (host: sl_moe_direct_applies): a quantized payload, MOE_HIDDEN a multiple of 1024, x / expert_x /
+// expert_scales 16-byte aligned.
+#if MOE_PAYLOAD < 0
+#error "the direct copy quantizes: MOE_PAYLOAD must be an SL_QFMT_* format"
+#endif
+#if MOE_HIDDEN % SL_MOE_DIRECT_SEG != 0
+#error "the direct copy needs MOE_HIDDEN a multiple of SL_MOE_DIRECT_SEG"
+#endif
+#define MOE_DSEGS (MOE_HIDDEN / SL_MOE_DIRECT_SEG)                 // items per token
+#define MOE_DVECS (SL_MOE_DIRECT_SEG / (32 * SL_MOE_VEC_ELEMS))   // 16-byte x vectors per lane per item
+#define MOE_DCODES (MOE_QFP4 ? SL_MOE_DIRECT_SEG / 2 : SL_MOE_DIRECT_SEG) // code bytes per item and row
+#define MOE_DPIECES (MOE_DCODES / 512)                            // 16-byte code pieces per lane per row
+#define MOE_DSCALE_BYTES (MOE_PAYLOAD == SL_QFMT_FP8_GROUP ? 4 : 1)
+#define MOE_DSCALES (SL_MOE_DIRECT_SEG / MOE_QBLOCK * MOE_DSCALE_BYTES) // scale bytes per item and row
+static_assert(MOE_DCODES % 512 == 0 && MOE_DSCALES % 16 == 0, "whole 16-byte pieces per lane");
+
+// Item it's routing lookups (after griddepcontrol.wait): lane k < K's pair rank within its routing block and that
+// block's offset for its expert e (e < 0: no row here).
+struct DirectRoute {
+  int e, rank_in_block, block_off;
+};
+__device__ __forceinline__ void direct_lookup(DirectRoute &r, long item, long num_items, const int *pair_rank,
+                                              const int *offsets, int route_shift) {
+  r.rank_in_block = r.block_off = 0;
+  if (item < num_items && r.e >= 0) {
+    const int p = (int)(item / MOE_DSEGS) * MOE_TOPK + (int)(threadIdx.x % 32);
+    r.rank_in_block = __ldcg(&pair_rank[p]);
+    r.block_off = __ldcg(&offsets[(p >> route_shift) * MOE_LOCAL + r.e]);
+  }
+}
+// Quantize one item's vectors into the warp's row buffer b (codes, then scales); returns the lane's first
+// non-finite block (its index in the row), or -1.
+__device__ __forceinline__ int direct_quantize(const uint4 (&v)[MOE_DVECS], int seg, float global_scale,
+                                               unsigned char *b) {
+  const int lane = threadIdx.x % 32;
+  int bad_block = -1;
+#pragma unroll
+  for (int j = 0; j < MOE_DVECS; j++) {
+    const int vec = j * 32 + lane;
+    const QuantVec q = quantize_vec(v[j], global_scale);
+    if (!q.finite && bad_block < 0) bad_block = (seg * SL_MOE_DIRECT_SEG + vec * SL_MOE_VEC_ELEMS) / MOE_QBLOCK;
+#if MOE_QFP4
+    reinterpret_cast<unsigned *>(b)[vec] = q.codes.x;
+#else
+    reinterpret_cast<uint2 *>(b)[vec] = q.codes;
+#endif
+    if (lane % MOE_QLANES == 0) {
+      const int blk = vec * SL_MOE_VEC_ELEMS / MOE_QBLOCK;
+      if (MOE_PAYLOAD == SL_QFMT_FP8_GROUP)
+        reinterpret_cast<float *>(b + MOE_DCODES)[blk] = q.scale_f32;
+      else
+        b[MOE_DCODES + blk] = q.scale_u8;
+    }
+  }
+  return bad_block;
+}
+
+extern "C" __global__ void __launch_bounds__(SL_MOE_DIRECT_THREADS)
+    sl_moe_dispatch_copy_direct(const __nv_bfloat16 *__restrict__ x, const int *__restrict__ topk_ids,
+                                int num_tokens, int num_experts, int expert_begin, int expert_end, int capacity,
+                                void *__restrict__ expert_x, void *__restrict__ expert_scales, float global_scale,
+                                int *__restrict__ slots, const int *offsets, const int *pair_rank,
+                                sl_grid_barrier_state_t *state, int route_shift) {
+  constexpr int NW = SL_MOE_DIRECT_THREADS / 32;
+  __shared__ __align__(16) unsigned char rowbuf[NW][MOE_DCODES + MOE_DSCALES];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  unsigned char *b = rowbuf[warp];
+  const long num_items = (long)num_tokens * MOE_DSEGS;
+  const long stride = (long)gridDim.x * NW;
+  sl_dev_error_t *err = &state->error;
+  bool waited = false;
+  for (long item = (long)blockIdx.x * NW + warp; item < num_items; item += 2 * stride) {
+    const long its[2] = {item, item + stride};
+    uint4 v[2][MOE_DVECS];
+    DirectRoute rt[2];
+#pragma unroll
+    for (int u = 0; u < 2; u++) {
+      const bool live = its[u] < num_items;
+      const int t = (int)(its[u] / MOE_DSEGS), seg = (int)(its[u] % MOE_DSEGS);
+      const uint4 *src = reinterpret_cast<const uint4 *>(x + (long)t * MOE_HIDDEN + seg * SL_MOE_DIRECT_SEG) + lane;
+#pragma unroll
+      for (int j = 0; j < MOE_DVECS; j++) v[u][j] = live ? __ldcs(src + 32 * j) : make_uint4(0u, 0u, 0u, 0u);
+      const int id = live && lane < MOE_TOPK ? topk_ids[t * MOE_TOPK + lane] : -1;
+      rt[u].e = id >= 0 && id < num_experts ? sl_moe_local_expert(id, expert_begin, expert_end) : -1;
+    }
+    if (waited) {
+#pragma unroll
+      for (int u = 0; u < 2; u++) direct_lookup(rt[u], its[u], num_items, pair_rank, offsets, route_shift);
+    }
+#pragma unroll
+    for (int u = 0; u < 2; u++) {
+      if (its[u] >= num_items) break;
+      const int t = (int)(its[u] / MOE_DSEGS), seg = (int)(its[u] % MOE_DSEGS);
+      __syncwarp(); // the previous item's stores have read the buffer
+      const int bad_block = direct_quantize(v[u], seg, global_scale, b);
+      if (!waited) { // the first item is quantized: the routing grid's outputs from here on
+        sl_moe_pdl_wait();
+        waited = true;
+#pragma unroll
+        for (int w = 0; w < 2; w++) direct_lookup(rt[w], its[w], num_items, pair_rank, offsets, route_shift);
+      }
+      int row = -1;
+      if (rt[u].e >= 0) {
+        const int rank = rt[u].rank_in_block + rt[u].block_off;
+        if (rank < capacity) row = (int)sl_moe_row(rt[u].e, rank, capacity);
+      }
+      if (lane < MOE_TOPK && seg == 0) slots[t * MOE_TOPK + lane] = row;
+      // A token with no row here is not reported (as the other copies and the CPU reference).
+      if (__any_sync(0xffffffffu, row >= 0) && bad_block >= 0)
+        sl_dev_error_record(err, SL_DEV_ERR_NUMERIC, t, bad_block, MOE_QBLOCK);
+      __syncwarp(); // the buffer is written
+      uint4 codes[MOE_DPIECES];
+#pragma unroll
+      for (int j = 0; j < MOE_DPIECES; j++) codes[j] = reinterpret_cast<const uint4 *>(b)[j * 32 + lane];
+      unsigned char *cbase = static_cast<unsigned char *>(expert_x) + (size_t)seg * MOE_DCODES + (size_t)lane * 16;
+#pragma unroll
+      for (int k = 0; k < MOE_TOPK; k++) {
+        const int r = __shfl_sync(0xffffffffu, row, k);
+        if (r < 0) continue;
+        uint4 *dst = reinterpret_cast<uint4 *>(cbase + (size_t)(unsigned)r * MOE_ROW_BYTES);
+#pragma unroll
+        for (int j = 0; j < MOE_DPIECES; j++) dst[j * 32] = codes[j];
+      }
+      // The scales by 16-byte pieces: lane i takes piece i % PIECES of row i / PIECES.
+      constexpr int PIECES = MOE_DSCALES / 16;
+#pragma unroll
+      for (int i0 = 0; i0 < MOE_TOPK * PIECES; i0 += 32) {
+        const int i = i0 + lane, kk = min(i / PIECES, MOE_TOPK - 1), j = i % PIECES;
+        const int r = __shfl_sync(0xffffffffu, row, kk);
+        if (i < MOE_TOPK * PIECES && r >= 0)
+          *reinterpret_cast<uint4 *>(static_cast<unsigned char *>(expert_scales) +
+                                     (size_t)(unsigned)r * (MOE_HIDDEN / MOE_QBLOCK * MOE_DSCALE_BYTES) +
+                                     (size_t)seg * MOE_DSCALES + j * 16) =
+              reinterpret_cast<const uint4 *>(b + MOE_DCODES)[j];
+      }
+    }
+  }
 }
 #endif

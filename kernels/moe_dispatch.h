@@ -90,9 +90,10 @@ typedef struct {
   int force_repl_warps;         /* 0: host choice (sl_moe_repl_warps); 1..32: warps per block of the replicated
                                  * kernel, plain or computing the top-k (comparison; the result is the same);
                                  * the scan ranking (SL_MOE_REPL_RANK_SCAN) runs at 8 only */
-  int force_copy;               /* 0: host choice; SL_MOE_COPY_REGS / SL_MOE_COPY_STAGED: that copy kernel for the
-                                 * split path's quantized payloads (comparison; the result is the same).
-                                 * STAGED where sl_moe_staged_applies holds, else SL_ERR_INVALID */
+  int force_copy;               /* 0: host choice (sl_moe_split_copy); SL_MOE_COPY_REGS / _STAGED / _DIRECT: that
+                                 * copy kernel for the split path's quantized payloads (comparison; the result is
+                                 * the same). STAGED where sl_moe_staged_applies holds, DIRECT where
+                                 * sl_moe_direct_applies holds, else SL_ERR_INVALID */
   int force_staged_seg;         /* 0: host choice; else columns per staged item (a multiple of 512 dividing H) */
   int force_staged_stages;      /* 0: host choice; else x segments in flight per warp of the staged copy, 2..4 */
   int staged_scale_bulk;        /* 0: the staged copy stores the scales by 16-byte stores from the lanes (default);
@@ -112,15 +113,22 @@ typedef struct {
 } sl_moe_dispatch_args_t;
 
 /* The split path's copy kernel for quantized payloads: one warp per (token, 512-column chunk) through
- * registers (the previous default, and the one for bf16), or the staged copy: items of `seg` columns whose
+ * registers (the previous default, and the one for bf16); the staged copy: items of `seg` columns whose
  * x segments the bulk-copy engine brings into shared memory `stages` ahead, quantized there and stored to
  * the K rows -- codes by bulk copies, scales by the lanes' 16-byte stores (kernels/moe_dispatch.cu,
- * MOE_KERNEL 4). */
-enum { SL_MOE_COPY_REGS = 1, SL_MOE_COPY_STAGED = 2 };
-/* Whether the staged copy can run these arguments on a GPU of `arch` (SL_ARCH_*; sm_90+ for the bulk-copy
- * engine): a quantized payload, H a multiple of 512, x, expert_x and expert_scales 16-byte aligned, the
- * force_staged_* values valid. Its shape: the forced values, else the host's table (kernels/moe_dispatch.c
- * staged_default_seg); smem_bytes: dynamic shared memory per block. */
+ * MOE_KERNEL 4); the direct copy: a resident grid of warps walking items of SL_MOE_DIRECT_SEG columns, two
+ * items' x in flight in registers, quantized into a per-warp row buffer and stored by 16-byte stores
+ * (MOE_KERNEL 5). */
+enum { SL_MOE_COPY_REGS = 1, SL_MOE_COPY_STAGED = 2, SL_MOE_COPY_DIRECT = 3 };
+/* Whether the direct copy can run these arguments: a quantized payload, H a multiple of SL_MOE_DIRECT_SEG
+ * (1024), x, expert_x and expert_scales 16-byte aligned, no force_span. */
+bool sl_moe_direct_applies(const sl_moe_dispatch_args_t *a);
+/* The copy kernel (SL_MOE_COPY_*) the split path runs for these arguments on a GPU of `arch` with `num_sms` SMs:
+ * force_copy if set; else DIRECT for the FP4 payloads where it applies and its resident warps get at least
+ * SL_MOE_DIRECT_MIN_ITEMS items each (a long steady stream: DeepSeek-V3 at T=16384); else STAGED where it
+ * applies; else REGS (always REGS for bf16). */
+#define SL_MOE_DIRECT_MIN_ITEMS 16
+int sl_moe_split_copy(const sl_moe_dispatch_args_t *a, int arch, int num_sms);
 bool sl_moe_staged_applies(const sl_moe_dispatch_args_t *a, int arch, int *seg, int *stages, size_t *smem_bytes);
 
 /* Ranking of the replicated (decode) path: a shared histogram of the pairs below the block's
@@ -188,7 +196,7 @@ sl_status_t sl_moe_dispatch_route_spec(int hidden, int top_k, int num_local, int
 
 /* OR'ed into the staged copy's spec variant: the scales by bulk copies (sl_moe_dispatch_args_t.staged_scale_bulk). */
 #define SL_MOE_STAGED_SCALE_BULK (1 << 20)
-/* JIT spec of kernel `which` (0 fused, 1 route, 2 copy, 3 replicated, 4 staged copy) for these
+/* JIT spec of kernel `which` (0 fused, 1 route, 2 copy, 3 replicated, 4 staged copy, 5 direct copy) for these
  * dimensions and payload, default variant. */
 sl_status_t sl_moe_dispatch_spec(int hidden, int top_k, int num_local, sl_moe_payload_t payload, int quant_rule,
                                  int which, sl_jit_spec_t *spec);

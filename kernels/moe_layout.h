@@ -24,6 +24,8 @@
                                    * (host choice or force_route_rounds); 512 x rounds per block */
 #define SL_MOE_COPY_THREADS 256   /* prefill copy and combine: 8 warps per block */
 #define SL_MOE_STAGED_THREADS 128 /* prefill copy of the quantized payloads staged in shared memory */
+#define SL_MOE_DIRECT_THREADS 256 /* prefill copy of the FP4 payloads through registers */
+#define SL_MOE_DIRECT_SEG 1024    /* its columns per item */
 #define SL_MOE_VEC_ELEMS 8        /* bf16 elements per 16-byte vector */
 #define SL_MOE_MAX_TOPK 32        /* one lane per k in the copy and combine warps */
 #define SL_MOE_MAX_LOCAL_EXPERTS 512 /* route shared memory: (warps + 1) x E_local ints */

@@ -369,13 +369,16 @@ static sl_status_t bench_dispatch_combine(sl_bench_t *b, const model_t *m, const
         char qpath[48], extra[96];
         int seg = 0, stages = 0;
         size_t smem = 0;
-        const bool staged =
-            path == SL_MOE_PATH_SPLIT && gpu_of(b) &&
-            sl_moe_staged_applies(&q.da, sl_device_info(dev)->arch, &seg, &stages, &smem);
+        const int arch = sl_device_info(dev)->arch;
+        const bool split_gpu = path == SL_MOE_PATH_SPLIT && gpu_of(b);
+        const int copy = split_gpu ? sl_moe_split_copy(&q.da, arch, sl_device_info(dev)->sm_count) : 0;
+        const bool staged = split_gpu && sl_moe_staged_applies(&q.da, arch, &seg, &stages, &smem);
         snprintf(qpath, sizeof qpath, "%s", sl_moe_path_name(path));
-        if (staged)
+        if (copy == SL_MOE_COPY_STAGED)
           snprintf(extra, sizeof extra, "payload %s, staged copy %dx%d", sl_moe_payload_name(q.da.payload), seg,
                    stages);
+        else if (copy == SL_MOE_COPY_DIRECT)
+          snprintf(extra, sizeof extra, "payload %s, direct copy", sl_moe_payload_name(q.da.payload));
         else
           snprintf(extra, sizeof extra, "payload %s", sl_moe_payload_name(q.da.payload));
         sl_bench_row(b, "moe_dispatch_quant", shape, qpath, us, qbytes, gus, extra);
@@ -384,17 +387,29 @@ static sl_status_t bench_dispatch_combine(sl_bench_t *b, const model_t *m, const
           r = forced_quant_row(b, &q, ws, shape, qbytes, path, sl_moe_repl_bal_name(SL_MOE_REPL_BAL_256X2), "");
           if (r != SL_OK) break;
         }
-        if (staged) { /* the register copy (the previous default), the scales by bulk copies, SL_BENCH_STAGED */
+        if (split_gpu) { /* the register copy (the first), the other of staged / direct, the staged knobs */
           q.da.force_copy = SL_MOE_COPY_REGS;
           r = forced_quant_row(b, &q, ws, shape, qbytes, path, "regs", " (comparison: the register copy)");
-          if (r != SL_OK) break;
+          if (r == SL_OK && copy != SL_MOE_COPY_DIRECT && sl_moe_direct_applies(&q.da)) {
+            q.da.force_copy = SL_MOE_COPY_DIRECT;
+            r = forced_quant_row(b, &q, ws, shape, qbytes, path, "direct", " (comparison: the direct copy)");
+          }
+          if (r == SL_OK && copy != SL_MOE_COPY_STAGED && staged) {
+            q.da.force_copy = SL_MOE_COPY_STAGED;
+            char why[64];
+            snprintf(why, sizeof why, " (comparison: the staged copy %dx%d)", seg, stages);
+            r = forced_quant_row(b, &q, ws, shape, qbytes, path, "staged", why);
+          }
           q.da.force_copy = SL_MOE_COPY_STAGED;
-          q.da.staged_scale_bulk = 1;
-          r = forced_quant_row(b, &q, ws, shape, qbytes, path, "sbulk", " (comparison: the scales by bulk copies)");
-          q.da.staged_scale_bulk = 0;
+          if (r == SL_OK && staged) {
+            q.da.staged_scale_bulk = 1;
+            r = forced_quant_row(b, &q, ws, shape, qbytes, path, "sbulk",
+                                 " (comparison: the staged copy's scales by bulk copies)");
+            q.da.staged_scale_bulk = 0;
+          }
           if (r != SL_OK) break;
           /* SL_BENCH_STAGED="seg:stages,...": more staged shapes (those that do not apply are skipped). */
-          const char *list = getenv("SL_BENCH_STAGED");
+          const char *list = staged ? getenv("SL_BENCH_STAGED") : NULL;
           for (const char *e = list; e && *e && r == SL_OK;) {
             int fs = 0, fn = 0;
             if (sscanf(e, "%d:%d", &fs, &fn) == 2 && fs > 0 && fs % 512 == 0 && H % fs == 0 && fn >= 2 && fn <= 4) {

@@ -86,9 +86,10 @@ static void run_compare(moe_case_t *c, bool try_fused, bool try_split) {
    * at DeepSeek-V3's 28 chunks, 8 at most others): 8, 4, 14, 28, and 3 (blocks straddle tokens
    * at most hidden sizes here). */
   /* The split path's copy of the quantized payloads (force_copy): the staged copy (the host's
-   * choice where H is a multiple of 512) at its default shape without PDL and with its scales by
+   * choice for FP8 where H is a multiple of 512) at its default shape without PDL and with its scales by
    * bulk copies (staged_scale_bulk), at forced items and stages (512 x 2, 512 x 4, 2048 x 3 where
-   * they divide H), and the register copy. */
+   * they divide H), the direct copy (the host's choice for FP4 where H is a multiple of 1024) with and
+   * without PDL, and the register copy. */
   static const struct {
     int path, route_rounds, repl_rank, no_pdl;
     bool extra;
@@ -102,6 +103,8 @@ static void run_compare(moe_case_t *c, bool try_fused, bool try_split) {
               {SL_MOE_PATH_SPLIT, 0, 0, 0, false, 0, 0, SL_MOE_COPY_STAGED, 512, 2, 0},
               {SL_MOE_PATH_SPLIT, 0, 0, 0, false, 0, 0, SL_MOE_COPY_STAGED, 512, 4, 0},
               {SL_MOE_PATH_SPLIT, 0, 0, 0, false, 0, 0, SL_MOE_COPY_STAGED, 2048, 3, 0},
+              {SL_MOE_PATH_SPLIT, 0, 0, 0, false, 0, 0, SL_MOE_COPY_DIRECT, 0, 0, 0},
+              {SL_MOE_PATH_SPLIT, 0, 0, 1, false, 0, 0, SL_MOE_COPY_DIRECT, 0, 0, 0},
               {SL_MOE_PATH_SPLIT, 8, 0, 1, false, 0, 0, 0, 0, 0, 0},
               {SL_MOE_PATH_SPLIT, 1, 0, 0, true, 0, 0, 0, 0, 0, 0},
               {SL_MOE_PATH_SPLIT, 2, 0, 0, true, 0, 0, 0, 0, 0, 0},
@@ -126,7 +129,8 @@ static void run_compare(moe_case_t *c, bool try_fused, bool try_split) {
     if ((path == SL_MOE_PATH_FUSED && !try_fused) || (path == SL_MOE_PATH_SPLIT && !try_split) ||
         (path == SL_MOE_PATH_REPLICATED && !try_repl) || (runs[i].extra && !extra) ||
         (runs[i].copy && c->payload == SL_MOE_PAYLOAD_BF16) ||
-        (runs[i].copy == SL_MOE_COPY_STAGED && c->H % seg != 0))
+        (runs[i].copy == SL_MOE_COPY_STAGED && c->H % seg != 0) ||
+        (runs[i].copy == SL_MOE_COPY_DIRECT && c->H % SL_MOE_DIRECT_SEG != 0))
       continue;
     moe_case_t g = clone_inputs(c);
     g.route_rounds = runs[i].route_rounds;
@@ -368,6 +372,57 @@ static void test_staged_copy(void **s) {
     }
 }
 
+/* The direct copy of the split path alone (small, for compute-sanitizer: SL_TEST_FILTER=test_direct_copy): every
+ * payload with and without PDL, an expert range with an overflow, a -Inf token, and T=301 (the last warp's second
+ * item in flight past the end). */
+static void test_direct_copy(void **s) {
+  static const int pay[][2] = {{SL_MOE_PAYLOAD_FP8_GROUP, SL_QRULE_IEEE},
+                               {SL_MOE_PAYLOAD_MXFP8, SL_QRULE_FLOOR},
+                               {SL_MOE_PAYLOAD_MXFP4, SL_QRULE_CEIL},
+                               {SL_MOE_PAYLOAD_NVFP4, 0}};
+  for (size_t i = 0; i < sizeof pay / sizeof pay[0]; i++)
+    for (int no_pdl = 0; no_pdl < 2; no_pdl++) {
+      uint64_t rng = sl_test_seed() ^ ((uint64_t)i << 24) ^ (uint64_t)no_pdl;
+      moe_case_t c = {.T = 301, .H = 2048, .K = 4, .E = 16, .begin = 4, .end = 12, .capacity = 60,
+                      .payload = (sl_moe_payload_t)pay[i][0], .rule = pay[i][1], .gscale = 448.0f * 6.0f / 4.5f};
+      fill_random(&c, &rng, false);
+      c.x[(size_t)7 * c.H + 1100] = 0xff80; /* -Inf in token 7 (its second 1024-column item) */
+      c.ids[7 * c.K] = 5;                   /* ... which reaches a local expert */
+      moe_case_run(cpu, &c, 0);
+      moe_case_t g = clone_inputs(&c);
+      g.copy = SL_MOE_COPY_DIRECT;
+      g.no_pdl = no_pdl;
+      moe_case_run(gpu, &g, SL_MOE_PATH_SPLIT);
+      char what[160];
+      snprintf(what, sizeof what, "direct copy, %s payload, no_pdl %d", sl_moe_payload_name(c.payload), no_pdl);
+      /* ~75 pairs per local expert > 60: the capacity error wins over the NaN token's numeric one */
+      assert_int_equal(c.check, SL_ERR_CAPACITY);
+      assert_same(&g, &c, what);
+      printf("  ok %s\n", what);
+      moe_case_free(&g);
+      moe_case_free(&c);
+    }
+  /* Within capacity: the -Inf token's numeric error is the one reported, on the GPU as on the CPU. */
+  for (size_t i = 0; i < sizeof pay / sizeof pay[0]; i++) {
+    uint64_t rng = sl_test_seed() ^ ((uint64_t)i << 28);
+    moe_case_t c = {.T = 97, .H = 3072, .K = 8, .E = 32, .begin = 0, .end = 32, .capacity = 97,
+                    .payload = (sl_moe_payload_t)pay[i][0], .rule = pay[i][1], .gscale = 448.0f * 6.0f / 4.5f};
+    fill_random(&c, &rng, false);
+    c.x[(size_t)50 * c.H + 2500] = 0x7fc0; /* NaN in token 50's third item */
+    moe_case_run(cpu, &c, 0);
+    moe_case_t g = clone_inputs(&c);
+    g.copy = SL_MOE_COPY_DIRECT;
+    moe_case_run(gpu, &g, SL_MOE_PATH_SPLIT);
+    char what[160];
+    snprintf(what, sizeof what, "direct copy, %s payload, H=3072 K=8, a NaN token", sl_moe_payload_name(c.payload));
+    assert_int_equal(c.check, SL_ERR_NUMERIC);
+    assert_same(&g, &c, what);
+    printf("  ok %s\n", what);
+    moe_case_free(&g);
+    moe_case_free(&c);
+  }
+}
+
 static void test_graph_capture(void **s) {
   const int T = 64, H = 2048, K = 8, E = 128;
   uint64_t rng = sl_test_seed() + 21;
@@ -441,6 +496,7 @@ int main(void) {
       cmocka_unit_test(test_bad_ids),              cmocka_unit_test(test_quantized_payloads),
       cmocka_unit_test(test_balanced_ranges),      cmocka_unit_test(test_graph_capture),
       cmocka_unit_test(test_quantized_edge_blocks), cmocka_unit_test(test_staged_copy),
+      cmocka_unit_test(test_direct_copy),
   };
   return SL_RUN_SELECTED(tests, setup, teardown);
 }

@@ -98,6 +98,21 @@ static void test_odd_shapes(void **state) {
     SL_ASSERT_OK(sl_moe_dispatch_spec_variant(128, 32, 512, SL_MOE_PAYLOAD_NVFP4, 0, 3, rank, &spec));
     SL_ASSERT_OK(compile_point(&spec, &w));
   }
+  /* The direct copy (kernel 5) of every quantized payload at odd shapes: K=3 of 5 local experts, K=32 of 512 (the
+   * scale pieces of 32 rows take several lanes' rounds); refused for bf16 and H not a multiple of 1024. */
+  static const int dq[][2] = {{SL_MOE_PAYLOAD_FP8_GROUP, SL_QRULE_IEEE}, {SL_MOE_PAYLOAD_FP8_GROUP, SL_QRULE_CEIL},
+                              {SL_MOE_PAYLOAD_MXFP8, SL_QRULE_FLOOR},    {SL_MOE_PAYLOAD_MXFP4, SL_QRULE_CEIL},
+                              {SL_MOE_PAYLOAD_NVFP4, 0}};
+  for (int i = 0; i < 5; i++) {
+    SL_ASSERT_OK(sl_moe_dispatch_spec(1024, 3, 5, (sl_moe_payload_t)dq[i][0], dq[i][1], 5, &spec));
+    SL_ASSERT_OK(compile_point(&spec, &w));
+    SL_ASSERT_OK(sl_moe_dispatch_spec(3072, 32, 512, (sl_moe_payload_t)dq[i][0], dq[i][1], 5, &spec));
+    SL_ASSERT_OK(compile_point(&spec, &w));
+  }
+  assert_int_equal(sl_moe_dispatch_spec(1536, 8, 16, SL_MOE_PAYLOAD_MXFP4, SL_QRULE_CEIL, 5, &spec), SL_ERR_INVALID);
+  assert_int_equal(sl_moe_dispatch_spec(2048, 8, 16, SL_MOE_PAYLOAD_BF16, 0, 5, &spec), SL_ERR_INVALID);
+  assert_int_equal(sl_moe_dispatch_spec(2048, 8, 16, SL_MOE_PAYLOAD_BF16, 0, 6, &spec), SL_ERR_INVALID);
+  sl_clear_error();
   /* Forced warps per replicated block (SL_MOE_REPL_WARPS): 1, 3 and 7 at odd shapes (K = 32 x
    * 512 local experts: 7 warps stage 1024 ids in 5 guarded rounds, 28 in 2); the scan ranking at 8
    * only, more than 32 refused. */

@@ -258,11 +258,13 @@ static void test_bad_arguments(void **state) {
   SL_ASSERT_OK(sl_moe_dispatch(dev, &a, NULL));
   a.force_span = 0;
   SL_ASSERT_OK(sl_moe_dispatch(dev, &a, NULL));
-  /* The split copy's knobs: force_copy 0..SL_MOE_COPY_STAGED, the staged items a multiple of 512
+  /* The split copy's knobs: force_copy 0..SL_MOE_COPY_DIRECT, the staged items a multiple of 512
    * dividing H, 2..4 stages; valid values give the reference result on the CPU. */
-  const int bad_copy[] = {-1, SL_MOE_COPY_STAGED + 1};
+  const int bad_copy[] = {-1, SL_MOE_COPY_DIRECT + 1};
   refuse_each(dev, &a, &a.force_copy, bad_copy, 2, "force_copy");
   a.force_copy = SL_MOE_COPY_REGS;
+  SL_ASSERT_OK(sl_moe_dispatch(dev, &a, NULL));
+  a.force_copy = SL_MOE_COPY_DIRECT;
   SL_ASSERT_OK(sl_moe_dispatch(dev, &a, NULL));
   a.force_copy = 0;
   const int bad_seg[] = {-512, 256, 512}; /* 512 does not divide H = 8 */
@@ -445,9 +447,56 @@ static void test_staged_choice(void **state) {
   assert_false(sl_moe_staged_applies(&a, SL_ARCH_HOPPER, &seg, &stages, &smem));
 }
 
+/* The split path's copy of the quantized payloads (no GPU needed): the direct copy where it applies (a quantized
+ * payload, H a multiple of 1024, aligned, no force_span) and the default per payload and size on 132 SMs (FP4 with
+ * >= SL_MOE_DIRECT_MIN_ITEMS items per resident warp: DeepSeek-V3 T=16384), the forced ones, bf16. */
+static void test_copy_choice(void **state) {
+  (void)state;
+  static uint8_t buf[64] __attribute__((aligned(16)));
+  sl_moe_dispatch_args_t a = {.num_tokens = 16384, .hidden = 7168, .payload = SL_MOE_PAYLOAD_MXFP4, .x = buf,
+                              .expert_x = buf, .expert_scales = buf};
+  assert_true(sl_moe_direct_applies(&a));
+  assert_int_equal(sl_moe_split_copy(&a, SL_ARCH_HOPPER, 132), SL_MOE_COPY_DIRECT); /* 114688 items >= 67584 */
+  a.payload = SL_MOE_PAYLOAD_NVFP4;
+  assert_int_equal(sl_moe_split_copy(&a, SL_ARCH_HOPPER, 132), SL_MOE_COPY_DIRECT);
+  a.num_tokens = 4096; /* 28672 items: the staged copy's start after the routing wins */
+  assert_int_equal(sl_moe_split_copy(&a, SL_ARCH_HOPPER, 132), SL_MOE_COPY_STAGED);
+  assert_int_equal(sl_moe_split_copy(&a, SL_ARCH_HOPPER, 32), SL_MOE_COPY_DIRECT); /* fewer SMs: a longer stream */
+  a.num_tokens = 16384;
+  a.hidden = 2048; /* Qwen3 T=16384: 32768 items */
+  assert_int_equal(sl_moe_split_copy(&a, SL_ARCH_HOPPER, 132), SL_MOE_COPY_STAGED);
+  a.hidden = 7168;
+  a.payload = SL_MOE_PAYLOAD_FP8_GROUP; /* FP8: the staged copy (at the floor already, session 23) */
+  assert_true(sl_moe_direct_applies(&a));
+  assert_int_equal(sl_moe_split_copy(&a, SL_ARCH_HOPPER, 132), SL_MOE_COPY_STAGED);
+  assert_int_equal(sl_moe_split_copy(&a, SL_ARCH_HOPPER - 1, 132), SL_MOE_COPY_REGS); /* no bulk-copy engine */
+  a.force_copy = SL_MOE_COPY_DIRECT;
+  assert_int_equal(sl_moe_split_copy(&a, SL_ARCH_HOPPER, 132), SL_MOE_COPY_DIRECT);
+  a.force_copy = SL_MOE_COPY_REGS;
+  assert_int_equal(sl_moe_split_copy(&a, SL_ARCH_HOPPER, 132), SL_MOE_COPY_REGS);
+  a.force_copy = 0;
+  a.payload = SL_MOE_PAYLOAD_MXFP4;
+  a.hidden = 1536; /* not a multiple of 1024: the staged copy on 512-column items */
+  assert_false(sl_moe_direct_applies(&a));
+  assert_int_equal(sl_moe_split_copy(&a, SL_ARCH_HOPPER, 8), SL_MOE_COPY_STAGED);
+  a.hidden = 7168;
+  a.force_span = 2; /* a forced span is the register copy's knob */
+  assert_false(sl_moe_direct_applies(&a));
+  assert_int_equal(sl_moe_split_copy(&a, SL_ARCH_HOPPER, 132), SL_MOE_COPY_REGS);
+  a.force_span = 0;
+  a.expert_scales = buf + 4;
+  assert_false(sl_moe_direct_applies(&a));
+  a.expert_scales = buf;
+  a.payload = SL_MOE_PAYLOAD_BF16; /* bf16: the register copy whatever is forced */
+  assert_false(sl_moe_direct_applies(&a));
+  a.force_copy = SL_MOE_COPY_DIRECT;
+  assert_int_equal(sl_moe_split_copy(&a, SL_ARCH_HOPPER, 132), SL_MOE_COPY_REGS);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_random_shapes),         cmocka_unit_test(test_tokens_zero),
+      cmocka_unit_test(test_copy_choice),
       cmocka_unit_test(test_expert_range),          cmocka_unit_test(test_empty_experts),
       cmocka_unit_test(test_skewed_all_to_one),     cmocka_unit_test(test_capacity_overflow_reported),
       cmocka_unit_test(test_bad_ids_reported),      cmocka_unit_test(test_bad_arguments),
