@@ -114,6 +114,27 @@ __device__ __forceinline__ QuantVec quantize_vec(const uint4 &v, float global_sc
   q.finite = !bad;
   return q;
 }
+
+// Lane vector `vec` of an item quantized into a row buffer laid out as the destination row: codes, then the
+// item's scales at byte code_bytes (the staged and direct copies). bad_block takes the lane's first non-finite
+// block (its index in the row; col0: the item's first column).
+__device__ __forceinline__ void quantize_into_row(const uint4 &v, int vec, int col0, int code_bytes,
+                                                  float global_scale, unsigned char *buf, int &bad_block) {
+  const QuantVec q = quantize_vec(v, global_scale);
+  if (!q.finite && bad_block < 0) bad_block = (col0 + vec * SL_MOE_VEC_ELEMS) / MOE_QBLOCK;
+#if MOE_QFP4
+  reinterpret_cast<unsigned *>(buf)[vec] = q.codes.x;
+#else
+  reinterpret_cast<uint2 *>(buf)[vec] = q.codes;
+#endif
+  if (threadIdx.x % 32 % MOE_QLANES == 0) {
+    const int blk = vec * SL_MOE_VEC_ELEMS / MOE_QBLOCK;
+    if (MOE_PAYLOAD == SL_QFMT_FP8_GROUP)
+      reinterpret_cast<float *>(buf + code_bytes)[blk] = q.scale_f32;
+    else
+      buf[code_bytes + blk] = q.scale_u8;
+  }
+}
 #endif
 
 __device__ __forceinline__ unsigned sl_moe_atom_add_acq_rel_u32(unsigned *p, unsigned v) {
@@ -1063,23 +1084,8 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_STAGED_THREADS)
     const uint4 *in = reinterpret_cast<const uint4 *>(mine + stage * MOE_SEG_IN);
     int bad_block = -1; // this lane's first non-finite block of the item (its column / block)
 #pragma unroll
-    for (int v = 0; v < MOE_SEG_VECS; v++) {
-      const int vec = v * 32 + lane;
-      const QuantVec q = quantize_vec(in[vec], global_scale);
-      if (!q.finite && bad_block < 0) bad_block = (seg * MOE_SEG + vec * SL_MOE_VEC_ELEMS) / MOE_QBLOCK;
-#if MOE_QFP4
-      reinterpret_cast<unsigned *>(obp)[vec] = q.codes.x;
-#else
-      reinterpret_cast<uint2 *>(obp)[vec] = q.codes;
-#endif
-      if (lane % MOE_QLANES == 0) {
-        const int b = vec * SL_MOE_VEC_ELEMS / MOE_QBLOCK;
-        if (MOE_PAYLOAD == SL_QFMT_FP8_GROUP)
-          reinterpret_cast<float *>(obp + MOE_SEG_CODES)[b] = q.scale_f32;
-        else
-          obp[MOE_SEG_CODES + b] = q.scale_u8;
-      }
-    }
+    for (int v = 0; v < MOE_SEG_VECS; v++)
+      quantize_into_row(in[v * 32 + lane], v * 32 + lane, seg * MOE_SEG, MOE_SEG_CODES, global_scale, obp, bad_block);
     __syncwarp(); // every lane has read the stage: lane 0 refills it
     if (lane == 0 && item + MOE_STAGES * stride < num_items) {
       sl_bulk_arrive_expect_tx(bar, MOE_SEG_IN);
@@ -1198,23 +1204,8 @@ __device__ __forceinline__ int direct_quantize(const uint4 (&v)[MOE_DVECS], int 
   const int lane = threadIdx.x % 32;
   int bad_block = -1;
 #pragma unroll
-  for (int j = 0; j < MOE_DVECS; j++) {
-    const int vec = j * 32 + lane;
-    const QuantVec q = quantize_vec(v[j], global_scale);
-    if (!q.finite && bad_block < 0) bad_block = (seg * SL_MOE_DIRECT_SEG + vec * SL_MOE_VEC_ELEMS) / MOE_QBLOCK;
-#if MOE_QFP4
-    reinterpret_cast<unsigned *>(b)[vec] = q.codes.x;
-#else
-    reinterpret_cast<uint2 *>(b)[vec] = q.codes;
-#endif
-    if (lane % MOE_QLANES == 0) {
-      const int blk = vec * SL_MOE_VEC_ELEMS / MOE_QBLOCK;
-      if (MOE_PAYLOAD == SL_QFMT_FP8_GROUP)
-        reinterpret_cast<float *>(b + MOE_DCODES)[blk] = q.scale_f32;
-      else
-        b[MOE_DCODES + blk] = q.scale_u8;
-    }
-  }
+  for (int j = 0; j < MOE_DVECS; j++)
+    quantize_into_row(v[j], j * 32 + lane, seg * SL_MOE_DIRECT_SEG, MOE_DCODES, global_scale, b, bad_block);
   return bad_block;
 }
 

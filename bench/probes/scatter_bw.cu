@@ -25,6 +25,22 @@
 
 enum { T = 16384, K = 8, ITEM = 1024, NX = 4 };
 
+// Items its[0] and its[1] (one token's 1024 columns each): lane vector j * 32 + lane of x, and lane k < K's row.
+__device__ __forceinline__ void load_two(const uint4 *__restrict__ x, const int *__restrict__ rows, int H,
+                                         const int (&its)[2], uint4 (&v)[2][4], int (&r)[2]) {
+  const int NC = H / ITEM, lane = threadIdx.x & 31;
+#pragma unroll
+  for (int u = 0; u < 2; u++) {
+    const int t = its[u] / NC, c = its[u] % NC;
+    const bool live = its[u] < T * NC;
+    const uint4 *src = x + (size_t)t * (H / 8) + c * (ITEM / 8) + lane;
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+      v[u][j] = live ? __ldcs(src + 32 * j) : make_uint4(0, 0, 0, 0);
+    r[u] = live && lane < K ? rows[t * K + lane] : 0;
+  }
+}
+
 // CB: 16-byte code pieces per lane per row (1 FP4, 2 FP8, 4 bf16); SP: 16-byte scale pieces per row per item (0-4).
 template <int CB, int SP, bool STCS>
 __global__ void __launch_bounds__(256) scatter(const uint4 *__restrict__ x, uint4 *__restrict__ codes,
@@ -37,16 +53,7 @@ __global__ void __launch_bounds__(256) scatter(const uint4 *__restrict__ x, uint
     int its[2] = {it, it + nw};
     uint4 v[2][4];
     int r[2];
-#pragma unroll
-    for (int u = 0; u < 2; u++) {
-      const int t = its[u] / NC, c = its[u] % NC;
-      const bool live = its[u] < T * NC;
-      const uint4 *src = x + (size_t)t * (H / 8) + c * (ITEM / 8) + lane;
-#pragma unroll
-      for (int j = 0; j < 4; j++)
-        v[u][j] = live ? __ldcs(src + 32 * j) : make_uint4(0, 0, 0, 0);
-      r[u] = live && lane < K ? rows[t * K + lane] : 0;
-    }
+    load_two(x, rows, H, its, v, r);
 #pragma unroll
     for (int u = 0; u < 2; u++) {
       if (its[u] >= T * NC) break;
@@ -107,16 +114,7 @@ __global__ void __launch_bounds__(256)
     int its[2] = {it, it + nw};
     uint4 v[2][4];
     int r[2];
-#pragma unroll
-    for (int u = 0; u < 2; u++) {
-      const int t = its[u] / NC, c = its[u] % NC;
-      const bool live = its[u] < T * NC;
-      const uint4 *src = x + (size_t)t * (H / 8) + c * (ITEM / 8) + lane;
-#pragma unroll
-      for (int j = 0; j < 4; j++)
-        v[u][j] = live ? __ldcs(src + 32 * j) : make_uint4(0, 0, 0, 0);
-      r[u] = live && lane < K ? rows[t * K + lane] : 0;
-    }
+    load_two(x, rows, H, its, v, r);
 #pragma unroll
     for (int u = 0; u < 2; u++) {
       if (its[u] >= T * NC) break;
