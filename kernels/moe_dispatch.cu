@@ -1175,6 +1175,9 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_STAGED_THREADS)
 #if MOE_HIDDEN % SL_MOE_DIRECT_SEG != 0
 #error "the direct copy needs MOE_HIDDEN a multiple of SL_MOE_DIRECT_SEG"
 #endif
+#ifndef SL_MOE_DIRECT_PF_PASSES
+#define SL_MOE_DIRECT_PF_PASSES 1 // passes of x prefetched to L2 before the routing wait (above)
+#endif
 #define MOE_DSEGS (MOE_HIDDEN / SL_MOE_DIRECT_SEG)                 // items per token
 #define MOE_DVECS (SL_MOE_DIRECT_SEG / (32 * SL_MOE_VEC_ELEMS))   // 16-byte x vectors per lane per item
 #define MOE_DCODES (MOE_QFP4 ? SL_MOE_DIRECT_SEG / 2 : SL_MOE_DIRECT_SEG) // code bytes per item and row
@@ -1248,6 +1251,18 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_DIRECT_THREADS)
       __syncwarp(); // the previous item's stores have read the buffer
       const int bad_block = direct_quantize(v[u], seg, global_scale, b);
       if (!waited) { // the first item is quantized: the routing grid's outputs from here on
+        // Before the wait, the x of the warp's next SL_MOE_DIRECT_PF_PASSES passes goes to L2 (prefetch.global.L2,
+        // a 128-byte line per lane): HBM reads while the copy cannot store yet (the routing is not done; at
+        // DeepSeek-V3 T=16384 the copy alone runs at the scatter floor and the routing's ~11 us were all exposed).
+        // H200, session 24 call 5, DSv3 T=16384 by events, 0 / 1 / 2 passes: mxfp4 222.4-222.5 / 220.4 / 222.1 us,
+        // nvfp4 233.1-233.4 / 230.9-231.6 / 232.3 -- two passes slow the routing more than they save.
+#pragma unroll
+        for (int w = 2; w < 2 + 2 * SL_MOE_DIRECT_PF_PASSES; w++) {
+          const long it2 = item + w * stride;
+          if (it2 < num_items && lane < SL_MOE_DIRECT_SEG * 2 / 128)
+            asm volatile("prefetch.global.L2 [%0];" ::"l"(reinterpret_cast<const char *>(
+                x + (it2 / MOE_DSEGS) * MOE_HIDDEN + (it2 % MOE_DSEGS) * SL_MOE_DIRECT_SEG) + lane * 128));
+        }
         sl_moe_pdl_wait();
         waited = true;
 #pragma unroll

@@ -74,7 +74,8 @@ typedef struct {
   sl_moe_path_t *path_taken;    /* optional out: which path ran */
   int force_span;               /* 0: host choice; > 0: chunks per warp item of the split path's copy
                                  * (benchmark comparison; the result is the same) */
-  int force_route_rounds;       /* 0: host choice (fewest rounds with routing blocks <= SMs); 1, 2, 4
+  int force_route_rounds;       /* 0: host choice (fewest rounds with routing blocks <= SMs and the
+                                 * last block's scan in one batch of loads: route_rounds); 1, 2, 4
                                  * or 8: pairs per thread of the split path's routing kernel
                                  * (comparison; the result is the same) */
   int split_no_pdl;             /* 1: launch the split path's copy without programmatic dependent

@@ -109,6 +109,8 @@ static bool decode_cut_only = false;
 static int decode_cut_variant = 0;
 /* SL_BENCH_PAYLOAD=p (1..4, an sl_moe_payload_t) set: the quantized dispatch rows of that payload only. */
 static int payload_only = 0;
+/* SL_BENCH_ROUTE_ROUNDS=r (1, 2, 4 or 8) set: the quantized dispatch rows' routing rounds (force_route_rounds). */
+static int quant_route_rounds = 0;
 
 /* A benchmark-only integer variable: 0 unset, 1 set (*v in [lo, hi]), -1 invalid (said why). */
 static int bench_env(const char *name, long lo, long hi, long *v) {
@@ -359,6 +361,7 @@ static sl_status_t bench_dispatch_combine(sl_bench_t *b, const model_t *m, const
         q.da.quant_rule = p == SL_MOE_PAYLOAD_FP8_GROUP ? SL_QRULE_IEEE : SL_QRULE_CEIL;
         q.da.global_scale = 448.0f * 6.0f / 8.0f;
         q.da.expert_scales = scales;
+        q.da.force_route_rounds = quant_route_rounds;
         r = time_both(b, run_dispatch, &q, true, &us, &gus);
         if (r == SL_OK) r = sl_moe_dispatch_check(dev, ws, b->stream);
         if (r != SL_OK) break;
@@ -895,7 +898,14 @@ int sl_cmd_bench_moe_local(sl_runtime_t *rt, int argc, char **argv) {
     payload_only = (int)v;
     printf("# SL_BENCH_PAYLOAD=%ld: the %s dispatch rows only\n", v, sl_moe_payload_name((sl_moe_payload_t)v));
   }
-  if (set < 0 || cut < 0 || pay < 0) {
+  const int rr = set < 0 || cut < 0 || pay < 0 ? 0 : bench_env("SL_BENCH_ROUTE_ROUNDS", 1, 8, &v);
+  if (rr > 0 && (v & (v - 1)) == 0) {
+    quant_route_rounds = (int)v;
+    printf("# SL_BENCH_ROUTE_ROUNDS=%ld: the quantized dispatch rows' routing rounds\n", v);
+  } else if (rr > 0) {
+    fprintf(stderr, "sluice bench moe-local: SL_BENCH_ROUTE_ROUNDS=%ld: 1, 2, 4 or 8\n", v);
+  }
+  if (set < 0 || cut < 0 || pay < 0 || rr < 0 || (rr > 0 && !quant_route_rounds)) {
     sl_bench_finish(&b);
     return 2;
   }

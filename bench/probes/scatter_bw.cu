@@ -12,8 +12,11 @@
 // a graph of 8 (probe_util.cuh); x rotates over 4 buffers (L2 never serves it), the outputs are the same each
 // launch (as the bench's). %ceiling: against the faster of a copy kernel and cudaMemcpyAsync of 256 MB -> 256 MB;
 // %cp@sz: a cudaMemcpyAsync of the same bytes. Results: bench/results/2026-12-01-s23-h200-call{3,4,6}/ (calls 1-2 had overlapping rows).
+// Session 24: DeepSeek-V3 quantized rows at the dispatch's dropless capacity too (15 GB of FP4 rows), and
+// `scatter_bw [MODEL [ROW]]` runs the rows whose model / row names contain those strings (for ncu).
 // nvcc -O3 -arch=sm_90 -I../.. scatter_bw.cu -o scatter_bw
 #include <algorithm>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -200,20 +203,21 @@ static Routing route(int E, bool compact, bool contiguous) {
   return r;
 }
 
-int main() {
+int main(int argc, char **argv) {
+  const char *want_model = argc > 1 ? argv[1] : "", *want_row = argc > 2 ? argv[2] : "";
   int sms, dev = 0;
   CK(cudaGetDevice(&dev));
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   cudaStream_t st;
   CK(cudaStreamCreate(&st));
   const size_t xmax = (size_t)T * 7168 * 2, big = 512ull << 20;
-  const size_t codes_bytes = 9ull << 30, scales_bytes = 512ull << 20;
+  const size_t codes_bytes = 16ull << 30, scales_bytes = 2ull << 30;
   char *x, *codes, *scales, *src, *dst;
   int *rows;
   CK(cudaMalloc(&x, xmax * NX));
   fill_bf16<<<sms * 8, 256, 0, st>>>((unsigned short *)x, xmax * NX / 2);
   CK(cudaStreamSynchronize(st));
-  CK(cudaMalloc(&codes, codes_bytes)); // Qwen3's bf16 rows at dropless capacity: 8 GB
+  CK(cudaMalloc(&codes, codes_bytes)); // Qwen3's bf16 rows at dropless capacity: 8 GB; DSv3 FP4 15 GB
   CK(cudaMalloc(&scales, scales_bytes));
   CK(cudaMalloc(&rows, sizeof(int) * T * K));
   CK(cudaMalloc(&src, big));
@@ -269,6 +273,9 @@ int main() {
       {"fp4 quantized: mxfp4 scattered", 1, 2, true, false, false, 8, SL_QFMT_MXFP4},
       {"fp4 quantized: nvfp4 scattered", 1, 4, true, false, false, 8, SL_QFMT_NVFP4},
       {"fp8 quantized: fp8-g128 scattered", 2, 2, true, false, false, 8, SL_QFMT_FP8_GROUP},
+      {"fp4 quantized: mxfp4 scattered, dropless", 1, 2, false, false, false, 8, SL_QFMT_MXFP4},
+      {"fp4 quantized: nvfp4 scattered, dropless", 1, 4, false, false, false, 8, SL_QFMT_NVFP4},
+      {"fp4 (3584 + 224 B) scattered, dropless", 1, 2, false, false, false},
   };
   struct Model {
     const char *name;
@@ -279,12 +286,14 @@ int main() {
   const Model models[] = {{"qwen3-30b-a3b (E=128, H=2048)", 128, 2048, qwen3, (int)(sizeof qwen3 / sizeof *qwen3)},
                           {"deepseek-v3 (E=256, H=7168)", 256, 7168, dsv3, (int)(sizeof dsv3 / sizeof *dsv3)}};
   for (const Model &m : models) {
+    if (!strstr(m.name, want_model)) continue;
     const size_t xbytes = (size_t)T * m.H * 2;
     const int NC = m.H / ITEM;
     for (int round = 0; round < 2; round++) {
       printf("## %s, T=%d, round %d\n", m.name, T, round + 1);
       for (int i = 0; i < m.n; i++) {
         const Case &cs = m.cases[i];
+        if (!strstr(cs.name, want_row)) continue;
         Routing rt = route(m.E, cs.compact, cs.contiguous);
         const size_t nrows = cs.contiguous ? (size_t)T * K : (size_t)m.E * rt.cap;
         if (nrows * m.H * cs.cb / 2 > codes_bytes || nrows * NC * cs.sp * 16 > scales_bytes) {
