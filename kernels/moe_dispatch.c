@@ -46,7 +46,7 @@
  *    a ticket-ordered scan) plus a second launch cost more than the grid-stride loop.
  *    At 4 waves a warp copies <= 4 items (2 at 2 blocks per SM).
  *    Else a routing launch (512 threads x 1/2/4/8 pairs per block, the fewest rounds with
- *    routing blocks <= SMs and blocks x E_local <= 512 x 32: route_rounds; the last block
+ *    routing blocks <= SMs and blocks x E_local <= 512 x 32: sl_moe_route_rounds; the last block
  *    scans the per-block counts with all 512 threads) and a copy launch, launched with PDL: its warps issue their first
  *    item's x loads while the routing runs (split_no_pdl: off). The copy of the quantized
  *    payloads is the staged one where it applies (sl_moe_staged_applies: items of 2048, 1024
@@ -258,11 +258,12 @@ enum { SPLIT_DEFAULT_SPAN = 1 };
  * one batch). Session 21 measured each block summing its predecessors' counts itself (flags, no
  * last block): no gain (bench/results/2026-12-01-s21-h200-call2/lookback.patch); session 24 the
  * copy waiting per chunk on such sums: slower (call4/chunks.patch). */
-static int route_rounds(long pairs, int num_sms, int num_local) {
+int sl_moe_route_rounds(long pairs, int num_sms, int num_local) {
   int r = 1;
   while (r < SL_MOE_ROUTE_MAX_ROUNDS) {
     const long blocks = sl_moe_cdiv(pairs, (long)SL_MOE_ROUTE_THREADS * r);
-    if (blocks <= num_sms && blocks * num_local <= (long)SL_MOE_ROUTE_THREADS * 32) break;
+    /* The scan rule raises the rounds to 4 at most: 8 rounds measured slower for both models (call 6). */
+    if (blocks <= num_sms && (blocks * num_local <= (long)SL_MOE_ROUTE_THREADS * 32 || r >= 4)) break;
     r *= 2;
   }
   return r;
@@ -712,7 +713,7 @@ static sl_status_t dispatch_cuda(sl_device_t *dev, const sl_moe_dispatch_args_t 
     return sl_kernel_launch(k, &l, args);
   }
 
-  const int rounds = a->force_route_rounds ? a->force_route_rounds : route_rounds((long)T * a->top_k, sms, local);
+  const int rounds = a->force_route_rounds ? a->force_route_rounds : sl_moe_route_rounds((long)T * a->top_k, sms, local);
   int route_shift = 0; /* log2(512 x rounds): pairs per routing block */
   while ((1 << route_shift) < SL_MOE_ROUTE_THREADS * rounds) route_shift++;
   const int route_blocks = sl_moe_cdiv((long)T * a->top_k, 1L << route_shift);

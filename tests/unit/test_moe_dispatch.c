@@ -447,6 +447,20 @@ static void test_staged_choice(void **state) {
   assert_false(sl_moe_staged_applies(&a, SL_ARCH_HOPPER, &seg, &stages, &smem));
 }
 
+/* The split path's routing rounds (no GPU needed): blocks <= SMs, and up to 4 rounds the last block's scan in one
+ * batch (blocks x E_local <= 512 x 32). */
+static void test_route_rounds(void **state) {
+  (void)state;
+  assert_int_equal(sl_moe_route_rounds(16384L * 8, 132, 128), 2);  /* Qwen3 T=16384: 128 blocks x 128 */
+  assert_int_equal(sl_moe_route_rounds(16384L * 8, 132, 256), 4);  /* DeepSeek-V3: 128 x 256 > 512 x 32 -> 64 */
+  assert_int_equal(sl_moe_route_rounds(4096L * 8, 132, 256), 1);   /* 64 blocks x 256: one batch */
+  assert_int_equal(sl_moe_route_rounds(16384L * 8, 132, 32), 2);   /* an expert-parallel share: SMs decide */
+  assert_int_equal(sl_moe_route_rounds(16384L * 8, 132, 384), 4);  /* E=384: the scan rule stops at 4 */
+  assert_int_equal(sl_moe_route_rounds(1L << 20, 132, 128), 8);    /* more pairs than 132 blocks of 4096 */
+  assert_int_equal(sl_moe_route_rounds(1L << 24, 132, 128), 8);    /* at most 8 */
+  assert_int_equal(sl_moe_route_rounds(1000, 132, 512), 1);
+}
+
 /* The split path's copy of the quantized payloads (no GPU needed): the direct copy where it applies (a quantized
  * payload, H a multiple of 1024, aligned, no force_span) and the default per payload and size on 132 SMs (FP4 with
  * >= SL_MOE_DIRECT_MIN_ITEMS items per resident warp: DeepSeek-V3 T=16384), the forced ones, bf16. */
@@ -496,7 +510,7 @@ static void test_copy_choice(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_random_shapes),         cmocka_unit_test(test_tokens_zero),
-      cmocka_unit_test(test_copy_choice),
+      cmocka_unit_test(test_copy_choice), cmocka_unit_test(test_route_rounds),
       cmocka_unit_test(test_expert_range),          cmocka_unit_test(test_empty_experts),
       cmocka_unit_test(test_skewed_all_to_one),     cmocka_unit_test(test_capacity_overflow_reported),
       cmocka_unit_test(test_bad_ids_reported),      cmocka_unit_test(test_bad_arguments),
