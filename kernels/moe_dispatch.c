@@ -46,9 +46,10 @@
  *    a ticket-ordered scan) plus a second launch cost more than the grid-stride loop.
  *    At 4 waves a warp copies <= 4 items (2 at 2 blocks per SM).
  *    Else a routing launch (512 threads x 1/2/4/8 pairs per block, the fewest rounds with
- *    routing blocks <= SMs and blocks x E_local <= 512 x 32: sl_moe_route_rounds; the last block
- *    scans the per-block counts with all 512 threads) and a copy launch, launched with PDL: its warps issue their first
- *    item's x loads while the routing runs (split_no_pdl: off). The copy of the quantized
+ *    routing blocks <= SMs and blocks x E_local <= 512 x 32: sl_moe_route_rounds; the last
+ *    block scans the per-block counts with all 512 threads) and a copy launch, launched with
+ *    PDL: its warps issue their first item's x loads while the routing runs (split_no_pdl:
+ *    off). The copy of the quantized
  *    payloads is the staged one where it applies (sl_moe_staged_applies: items of 2048, 1024
  *    or 512 columns, x brought into shared memory by the bulk-copy engine, quantized there,
  *    stored to the K rows by bulk copies, the scales by the lanes' stores; sessions 21-22), except
@@ -713,7 +714,8 @@ static sl_status_t dispatch_cuda(sl_device_t *dev, const sl_moe_dispatch_args_t 
     return sl_kernel_launch(k, &l, args);
   }
 
-  const int rounds = a->force_route_rounds ? a->force_route_rounds : sl_moe_route_rounds((long)T * a->top_k, sms, local);
+  const int rounds =
+      a->force_route_rounds ? a->force_route_rounds : sl_moe_route_rounds((long)T * a->top_k, sms, local);
   int route_shift = 0; /* log2(512 x rounds): pairs per routing block */
   while ((1 << route_shift) < SL_MOE_ROUTE_THREADS * rounds) route_shift++;
   const int route_blocks = sl_moe_cdiv((long)T * a->top_k, 1L << route_shift);
