@@ -46,8 +46,8 @@
  *    a ticket-ordered scan) plus a second launch cost more than the grid-stride loop.
  *    At 4 waves a warp copies <= 4 items (2 at 2 blocks per SM).
  *    Else a routing launch (512 threads x 1/2/4/8 pairs per block, the fewest rounds with
- *    routing blocks <= SMs and blocks x E_local <= 512 x 32: sl_moe_route_rounds; the last
- *    block scans the per-block counts with all 512 threads) and a copy launch, launched with
+ *    routing blocks <= SMs and, with a resident copy, blocks x E_local <= 512 x 32:
+ *    sl_moe_route_rounds; the last block scans the per-block counts with all 512 threads) and a copy launch, launched with
  *    PDL: its warps issue their first item's x loads while the routing runs (split_no_pdl:
  *    off). The copy of the quantized
  *    payloads is the staged one where it applies (sl_moe_staged_applies: items of 2048, 1024
@@ -248,23 +248,27 @@ static int copy_blocks(const sl_moe_dispatch_args_t *a, int unroll) {
 enum { SPLIT_DEFAULT_SPAN = 1 };
 
 /* Prefill routing: pairs per thread (512 threads per block). The fewest rounds with routing
- * blocks <= SMs (one block per SM, one wave) and blocks x E_local <= 512 x 32 (the last block's
- * scan, which reads every block's counts with all 512 threads, then takes one batch of 32 loads
- * per thread), at most SL_MOE_ROUTE_MAX_ROUNDS: T=16384 x K=8 -> Qwen3 (E=128) 2 rounds, 128
- * blocks; DeepSeek-V3 (E=256) 4 rounds, 64 blocks (was a fixed 8: 32 blocks on 132 SMs, each 8
- * serial rounds of 3 block barriers; then blocks <= SMs alone, 128 blocks for both). H200,
- * session 24 call 6, quantized rows at T=16384 by events, 4 rounds / 2: DeepSeek-V3 fp8-g128
- * 342.4-342.8 / 347.7-348.3 us, mxfp8 341.9-342.1 / 346.2-347.5, mxfp4 217.3-217.4 / 219.0-219.1,
- * nvfp4 228.5-228.6 / 229.9-230.4; Qwen3 fp8-g128 102.9-103.2 / 101.2-101.6 (its scan already
- * one batch). Session 21 measured each block summing its predecessors' counts itself (flags, no
+ * blocks <= SMs (one block per SM, one wave), at most SL_MOE_ROUTE_MAX_ROUNDS (was a fixed 8:
+ * 32 blocks on 132 SMs, each 8 serial rounds of 3 block barriers). Where the copy runs on a
+ * resident grid (the staged and direct copies of the quantized payloads), up to 4 rounds also
+ * blocks x E_local <= 512 x 32: the last block's scan, which reads every block's counts with
+ * all 512 threads, then takes one batch of 32 loads per thread. T=16384 x K=8 -> Qwen3 (E=128)
+ * 2 rounds, 128 blocks; DeepSeek-V3 (E=256) 4 rounds, 64 blocks with a resident copy, else 2.
+ * H200, session 24 call 6, quantized rows at T=16384 by events, 4 rounds / 2: DeepSeek-V3
+ * fp8-g128 342.4-342.8 / 347.7-348.3 us, mxfp8 341.9-342.1 / 346.2-347.5, mxfp4 217.3-217.4 /
+ * 219.0-219.1, nvfp4 228.5-228.6 / 229.9-230.4 (resident copies); but the register copy's grid of
+ * many blocks lost (mxfp4 248.6-249.4 / 241.8-242.0, fp8-g128 348.2-348.3 / 346.8-347.0), so the
+ * bf16 copy, its kind, keeps the SMs-only rule; Qwen3 fp8-g128 102.9-103.2 / 101.2-101.6 (its scan
+ * already one batch). Session 21 measured each block summing its predecessors' counts itself (flags, no
  * last block): no gain (bench/results/2026-12-01-s21-h200-call2/lookback.patch); session 24 the
  * copy waiting per chunk on such sums: slower (call4/chunks.patch). */
-int sl_moe_route_rounds(long pairs, int num_sms, int num_local) {
+int sl_moe_route_rounds(long pairs, int num_sms, int num_local, bool resident_copy) {
   int r = 1;
   while (r < SL_MOE_ROUTE_MAX_ROUNDS) {
     const long blocks = sl_moe_cdiv(pairs, (long)SL_MOE_ROUTE_THREADS * r);
     /* The scan rule raises the rounds to 4 at most: 8 rounds measured slower for both models (call 6). */
-    if (blocks <= num_sms && (blocks * num_local <= (long)SL_MOE_ROUTE_THREADS * 32 || r >= 4)) break;
+    const bool scan_ok = !resident_copy || blocks * num_local <= (long)SL_MOE_ROUTE_THREADS * 32 || r >= 4;
+    if (blocks <= num_sms && scan_ok) break;
     r *= 2;
   }
   return r;
@@ -714,8 +718,10 @@ static sl_status_t dispatch_cuda(sl_device_t *dev, const sl_moe_dispatch_args_t 
     return sl_kernel_launch(k, &l, args);
   }
 
-  const int rounds =
-      a->force_route_rounds ? a->force_route_rounds : sl_moe_route_rounds((long)T * a->top_k, sms, local);
+  const int arch = sl_device_info(dev)->arch, copy = sl_moe_split_copy(a, arch, sms);
+  const bool resident_copy = copy == SL_MOE_COPY_STAGED || copy == SL_MOE_COPY_DIRECT;
+  const int rounds = a->force_route_rounds ? a->force_route_rounds
+                                           : sl_moe_route_rounds((long)T * a->top_k, sms, local, resident_copy);
   int route_shift = 0; /* log2(512 x rounds): pairs per routing block */
   while ((1 << route_shift) < SL_MOE_ROUTE_THREADS * rounds) route_shift++;
   const int route_blocks = sl_moe_cdiv((long)T * a->top_k, 1L << route_shift);
@@ -726,7 +732,6 @@ static sl_status_t dispatch_cuda(sl_device_t *dev, const sl_moe_dispatch_args_t 
   sl_launch_t rl = {.grid = {(unsigned)route_blocks}, .block = {SL_MOE_ROUTE_THREADS}, .stream = stream};
   const bool pdl = !a->split_no_pdl && sl_device_info(dev)->arch >= SL_ARCH_HOPPER;
   SL_CHECK(sl_kernel_launch(k, &rl, rargs));
-  const int arch = sl_device_info(dev)->arch, copy = sl_moe_split_copy(a, arch, sms);
   int seg = 0, stages = 0;
   size_t smem = 0;
   const bool staged = copy == SL_MOE_COPY_STAGED && a->force_span == 0 &&

@@ -74,8 +74,8 @@ typedef struct {
   sl_moe_path_t *path_taken;    /* optional out: which path ran */
   int force_span;               /* 0: host choice; > 0: chunks per warp item of the split path's copy
                                  * (benchmark comparison; the result is the same) */
-  int force_route_rounds;       /* 0: host choice (fewest rounds with routing blocks <= SMs and the
-                                 * last block's scan in one batch: sl_moe_route_rounds); 1, 2, 4
+  int force_route_rounds;       /* 0: host choice (sl_moe_route_rounds: fewest rounds with routing
+                                 * blocks <= SMs, and the scan in one batch for a resident copy); 1, 2, 4
                                  * or 8: pairs per thread of the split path's routing kernel
                                  * (comparison; the result is the same) */
   int split_no_pdl;             /* 1: launch the split path's copy without programmatic dependent
@@ -131,10 +131,11 @@ bool sl_moe_direct_applies(const sl_moe_dispatch_args_t *a);
 #define SL_MOE_DIRECT_MIN_ITEMS 16
 int sl_moe_split_copy(const sl_moe_dispatch_args_t *a, int arch, int num_sms);
 /* The split path's routing rounds (pairs per thread of its 512-thread blocks; force_route_rounds = 0) for `pairs`
- * = T x K on `num_sms` SMs with `num_local_experts`: the fewest of 1, 2, 4, 8 with routing blocks <= SMs and, up to
- * 4 rounds, blocks x E_local <= 512 x 32 (the last block's scan in one batch of loads): T=16384, K=8 on 132 SMs ->
- * Qwen3 (E=128) 2, DeepSeek-V3 (E=256) 4. */
-int sl_moe_route_rounds(long pairs, int num_sms, int num_local_experts);
+ * = T x K on `num_sms` SMs with `num_local_experts`: the fewest of 1, 2, 4, 8 with routing blocks <= SMs and, when
+ * the copy runs on a resident grid (`resident_copy`: the staged and direct copies), up to 4 rounds, blocks x
+ * E_local <= 512 x 32 (the last block's scan in one batch of loads): T=16384, K=8 on 132 SMs -> Qwen3 (E=128) 2,
+ * DeepSeek-V3 (E=256) 4 with a resident copy, 2 without. */
+int sl_moe_route_rounds(long pairs, int num_sms, int num_local_experts, bool resident_copy);
 bool sl_moe_staged_applies(const sl_moe_dispatch_args_t *a, int arch, int *seg, int *stages, size_t *smem_bytes);
 
 /* Ranking of the replicated (decode) path: a shared histogram of the pairs below the block's

@@ -447,18 +447,19 @@ static void test_staged_choice(void **state) {
   assert_false(sl_moe_staged_applies(&a, SL_ARCH_HOPPER, &seg, &stages, &smem));
 }
 
-/* The split path's routing rounds (no GPU needed): blocks <= SMs, and up to 4 rounds the last block's scan in one
- * batch (blocks x E_local <= 512 x 32). */
+/* The split path's routing rounds (no GPU needed): blocks <= SMs, and with a resident copy (staged, direct) up to 4
+ * rounds the last block's scan in one batch (blocks x E_local <= 512 x 32). */
 static void test_route_rounds(void **state) {
   (void)state;
-  assert_int_equal(sl_moe_route_rounds(16384L * 8, 132, 128), 2);  /* Qwen3 T=16384: 128 blocks x 128 */
-  assert_int_equal(sl_moe_route_rounds(16384L * 8, 132, 256), 4);  /* DeepSeek-V3: 128 x 256 > 512 x 32 -> 64 */
-  assert_int_equal(sl_moe_route_rounds(4096L * 8, 132, 256), 1);   /* 64 blocks x 256: one batch */
-  assert_int_equal(sl_moe_route_rounds(16384L * 8, 132, 32), 2);   /* an expert-parallel share: SMs decide */
-  assert_int_equal(sl_moe_route_rounds(16384L * 8, 132, 384), 4);  /* E=384: the scan rule stops at 4 */
-  assert_int_equal(sl_moe_route_rounds(1L << 20, 132, 128), 8);    /* more pairs than 132 blocks of 4096 */
-  assert_int_equal(sl_moe_route_rounds(1L << 24, 132, 128), 8);    /* at most 8 */
-  assert_int_equal(sl_moe_route_rounds(1000, 132, 512), 1);
+  assert_int_equal(sl_moe_route_rounds(16384L * 8, 132, 128, true), 2);  /* Qwen3 T=16384: 128 blocks x 128 */
+  assert_int_equal(sl_moe_route_rounds(16384L * 8, 132, 256, true), 4);  /* DeepSeek-V3: 128 x 256 > 512 x 32 */
+  assert_int_equal(sl_moe_route_rounds(16384L * 8, 132, 256, false), 2); /* the register (and bf16) copy */
+  assert_int_equal(sl_moe_route_rounds(4096L * 8, 132, 256, true), 1);   /* 64 blocks x 256: one batch */
+  assert_int_equal(sl_moe_route_rounds(16384L * 8, 132, 32, true), 2);   /* an expert-parallel share: SMs decide */
+  assert_int_equal(sl_moe_route_rounds(16384L * 8, 132, 384, true), 4);  /* E=384: the scan rule stops at 4 */
+  assert_int_equal(sl_moe_route_rounds(1L << 20, 132, 128, false), 8);   /* more pairs than 132 blocks of 4096 */
+  assert_int_equal(sl_moe_route_rounds(1L << 24, 132, 128, true), 8);    /* at most 8 */
+  assert_int_equal(sl_moe_route_rounds(1000, 132, 512, true), 1);
 }
 
 /* The split path's copy of the quantized payloads (no GPU needed): the direct copy where it applies (a quantized
