@@ -49,7 +49,8 @@
  *    routing blocks <= SMs and, with a resident copy, blocks x E_local <= 512 x 32:
  *    sl_moe_route_rounds; the last block scans the per-block counts with all 512 threads)
  *    and a copy launch, launched with PDL: its warps issue their first item's x loads while
- *    the routing runs (split_no_pdl: off). The copy of the quantized payloads is the staged one where it applies (sl_moe_staged_applies: items of 2048, 1024
+ *    the routing runs (split_no_pdl: off). The copy of the quantized payloads is the staged
+ *    one where it applies (sl_moe_staged_applies: items of 2048, 1024
  *    or 512 columns, x brought into shared memory by the bulk-copy engine, quantized there,
  *    stored to the K rows by bulk copies, the scales by the lanes' stores; sessions 21-22), except
  *    the FP4 payloads on long streams (>= 16 items per resident warp: DeepSeek-V3 T=16384), which
