@@ -47,7 +47,8 @@
  *    At 4 waves a warp copies <= 4 items (2 at 2 blocks per SM).
  *    Else a routing launch (512 threads x 1/2/4/8 pairs per block, the fewest rounds with
  *    routing blocks <= SMs and, with a resident copy, blocks x E_local <= 512 x 32:
- *    sl_moe_route_rounds; the last block scans the per-block counts with all 512 threads)
+ *    sl_moe_route_rounds; each warp ranks its own pairs without block barriers between
+ *    rounds (session 25); the last block scans the per-block counts with all 512 threads)
  *    and a copy launch, launched with PDL: its warps issue their first item's x loads while
  *    the routing runs (split_no_pdl: off). The copy of the quantized payloads is the staged
  *    one where it applies (sl_moe_staged_applies: items of 2048, 1024

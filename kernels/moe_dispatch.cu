@@ -143,32 +143,38 @@ __device__ __forceinline__ unsigned sl_moe_atom_add_acq_rel_u32(unsigned *p, uns
   return old;
 }
 
-// Rank the pairs [route_block * THREADS * ROUNDS, +THREADS * ROUNDS) within their expert,
-// in pair order: each round, lanes of a warp holding the same expert find each other with
-// __match_any_sync (rank = lower lanes of the group); warps before this one add the group
-// sizes they published in `tag` (tagged with the round, so stale entries never count); the
-// running per-expert base in shared memory carries the rounds. Deterministic: no order of
-// atomics decides a rank. Writes pair_rank[p] and counts[route_block][e].
+// Rank the pairs [route_block * THREADS * ROUNDS, +THREADS * ROUNDS) within their expert, in pair order.
+// Deterministic: no order of atomics decides a rank. Writes pair_rank[p] and counts[route_block][e].
+// Warp w takes the block's pairs [w * 32 * ROUNDS, (w + 1) * 32 * ROUNDS), round r lane l pair w * 32 * ROUNDS +
+// r * 32 + l: lanes holding the same expert find each other with __match_any_sync (rank = lower lanes of the
+// group) and the warp's own counters in shared memory (count[w][e]) carry its rounds -- no block barrier between
+// rounds. Then one exclusive scan over the warps per expert turns count[w][e] into warp w's base.
+// Why (session 25): the round-major ranking before it (each round: lanes matched, group sizes published per warp,
+// every warp adding the earlier warps' -- three block barriers per round, 12 at DeepSeek-V3's 4 rounds) was on
+// the copy's critical path: the routing (11.3 us alone at DeepSeek-V3 T=16384) is what the copy waits for.
+// H200, bench/results/2026-12-01-s25-h200-call5 (A/B on one machine, two rounds, T=16384 by events, warp / round-
+// major): Qwen3 bf16 171.3-171.6 / 172.9-173.0 us, fp8-g128 100.2-100.3 / 101.4-101.6, mxfp4 66.7-67.2 / 68.4,
+// nvfp4 70.7-70.8 / 72.2-72.4; DeepSeek-V3 fp8-g128 339.9-340.4 / 342.1-342.3, mxfp4 215.0-215.3 / 216.8, nvfp4
+// 226.0-226.1 / 228.0-228.4; T=512 (DeepSeek-V3 mxfp4) 12.3-12.9 / 13.2-13.3.
 template <int THREADS, int ROUNDS>
 __device__ __forceinline__ void route_pairs(int route_block, int num_pairs, const int *__restrict__ topk_ids,
                                             int num_experts, int expert_begin, int expert_end, int *counts,
-                                            int *pair_rank, sl_dev_error_t *err, int *base, int *tag) {
+                                            int *pair_rank, sl_dev_error_t *err, int *count) {
   constexpr int NW = THREADS / 32;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const unsigned lower_lanes = (1u << lane) - 1u;
+  const int p0 = route_block * (THREADS * ROUNDS) + warp * (32 * ROUNDS) + lane; // + r * 32
   // All rounds' ids are loaded up front: one memory latency instead of ROUNDS.
   int round_ids[ROUNDS];
 #pragma unroll
-  for (int r = 0; r < ROUNDS; r++) {
-    const int p = route_block * (THREADS * ROUNDS) + r * THREADS + threadIdx.x;
-    round_ids[r] = p < num_pairs ? topk_ids[p] : 0;
-  }
-  for (int i = threadIdx.x; i < MOE_LOCAL; i += THREADS) base[i] = 0;
-  for (int i = threadIdx.x; i < NW * MOE_LOCAL; i += THREADS) tag[i] = 0;
+  for (int r = 0; r < ROUNDS; r++) round_ids[r] = p0 + r * 32 < num_pairs ? topk_ids[p0 + r * 32] : 0;
+  for (int i = threadIdx.x; i < NW * MOE_LOCAL; i += THREADS) count[i] = 0;
   __syncthreads();
+  int *mine = count + warp * MOE_LOCAL;
+  int e_r[ROUNDS], rank_r[ROUNDS];
 #pragma unroll
   for (int r = 0; r < ROUNDS; r++) {
-    const int p = route_block * (THREADS * ROUNDS) + r * THREADS + threadIdx.x;
+    const int p = p0 + r * 32;
     int e = -1;
     if (p < num_pairs) {
       const int id = round_ids[r];
@@ -179,27 +185,28 @@ __device__ __forceinline__ void route_pairs(int route_block, int num_pairs, cons
     }
     const unsigned peers = __match_any_sync(0xffffffffu, e);
     const int intra = __popc(peers & lower_lanes);
-    const bool leader = intra == 0;
-    if (leader && e >= 0) tag[warp * MOE_LOCAL + e] = ((r + 1) << 16) | __popc(peers);
-    __syncthreads();
-    if (e >= 0) {
-      // Every warp's tag is loaded at once (NW - 1 independent LDS; nothing writes the
-      // table between the two barriers around this), then the earlier warps' are added:
-      // no loop trip per earlier warp with its own shared-memory latency.
-      int rank = base[e] + intra;
-      int tw[NW > 1 ? NW - 1 : 1];
-#pragma unroll
-      for (int w = 0; w < NW - 1; w++) tw[w] = tag[w * MOE_LOCAL + e];
-#pragma unroll
-      for (int w = 0; w < NW - 1; w++)
-        if (w < warp && (tw[w] >> 16) == r + 1) rank += tw[w] & 0xffff;
-      pair_rank[p] = rank;
-    }
-    __syncthreads();
-    if (leader && e >= 0) atomicAdd(&base[e], __popc(peers));
-    __syncthreads();
+    e_r[r] = e;
+    rank_r[r] = e >= 0 ? mine[e] + intra : 0;
+    __syncwarp(); // every lane has read its expert's count before the group's leader adds to it
+    if (intra == 0 && e >= 0) mine[e] += __popc(peers);
+    __syncwarp();
   }
-  for (int i = threadIdx.x; i < MOE_LOCAL; i += THREADS) counts[route_block * MOE_LOCAL + i] = base[i];
+  __syncthreads();
+  // Exclusive scan over the warps, per expert; the block's totals.
+  for (int e = threadIdx.x; e < MOE_LOCAL; e += THREADS) {
+    int run = 0;
+#pragma unroll
+    for (int w = 0; w < NW; w++) {
+      const int v = count[w * MOE_LOCAL + e];
+      count[w * MOE_LOCAL + e] = run;
+      run += v;
+    }
+    counts[route_block * MOE_LOCAL + e] = run;
+  }
+  __syncthreads();
+#pragma unroll
+  for (int r = 0; r < ROUNDS; r++)
+    if (e_r[r] >= 0) pair_rank[p0 + r * 32] = mine[e_r[r]] + rank_r[r];
 }
 
 // Copy work items: one warp copies (token, span of `span` chunks of MOE_CHUNK columns).
@@ -470,15 +477,14 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_FUSED_THREADS)
                           void *__restrict__ expert_x, void *__restrict__ expert_scales, float global_scale,
                           int *__restrict__ expert_counts, int *__restrict__ slots, sl_grid_barrier_state_t *state,
                           int *counts, int *pair_rank, unsigned long long timeout_ns) {
-  __shared__ int base[MOE_LOCAL];
-  __shared__ int tag[(SL_MOE_FUSED_THREADS / 32) * MOE_LOCAL];
+  __shared__ int count[(SL_MOE_FUSED_THREADS / 32) * MOE_LOCAL];
   sl_grid_barrier_t bar;
   sl_grid_barrier_init(&bar, state);
   const int num_pairs = num_tokens * MOE_TOPK;
   const int route_blocks = (num_pairs + SL_MOE_FUSED_THREADS - 1) / SL_MOE_FUSED_THREADS;
   if ((int)blockIdx.x < route_blocks)
     route_pairs<SL_MOE_FUSED_THREADS, 1>(blockIdx.x, num_pairs, topk_ids, num_experts, expert_begin, expert_end,
-                                         counts, pair_rank, &state->error, base, tag);
+                                         counts, pair_rank, &state->error, count);
   // This warp's first copy item does not depend on the routing: load it before the barrier.
   const long num_items = (long)num_tokens * MOE_CHUNKS;
   const long first_item = (long)blockIdx.x * (SL_MOE_FUSED_THREADS / 32) + threadIdx.x / 32;
@@ -520,8 +526,7 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_ROUTE_THREADS)
                           int expert_end, int capacity, int *__restrict__ expert_counts,
                           sl_grid_barrier_state_t *state, unsigned *done, int *counts, int *offsets,
                           int *pair_rank) {
-  __shared__ int base[MOE_LOCAL];
-  __shared__ int tag[(SL_MOE_ROUTE_THREADS / 32) * MOE_LOCAL];
+  __shared__ int count[(SL_MOE_ROUTE_THREADS / 32) * MOE_LOCAL];
   __shared__ int is_last;
   __shared__ int seg_total[MOE_SCAN_SEGS * MOE_LOCAL];
   // Programmatic dependent launch (kernels/moe_pdl.cuh; a no-op without the PDL attribute): the
@@ -530,7 +535,7 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_ROUTE_THREADS)
   sl_moe_pdl_trigger();
   const int num_pairs = num_tokens * MOE_TOPK;
   route_pairs<SL_MOE_ROUTE_THREADS, MOE_ROUTE_ROUNDS>(blockIdx.x, num_pairs, topk_ids, num_experts, expert_begin,
-                                                      expert_end, counts, pair_rank, &state->error, base, tag);
+                                                      expert_end, counts, pair_rank, &state->error, count);
   // The last block to finish scans the per-block counts. Same ordering argument as the grid
   // barrier: __syncthreads, then one acq_rel arrival per block on `done`.
   __syncthreads();
@@ -541,7 +546,11 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_ROUTE_THREADS)
   __syncthreads();
   if (!is_last) return;
   const int blocks = gridDim.x;
-  constexpr int BATCH = 32; // the host keeps routing blocks <= SMs: Qwen3 T=16384, 128 blocks: one batch
+  // The host keeps routing blocks <= SMs: Qwen3 T=16384, 128 blocks: one batch. Fewer loads in flight (fewer
+  // registers: 32 per thread at a batch of 8 instead of 81, so that copy blocks fit beside a routing block) measured
+  // slower (H200, session 25 call 7, T=16384 by events, batch 32 / 16 / 8: Qwen3 fp8-g128 100.9-101.3 / 102.3 /
+  // 103.9-104.6 us, DeepSeek-V3 mxfp4 216.8-217.3 / 218.6 / 218.3-218.8).
+  constexpr int BATCH = 32;
   const int e = threadIdx.x % MOE_LOCAL, seg = threadIdx.x / MOE_LOCAL;
   const bool scans = seg < MOE_SCAN_SEGS;
   const int per = (blocks + MOE_SCAN_SEGS - 1) / MOE_SCAN_SEGS;

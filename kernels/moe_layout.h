@@ -28,7 +28,7 @@
 #define SL_MOE_DIRECT_SEG 1024    /* its columns per item */
 #define SL_MOE_VEC_ELEMS 8        /* bf16 elements per 16-byte vector */
 #define SL_MOE_MAX_TOPK 32        /* one lane per k in the copy and combine warps */
-#define SL_MOE_MAX_LOCAL_EXPERTS 512 /* route shared memory: (warps + 1) x E_local ints */
+#define SL_MOE_MAX_LOCAL_EXPERTS 512 /* route shared memory: warps x E_local ints */
 
 static inline int sl_moe_cdiv(long a, long b) { return (int)((a + b - 1) / b); }
 

@@ -14,6 +14,8 @@
 // %cp@sz: a cudaMemcpyAsync of the same bytes. Results: bench/results/2026-12-01-s23-h200-call{3,4,6}/ (calls 1-2 had overlapping rows).
 // Session 24: DeepSeek-V3 quantized rows at the dispatch's dropless capacity too (15 GB of FP4 rows), and
 // `scatter_bw [MODEL [ROW]]` runs the rows whose model / row names contain those strings (for ncu).
+// Session 25: quantized rows with an expert's slots in groups of tokens taken in a random order (the unordered
+// copies' order; bench/results/2026-12-01-s25-h200-call3: 1-2.5 % slower than token order).
 // nvcc -O3 -arch=sm_90 -I../.. scatter_bw.cu -o scatter_bw
 #include <algorithm>
 #include <cstring>
@@ -181,7 +183,9 @@ struct Routing {
   int cap;
 };
 
-static Routing route(int E, bool compact, bool contiguous) {
+// group > 0: each expert's slots follow groups of `group` consecutive tokens taken in a random order (per expert),
+// token order within a group -- the unordered copy's slots (session 25); group 1: every expert's slots shuffled.
+static Routing route(int E, bool compact, bool contiguous, int group = 0) {
   std::mt19937 g(1234);
   std::vector<int> ids(T * K), cnt(E, 0), slot(T * K);
   for (int t = 0; t < T; t++) {
@@ -194,6 +198,20 @@ static Routing route(int E, bool compact, bool contiguous) {
       ids[t * K + k] = p[k];
       slot[t * K + k] = cnt[p[k]]++;
     }
+  }
+  if (group > 0) { // per expert: the groups' pair counts in a random order give each group its base
+    const int ng = (T + group - 1) / group;
+    std::vector<int> gcnt((size_t)ng * E, 0), gbase((size_t)ng * E), order(ng), rank(T * K);
+    for (int i = 0; i < T * K; i++) rank[i] = gcnt[(size_t)(i / K / group) * E + ids[i]]++;
+    for (int e = 0; e < E; e++) {
+      for (int j = 0; j < ng; j++) order[j] = j;
+      std::shuffle(order.begin(), order.end(), g);
+      for (int j = 0, b = 0; j < ng; j++) {
+        gbase[(size_t)order[j] * E + e] = b;
+        b += gcnt[(size_t)order[j] * E + e];
+      }
+    }
+    for (int i = 0; i < T * K; i++) slot[i] = gbase[(size_t)(i / K / group) * E + ids[i]] + rank[i];
   }
   Routing r;
   r.cap = compact ? *std::max_element(cnt.begin(), cnt.end()) : T;
@@ -239,6 +257,7 @@ int main(int argc, char **argv) {
     bool compact, contiguous, stcs;
     int per_sm = 8;
     int q = -1;
+    int group = 0; // route()'s group: slots by groups of tokens in a random order
   };
   const Case qwen3[] = {
       {"fp4 (1024 + 64 B) scattered", 1, 2, false, false, false},
@@ -258,6 +277,8 @@ int main(int argc, char **argv) {
       {"fp4 quantized: nvfp4 scattered", 1, 4, false, false, false, 8, SL_QFMT_NVFP4},
       {"fp8 quantized: fp8-g128 scattered", 2, 2, false, false, false, 8, SL_QFMT_FP8_GROUP},
       {"fp8 quantized: mxfp8 scattered", 2, 2, false, false, false, 8, SL_QFMT_MXFP8},
+      {"fp4 quantized: mxfp4, slots by groups of 42", 1, 2, false, false, false, 8, SL_QFMT_MXFP4, 42},
+      {"fp8 quantized: fp8-g128, slots by groups of 42", 2, 2, false, false, false, 8, SL_QFMT_FP8_GROUP, 42},
       {"bf16 (4096 B) scattered", 4, 0, false, false, false},
       {"bf16 contiguous rows", 4, 0, false, true, false},
   };
@@ -273,6 +294,10 @@ int main(int argc, char **argv) {
       {"fp4 quantized: mxfp4 scattered", 1, 2, true, false, false, 8, SL_QFMT_MXFP4},
       {"fp4 quantized: nvfp4 scattered", 1, 4, true, false, false, 8, SL_QFMT_NVFP4},
       {"fp8 quantized: fp8-g128 scattered", 2, 2, true, false, false, 8, SL_QFMT_FP8_GROUP},
+      {"fp4 quantized: mxfp4, slots by groups of 42", 1, 2, true, false, false, 8, SL_QFMT_MXFP4, 42},
+      {"fp4 quantized: mxfp4, slots by groups of 8", 1, 2, true, false, false, 8, SL_QFMT_MXFP4, 8},
+      {"fp4 quantized: mxfp4, slots shuffled", 1, 2, true, false, false, 8, SL_QFMT_MXFP4, 1},
+      {"fp8 quantized: fp8-g128, slots by groups of 42", 2, 2, true, false, false, 8, SL_QFMT_FP8_GROUP, 42},
       {"fp4 quantized: mxfp4 scattered, dropless", 1, 2, false, false, false, 8, SL_QFMT_MXFP4},
       {"fp4 quantized: nvfp4 scattered, dropless", 1, 4, false, false, false, 8, SL_QFMT_NVFP4},
       {"fp4 (3584 + 224 B) scattered, dropless", 1, 2, false, false, false},
@@ -294,7 +319,7 @@ int main(int argc, char **argv) {
       for (int i = 0; i < m.n; i++) {
         const Case &cs = m.cases[i];
         if (!strstr(cs.name, want_row)) continue;
-        Routing rt = route(m.E, cs.compact, cs.contiguous);
+        Routing rt = route(m.E, cs.compact, cs.contiguous, cs.group);
         const size_t nrows = cs.contiguous ? (size_t)T * K : (size_t)m.E * rt.cap;
         if (nrows * m.H * cs.cb / 2 > codes_bytes || nrows * NC * cs.sp * 16 > scales_bytes) {
           printf("%-44s does not fit\n", cs.name);
