@@ -147,8 +147,8 @@ __device__ __forceinline__ unsigned sl_moe_atom_add_acq_rel_u32(unsigned *p, uns
 // Deterministic: no order of atomics decides a rank. Writes pair_rank[p] and counts[route_block][e].
 // Warp w takes the block's pairs [w * 32 * ROUNDS, (w + 1) * 32 * ROUNDS), round r lane l pair w * 32 * ROUNDS +
 // r * 32 + l: lanes holding the same expert find each other with __match_any_sync (rank = lower lanes of the
-// group) and the warp's own counters in shared memory (count[w][e]) carry its rounds -- no block barrier between
-// rounds. Then one exclusive scan over the warps per expert turns count[w][e] into warp w's base.
+// group) and the warp's own counters in shared memory (warp_counts[w][e]) carry its rounds -- no block barrier
+// between rounds. Then one exclusive scan over the warps per expert turns warp_counts[w][e] into warp w's base.
 // Why (session 25): the round-major ranking before it (each round: lanes matched, group sizes published per warp,
 // every warp adding the earlier warps' -- three block barriers per round, 12 at DeepSeek-V3's 4 rounds) was on
 // the copy's critical path: the routing (11.3 us alone at DeepSeek-V3 T=16384) is what the copy waits for.
@@ -159,7 +159,7 @@ __device__ __forceinline__ unsigned sl_moe_atom_add_acq_rel_u32(unsigned *p, uns
 template <int THREADS, int ROUNDS>
 __device__ __forceinline__ void route_pairs(int route_block, int num_pairs, const int *__restrict__ topk_ids,
                                             int num_experts, int expert_begin, int expert_end, int *counts,
-                                            int *pair_rank, sl_dev_error_t *err, int *count) {
+                                            int *pair_rank, sl_dev_error_t *err, int *warp_counts) {
   constexpr int NW = THREADS / 32;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const unsigned lower_lanes = (1u << lane) - 1u;
@@ -168,9 +168,9 @@ __device__ __forceinline__ void route_pairs(int route_block, int num_pairs, cons
   int round_ids[ROUNDS];
 #pragma unroll
   for (int r = 0; r < ROUNDS; r++) round_ids[r] = p0 + r * 32 < num_pairs ? topk_ids[p0 + r * 32] : 0;
-  for (int i = threadIdx.x; i < NW * MOE_LOCAL; i += THREADS) count[i] = 0;
+  for (int i = threadIdx.x; i < NW * MOE_LOCAL; i += THREADS) warp_counts[i] = 0;
   __syncthreads();
-  int *mine = count + warp * MOE_LOCAL;
+  int *mine = warp_counts + warp * MOE_LOCAL;
   int e_r[ROUNDS], rank_r[ROUNDS];
 #pragma unroll
   for (int r = 0; r < ROUNDS; r++) {
@@ -197,8 +197,8 @@ __device__ __forceinline__ void route_pairs(int route_block, int num_pairs, cons
     int run = 0;
 #pragma unroll
     for (int w = 0; w < NW; w++) {
-      const int v = count[w * MOE_LOCAL + e];
-      count[w * MOE_LOCAL + e] = run;
+      const int v = warp_counts[w * MOE_LOCAL + e];
+      warp_counts[w * MOE_LOCAL + e] = run;
       run += v;
     }
     counts[route_block * MOE_LOCAL + e] = run;
@@ -477,14 +477,14 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_FUSED_THREADS)
                           void *__restrict__ expert_x, void *__restrict__ expert_scales, float global_scale,
                           int *__restrict__ expert_counts, int *__restrict__ slots, sl_grid_barrier_state_t *state,
                           int *counts, int *pair_rank, unsigned long long timeout_ns) {
-  __shared__ int count[(SL_MOE_FUSED_THREADS / 32) * MOE_LOCAL];
+  __shared__ int warp_counts[(SL_MOE_FUSED_THREADS / 32) * MOE_LOCAL];
   sl_grid_barrier_t bar;
   sl_grid_barrier_init(&bar, state);
   const int num_pairs = num_tokens * MOE_TOPK;
   const int route_blocks = (num_pairs + SL_MOE_FUSED_THREADS - 1) / SL_MOE_FUSED_THREADS;
   if ((int)blockIdx.x < route_blocks)
     route_pairs<SL_MOE_FUSED_THREADS, 1>(blockIdx.x, num_pairs, topk_ids, num_experts, expert_begin, expert_end,
-                                         counts, pair_rank, &state->error, count);
+                                         counts, pair_rank, &state->error, warp_counts);
   // This warp's first copy item does not depend on the routing: load it before the barrier.
   const long num_items = (long)num_tokens * MOE_CHUNKS;
   const long first_item = (long)blockIdx.x * (SL_MOE_FUSED_THREADS / 32) + threadIdx.x / 32;
@@ -526,7 +526,7 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_ROUTE_THREADS)
                           int expert_end, int capacity, int *__restrict__ expert_counts,
                           sl_grid_barrier_state_t *state, unsigned *done, int *counts, int *offsets,
                           int *pair_rank) {
-  __shared__ int count[(SL_MOE_ROUTE_THREADS / 32) * MOE_LOCAL];
+  __shared__ int warp_counts[(SL_MOE_ROUTE_THREADS / 32) * MOE_LOCAL];
   __shared__ int is_last;
   __shared__ int seg_total[MOE_SCAN_SEGS * MOE_LOCAL];
   // Programmatic dependent launch (kernels/moe_pdl.cuh; a no-op without the PDL attribute): the
@@ -535,7 +535,7 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_ROUTE_THREADS)
   sl_moe_pdl_trigger();
   const int num_pairs = num_tokens * MOE_TOPK;
   route_pairs<SL_MOE_ROUTE_THREADS, MOE_ROUTE_ROUNDS>(blockIdx.x, num_pairs, topk_ids, num_experts, expert_begin,
-                                                      expert_end, counts, pair_rank, &state->error, count);
+                                                      expert_end, counts, pair_rank, &state->error, warp_counts);
   // The last block to finish scans the per-block counts. Same ordering argument as the grid
   // barrier: __syncthreads, then one acq_rel arrival per block on `done`.
   __syncthreads();
