@@ -54,10 +54,10 @@
  *    one where it applies (sl_moe_staged_applies: items of 2048, 1024
  *    or 512 columns, x brought into shared memory by the bulk-copy engine, quantized there,
  *    stored to the K rows by bulk copies, the scales by the lanes' stores; sessions 21-22), except
- *    the FP4 payloads on long streams (>= 16 items per resident warp: DeepSeek-V3 T=16384), which
- *    take the direct copy (items of 1024 columns through registers, two in flight; session 23:
- *    sl_moe_split_copy); bf16 and the rest take the register copy (copy_blocks blocks, one
- *    (token, chunk) per warp).
+ *    on long streams (>= 16 items per 32 warps per SM: DeepSeek-V3 T=16384), which take the
+ *    direct copy (items of 1024 columns through registers, two in flight; session 23; rounds after
+ *    the first claimed from counters, session 26: sl_moe_split_copy); bf16 and the rest take the
+ *    register copy (copy_blocks blocks, one (token, chunk) per warp).
  *    Session 22 measured the staged copy routing the pairs itself (one cooperative launch: rank,
  *    grid barrier, a parallel scan of the counts, grid barrier, copy) and removed it: 5-10 us
  *    slower than these two launches, its copy phase slower (bench/results/2026-12-01-s22-h200-
@@ -340,10 +340,8 @@ int sl_moe_split_copy(const sl_moe_dispatch_args_t *a, int arch, int num_sms) {
   size_t smem;
   if (a->payload == SL_MOE_PAYLOAD_BF16) return SL_MOE_COPY_REGS;
   if (a->force_copy) return a->force_copy;
-  const bool fp4 = a->payload == SL_MOE_PAYLOAD_MXFP4 || a->payload == SL_MOE_PAYLOAD_NVFP4;
   const long items = (long)a->num_tokens * (a->hidden / SL_MOE_DIRECT_SEG);
-  if (fp4 && sl_moe_direct_applies(a) && items >= (long)SL_MOE_DIRECT_MIN_ITEMS * 32 * num_sms)
-    return SL_MOE_COPY_DIRECT;
+  if (sl_moe_direct_applies(a) && items >= (long)SL_MOE_DIRECT_MIN_ITEMS * 32 * num_sms) return SL_MOE_COPY_DIRECT;
   if (a->force_span == 0 && sl_moe_staged_applies(a, arch, &seg, &stages, &smem)) return SL_MOE_COPY_STAGED;
   return SL_MOE_COPY_REGS;
 }
@@ -632,6 +630,7 @@ static sl_status_t dispatch_cuda(sl_device_t *dev, const sl_moe_dispatch_args_t 
   char *base = a->workspace;
   sl_grid_barrier_state_t *state = (sl_grid_barrier_state_t *)base;
   unsigned *done = (unsigned *)(base + SL_MOE_WS_DONE_OFFSET);
+  unsigned *claims = (unsigned *)(base + SL_MOE_WS_CLAIMS_OFFSET);
   int *counts = (int *)(base + ws.counts), *offsets = (int *)(base + ws.offsets),
       *pair_rank = (int *)(base + ws.pair_rank);
   const void *x = a->x, *ids = a->topk_ids;
@@ -729,7 +728,7 @@ static sl_status_t dispatch_cuda(sl_device_t *dev, const sl_moe_dispatch_args_t 
   SL_CHECK(sl_moe_dispatch_spec_variant(a->hidden, a->top_k, local, a->payload, a->quant_rule, ENTRY_ROUTE, rounds,
                                         &spec));
   SL_CHECK(sl_jit_get_kernel(dev, &spec, &k));
-  void *rargs[] = {&ids, &T, &E, &begin, &end, &cap, &ec, &state, &done, &counts, &offsets, &pair_rank};
+  void *rargs[] = {&ids, &T, &E, &begin, &end, &cap, &ec, &state, &done, &claims, &counts, &offsets, &pair_rank};
   sl_launch_t rl = {.grid = {(unsigned)route_blocks}, .block = {SL_MOE_ROUTE_THREADS}, .stream = stream};
   const bool pdl = !a->split_no_pdl && sl_device_info(dev)->arch >= SL_ARCH_HOPPER;
   SL_CHECK(sl_kernel_launch(k, &rl, rargs));
@@ -757,8 +756,8 @@ static sl_status_t dispatch_cuda(sl_device_t *dev, const sl_moe_dispatch_args_t 
     const long items = (long)T * (a->hidden / SL_MOE_DIRECT_SEG);
     long grid = sl_moe_cdiv(items, SL_MOE_DIRECT_THREADS / 32);
     if (grid > (long)per_sm * sms) grid = (long)per_sm * sms; /* resident; items are grid-strided */
-    void *dargs[] = {&x,  &ids,    &T,     &E,       &begin,     &end,   &cap, &ex,
-                     &es, &gscale, &slots, &offsets, &pair_rank, &state, &route_shift};
+    void *dargs[] = {&x,  &ids,    &T,     &E,       &begin,     &end,   &cap,         &ex,
+                     &es, &gscale, &slots, &offsets, &pair_rank, &state, &route_shift, &claims};
     sl_launch_t dl = {.grid = {(unsigned)grid}, .block = {SL_MOE_DIRECT_THREADS}, .stream = stream, .pdl = pdl};
     return sl_kernel_launch(k, &dl, dargs);
   }
@@ -816,9 +815,9 @@ sl_status_t sl_moe_dispatch_check(sl_device_t *dev, void *workspace, sl_stream_t
   SL_CHECK(sl_stream_sync(dev, stream));
   SL_CHECK(sl_device_check(dev, "moe dispatch"));
   if (err.code == SL_DEV_ERR_NONE) return SL_OK;
-  /* Nothing runs now: zero the record, and the barrier word and done counter, which a
-   * timed-out launch leaves inconsistent. */
-  SL_CHECK(sl_memset(dev, workspace, 0, SL_MOE_WS_DONE_OFFSET + 4, stream));
+  /* Nothing runs now: zero the record, and the barrier word and the done and claim counters,
+   * which a timed-out launch leaves inconsistent. */
+  SL_CHECK(sl_memset(dev, workspace, 0, SL_MOE_WS_HEADER_BYTES, stream));
   SL_CHECK(sl_stream_sync(dev, stream));
   return sl_dev_error_status(&err, "moe dispatch");
 }

@@ -143,10 +143,30 @@ __device__ __forceinline__ unsigned sl_moe_atom_add_acq_rel_u32(unsigned *p, uns
   return old;
 }
 
+// Bits of a local expert id: MOE_LOCAL experts, 0 .. MOE_LOCAL - 1.
+constexpr int sl_moe_id_bits(int n) { return n <= 1 ? 0 : 1 + sl_moe_id_bits((n + 1) / 2); }
+
+// The lanes of the warp holding the same local expert as this lane, for e >= 0 (lanes with e < 0 are in no
+// lane's group): one ballot for e >= 0, then one per bit of e, each keeping the lanes that agree on that bit.
+// Why not __match_any_sync: ncu of the routing kernel (H200, session 26 call 1, DeepSeek-V3 T=16384) put 28 % of
+// its warps' stall samples on the instructions waiting for the match's result. A/B (call 2, by events, ballots /
+// match): Qwen3 T=16384 fp8-g128 99.6 / 100.1-100.3 us, mxfp4 66.5-66.6 / 66.9-67.1, nvfp4 70.2-70.3 /
+// 70.6-71.1; the fused path at T=512 (Qwen3 FP8 rows) 692-700 / 668-670 GB/s; DeepSeek-V3 T=16384 equal.
+__device__ __forceinline__ unsigned warp_peers(int e) {
+  unsigned peers = __ballot_sync(0xffffffffu, e >= 0);
+#pragma unroll
+  for (int b = 0; b < sl_moe_id_bits(MOE_LOCAL); b++) {
+    const bool bit = (e >> b) & 1;
+    const unsigned set = __ballot_sync(0xffffffffu, bit);
+    peers &= bit ? set : ~set;
+  }
+  return peers;
+}
+
 // Rank the pairs [route_block * THREADS * ROUNDS, +THREADS * ROUNDS) within their expert, in pair order.
 // Deterministic: no order of atomics decides a rank. Writes pair_rank[p] and counts[route_block][e].
 // Warp w takes the block's pairs [w * 32 * ROUNDS, (w + 1) * 32 * ROUNDS), round r lane l pair w * 32 * ROUNDS +
-// r * 32 + l: lanes holding the same expert find each other with __match_any_sync (rank = lower lanes of the
+// r * 32 + l: lanes holding the same expert find each other (warp_peers; rank = lower lanes of the
 // group) and the warp's own counters in shared memory (warp_counts[w][e]) carry its rounds -- no block barrier
 // between rounds. Then one exclusive scan over the warps per expert turns warp_counts[w][e] into warp w's base.
 // Why (session 25): the round-major ranking before it (each round: lanes matched, group sizes published per warp,
@@ -183,7 +203,7 @@ __device__ __forceinline__ void route_pairs(int route_block, int num_pairs, cons
       else
         e = sl_moe_local_expert(id, expert_begin, expert_end);
     }
-    const unsigned peers = __match_any_sync(0xffffffffu, e);
+    const unsigned peers = warp_peers(e);
     const int intra = __popc(peers & lower_lanes);
     e_r[r] = e;
     rank_r[r] = e >= 0 ? mine[e] + intra : 0;
@@ -524,8 +544,8 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_FUSED_THREADS)
 extern "C" __global__ void __launch_bounds__(SL_MOE_ROUTE_THREADS)
     sl_moe_dispatch_route(const int *__restrict__ topk_ids, int num_tokens, int num_experts, int expert_begin,
                           int expert_end, int capacity, int *__restrict__ expert_counts,
-                          sl_grid_barrier_state_t *state, unsigned *done, int *counts, int *offsets,
-                          int *pair_rank) {
+                          sl_grid_barrier_state_t *state, unsigned *done, unsigned *claims, int *counts,
+                          int *offsets, int *pair_rank) {
   __shared__ int warp_counts[(SL_MOE_ROUTE_THREADS / 32) * MOE_LOCAL];
   __shared__ int is_last;
   __shared__ int seg_total[MOE_SCAN_SEGS * MOE_LOCAL];
@@ -592,6 +612,8 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_ROUTE_THREADS)
   }
   if (seg == 0) finish_expert(e, total, capacity, expert_begin, expert_counts, &state->error);
   if (threadIdx.x == 0) *done = 0u; // ready for the next launch (kernel boundary orders it)
+  // The direct copy claims items after its griddepcontrol.wait, i.e. after this grid.
+  if (threadIdx.x < SL_MOE_CLAIM_COUNTERS) claims[threadIdx.x * SL_MOE_CLAIM_STRIDE] = 0u;
 }
 
 #endif
@@ -1175,7 +1197,8 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_STAGED_THREADS)
 // staged): DeepSeek-V3 mxfp4 221.9-222.2 / 225.8-226.6 us, nvfp4 233.6-234.2 / 238.6-238.7 -- its stream is the
 // faster; but Qwen3 mxfp4 69.9-70.3 / 68.8-69.1, DeepSeek-V3 T=4096 mxfp4 61.7 / 58.8: with two items per warp in
 // flight it starts worse after the routing than the staged copy with three prefetched; FP8 slower everywhere
-// (Qwen3 fp8-g128 108.0 / 102.4). So the host takes it for FP4 on long streams only (sl_moe_split_copy).
+// (Qwen3 fp8-g128 108.0 / 102.4). So the host took it for FP4 on long streams only; since its later rounds are
+// claimed (session 26, below) it runs every quantized payload on long streams (sl_moe_split_copy).
 // Needs (host: sl_moe_direct_applies): a quantized payload, MOE_HIDDEN a multiple of 1024, x / expert_x /
 // expert_scales 16-byte aligned.
 #if MOE_PAYLOAD < 0
@@ -1226,7 +1249,7 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_DIRECT_THREADS)
                                 int num_tokens, int num_experts, int expert_begin, int expert_end, int capacity,
                                 void *__restrict__ expert_x, void *__restrict__ expert_scales, float global_scale,
                                 int *__restrict__ slots, const int *offsets, const int *pair_rank,
-                                sl_grid_barrier_state_t *state, int route_shift) {
+                                sl_grid_barrier_state_t *state, int route_shift, unsigned *claims) {
   constexpr int NW = SL_MOE_DIRECT_THREADS / 32;
   __shared__ __align__(16) unsigned char rowbuf[NW][MOE_DCODES + MOE_DSCALES];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -1235,8 +1258,26 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_DIRECT_THREADS)
   const long stride = (long)gridDim.x * NW;
   sl_dev_error_t *err = &state->error;
   bool waited = false;
-  for (long item = (long)blockIdx.x * NW + warp; item < num_items; item += 2 * stride) {
-    const long its[2] = {item, item + stride};
+  // Which items a warp takes. Round 0 is static: items w and w + stride (w: the warp's index in the grid), so
+  // every warp has x to load and quantize before the routing wait. Later rounds are claimed: claim c on counter
+  // j = w % NC (atomics the routing's last block zeroed) is pair q = c * NC + j, items 2 * stride + 2q and the
+  // next one. Why: the routing blocks launch first and hold registers on their SMs, so a third of this grid's
+  // blocks (DeepSeek-V3: 64 routing blocks; Qwen3: 128) cannot start until the routing ends; with a static walk
+  // those blocks ended ~10 us after the rest. A warp claims its next round one round ahead (lane 0, after the
+  // wait), so the atomic's round trip is under the current round's stores; NC counters on separate lines keep
+  // the claims from queueing on one L2 slice (right after the wait every resident warp claims at once).
+  // H200, T=16384 by events (bench/results/2026-12-01-s26-h200-call{2..4}): DeepSeek-V3 nvfp4 226.1-226.8 us
+  // static (call 2) -> 224.4-224.6 one counter (call 3) -> 221.9-222.1 eight counters (call 4; one counter in
+  // the same run 226.4-226.5), mxfp4 214.8-215.7 -> 213.9-214.1 -> 208.8-208.9; the forced direct copy of
+  // DeepSeek-V3 fp8-g128 338.7-339.5 (the staged copy 345.9-346.0), so FP8 takes it too (sl_moe_split_copy).
+  constexpr int NC = SL_MOE_CLAIM_COUNTERS;
+  static_assert(NW >= NC, "every counter needs a warp in every block: a counter nobody claims from loses its items");
+  const int cj = (int)(((long)blockIdx.x * NW + warp) % NC);
+  unsigned *claim = claims + cj * SL_MOE_CLAIM_STRIDE;
+  unsigned next = 0;
+  for (long item = (long)blockIdx.x * NW + warp, item2 = item + stride; item < num_items;) {
+    const long its[2] = {item, item2};
+    if (waited && lane == 0) next = atomicAdd(claim, 1u);
     uint4 v[2][MOE_DVECS];
     DirectRoute rt[2];
 #pragma unroll
@@ -1274,6 +1315,7 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_DIRECT_THREADS)
         }
         sl_moe_pdl_wait();
         waited = true;
+        if (lane == 0) next = atomicAdd(claim, 1u);
 #pragma unroll
         for (int w = 0; w < 2; w++) direct_lookup(rt[w], its[w], num_items, pair_rank, offsets, route_shift);
       }
@@ -1312,6 +1354,8 @@ extern "C" __global__ void __launch_bounds__(SL_MOE_DIRECT_THREADS)
               reinterpret_cast<const uint4 *>(b + MOE_DCODES)[j];
       }
     }
+    item = 2 * stride + 2 * ((long)__shfl_sync(0xffffffffu, next, 0) * NC + cj);
+    item2 = item + 1;
   }
 }
 #endif

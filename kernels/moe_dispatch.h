@@ -125,8 +125,8 @@ enum { SL_MOE_COPY_REGS = 1, SL_MOE_COPY_STAGED = 2, SL_MOE_COPY_DIRECT = 3 };
  * (1024), x, expert_x and expert_scales 16-byte aligned, no force_span. */
 bool sl_moe_direct_applies(const sl_moe_dispatch_args_t *a);
 /* The copy kernel (SL_MOE_COPY_*) the split path runs for these arguments on a GPU of `arch` with `num_sms` SMs:
- * force_copy if set; else DIRECT for the FP4 payloads where it applies and its resident warps get at least
- * SL_MOE_DIRECT_MIN_ITEMS items each (a long steady stream: DeepSeek-V3 at T=16384); else STAGED where it
+ * force_copy if set; else DIRECT where it applies and there are at least SL_MOE_DIRECT_MIN_ITEMS items per 32
+ * warps per SM (a long steady stream: DeepSeek-V3 at T=16384, every quantized payload); else STAGED where it
  * applies; else REGS (always REGS for bf16). */
 #define SL_MOE_DIRECT_MIN_ITEMS 16
 int sl_moe_split_copy(const sl_moe_dispatch_args_t *a, int arch, int num_sms);

@@ -50,10 +50,17 @@ static inline int sl_moe_dropless_capacity(int max_tokens) { return max_tokens >
 /* Workspace of dispatch (device memory, zeroed once at creation):
  *   [0, 32)            sl_grid_barrier_state_t: barrier word + device error record
  *   [32, 36)           route-done counter (prefill: the last routing block finalises)
+ *   [256, 1280)        the direct copy's SL_MOE_CLAIM_COUNTERS claim counters, one per 128-byte line (prefill;
+ *                      the last routing block zeroes them)
  *   counts  [R, E_local] int32: pairs per (routing block, expert)
  *   offsets [R, E_local] int32: exclusive prefix of counts over blocks (prefill)
  *   pair_rank [T*K] int32: rank of a pair within its routing block's pairs of that expert
  * R is the largest number of routing blocks of either path. */
+#define SL_MOE_WS_DONE_OFFSET 32
+#define SL_MOE_WS_CLAIMS_OFFSET 256
+#define SL_MOE_CLAIM_COUNTERS 8   /* the direct copy's claim counters ... */
+#define SL_MOE_CLAIM_STRIDE 32    /* ... SL_MOE_CLAIM_STRIDE words (128 bytes) apart */
+#define SL_MOE_WS_HEADER_BYTES 1280
 typedef struct {
   size_t counts, offsets, pair_rank, total;
   int max_route_blocks;
@@ -64,13 +71,12 @@ static inline sl_moe_ws_layout_t sl_moe_ws_layout(int max_tokens, int top_k, int
   long pairs = (long)(max_tokens > 0 ? max_tokens : 1) * top_k;
   l.max_route_blocks = sl_moe_cdiv(pairs, SL_MOE_FUSED_THREADS);
   size_t counts_bytes = (size_t)l.max_route_blocks * (size_t)num_local * 4u;
-  l.counts = 256;
+  l.counts = SL_MOE_WS_HEADER_BYTES;
   l.offsets = l.counts + ((counts_bytes + 255u) & ~(size_t)255u);
   l.pair_rank = l.offsets + ((counts_bytes + 255u) & ~(size_t)255u);
   l.total = l.pair_rank + (((size_t)pairs * 4u + 255u) & ~(size_t)255u);
   return l;
 }
-#define SL_MOE_WS_DONE_OFFSET 32
 
 /* Balanced replicated dispatch (opt-in, sl_moe_dispatch_args_t.force_repl_balance): a grid of
  * G blocks where block b copies the contiguous (token, chunk) items

@@ -402,6 +402,28 @@ static void test_direct_copy(void **s) {
       moe_case_free(&g);
       moe_case_free(&c);
     }
+  /* Enough items that warps claim rounds after their first (more than two per resident warp), three launches
+   * on one workspace: the claim counter the routing's last block zeroes is what the next launch starts from. */
+  for (size_t i = 0; i < sizeof pay / sizeof pay[0]; i++) {
+    uint64_t rng = sl_test_seed() ^ ((uint64_t)i << 32);
+    moe_case_t c = {.T = 5003, .H = 3072, .K = 8, .E = 64, .begin = 8, .end = 56, .capacity = 5003,
+                    .payload = (sl_moe_payload_t)pay[i][0], .rule = pay[i][1], .gscale = 448.0f * 6.0f / 4.5f};
+    fill_random(&c, &rng, false);
+    moe_case_run(cpu, &c, 0);
+    moe_case_t g = clone_inputs(&c);
+    g.copy = SL_MOE_COPY_DIRECT;
+    g.no_pdl = (int)(i & 1);
+    g.launches = 3;
+    moe_case_run(gpu, &g, SL_MOE_PATH_SPLIT);
+    char what[160];
+    snprintf(what, sizeof what, "direct copy, %s payload, T=%d H=%d: claimed rounds, 3 launches, no_pdl %d",
+             sl_moe_payload_name(c.payload), c.T, c.H, g.no_pdl);
+    assert_int_equal(c.check, SL_OK);
+    assert_same(&g, &c, what);
+    printf("  ok %s\n", what);
+    moe_case_free(&g);
+    moe_case_free(&c);
+  }
   /* Within capacity: the -Inf token's numeric error is the one reported, on the GPU as on the CPU. */
   for (size_t i = 0; i < sizeof pay / sizeof pay[0]; i++) {
     uint64_t rng = sl_test_seed() ^ ((uint64_t)i << 28);

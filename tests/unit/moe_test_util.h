@@ -60,6 +60,9 @@ typedef struct {
   int repl_warps;                      /* force_repl_warps; 0 = the host's choice */
   int copy, staged_seg, staged_stages; /* force_copy, force_staged_seg, force_staged_stages; 0 = host */
   int staged_scale_bulk;               /* staged_scale_bulk; 0 = the scales by the lanes' stores */
+  int launches;                        /* dispatches on one workspace, outputs poisoned before each; 0 = 1.
+                                        * The last one's outputs are compared: what a launch leaves in the
+                                        * workspace for the next (the counters) is checked too */
   /* outputs */
   uint16_t *expert_x;   /* [E_local * capacity + guard rows] x row bytes, poisoned before the run */
   uint8_t *scales;      /* [E_local * capacity + guard rows] x scales per row (quantized payloads) */
@@ -138,11 +141,6 @@ static inline void moe_case_run(sl_device_t *dev, moe_case_t *c, int force_path)
   const size_t ws_bytes = sl_moe_dispatch_workspace_bytes(max_tokens, c->K, (int)local);
   void *ws = moe_dev_copy(dev, NULL, ws_bytes);
   SL_ASSERT_OK(sl_moe_dispatch_workspace_init(dev, ws, ws_bytes, NULL));
-  sl_test_poison(dev, dex, ex_bytes);
-  if (sc_bytes) sl_test_poison(dev, dsc, sc_bytes);
-  sl_test_poison(dev, dcounts, local * 4);
-  if (T) sl_test_poison(dev, dslots, T * c->K * 4);
-  if (T) sl_test_poison(dev, dout, T * c->H * 2);
   sl_moe_dispatch_args_t da = {.num_tokens = c->T, .hidden = c->H, .top_k = c->K, .num_experts = c->E,
                                .expert_begin = c->begin, .expert_end = c->end, .capacity = c->capacity,
                                .payload = c->payload, .quant_rule = c->rule, .global_scale = c->gscale,
@@ -155,7 +153,14 @@ static inline void moe_case_run(sl_device_t *dev, moe_case_t *c, int force_path)
                                .force_repl_warps = c->repl_warps, .force_copy = c->copy,
                                .force_staged_seg = c->staged_seg, .force_staged_stages = c->staged_stages,
                                .staged_scale_bulk = c->staged_scale_bulk};
-  SL_ASSERT_OK(sl_moe_dispatch(dev, &da, NULL));
+  for (int l = 0; l < (c->launches > 1 ? c->launches : 1); l++) {
+    sl_test_poison(dev, dex, ex_bytes);
+    if (sc_bytes) sl_test_poison(dev, dsc, sc_bytes);
+    sl_test_poison(dev, dcounts, local * 4);
+    if (T) sl_test_poison(dev, dslots, T * c->K * 4);
+    if (T) sl_test_poison(dev, dout, T * c->H * 2);
+    SL_ASSERT_OK(sl_moe_dispatch(dev, &da, NULL));
+  }
   c->check = sl_moe_dispatch_check(dev, ws, NULL);
   sl_moe_combine_args_t ca = {.num_tokens = c->T, .hidden = c->H, .top_k = c->K, .expert_out = dex,
                               .slots = dslots, .topk_weights = dw, .residual = dres, .out = dout};

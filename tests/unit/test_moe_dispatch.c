@@ -233,7 +233,7 @@ static void test_bad_arguments(void **state) {
   sl_device_t *dev = cpu();
   int32_t ids[4] = {0}, counts[4], slots[4];
   uint16_t x[16] = {0}, ex[64];
-  char ws[1024] = {0};
+  char ws[4096] = {0};
   sl_moe_dispatch_args_t a = {.num_tokens = 2, .hidden = 8, .top_k = 2, .num_experts = 4, .expert_begin = 0,
                               .expert_end = 4, .capacity = 2, .x = x, .topk_ids = ids, .expert_x = ex,
                               .expert_counts = counts, .slots = slots, .workspace = ws, .workspace_bytes = 16};
@@ -463,8 +463,8 @@ static void test_route_rounds(void **state) {
 }
 
 /* The split path's copy of the quantized payloads (no GPU needed): the direct copy where it applies (a quantized
- * payload, H a multiple of 1024, aligned, no force_span) and the default per payload and size on 132 SMs (FP4 with
- * >= SL_MOE_DIRECT_MIN_ITEMS items per resident warp: DeepSeek-V3 T=16384), the forced ones, bf16. */
+ * payload, H a multiple of 1024, aligned, no force_span) and the default per payload and size on 132 SMs (with
+ * >= SL_MOE_DIRECT_MIN_ITEMS items per 32 warps per SM: DeepSeek-V3 T=16384), the forced ones, bf16. */
 static void test_copy_choice(void **state) {
   (void)state;
   static uint8_t buf[64] __attribute__((aligned(16)));
@@ -481,10 +481,13 @@ static void test_copy_choice(void **state) {
   a.hidden = 2048; /* Qwen3 T=16384: 32768 items */
   assert_int_equal(sl_moe_split_copy(&a, SL_ARCH_HOPPER, 132), SL_MOE_COPY_STAGED);
   a.hidden = 7168;
-  a.payload = SL_MOE_PAYLOAD_FP8_GROUP; /* FP8: the staged copy (at the floor already, session 23) */
+  a.payload = SL_MOE_PAYLOAD_FP8_GROUP; /* FP8 as FP4: the direct copy on the long stream (session 26) */
   assert_true(sl_moe_direct_applies(&a));
+  assert_int_equal(sl_moe_split_copy(&a, SL_ARCH_HOPPER, 132), SL_MOE_COPY_DIRECT);
+  a.num_tokens = 4096;
   assert_int_equal(sl_moe_split_copy(&a, SL_ARCH_HOPPER, 132), SL_MOE_COPY_STAGED);
   assert_int_equal(sl_moe_split_copy(&a, SL_ARCH_HOPPER - 1, 132), SL_MOE_COPY_REGS); /* no bulk-copy engine */
+  a.num_tokens = 16384;
   a.force_copy = SL_MOE_COPY_DIRECT;
   assert_int_equal(sl_moe_split_copy(&a, SL_ARCH_HOPPER, 132), SL_MOE_COPY_DIRECT);
   a.force_copy = SL_MOE_COPY_REGS;
