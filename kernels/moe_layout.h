@@ -60,7 +60,7 @@ static inline int sl_moe_dropless_capacity(int max_tokens) { return max_tokens >
 #define SL_MOE_WS_CLAIMS_OFFSET 256
 #define SL_MOE_CLAIM_COUNTERS 8   /* the direct copy's claim counters ... */
 #define SL_MOE_CLAIM_STRIDE 32    /* ... SL_MOE_CLAIM_STRIDE words (128 bytes) apart */
-#define SL_MOE_WS_HEADER_BYTES 1280
+#define SL_MOE_WS_HEADER_BYTES (SL_MOE_WS_CLAIMS_OFFSET + SL_MOE_CLAIM_COUNTERS * SL_MOE_CLAIM_STRIDE * 4) /* 1280 */
 typedef struct {
   size_t counts, offsets, pair_rank, total;
   int max_route_blocks;
