@@ -54,7 +54,7 @@ int sl_kq_unroll_act(int arch, int act16) {
 }
 int sl_kq_unroll_quant(int arch, int fmt, int seg, int chunks, int pair) {
   const sl_kq_arch_cfg_t *c = sl_kq_arch_cfg(arch);
-  const bool wide = chunks > SL_KQ_FP4Q_WIDE_CHUNKS || (pair && fmt == SL_QFMT_NVFP4);
+  const bool wide = chunks > SL_KQ_FP4Q_WIDE_CHUNKS || (pair && fmt == SL_QFMT_NVFP4) || pair == 2;
   if (unroll_override || !sl_qfmt_is_fp4(fmt) || seg <= 0 || !wide || !c->unroll_fp4q) return sl_kq_unroll(arch);
   return c->unroll_fp4q;
 }
@@ -80,13 +80,15 @@ int sl_kq_seg(int arch, int warps, int kind) {
 static int qpair_override = SL_KQ_QPAIR_TABLE;
 
 void sl_kq_set_qpair_override(int pair) {
-  qpair_override = pair < 0 ? SL_KQ_QPAIR_TABLE : pair ? 1 : 0;
+  qpair_override = pair < 0 ? SL_KQ_QPAIR_TABLE : pair > 2 ? 2 : pair;
 }
 int sl_kq_qpair(int arch, int fmt, int chunks) {
   if (fmt != SL_QFMT_NVFP4 && fmt != SL_QFMT_MXFP4) return 0;
-  if (qpair_override != SL_KQ_QPAIR_TABLE) return qpair_override;
+  if (qpair_override != SL_KQ_QPAIR_TABLE) return fmt == SL_QFMT_NVFP4 && qpair_override ? 1 : qpair_override;
   const sl_kq_arch_cfg_t *c = sl_kq_arch_cfg(arch);
-  return fmt == SL_QFMT_NVFP4 ? c->nv_pair : c->mx_quad && chunks > SL_KQ_FP4Q_WIDE_CHUNKS;
+  if (fmt == SL_QFMT_NVFP4) return c->nv_pair ? 1 : 0;
+  if (chunks > SL_KQ_FP4Q_WIDE_CHUNKS) return c->mx_quad ? 1 : 0;
+  return c->mx_half ? 2 : 0;
 }
 
 static int act8_exp_override = SL_KQ_ACT8_EXP_TABLE;
@@ -123,6 +125,7 @@ void sl_kq_set_swz_stage_override(int stage) {
 int sl_kq_swz_stage(int arch, int fmt, int chunks, int pair) {
   if (swz_stage_override != SL_KQ_SWZ_STAGE_TABLE) return swz_stage_override;
   const sl_kq_arch_cfg_t *c = sl_kq_arch_cfg(arch);
-  return (c->swz_stage_fmts & SL_KQ_STAGE_FMT(fmt)) &&
-         (!sl_qfmt_is_fp4(fmt) || chunks <= SL_KQ_FP4Q_WIDE_CHUNKS || pair);
+  if (!(c->swz_stage_fmts & SL_KQ_STAGE_FMT(fmt))) return 0;
+  if (fmt == SL_QFMT_MXFP4) return pair == 2;
+  return !sl_qfmt_is_fp4(fmt) || chunks <= SL_KQ_FP4Q_WIDE_CHUNKS || pair;
 }

@@ -58,7 +58,8 @@ typedef struct {
                      * whole-block lane (QPAIR) on every row; 0: `unroll` */
   int swz_stage_fmts; /* formats (bit 1 << SL_QFMT_*) whose swizzled scales are staged by default
                        * (sl_kq_swz_stage): FP4 formats only on rows of <= SL_KQ_FP4Q_WIDE_CHUNKS
-                       * chunks (the wide rows' unroll-4 walk measured slower staged) */
+                       * chunks (the wide rows' unroll-4 walk measured slower staged), MXFP4 only
+                       * with its half-block lane (mx_half) */
   int act16_wide_items; /* the 16-bit-output activation takes prefill_warps below sm_count rows from
                          * this many warp items per SM on (sl_kq_warps_act16); 0: never */
   int nv_pair;          /* the NVFP4 quantizer's lane takes a whole 16-element block where it can
@@ -73,6 +74,9 @@ typedef struct {
   int act8_fast_exp;    /* SiLU-and-mul with the fused FP8 output takes e^-g by ex2.approx, as the
                          * 16-bit outputs do (kernels/act.cu FASTEXP; sl_kq_act8_fast_exp) */
   int seg_act8;         /* `seg` of the FP8-out activation (SL_KQ_SEG_ACT8); see below */
+  int mx_half;          /* the MXFP4 quantizer's lane takes half a block (two packets; its partner lane
+                         * the other half: quant.cu QPAIR 2) where it can on rows of <=
+                         * SL_KQ_FP4Q_WIDE_CHUNKS chunks (sl_kq_qpair); see below */
 } sl_kq_arch_cfg_t;
 
 #define SL_KQ_FP4Q_WIDE_CHUNKS 16
@@ -152,11 +156,25 @@ typedef struct {
  * all six shapes -- T=8192 I=2048/4096/7168 21.86/40.38/69.38 vs 22.59/42.05/71.39 (91.3/98.8/100.7 %
  * of copy), T=32768 79.49/155.68/267.36 vs 80.61/156.90/271.49; seg 1, 8, 32 and the item layout
  * slower, w4 between. Blackwell: not measured (its table has the item layout). */
+/* Hopper mx_half 1 (rows of <= SL_KQ_FP4Q_WIDE_CHUNKS chunks), with its swizzled scales staged
+ * (swz_stage_fmts' MXFP4 bit applies to this lane only) and the launcher's full-grid point: MEASURED
+ * on the H200 (session 27 call 2, `sluice bench kernels --only quant_mxfp4 --tokens 8192,32768`, rows
+ * "half" next to the one-packet lane, then with mx_half on under SL_KQ_TUNE=1 SL_KQ_GRID=1; kernel
+ * us / events us): T=32768 h=2048 swz one-packet 43.52 / 46.18, half 42.24 / 45.12, half staged
+ * 42.02 / 44.03; lin 42.75 / 45.82 -> 41.25 / 44.38; h=4096 swz 85.82 / 88.64 -> 82.40 / 84.93,
+ * staged 82.05 / 83.26; lin 85.09 / 87.87 -> 80.58 / 83.39. T=8192: level unstaged (h=2048 swz 12.80
+ * / 15.81 vs 13.09 / 15.78), ahead staged (12.61 / 15.52; h=4096 22.27 / 24.90 vs 22.69 / 25.66). Its
+ * unroll is 4 (sl_kq_unroll_quant: a step is two chunk pairs) at 6 blocks per SM (40 registers); u2
+ * at 8 blocks measured 50.82 and u4 at 8 blocks (36 bytes of spill) 67.68 us at T=32768 h=2048; the
+ * resident grid 44.87. The whole-block lane (mx_quad) keeps the wide rows: at h=7168 half ties it
+ * (141.06 vs 140.64 swz, 135.65 vs 135.74 lin). Blackwell: not measured. */
 #define SL_KQ_STAGE_FMT(f) (1 << (f))
 static const sl_kq_arch_cfg_t sl_kq_arch_table[] = {
-    {SL_ARCH_HOPPER, 1, 8, 2, 4, 0, 1, 4, SL_KQ_STAGE_FMT(SL_QFMT_MXFP8) | SL_KQ_STAGE_FMT(SL_QFMT_NVFP4), 4, 1, 2, 1, 1, 2},
-    {SL_ARCH_BLACKWELL, 1, 8, 2, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0},
-    {0, 1, 8, 2, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0},
+    {SL_ARCH_HOPPER, 1, 8, 2, 4, 0, 1, 4,
+     SL_KQ_STAGE_FMT(SL_QFMT_MXFP8) | SL_KQ_STAGE_FMT(SL_QFMT_MXFP4) | SL_KQ_STAGE_FMT(SL_QFMT_NVFP4), 4, 1, 2, 1, 1, 2,
+     1},
+    {SL_ARCH_BLACKWELL, 1, 8, 2, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {0, 1, 8, 2, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0},
 };
 
 static inline const sl_kq_arch_cfg_t *sl_kq_arch_cfg(int arch) {
@@ -176,7 +194,8 @@ int sl_kq_unroll_act(int arch, int act16);
 /* The same for the quantizer of format `fmt` (SL_QFMT_*) at segment length `seg` (0: the item
  * layout) on rows of `chunks` chunks: the table's unroll_fp4q for FP4 formats in the segment
  * layout past SL_KQ_FP4Q_WIDE_CHUNKS chunks, and for the NVFP4 quantizer whose lane takes a
- * whole block (`pair`: kernels/quant.c decides it, quant.cu QPAIR) at every width. */
+ * whole block (`pair` 1: kernels/quant.c decides it, quant.cu QPAIR) and the MXFP4 one whose lane
+ * takes half a block (`pair` 2) at every width. */
 int sl_kq_unroll_quant(int arch, int fmt, int seg, int chunks, int pair);
 
 /* Segment layout (the table's `seg`, JIT constant SEG of quant.cu / act.cu) for a launch of
@@ -224,7 +243,8 @@ static inline long sl_kq_seg_tasks(long rows, int chunks, int seg) {
  * format `fmt` (SL_QFMT_*) on rows of `chunks` chunks wants it: the table's swz_stage_fmts (FP4
  * formats only up to SL_KQ_FP4Q_WIDE_CHUNKS chunks, unless `pair`: the NVFP4 quantizer's whole
  * block per lane, QPAIR, which measured faster staged at every width -- session 13 call 8, T=8192 /
- * 32768 h=7168 93.8 / 97.8 % of copy staged vs 89.2 / 93.9 unstaged), unless
+ * 32768 h=7168 93.8 / 97.8 % of copy staged vs 89.2 / 93.9 unstaged; MXFP4 only with its half-block
+ * lane, `pair` 2: its one-packet and whole-block lanes measured slower staged), unless
  * sl_kq_set_swz_stage_override forces it on or off (the benchmark's comparison rows, the
  * GPU tests). It applies only where it can (kernels/quant.c): MX/NV formats with swizzled scales
  * in the segment layout (seg > 0) at SL_KQ_SWZ_STAGE_WARPS warps per block (prefill); other
@@ -234,11 +254,13 @@ void sl_kq_set_swz_stage_override(int stage); /* SL_KQ_SWZ_STAGE_TABLE (the defa
 int sl_kq_swz_stage(int arch, int fmt, int chunks, int pair);
 
 /* Whether the quantizer of FP4 format `fmt` (SL_QFMT_*) on rows of `chunks` chunks gives each lane a
- * whole block (kernels/quant.cu QPAIR: NVFP4 16 elements, MXFP4 32) where the launch allows it
- * (kernels/quant.c: 16-bit inputs, the segment layout, whole groups of chunks per task): the
- * table's nv_pair, or mx_quad past SL_KQ_FP4Q_WIDE_CHUNKS chunks, unless sl_kq_set_qpair_override
- * forces it (SL_KQ_QPAIR_TABLE: the table; 0 / 1: off / on) -- the benchmark's comparison rows
- * and the GPU tests. Other formats: 0. Not thread-safe, as the unroll override. */
+ * whole block (1; kernels/quant.cu QPAIR: NVFP4 16 elements, MXFP4 32) or, MXFP4 only, half a block
+ * (2: two packets, two lanes per block) where the launch allows it (kernels/quant.c: 16-bit inputs,
+ * the segment layout, whole groups of chunks per task): the table's nv_pair; for MXFP4 mx_quad past
+ * SL_KQ_FP4Q_WIDE_CHUNKS chunks and mx_half up to them; unless sl_kq_set_qpair_override forces it
+ * (SL_KQ_QPAIR_TABLE: the table; 0 / 1 / 2: one packet / whole block / half block, 2 meaning 1 for
+ * NVFP4, whose half block is one packet's lane pair) -- the benchmark's comparison rows and the GPU
+ * tests. Other formats: 0. Not thread-safe, as the unroll override. */
 #define SL_KQ_QPAIR_TABLE (-1)
 void sl_kq_set_qpair_override(int pair);
 int sl_kq_qpair(int arch, int fmt, int chunks);

@@ -243,25 +243,27 @@ static int deq_seg_kind(int fmt) {
   return fmt == SL_QFMT_FP8_GROUP ? SL_KQ_SEG_DEQ8 : SL_KQ_SEG_QUANT;
 }
 
-/* Whether an FP4 quantizer's lane takes a whole block (quant.cu QPAIR; `want`: sl_kq_qpair): 16-bit
- * inputs in the segment layout, whole rows of 256-element chunks, every task whole groups of a
- * block's packets in chunks (NVFP4 2, MXFP4 4; a multiple of the step: max(unroll, group)). */
+/* Whether an FP4 quantizer's lane takes a whole block, or half of one (quant.cu QPAIR 1 / 2; `want`:
+ * sl_kq_qpair): 16-bit inputs in the segment layout, whole rows of 256-element chunks, every task
+ * whole groups of the lane's packets in chunks (NVFP4 2, MXFP4 4 or, half a block, 2; a multiple of
+ * the step: max(unroll, group)). */
 static bool qpair_applies(int want, int fmt, sl_dtype_t dtype, int hidden, int seg, int unroll) {
-  const int group = fmt == SL_QFMT_MXFP4 ? 4 : 2;
+  const int group = fmt == SL_QFMT_MXFP4 && want != 2 ? 4 : 2;
   const int chunks = quant_chunks(hidden, dtype), segc = seg < chunks ? seg : chunks;
   const int step = unroll > group ? unroll : group;
-  return want && (fmt == SL_QFMT_NVFP4 || fmt == SL_QFMT_MXFP4) && (dtype == SL_DTYPE_BF16 || dtype == SL_DTYPE_F16) &&
+  return want && (fmt == SL_QFMT_MXFP4 || (fmt == SL_QFMT_NVFP4 && want == 1)) &&
+         (dtype == SL_DTYPE_BF16 || dtype == SL_DTYPE_F16) &&
          seg > 0 && hidden % 256 == 0 && chunks % segc == 0 && segc % step == 0;
 }
 
-/* A quantizer launch's unroll and whether its FP4 lane takes a whole block (*pair): the
- * whole-block lane takes its own unroll (kq_launch.h sl_kq_unroll_quant's `pair`: NVFP4's 4) where
- * it still applies at that unroll, else the one-packet lane's. */
-static int quant_unroll(int arch, int want_pair, int fmt, sl_dtype_t dtype, int hidden, int seg, bool *pair) {
+/* A quantizer launch's unroll and its FP4 lane's share of a block (*pair: 0 one packet, 1 the whole
+ * block, 2 half of it; `want_pair` as sl_kq_qpair): the paired lane takes its own unroll (kq_launch.h
+ * sl_kq_unroll_quant's `pair`: 4) where it still applies at that unroll, else the one-packet lane's. */
+static int quant_unroll(int arch, int want_pair, int fmt, sl_dtype_t dtype, int hidden, int seg, int *pair) {
   const int chunks = quant_chunks(hidden, dtype), single = sl_kq_unroll_quant(arch, fmt, seg, chunks, 0);
-  *pair = qpair_applies(want_pair, fmt, dtype, hidden, seg, single);
+  *pair = qpair_applies(want_pair, fmt, dtype, hidden, seg, single) ? want_pair : 0;
   if (!*pair) return single;
-  const int paired = sl_kq_unroll_quant(arch, fmt, seg, chunks, 1);
+  const int paired = sl_kq_unroll_quant(arch, fmt, seg, chunks, want_pair);
   return qpair_applies(want_pair, fmt, dtype, hidden, seg, paired) ? paired : single;
 }
 
@@ -276,8 +278,8 @@ static bool swz_stage_applies(int stage, int fmt, int layout, int warps, int seg
 /* A quantizer launch's choices (kernels/kq_launch.h): warps per block, segment length, unroll, the
  * whole block per lane (QPAIR) and the staged swizzled scales, in that order of dependence. */
 typedef struct {
-  int warps, seg, unroll;
-  bool pair, stage;
+  int warps, seg, unroll, pair; /* pair: quant.cu QPAIR */
+  bool stage;
 } quant_choice_t;
 
 static quant_choice_t quant_choose(const sl_quant_args_t *a, int arch, int sm_count) {
@@ -325,12 +327,13 @@ static sl_status_t quant_launch(sl_device_t *dev, sl_kernel_t *k, int warps, int
 }
 
 /* The launcher's full-grid point per kind (kq_launch.h SL_KQ_FULL_GRID_WAVES*, measured): the
- * MXFP4 quantizer on rows of <= SL_KQ_FP4Q_WIDE_CHUNKS chunks keeps the resident grid; the MXFP8
+ * MXFP4 quantizer on rows of <= SL_KQ_FP4Q_WIDE_CHUNKS chunks keeps the resident grid, except its
+ * half-block lane (`pair` 2: the launcher's point, kq_launch.h mx_half); the MXFP8
  * quantizer (8 blocks per SM) goes full past 1 of its waves; so does the FP4 table dequantizer when
  * the benchmark compiles it for 8 blocks per SM (its "mb8" rows: the default until session 16, with
  * the point it had; quant.cu DEQ_MIN_BLOCKS). 0: the launcher's point. */
-static int quant_full_grid_waves(int fmt, int chunks) {
-  if (fmt == SL_QFMT_MXFP4) return chunks <= SL_KQ_FP4Q_WIDE_CHUNKS ? SL_KQ_FULL_GRID_WAVES_MXFP4Q : 0;
+static int quant_full_grid_waves(int fmt, int chunks, int pair) {
+  if (fmt == SL_QFMT_MXFP4 && pair != 2) return chunks <= SL_KQ_FP4Q_WIDE_CHUNKS ? SL_KQ_FULL_GRID_WAVES_MXFP4Q : 0;
   return fmt == SL_QFMT_MXFP8 ? SL_KQ_FULL_GRID_WAVES_8BLOCKS : 0;
 }
 static int deq_full_grid_waves(const sl_dequant_args_t *a, int warps, int seg) {
@@ -377,7 +380,7 @@ sl_status_t sl_quant(sl_device_t *dev, const sl_quant_args_t *a, sl_stream_t *st
   float gs = a->global_scale;
   int t = a->num_tokens;
   void *args[] = {&in, &stride, &codes, &scales, &gs, &t};
-  const int waves = quant_full_grid_waves((int)a->format, quant_chunks(a->hidden, a->in_dtype));
+  const int waves = quant_full_grid_waves((int)a->format, quant_chunks(a->hidden, a->in_dtype), c.pair);
   SL_CHECK(quant_launch(dev, k, c.warps, c.unroll, c.seg, c.stage, waves, t, a->hidden, a->in_dtype, stream, args));
   if (a->check_nan)
     SL_CHECK(sl_quant_check_scales(dev, a->format, a->layout, a->num_tokens, a->hidden, a->scales, stream));
@@ -442,11 +445,12 @@ sl_status_t sl_quant_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t 
             int chunks = quant_chunks(hiddens[h], dtypes[d]), seg = w ? segs[si] : 0;
             if (seg > chunks) seg = chunks;
             sl_jit_spec_t spec;
-            bool can_pair;
-            const int paired = quant_unroll(arch, 1, cfgs[c].fmt, dtypes[d], hiddens[h], seg, &can_pair);
-            /* a whole block per lane (QPAIR) where it applies: both forms, staged and not */
-            for (int pr = 0; pr < (can_pair ? 2 : 1); pr++) {
-              const int unroll = pr ? paired : sl_kq_unroll_quant(arch, cfgs[c].fmt, seg, chunks, 0);
+            /* a whole block per lane (QPAIR 1) and MXFP4's half block (QPAIR 2) where they apply: each
+             * form, staged and not */
+            for (int pr = 0; pr < 3; pr++) {
+              int got = 0;
+              const int unroll = quant_unroll(arch, pr, cfgs[c].fmt, dtypes[d], hiddens[h], seg, &got);
+              if (got != pr) continue;
               SL_CHECK(quant_spec_at(cfgs[c].fmt, cfgs[c].rule, cfgs[c].layout, hiddens[h], dtypes[d], warps[w], unroll,
                                      seg, 0, pr, &spec));
               SL_CHECK(fn(&spec, user));

@@ -31,7 +31,7 @@
 #error "SWZ_STAGE (1: swizzled scales staged in shared memory, whole-sector stores; 0: off) must be defined by the JIT"
 #endif
 #ifndef QPAIR
-#error "QPAIR (1: an FP4 quantizer lane takes a whole block, NVFP4 2 packets / MXFP4 4; 0: one packet) must be defined by the JIT"
+#error "QPAIR (FP4 quantizer lane: 1 a whole block, 2 half an MXFP4 block, 0 one packet) must be defined by the JIT"
 #endif
 
 #define BLOCK_ELEMS (QFMT == SL_QFMT_FP8_GROUP ? 128 : QFMT == SL_QFMT_NVFP4 ? 16 : 32)
@@ -118,8 +118,15 @@ static_assert(!SWZ_STAGE || (QLAYOUT == SL_QLAYOUT_SWIZZLED && QFMT != SL_QFMT_F
 // lane), a step of four chunks, 16 code bytes and one scale byte per lane -- the block's absmax
 // reduction (two shuffle rounds), its exponent and its scale store once per block instead of once
 // per lane of four. PPL = packets per lane; "pair" below names both.
+// QPAIR 2 (MXFP4 only): a lane takes two packets -- half a block, 16 elements, NVFP4's whole-block
+// lane's loads and 8-byte code stores -- and its partner lane (lane ^ 1) the other half: one shuffle
+// of the packed absmax word per block instead of two, the exponent on two lanes instead of four,
+// the even lane stores the scale byte. LPB = lanes per block (1, or 2 for QPAIR 2).
 static constexpr bool PAIR = QPAIR != 0;
-static constexpr int PPL = BLOCK_ELEMS / VEC; // packets of one block (16-bit inputs: 2 NVFP4, 4 MXFP4)
+static constexpr int PPL = QPAIR == 2 ? 2 : BLOCK_ELEMS / VEC; // packets per lane (16-bit: NVFP4 2, MXFP4 4 or 2)
+static constexpr int LPB = BLOCK_ELEMS / (VEC * PPL);
+static_assert(QPAIR >= 0 && QPAIR <= 2 && (QPAIR != 2 || (QFMT == SL_QFMT_MXFP4 && LPB == 2)),
+              "QPAIR: 0, 1, or 2 (MXFP4 with 16-bit inputs: two lanes per block)");
 static_assert(!PAIR || (IS_FP4 && DTYPE != SL_DTYPE_F32 && SEG > 0 && !RAGGED && CHUNKS % SEGC == 0 &&
                         SEGC % (UNROLL >= PPL ? UNROLL : PPL) == 0),
               "QPAIR: FP4, 16-bit inputs, the segment layout, whole rows of whole chunk groups (PPL chunks) per task");
@@ -259,20 +266,25 @@ __device__ __forceinline__ int mx_block_exp(float absmax) {
 // QPAIR: quantize the lane's whole block (packets p[0..PPL): its BLOCK_ELEMS elements) and store
 // its codes (4 PPL bytes) at cdst and its scale byte at sdst; the same rules as quant_packet
 // (sl_kq_quantize_fast: sl_kq_nvfp4_scale / sl_qf_block_exp_fast, the same element encoders), so
-// the same bits.
+// the same bits. LPB 2: the lane's half of a block, the absmax of both halves by one shuffle (the
+// whole warp calls this together), the scale byte stored by the even lane.
 // (A template, so that kernels of other dtypes, which never call it, do not instantiate it.)
 template <int DT>
 __device__ __forceinline__ void quant_block_lane(const uint4 *p, unsigned char *cdst, unsigned char *sdst,
-                                                 float global_scale) {
+                                                 float global_scale, int lane) {
   float absmax;
   int bad;
-  if constexpr (PPL == 2) {
+  if constexpr (PPL == 2 && LPB == 1) {
     sl_kq_block_absmax16x2<DT>(p[0], p[1], absmax, bad);
   } else {
     unsigned m = sl_kq_max16x4(p[0]);
 #pragma unroll
     for (int k = 1; k < PPL; k++) {
       const unsigned o = sl_kq_max16x4(p[k]);
+      asm("max.u16x2 %0, %0, %1;" : "+r"(m) : "r"(o));
+    }
+    if constexpr (LPB == 2) {
+      const unsigned o = __shfl_xor_sync(0xffffffffu, m, 1);
       asm("max.u16x2 %0, %0, %1;" : "+r"(m) : "r"(o));
     }
     sl_kq_absmax16_of<DT>(m, absmax, bad);
@@ -322,13 +334,13 @@ __device__ __forceinline__ void quant_block_lane(const uint4 *p, unsigned char *
     *reinterpret_cast<unsigned long long *>(cdst) = ((unsigned long long)w[1] << 32) | w[0];
   else
     *reinterpret_cast<uint4 *>(cdst) = make_uint4(w[0], w[1], w[2], w[3]);
-  *sdst = su;
+  if (LPB == 1 || (lane & 1) == 0) *sdst = su;
 }
 
 // QPAIR's warp task: chunks c0.. (SEGC, whole groups of PPL chunks) of `row`, max(UNROLL, PPL)
 // packets (UP groups) loaded per step. The lane's packets of a group sit at elements
-// BLOCK_ELEMS lane + VEC k (k < PPL), its codes at BLOCK_ELEMS / 2 lane bytes, its block column
-// 32 groups + lane.
+// PPL VEC lane + VEC k (k < PPL), its codes at PPL VEC / 2 lane bytes, its block column
+// 32 / LPB groups + lane / LPB.
 template <bool STAGED, int SSTEP>
 __device__ __forceinline__ void quant_task_pair(const void *__restrict__ in, long in_stride,
                                                 unsigned char *__restrict__ codes, void *scales, unsigned stage_ofs,
@@ -350,7 +362,7 @@ __device__ __forceinline__ void quant_task_pair(const void *__restrict__ in, lon
         r[u][k] = sl_kq_load_raw(ip + u * PPL * CHUNK * ebytes + k * VEC * ebytes);
 #pragma unroll
     for (int u = 0; u < UP; u++)
-      quant_block_lane<DTYPE>(r[u], cp + u * (PPL * CHUNK / 2), sp + u * STEP, global_scale);
+      quant_block_lane<DTYPE>(r[u], cp + u * (PPL * CHUNK / 2), sp + u * STEP, global_scale, lane);
     ip += UP * PPL * CHUNK * ebytes;
     cp += UP * (PPL * CHUNK / 2); // a chunk group's codes
     sp += UP * STEP;
@@ -391,12 +403,14 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
       const unsigned row = (pair >> 4) * 128u + (pair & 15u) * 2u + (w & 1u) + (w >> 1) * 32u;
       unsigned char *img = reinterpret_cast<unsigned char *>(stage[b]);
       if (row < (unsigned)num_tokens) { // warp-uniform
-        if constexpr (PAIR) // the lane's block column inside its chunk pair is the lane
-          quant_task_pair<true, STAGE_STEP>(in, in_stride, codes, img, slot + ((lane >> 2) << 5) + (lane & 3u), row,
-                                            s * SEGC, lane, global_scale);
-        else
+        if constexpr (PAIR) { // the lane's block column inside its chunk group: lane / LPB
+          const unsigned j = lane / LPB;
+          quant_task_pair<true, STAGE_STEP>(in, in_stride, codes, img, slot + ((j >> 2) << 5) + (j & 3u), row, s * SEGC,
+                                            lane, global_scale);
+        } else {
           quant_task<true, STAGE_STEP>(in, in_stride, codes, img, slot + ((gl >> 2) << 5) + (gl & 3u), row, s * SEGC,
                                        lane, global_scale);
+        }
         if constexpr (COLS % 4 != 0) // the last column tile's padding columns: no live lane writes them
           if (s == NSEG - 1 && lane < 4 - COLS % 4)
             img[(col_tiles - 1 - s * STAGE_TILES) * 32 + slot + COLS % 4 + lane] = 0;

@@ -220,7 +220,7 @@ typedef struct {
   int unroll, seg, stage, waves;
   bool linear;
   int deq_blocks; /* the dequantizer's blocks per SM (0: the kernel's rule; sl_kq_set_deq_blocks_override) */
-  int pair;       /* the NVFP4 quantizer's whole block per lane (SL_KQ_QPAIR_TABLE: the table; 0 / 1 forced) */
+  int pair;       /* the FP4 quantizer's block per lane (SL_KQ_QPAIR_TABLE: the table; 0 / 1 / 2 forced) */
   int warps;      /* warps per block (0: the table; sl_kq_set_warps_override) */
   int fexp;       /* SiLU into FP8 by ex2.approx (SL_KQ_ACT8_EXP_TABLE: the table; 0 / 1 forced) */
   int min_blocks; /* the quantizer's / activation's blocks per SM (0: the kernel's rule; "mb<N>" rows) */
@@ -286,12 +286,17 @@ static sl_status_t bench_one(sl_bench_t *b, op_t op, int T, int H) {
   if (grid_rows(b, op, T)) SL_CHECK(bench_one_at(b, op, T, H, full));
   SL_CHECK(bench_staged(b, op, T, H));
   const bool gpu = sl_device_backend(b->rt->dev) == SL_BACKEND_CUDA;
-  /* the FP4 quantizers with the other choice of QPAIR (a whole block per lane): "w8 pair" / "w8 single" */
+  /* the FP4 quantizers with the other choices of QPAIR (a whole block per lane, "w8 pair"; one packet,
+   * "w8 single"; MXFP4's half block, "w8 half") */
   const bool fp4q = op == OP_QUANT_NVFP4 || op == OP_QUANT_MXFP4;
+  const int arch = gpu ? sl_device_info(b->rt->dev)->arch : 0;
+  const int pair_table = sl_kq_qpair(arch, op == OP_QUANT_MXFP4 ? SL_QFMT_MXFP4 : SL_QFMT_NVFP4, (H + 255) / 256);
+  const int npairs = op == OP_QUANT_MXFP4 ? 3 : 2;
   knobs_t pr = knobs_table;
-  pr.pair = !sl_kq_qpair(gpu ? sl_device_info(b->rt->dev)->arch : 0,
-                         op == OP_QUANT_MXFP4 ? SL_QFMT_MXFP4 : SL_QFMT_NVFP4, (H + 255) / 256); /* bf16 in */
-  if (fp4q && T >= 1024 && gpu) SL_CHECK(bench_one_at(b, op, T, H, pr));
+  for (int p = 0; p < npairs && fp4q && T >= 1024 && gpu; p++) {
+    pr.pair = p;
+    if (p != pair_table) SL_CHECK(bench_one_at(b, op, T, H, pr));
+  }
   if (op == OP_ACT_FP8 && T >= 1024 && gpu) { /* SiLU into FP8 with the other exp: "w8 ex2" / "w8 expf" */
     knobs_t fe = knobs_table;
     fe.fexp = !sl_kq_act8_fast_exp(sl_device_info(b->rt->dev)->arch);
@@ -305,7 +310,10 @@ static sl_status_t bench_one(sl_bench_t *b, op_t op, int T, int H) {
   kn.linear = res.linear = full.linear = true;
   if (has_layouts(op)) SL_CHECK(bench_one_at(b, op, T, H, kn));
   pr.linear = true;
-  if (fp4q && T >= 1024 && gpu) SL_CHECK(bench_one_at(b, op, T, H, pr));
+  for (int p = 0; p < npairs && fp4q && T >= 1024 && gpu; p++) {
+    pr.pair = p;
+    if (p != pair_table) SL_CHECK(bench_one_at(b, op, T, H, pr));
+  }
   if (has_layouts(op) && grid_rows(b, op, T)) SL_CHECK(bench_one_at(b, op, T, H, res));
   if (has_layouts(op) && grid_rows(b, op, T)) SL_CHECK(bench_one_at(b, op, T, H, full));
   const char *tune = getenv("SL_KQ_TUNE");
@@ -414,7 +422,7 @@ static sl_status_t bench_one_at(sl_bench_t *b, op_t op, int T, int H, knobs_t kn
     if (gpu && kn.deq_blocks) snprintf(path + strlen(path), sizeof path - strlen(path), " mb%d", kn.deq_blocks);
     if (gpu && kn.min_blocks) snprintf(path + strlen(path), sizeof path - strlen(path), " mb%d", kn.min_blocks);
     if (gpu && kn.pair != SL_KQ_QPAIR_TABLE)
-      strncat(path, kn.pair ? " pair" : " single", sizeof path - strlen(path) - 1);
+      strncat(path, kn.pair == 2 ? " half" : kn.pair ? " pair" : " single", sizeof path - strlen(path) - 1);
     if (gpu && kn.fexp != SL_KQ_ACT8_EXP_TABLE) strncat(path, kn.fexp ? " ex2" : " expf", sizeof path - strlen(path) - 1);
     if (gpu && T >= 8192 && !is_router(op)) snprintf(extra, sizeof extra, "target >= 92%% copy");
     if (gpu && T <= 16) snprintf(extra, sizeof extra, "target graph <= 3 us");

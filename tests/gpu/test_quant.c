@@ -391,12 +391,13 @@ static void test_swz_staged(void **state) {
   sl_kq_set_swz_stage_override(SL_KQ_SWZ_STAGE_TABLE);
 }
 
-/* The FP4 quantizers with a whole block per lane (quant.cu QPAIR: NVFP4 16 elements, MXFP4 32, both
- * MX rules) forced on, then off, on both scale layouts (swizzled with the table's staging): T not a
- * multiple of 128, h=2048 / 4096 / 7168, f16, strided rows, edge values (with blocks below 2^-100:
- * the MXFP4 exponent's out-of-line reference), NaN blocks reported, NVFP4 tensor scales at the ends
- * of the range; codes, scales and the dequantized values bit-exact with the CPU (run_case). Checks
- * that the forced launch takes QPAIR=1 (or 0). */
+/* The FP4 quantizers with half a block per lane (QPAIR 2, MXFP4), a whole block per lane (quant.cu
+ * QPAIR 1: NVFP4 16 elements, MXFP4 32, both MX rules) and one packet forced, on both scale layouts
+ * (swizzled with the table's staging; MXFP4's half block staged too): T not a multiple of 128,
+ * h=2048 / 4096 / 7168, f16, strided rows, edge values (with blocks below 2^-100: the MXFP4
+ * exponent's out-of-line reference), NaN blocks reported, NVFP4 tensor scales at the ends of the
+ * range; codes, scales and the dequantized values bit-exact with the CPU (run_case). Checks that
+ * the forced launch takes QPAIR=2, 1 or 0. */
 static void run_pair(uint64_t *rng, int ci, sl_dtype_t dt, int T, int H, long stride, bool inject_nan, int want) {
   char w[16];
   snprintf(w, sizeof w, "QPAIR=%d", want);
@@ -408,10 +409,11 @@ static void test_qpair(void **state) {
   const sl_device_info_t *info = sl_device_info(dev);
   int sms = info->sm_count, ru = (sms + 127) / 128 * 128;
   if (sl_kq_arch_cfg(info->arch)->seg <= 0) sl_kq_set_seg_override(4); /* the item layout's table: segments */
-  for (int on = 1; on >= 0; on--) {
+  for (int on = 2; on >= 0; on--) { /* 2: MXFP4's half block per lane */
     sl_kq_set_qpair_override(on);
     for (size_t ci = 0; ci < sizeof cfgs / sizeof cfgs[0]; ci++) {
       if (cfgs[ci].fmt != SL_QUANT_NVFP4 && cfgs[ci].fmt != SL_QUANT_MXFP4) continue;
+      if (on == 2 && cfgs[ci].fmt != SL_QUANT_MXFP4) continue;
       run_pair(&rng, (int)ci, SL_DTYPE_BF16, sms + 77, 2048, 2048, false, on);
       run_pair(&rng, (int)ci, SL_DTYPE_BF16, ru + 1, 4096, 4096, false, on);
       run_pair(&rng, (int)ci, SL_DTYPE_BF16, sms + 5, 7168, 7168, false, on);
@@ -423,6 +425,16 @@ static void test_qpair(void **state) {
       tiny_mode = true;
       run_pair(&rng, (int)ci, SL_DTYPE_BF16, sms + 21, 4096, 4096, false, on);
       tiny_mode = edge_mode = false;
+      if (on == 2 && cfgs[ci].layout == SL_QUANT_LAYOUT_SWIZZLED) { /* the half block's staged scales */
+        sl_kq_set_swz_stage_override(1);
+        run_pair(&rng, (int)ci, SL_DTYPE_BF16, sms + 77, 2048, 2048, false, on);
+        run_pair(&rng, (int)ci, SL_DTYPE_BF16, ru + 1, 4096, 4096, false, on);
+        run_pair(&rng, (int)ci, SL_DTYPE_BF16, 1000, 7168, 7168 + 64, true, on);
+        edge_mode = true;
+        run_pair(&rng, (int)ci, SL_DTYPE_BF16, sms + 13, 2048, 2048, false, on);
+        edge_mode = false;
+        sl_kq_set_swz_stage_override(SL_KQ_SWZ_STAGE_TABLE);
+      }
       if (cfgs[ci].fmt != SL_QUANT_NVFP4) continue; /* the tensor scale is NVFP4's */
       static const float gss[] = {0x1p-101f, 0x1p-61f, 0x1p60f, 0x1p101f};
       for (size_t g = 0; g < sizeof gss / sizeof gss[0]; g++) {

@@ -298,9 +298,14 @@ static void test_qpair_specs(void **state) {
     q.hidden = 2048;
     q.format = SL_QUANT_MXFP4;
     q.rule = SL_QUANT_RULE_FLOOR;
-    assert_quant_define(&q, archs[a], "QPAIR=0"); /* MXFP4: the table's wide rows only */
+    assert_quant_define(&q, archs[a], hopper ? "QPAIR=2" : "QPAIR=0"); /* MXFP4: the half block up to 16 chunks */
     q.hidden = 4096;
-    assert_quant_define(&q, archs[a], "QPAIR=0");
+    assert_quant_define(&q, archs[a], hopper ? "QPAIR=2" : "QPAIR=0");
+    if (hopper) {
+      SL_ASSERT_OK(sl_quant_spec(&q, archs[a], SMS, &spec));
+      assert_define(&spec, "UNROLL=4");
+      assert_compiles(&spec, archs[a]);
+    }
     q.hidden = 7168; /* MXFP4, 28 chunks, unroll 4 */
     assert_quant_define(&q, archs[a], hopper ? "QPAIR=1" : "QPAIR=0");
     if (hopper) {
@@ -337,7 +342,27 @@ static void test_qpair_specs(void **state) {
       assert_define(&spec, "QPAIR=1");
       assert_compiles(&spec, archs[a]);
     }
-    q.format = SL_QUANT_NVFP4;
+    sl_kq_set_qpair_override(2); /* MXFP4's half block per lane: both rules and layouts, staged too */
+    for (int r = 0; r < 3; r++) {
+      q.rule = r ? SL_QUANT_RULE_CEIL : SL_QUANT_RULE_FLOOR;
+      q.layout = r ? SL_QUANT_LAYOUT_SWIZZLED : SL_QUANT_LAYOUT_LINEAR;
+      q.in_dtype = r ? SL_DTYPE_BF16 : SL_DTYPE_F16;
+      sl_kq_set_swz_stage_override(r == 2);
+      SL_ASSERT_OK(sl_quant_spec(&q, archs[a], SMS, &spec));
+      assert_define(&spec, "QPAIR=2");
+      assert_define(&spec, r == 2 ? "SWZ_STAGE=1" : "SWZ_STAGE=0");
+      assert_compiles(&spec, archs[a]);
+    }
+    sl_kq_set_swz_stage_override(SL_KQ_SWZ_STAGE_TABLE);
+    q.hidden = 7168; /* a registered point (the jit points' hidden size) */
+    if (hopper) {
+      SL_ASSERT_OK(sl_quant_spec(&q, archs[a], SMS, &spec));
+      assert_define(&spec, "QPAIR=2");
+      assert_registered("quant", archs[a], &spec);
+    }
+    q.hidden = 2048;
+    q.format = SL_QUANT_NVFP4; /* NVFP4's half block is the one-packet lane pair: 2 means the whole block */
+    assert_quant_define(&q, archs[a], "QPAIR=1");
     q.rule = SL_QUANT_RULE_IEEE;
     sl_kq_set_qpair_override(SL_KQ_QPAIR_TABLE);
     sl_kq_set_seg_override(SL_KQ_SEG_TABLE);
@@ -454,8 +479,9 @@ static void test_deq_seg_specs(void **state) {
 
 /* Staged swizzled scales (kernels/kq_launch.h sl_kq_swz_stage, quant.cu SWZ_STAGE): by default
  * (the table's swz_stage_fmts) on Hopper for MXFP8 at every hidden size and NVFP4 on rows of <= 16
- * chunks, or wider with its whole block per lane (QPAIR: h=7168 staged; without it not), never
- * MXFP4 nor Blackwell (whose table has the item layout); the override forces it off or on. Forced
+ * chunks, or wider with its whole block per lane (QPAIR: h=7168 staged; without it not), MXFP4 with
+ * its half-block lane only (QPAIR 2: rows of <= 16 chunks), never Blackwell (whose table has the
+ * item layout); the override forces it off or on. Forced
  * on, the prefill specs of the MX/NV swizzled formats in the segment layout carry SWZ_STAGE=1 and
  * are registered points (at the table's
  * segment length, and at the registered SL_KQ_SEG_POINT where the table has none), while
@@ -475,8 +501,13 @@ static void test_swz_stage_specs(void **state) {
                            .num_tokens = 8192,
                            .hidden = 4096,
                            .in_dtype = SL_DTYPE_BF16};
-      /* the table: MXFP8 and NVFP4 at 16 chunks on Hopper */
-      assert_quant_define(&q, archs[a], hopper && fmts[f] != SL_QUANT_MXFP4 ? "SWZ_STAGE=1" : "SWZ_STAGE=0");
+      /* the table: MXFP8, MXFP4 (its half-block lane) and NVFP4 at 16 chunks on Hopper */
+      assert_quant_define(&q, archs[a], hopper ? "SWZ_STAGE=1" : "SWZ_STAGE=0");
+      if (hopper && fmts[f] == SL_QUANT_MXFP4) { /* MXFP4's one-packet lane is not staged */
+        sl_kq_set_qpair_override(0);
+        assert_quant_define(&q, archs[a], "SWZ_STAGE=0");
+        sl_kq_set_qpair_override(SL_KQ_QPAIR_TABLE);
+      }
       q.hidden = 7168; /* 28 chunks: MXFP8, and NVFP4 with its whole block per lane (QPAIR) */
       assert_quant_define(&q, archs[a], hopper && fmts[f] != SL_QUANT_MXFP4 ? "SWZ_STAGE=1" : "SWZ_STAGE=0");
       if (hopper && fmts[f] == SL_QUANT_NVFP4) { /* without QPAIR the wide rows are not staged */
@@ -594,16 +625,20 @@ static void test_unroll_and_override_choices(void **state) {
     q.in_dtype = SL_DTYPE_F32; /* no whole-block lane for fp32 inputs */
     assert_quant_define(&q, archs[a], "UNROLL=2");
     q.in_dtype = SL_DTYPE_BF16;
-    q.format = SL_QUANT_MXFP4;
+    q.format = SL_QUANT_MXFP4; /* MXFP4's half-block lane: unroll 4 too; its one-packet lane 2 */
+    assert_quant_define(&q, archs[a], hopper[a] ? "UNROLL=4" : "UNROLL=2");
+    sl_kq_set_qpair_override(0);
     assert_quant_define(&q, archs[a], "UNROLL=2");
-    q.format = SL_QUANT_NVFP4;
+    sl_kq_set_qpair_override(SL_KQ_QPAIR_TABLE);
     q.hidden = 7168;
-    q.format = SL_QUANT_MXFP4;
     q.layout = SL_QUANT_LAYOUT_LINEAR;
     q.rule = SL_QUANT_RULE_FLOOR;
     assert_quant_define(&q, archs[a], hopper[a] ? "UNROLL=4" : "UNROLL=2");
     q.hidden = 4096;
+    assert_quant_define(&q, archs[a], hopper[a] ? "UNROLL=4" : "UNROLL=2");
+    sl_kq_set_qpair_override(0);
     assert_quant_define(&q, archs[a], "UNROLL=2");
+    sl_kq_set_qpair_override(SL_KQ_QPAIR_TABLE);
     q.hidden = 7168;
     q.num_tokens = 1; /* decode: the item layout */
     assert_quant_define(&q, archs[a], "UNROLL=2");
