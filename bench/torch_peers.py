@@ -5,6 +5,9 @@ L2 flushed between repetitions), and at T <= 1024 also in a CUDA graph (do_bench
 calls captured back to back and replayed, no host in the time, as our graph_us). Prints a table
 and, given our bench JSON, the ratio of the fastest peer's time to ours (>1: we are faster).
 With --ours-lib it also times our kernels in this same harness (bench/peer_ffi.c, rows "sluice").
+From 8192 tokens every row is also timed the way `sluice bench kernels` times ours (issue #3's method): each
+call on the next of several input sets that together exceed L2 several times (rotated, no fill), events per
+call enqueued back to back (median), and the kernel time of such calls by the profiler ("rotated" columns).
   python3 bench/torch_peers.py [--ours bench-kernels.json] [--ours-lib libsluice_peer_ffi.so]
                                [--json out.json] [--tokens T,...] [--quick] [--budget-s S]"""
 import argparse
@@ -51,7 +54,7 @@ def eager_silu(x):
 ours_lib = SluicePeerFFI(args.ours_lib, EPS) if args.ours_lib else None
 
 
-def ours_row(op, shape, fn, ref, nb, T):
+def ours_row(op, shape, fn, ref, nb, T, rot=None):
     """Our kernel timed like the peers, after one call that JIT-compiles it and a check of its
     output against `ref` (a peer's output: the values, or for quantization the scales, within
     2^-6 relative) -- a wrong result (an ABI slip) is reported and not timed."""
@@ -61,7 +64,7 @@ def ours_row(op, shape, fn, ref, nb, T):
     if not torch.allclose(g, r, rtol=2 ** -6, atol=1e-6):
         print(f"# sluice {op} {shape}: output differs from the peer's (max {(g - r).abs().max().item():.3g}); not timed")
         return
-    rec(op, shape, "sluice", fn, nb, T)
+    rec(op, shape, "sluice", fn, nb, T, rot)
 
 
 def eager_fp8_group(x):
@@ -125,12 +128,48 @@ def k_us(fn, reps=20):
             FLUSH.fill_(1)
             fn()
         torch.cuda.synchronize()
-    kern = []
-    for e in prof.events():
-        if e.device_type != torch.autograd.DeviceType.CUDA or e.time_range.end <= e.time_range.start:
-            continue
-        kern.append((e.time_range.start, e.time_range.end, e.name))
-    kern.sort()
+    return spans_median(prof)
+
+
+ROT_BYTES = 256 << 20  # one round of the rotated input sets: > 4x the H200's 60 MB L2, as launch/bench_util.c
+
+
+def rot_sets(nbytes_in):
+    """How many input sets a rotated row cycles through: one round of them >= ROT_BYTES (at most 16)."""
+    return min(16, ROT_BYTES // max(nbytes_in, 1) + 2)
+
+
+def rot_times(fns, reps=40):
+    """(events us, kernel us): median over `reps` calls, call i on input set i % len(fns). Events: every call
+    between its own pair, all enqueued behind a ~20 ms GPU sleep before one sync, so the GPU finds them queued
+    and runs them back to back (device time, as our bench's plain `us`: a Python call path takes longer than a
+    T=8192 kernel). Kernel: the profiler's span of each call's kernels, the calls separated by a one-element
+    fill (no L2 flush) whose kernel marks the boundary and is not counted."""
+    for f in fns:
+        f()
+    torch.cuda.synchronize()
+    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
+    torch.cuda._sleep(40_000_000)  # ~20 ms of GPU clocks while the host enqueues the calls
+    for i, (a, b) in enumerate(ev):
+        a.record()
+        fns[i % len(fns)]()
+        b.record()
+    torch.cuda.synchronize()
+    t = sorted(a.elapsed_time(b) for a, b in ev)
+    eus = t[len(t) // 2] * 1e3
+    marker = torch.empty(1, device=dev)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for i in range(reps):
+            marker.fill_(0)
+            fns[i % len(fns)]()
+        torch.cuda.synchronize()
+    return eus, spans_median(prof)
+
+
+def spans_median(prof):
+    """Median span of the kernels between fill kernels (each call's first kernel start to its last end)."""
+    kern = sorted((e.time_range.start, e.time_range.end, e.name) for e in prof.events()
+                  if e.device_type == torch.autograd.DeviceType.CUDA and e.time_range.end > e.time_range.start)
     spans, cur = [], None
     for start, end, name in kern:
         if "fill" in name.lower() or "memset" in name.lower():
@@ -156,20 +195,31 @@ Hs = [7168] if args.quick else [2048, 4096, 7168]
 rows = []
 
 
-def rec(op, shape, peer, fn, nbytes, tokens):
+def rec(op, shape, peer, fn, nbytes, tokens, rot=None):
     """One row: fn timed by do_bench, and from 8192 tokens also its kernel time (k_us), so the
-    large shapes compare kernel to kernel as well as events to events."""
+    large shapes compare kernel to kernel as well as events to events; `rot` (the same call on each
+    rotated input set, from 8192 tokens) adds the rotated times (rot_times)."""
     us = t_us(fn)
     gus = g_us(fn) if tokens <= 1024 else None
-    kus = None
+    kus = rus = rkus = None
     if tokens >= 8192:
         try:
             kus = k_us(fn)
+            if rot:
+                rus, rkus = rot_times(rot)
         except Exception as ex:  # the profiler is optional: the events time stands alone
             print(f"# kernel time of {op} {shape} {peer}: {ex}", file=sys.stderr)
-    rows.append({"op": op, "shape": shape, "peer": peer, "us": us, "bytes": nbytes, "kernel_us": kus, "graph_us": gus})
+    rows.append({"op": op, "shape": shape, "peer": peer, "us": us, "bytes": nbytes, "kernel_us": kus, "graph_us": gus,
+                 "rot_us": rus, "rot_kernel_us": rkus})
     ktxt = f"{kus:10.2f} kern_us" if kus else f"{gus:10.2f} graph_us" if gus else ""
+    if rus and rkus:
+        ktxt += f" | rotated {rus:9.2f} us {rkus:9.2f} kern_us"
     print(f"{op:<20} {shape:<22} {peer:<14} {us:10.2f} us {nbytes / us / 1e3:9.1f} GB/s {ktxt}", flush=True)
+
+
+def rotated(inputs, f):
+    """The call f(x) on each rotated input set (None below 8192 tokens: those rows have no rotated times)."""
+    return [lambda xi=xi: f(xi) for xi in inputs] if inputs else None
 
 
 for H in Hs:
@@ -178,27 +228,38 @@ for H in Hs:
         if time.time() - start > args.budget_s:
             break
         x = torch.randn(T, H, device=dev, dtype=torch.bfloat16)
+        # rotated input sets (from 8192 tokens): x and fresh copies of its shape, likewise xa below
+        xs = [x] + [torch.randn_like(x) for _ in range(rot_sets(x.nbytes) - 1)] if T >= 8192 else None
         shape = f"T={T} h={H} bf16"
         nb = 2 * T * H * 2 + H * 2
-        rec("rmsnorm", shape, "eager", lambda: eager_rms(x, w), nb, T)
-        rec("rmsnorm", shape, "compile", lambda: comp(eager_rms)(x, w), nb, T)
-        rec("rmsnorm", shape, "triton-row", lambda: triton_rms(x, w), nb, T)
+        rec("rmsnorm", shape, "eager", lambda: eager_rms(x, w), nb, T, rotated(xs, lambda xi: eager_rms(xi, w)))
+        rec("rmsnorm", shape, "compile", lambda: comp(eager_rms)(x, w), nb, T,
+            rotated(xs, lambda xi: comp(eager_rms)(xi, w)))
+        rec("rmsnorm", shape, "triton-row", lambda: triton_rms(x, w), nb, T, rotated(xs, lambda xi: triton_rms(xi, w)))
         if ours_lib:
-            ours_row("rmsnorm", shape, lambda: ours_lib.rms(x, w), lambda: triton_rms(x, w), nb, T)
+            ours_row("rmsnorm", shape, lambda: ours_lib.rms(x, w), lambda: triton_rms(x, w), nb, T,
+                     rotated(xs, lambda xi: ours_lib.rms(xi, w)))
         xa = torch.randn(T, 2 * H, device=dev, dtype=torch.bfloat16)
+        xas = [xa] + [torch.randn_like(xa) for _ in range(rot_sets(xa.nbytes) - 1)] if T >= 8192 else None
         ashape = f"T={T} I={H}"
         nb = T * 2 * H * 2 + T * H * 2
-        rec("act_silu_bf16", ashape, "eager", lambda: eager_silu(xa), nb, T)
-        rec("act_silu_bf16", ashape, "compile", lambda: comp(eager_silu)(xa), nb, T)
-        rec("act_silu_bf16", ashape, "triton-row", lambda: triton_silu(xa), nb, T)
+        rec("act_silu_bf16", ashape, "eager", lambda: eager_silu(xa), nb, T, rotated(xas, eager_silu))
+        rec("act_silu_bf16", ashape, "compile", lambda: comp(eager_silu)(xa), nb, T,
+            rotated(xas, lambda xi: comp(eager_silu)(xi)))
+        rec("act_silu_bf16", ashape, "triton-row", lambda: triton_silu(xa), nb, T, rotated(xas, triton_silu))
         if ours_lib:
-            ours_row("act_silu_bf16", ashape, lambda: ours_lib.silu(xa), lambda: triton_silu(xa), nb, T)
+            ours_row("act_silu_bf16", ashape, lambda: ours_lib.silu(xa), lambda: triton_silu(xa), nb, T,
+                     rotated(xas, ours_lib.silu))
+        del xas
         qshape = f"T={T} H={H}"
         nb = T * H * 2 + T * H + T * H // 128 * 4
-        rec("quant_fp8_g128", qshape, "eager", lambda: eager_fp8_group(x), nb, T)
-        rec("quant_fp8_g128", qshape, "compile", lambda: comp(eager_fp8_group)(x), nb, T)
+        rec("quant_fp8_g128", qshape, "eager", lambda: eager_fp8_group(x), nb, T, rotated(xs, eager_fp8_group))
+        rec("quant_fp8_g128", qshape, "compile", lambda: comp(eager_fp8_group)(x), nb, T,
+            rotated(xs, lambda xi: comp(eager_fp8_group)(xi)))
         if ours_lib:
-            ours_row("quant_fp8_g128", qshape, lambda: ours_lib.fp8_group(x), lambda: eager_fp8_group(x), nb, T)
+            ours_row("quant_fp8_g128", qshape, lambda: ours_lib.fp8_group(x), lambda: eager_fp8_group(x), nb, T,
+                     rotated(xs, ours_lib.fp8_group))
+        del xs
 
 for qh in (32, 64):
     for T in Ts if args.tokens else [1, 16, 128, 1024, 4096, 8192, 32768] if not args.quick else [16, 4096]:
@@ -253,6 +314,22 @@ if same:
         g_n += 1
         print(f"  {k[0]:<20} {k[1]:<22} ours {o['graph_us']:9.2f} us  {g['peer']:<11} {g['graph_us']:9.2f} us  ratio {ratio:5.2f}")
     print(f"shapes where a peer is faster in a graph: {g_slower} of {g_n}")
+    # T >= 8192 with rotated inputs (issue #3's method, as `sluice bench kernels`): events and kernel time
+    r_ev = r_k = r_n = 0
+    print("\nsame harness, rotated inputs (T >= 8192; ratio = fastest peer / ours)")
+    for k, o in same.items():
+        cand = [r for r in peer_rows if (r["op"], r["shape"]) == k and r.get("rot_us") and r.get("rot_kernel_us")]
+        if not o.get("rot_us") or not o.get("rot_kernel_us") or not cand:
+            continue
+        e = min(cand, key=lambda r: r["rot_us"])
+        kr = min(cand, key=lambda r: r["rot_kernel_us"])
+        er, kk = e["rot_us"] / o["rot_us"], kr["rot_kernel_us"] / o["rot_kernel_us"]
+        r_ev += er < 1
+        r_k += kk < 1
+        r_n += 1
+        print(f"  {k[0]:<20} {k[1]:<22} ours {o['rot_us']:9.2f} us  {e['peer']:<11} {e['rot_us']:9.2f} us  ratio "
+              f"{er:5.2f} | kern {o['rot_kernel_us']:8.2f} vs {kr['rot_kernel_us']:8.2f} ({kr['peer']}) ratio {kk:5.2f}")
+    print(f"shapes where a peer is faster with rotated inputs: {r_ev} of {r_n} by events, {r_k} of {r_n} by kernel time")
 
 if args.ours:
     ours = {}
@@ -293,3 +370,27 @@ if args.ours:
         print(f"  {k[0]:<20} {k[1]:<22} ours {o['kernel_us']:9.2f} us  {r['peer']:<11} {r['kernel_us']:9.2f} us  ratio {ratio:5.2f}")
     if kbest:
         print(f"shapes where a peer's kernel is faster: {kslower}")
+    # the same method on both sides: our bench's rotated rows (events per repetition, CUPTI kernel time) against
+    # the peers' rotated rows of this harness
+    rb = {}
+    for r in peer_rows:
+        k = (r["op"], r["shape"])
+        if r.get("rot_us") and r.get("rot_kernel_us"):
+            rb.setdefault(k, []).append(r)
+    rs_ev = rs_k = rs_n = 0
+    if rb:
+        print("\nrotated inputs on both sides: our bench's rows vs the fastest peer's rotated rows (ratio = peer / ours)")
+    for k, cand in rb.items():
+        o = ours.get(k)
+        if not o or not o.get("kernel_us"):
+            continue
+        e = min(cand, key=lambda r: r["rot_us"])
+        kr = min(cand, key=lambda r: r["rot_kernel_us"])
+        er, kk = e["rot_us"] / o["us"], kr["rot_kernel_us"] / o["kernel_us"]
+        rs_ev += er < 1
+        rs_k += kk < 1
+        rs_n += 1
+        print(f"  {k[0]:<20} {k[1]:<22} ours {o['us']:9.2f} us  {e['peer']:<11} {e['rot_us']:9.2f} us  ratio {er:5.2f}"
+              f" | kern {o['kernel_us']:8.2f} vs {kr['rot_kernel_us']:8.2f} ({kr['peer']}) ratio {kk:5.2f}")
+    if rb:
+        print(f"shapes where a rotated peer is faster: {rs_ev} of {rs_n} by events, {rs_k} of {rs_n} by kernel time")
