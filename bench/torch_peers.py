@@ -328,8 +328,10 @@ if same:
         r_k += kk < 1
         r_n += 1
         print(f"  {k[0]:<20} {k[1]:<22} ours {o['rot_us']:9.2f} us  {e['peer']:<11} {e['rot_us']:9.2f} us  ratio "
-              f"{er:5.2f} | kern {o['rot_kernel_us']:8.2f} vs {kr['rot_kernel_us']:8.2f} ({kr['peer']}) ratio {kk:5.2f}")
-    print(f"shapes where a peer is faster with rotated inputs: {r_ev} of {r_n} by events, {r_k} of {r_n} by kernel time")
+              f"{er:5.2f} | kern {o['rot_kernel_us']:8.2f} vs {kr['rot_kernel_us']:8.2f} ({kr['peer']}) "
+              f"ratio {kk:5.2f}")
+    print(f"shapes where a peer is faster with rotated inputs: {r_ev} of {r_n} by events, "
+          f"{r_k} of {r_n} by kernel time")
 
 if args.ours:
     ours = {}
@@ -379,7 +381,8 @@ if args.ours:
             rb.setdefault(k, []).append(r)
     rs_ev = rs_k = rs_n = 0
     if rb:
-        print("\nrotated inputs on both sides: our bench's rows vs the fastest peer's rotated rows (ratio = peer / ours)")
+        print("\nrotated inputs on both sides: our bench's rows vs the fastest peer's rotated rows "
+              "(ratio = peer / ours)")
     for k, cand in rb.items():
         o = ours.get(k)
         if not o or not o.get("kernel_us"):
