@@ -188,6 +188,31 @@ def spans_median(prof):
     return spans[len(spans) // 2]
 
 
+def rotated_rows(peer_rows, key):
+    """The peers' rows of (op, shape) that have rotated times."""
+    return [r for r in peer_rows if (r["op"], r["shape"]) == key and r.get("rot_us") and r.get("rot_kernel_us")]
+
+
+def compare_rotated(title, who, items):
+    """items: (key, our events us, our kernel us, the peers' rotated rows); each against the fastest peer by either
+    measure (ratio = peer / ours, > 1: we are faster), then how many shapes `who` wins."""
+    items = [it for it in items if it[3]]
+    if not items:
+        return
+    n_ev = n_k = 0
+    print(f"\n{title} (ratio = fastest peer / ours)")
+    for k, o_us, o_k, cand in items:
+        e = min(cand, key=lambda r: r["rot_us"])
+        kr = min(cand, key=lambda r: r["rot_kernel_us"])
+        er, kk = e["rot_us"] / o_us, kr["rot_kernel_us"] / o_k
+        n_ev += er < 1
+        n_k += kk < 1
+        print(f"  {k[0]:<20} {k[1]:<22} ours {o_us:9.2f} us  {e['peer']:<11} {e['rot_us']:9.2f} us  ratio {er:5.2f}"
+              f" | kern {o_k:8.2f} vs {kr['rot_kernel_us']:8.2f} ({kr['peer']}) ratio {kk:5.2f}")
+    print(f"shapes where {who} is faster with rotated inputs: {n_ev} of {len(items)} by events, "
+          f"{n_k} of {len(items)} by kernel time")
+
+
 Ts = [1, 16, 8192] if args.quick else [1, 16, 128, 1024, 8192, 32768]
 if args.tokens:
     Ts = [int(t) for t in args.tokens.split(",")]
@@ -315,23 +340,9 @@ if same:
         print(f"  {k[0]:<20} {k[1]:<22} ours {o['graph_us']:9.2f} us  {g['peer']:<11} {g['graph_us']:9.2f} us  ratio {ratio:5.2f}")
     print(f"shapes where a peer is faster in a graph: {g_slower} of {g_n}")
     # T >= 8192 with rotated inputs (issue #3's method, as `sluice bench kernels`): events and kernel time
-    r_ev = r_k = r_n = 0
-    print("\nsame harness, rotated inputs (T >= 8192; ratio = fastest peer / ours)")
-    for k, o in same.items():
-        cand = [r for r in peer_rows if (r["op"], r["shape"]) == k and r.get("rot_us") and r.get("rot_kernel_us")]
-        if not o.get("rot_us") or not o.get("rot_kernel_us") or not cand:
-            continue
-        e = min(cand, key=lambda r: r["rot_us"])
-        kr = min(cand, key=lambda r: r["rot_kernel_us"])
-        er, kk = e["rot_us"] / o["rot_us"], kr["rot_kernel_us"] / o["rot_kernel_us"]
-        r_ev += er < 1
-        r_k += kk < 1
-        r_n += 1
-        print(f"  {k[0]:<20} {k[1]:<22} ours {o['rot_us']:9.2f} us  {e['peer']:<11} {e['rot_us']:9.2f} us  ratio "
-              f"{er:5.2f} | kern {o['rot_kernel_us']:8.2f} vs {kr['rot_kernel_us']:8.2f} ({kr['peer']}) "
-              f"ratio {kk:5.2f}")
-    print(f"shapes where a peer is faster with rotated inputs: {r_ev} of {r_n} by events, "
-          f"{r_k} of {r_n} by kernel time")
+    compare_rotated("same harness, rotated inputs (T >= 8192)", "a peer",
+                    [(k, o["rot_us"], o["rot_kernel_us"], rotated_rows(peer_rows, k)) for k, o in same.items()
+                     if o.get("rot_us") and o.get("rot_kernel_us")])
 
 if args.ours:
     ours = {}
@@ -374,26 +385,6 @@ if args.ours:
         print(f"shapes where a peer's kernel is faster: {kslower}")
     # the same method on both sides: our bench's rotated rows (events per repetition, CUPTI kernel time) against
     # the peers' rotated rows of this harness
-    rb = {}
-    for r in peer_rows:
-        k = (r["op"], r["shape"])
-        if r.get("rot_us") and r.get("rot_kernel_us"):
-            rb.setdefault(k, []).append(r)
-    rs_ev = rs_k = rs_n = 0
-    if rb:
-        print("\nrotated inputs on both sides: our bench's rows vs the fastest peer's rotated rows "
-              "(ratio = peer / ours)")
-    for k, cand in rb.items():
-        o = ours.get(k)
-        if not o or not o.get("kernel_us"):
-            continue
-        e = min(cand, key=lambda r: r["rot_us"])
-        kr = min(cand, key=lambda r: r["rot_kernel_us"])
-        er, kk = e["rot_us"] / o["us"], kr["rot_kernel_us"] / o["kernel_us"]
-        rs_ev += er < 1
-        rs_k += kk < 1
-        rs_n += 1
-        print(f"  {k[0]:<20} {k[1]:<22} ours {o['us']:9.2f} us  {e['peer']:<11} {e['rot_us']:9.2f} us  ratio {er:5.2f}"
-              f" | kern {o['kernel_us']:8.2f} vs {kr['rot_kernel_us']:8.2f} ({kr['peer']}) ratio {kk:5.2f}")
-    if rb:
-        print(f"shapes where a rotated peer is faster: {rs_ev} of {rs_n} by events, {rs_k} of {rs_n} by kernel time")
+    compare_rotated("rotated inputs on both sides: our bench's rows vs the peers' rotated rows", "a rotated peer",
+                    [(k, o["us"], o["kernel_us"], rotated_rows(peer_rows, k)) for k, o in ours.items()
+                     if o.get("kernel_us")])
