@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 27 call 9 (nvidia-h200-x2, first lent this session): the first run on 2 distinct H200s (issue #8's step 1-2
+# Session 27 call 9 (nvidia-h200-x2, first lent this session): 2 distinct H200s (issue #8's step 1-2
 # and part of 3-4 on 2 GPUs; #8 ended blocked): topology, the multi-rank gpu tests at np2, `sluice bench allreduce`
 # with NCCL side by side and `sluice bench moe`, one rank per GPU. NCCL_NVLS_ENABLE=0, SL_NVLS=0 (tests/gpu/run).
 O=$1; export OUT=/tmp/g; W=/tmp/w9; rm -rf $W; mkdir -p $W
