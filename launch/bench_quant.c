@@ -276,6 +276,13 @@ static bool grid_rows(sl_bench_t *b, op_t op, int T) {
 }
 #define SL_BENCH_FULL_GRID 1 /* knobs_t.waves: the full grid past one resident wave */
 
+/* The row with each QPAIR choice 0 .. npairs - 1 but the table's (`table`), the other knobs as in `kn`. */
+static sl_status_t bench_other_pairs(sl_bench_t *b, op_t op, int T, int H, knobs_t kn, int table, int npairs) {
+  for (kn.pair = 0; kn.pair < npairs; kn.pair++)
+    if (kn.pair != table) SL_CHECK(bench_one_at(b, op, T, H, kn));
+  return SL_OK;
+}
+
 static sl_status_t bench_one(sl_bench_t *b, op_t op, int T, int H) {
   if (!sl_bench_selected(b, op_names[op])) return SL_OK;
   knobs_t kn = knobs_table, res = knobs_table, full = knobs_table;
@@ -293,10 +300,7 @@ static sl_status_t bench_one(sl_bench_t *b, op_t op, int T, int H) {
   const int pair_table = sl_kq_qpair(arch, op == OP_QUANT_MXFP4 ? SL_QFMT_MXFP4 : SL_QFMT_NVFP4, (H + 255) / 256);
   const int npairs = op == OP_QUANT_MXFP4 ? 3 : 2;
   knobs_t pr = knobs_table;
-  for (int p = 0; p < npairs && fp4q && T >= 1024 && gpu; p++) {
-    pr.pair = p;
-    if (p != pair_table) SL_CHECK(bench_one_at(b, op, T, H, pr));
-  }
+  if (fp4q && T >= 1024 && gpu) SL_CHECK(bench_other_pairs(b, op, T, H, pr, pair_table, npairs));
   if (op == OP_ACT_FP8 && T >= 1024 && gpu) { /* SiLU into FP8 with the other exp: "w8 ex2" / "w8 expf" */
     knobs_t fe = knobs_table;
     fe.fexp = !sl_kq_act8_fast_exp(sl_device_info(b->rt->dev)->arch);
@@ -310,10 +314,7 @@ static sl_status_t bench_one(sl_bench_t *b, op_t op, int T, int H) {
   kn.linear = res.linear = full.linear = true;
   if (has_layouts(op)) SL_CHECK(bench_one_at(b, op, T, H, kn));
   pr.linear = true;
-  for (int p = 0; p < npairs && fp4q && T >= 1024 && gpu; p++) {
-    pr.pair = p;
-    if (p != pair_table) SL_CHECK(bench_one_at(b, op, T, H, pr));
-  }
+  if (fp4q && T >= 1024 && gpu) SL_CHECK(bench_other_pairs(b, op, T, H, pr, pair_table, npairs));
   if (has_layouts(op) && grid_rows(b, op, T)) SL_CHECK(bench_one_at(b, op, T, H, res));
   if (has_layouts(op) && grid_rows(b, op, T)) SL_CHECK(bench_one_at(b, op, T, H, full));
   const char *tune = getenv("SL_KQ_TUNE");
