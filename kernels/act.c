@@ -83,11 +83,13 @@ sl_status_t sl_act_ref(const sl_act_args_t *a) {
 }
 
 /* SiLU's e^-g by ex2.approx (kernels/act.cu FASTEXP): into 16-bit outputs always, into FP8 where
- * the arch table says so (kernels/kq_launch.h act8_fast_exp); fp32 outputs and GELU keep expf. */
+ * the arch table says so (kernels/kq_launch.h act8_fast_exp); GELU's 1 + tanh(z) as 2 / (1 + e^-2z),
+ * e^-2z by ex2.approx, into 16-bit and FP8 outputs where the table's gelu_fast_exp says so; fp32
+ * outputs keep expf / tanhf. */
 static int act_fast_exp(sl_act_kind_t kind, sl_dtype_t out, int arch) {
-  if (kind != SL_ACT_SILU_MUL) return 0;
-  if (out == SL_DTYPE_BF16 || out == SL_DTYPE_F16) return 1;
-  return out == SL_DTYPE_FP8_E4M3 ? sl_kq_act8_fast_exp(arch) : 0;
+  if (out != SL_DTYPE_BF16 && out != SL_DTYPE_F16 && out != SL_DTYPE_FP8_E4M3) return 0;
+  if (kind == SL_ACT_GELU_TANH_MUL) return sl_kq_gelu_fast_exp(arch);
+  return out == SL_DTYPE_FP8_E4M3 ? sl_kq_act8_fast_exp(arch) : 1;
 }
 
 static sl_status_t spec_at(sl_act_kind_t kind, int inter, sl_dtype_t in, sl_dtype_t out, int rule, int warps,
@@ -220,18 +222,24 @@ sl_status_t sl_act_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t *s
               sl_jit_spec_t spec;
               const int unroll = o == 0 ? ac->unroll_act16 : ac->unroll;
               const int fe = act_fast_exp((sl_act_kind_t)kind, out, arch);
-              SL_CHECK(spec_at((sl_act_kind_t)kind, inters[i], dtypes[d], out, o == 2 ? SL_QRULE_CEIL : SL_QRULE_IEEE,
-                               warps[w], unroll, seg, false, fe, &spec));
-              SL_CHECK(fn(&spec, user));
-              if (act_one_item(warps[w], unroll, seg, 1, 132)) { /* decode's one-item kernel too */
+              /* GELU into 16-bit and FP8 outputs with either tanh too (the benchmark's comparison rows,
+               * the GPU tests: sl_kq_set_gelu_fast_exp_override) */
+              const bool both = kind == SL_ACT_GELU_TANH_MUL && out != SL_DTYPE_F32;
+              for (int f = 0; f < (both ? 2 : 1); f++) {
+                const int fx = f ? !fe : fe;
                 SL_CHECK(spec_at((sl_act_kind_t)kind, inters[i], dtypes[d], out,
-                                 o == 2 ? SL_QRULE_CEIL : SL_QRULE_IEEE, warps[w], unroll, seg, true, fe, &spec));
+                                 o == 2 ? SL_QRULE_CEIL : SL_QRULE_IEEE, warps[w], unroll, seg, false, fx, &spec));
                 SL_CHECK(fn(&spec, user));
+                if (act_one_item(warps[w], unroll, seg, 1, 132)) { /* decode's one-item kernel too */
+                  SL_CHECK(spec_at((sl_act_kind_t)kind, inters[i], dtypes[d], out,
+                                   o == 2 ? SL_QRULE_CEIL : SL_QRULE_IEEE, warps[w], unroll, seg, true, fx, &spec));
+                  SL_CHECK(fn(&spec, user));
+                }
               }
             }
   /* The FP8-out activation at its own prefill segment length (kq_launch.h seg_act8) where it is not
-   * one of the points above, and SiLU into FP8 with either exp there (the benchmark's comparison
-   * row, the GPU tests). */
+   * one of the points above, with either exp / tanh there (the benchmark's comparison rows, the GPU
+   * tests). */
   const int sa = ac->seg_act8;
   bool seen = false;
   for (int i = 0; i < nseg; i++)
@@ -242,8 +250,8 @@ sl_status_t sl_act_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t *s
         for (int o = 1; o < 3; o++) {
           const int chunks = act_chunks(inters[i], dtypes[d]), seg = sa > chunks ? chunks : sa;
           const int fe = act_fast_exp((sl_act_kind_t)kind, SL_DTYPE_FP8_E4M3, arch);
-          for (int f = 0; f < (kind == SL_ACT_SILU_MUL ? 2 : 1); f++) {
-            if (seen && f == 0) continue; /* registered above */
+          for (int f = 0; f < 2; f++) { /* either exp (SiLU) or tanh (GELU) */
+            if (seen && (f == 0 || kind == SL_ACT_GELU_TANH_MUL)) continue; /* registered above */
             sl_jit_spec_t spec;
             SL_CHECK(spec_at((sl_act_kind_t)kind, inters[i], dtypes[d], SL_DTYPE_FP8_E4M3,
                              o == 2 ? SL_QRULE_CEIL : SL_QRULE_IEEE, ac->prefill_warps, ac->unroll, seg, false,

@@ -71,9 +71,21 @@ static_assert(INTER % GROUP == 0, "FP8 output needs INTER a multiple of 128");
 // ~2^-17 relative on an activation moves a group's scale by as much and a code only where the
 // quotient sits within that of an E4M3 rounding boundary (the E4M3 step is 2^-3 relative).
 #ifndef FASTEXP
-#error "FASTEXP (1: SiLU's e^-g by ex2.approx, 0: expf) must be defined by the JIT"
+#error "FASTEXP (1: SiLU's e^-g / GELU's e^-2z by ex2.approx, 0: expf / tanhf) must be defined by the JIT"
 #endif
-#define FAST_EXP (ACT == 0 && FASTEXP)
+// GELU(tanh) with FASTEXP: 0.5 g (1 + tanh(z)) = g / (1 + e^(-2z)) exactly (1 + tanh(z) = 2 / (1 +
+// e^(-2z))), z = k0 (g + k1 g^3) (k0 = sqrt(2 / pi), k1 = 0.044715), so it is SiLU's quotient with e^(-2z) for e^-g: one ex2.approx of
+// -2z * log2(e) and the same scaled reciprocal (z has g's sign: 1 + k1 g^2 > 0, so s = 2^-64 exactly
+// where e^(-2z) can exceed 2^64). Error: z carries ~3 fp32 roundings (2^-22 relative), the product
+// with log2(e) one more, so e^(-2z) is within ~|2z| * 2^-22 relative -- for |2z| <= 88 (past it the
+// result is g, or -0 as tanhf's 1 + -1 gives) ~2^-15.5, still far below a bf16 (2^-8) or f16 (2^-11)
+// ulp; and it has no cancellation where tanh(z) is near -1 (tanhf's 1 + tanh loses every bit there:
+// the reference's own error at g = -5 is ~30 %, which the tests' tolerance carries). Limits as
+// tanhf's: +Inf gives Inf, -Inf NaN (-Inf * 0 either way), finite g whose g^3 overflows g or -0; NaN
+// stays NaN.
+// kernels/act.c act_fast_exp says where it applies (the arch table's gelu_fast_exp, 16-bit and FP8
+// outputs; fp32 outputs keep tanhf).
+#define FAST_EXP (FASTEXP != 0)
 
 __device__ __forceinline__ float act_fn(float g) {
 #if ACT == 0
@@ -89,8 +101,21 @@ __device__ __forceinline__ float act_fn(float g) {
   asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(d));
   return __fmul_rn(__fmul_rn(g, r), s);
 #else
-  const float k0 = 0.7978845608028654f, k1 = 0.044715f;
+#if FAST_EXP
+  // -2 log2(e) z = g (c0 + c1 g^2): c0 = -2 log2(e) k0, c1 = c0 k1 folded (each within 2^-24 of its
+  // product): two multiplies and an FMA per element instead of four and an FMA
+  constexpr float c0 = -0x1.26aec2p+1f, c1 = -0x1.a5a7d0p-4f; // -2.3022082, -0.10294324
+  const float s = g < 0.0f ? 0x1p-64f : 1.0f;
+  float e;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(g * fmaf(c1, g * g, c0)));
+  const float d = fmaf(e, s, s);
+  float r;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(d));
+  return __fmul_rn(__fmul_rn(g, r), s);
+#else
+  const float k0 = 0.7978845608028654f, k1 = 0.044715f; // sqrt(2 / pi), and GELU's cubic coefficient
   return 0.5f * g * (1.0f + tanhf(k0 * (g + k1 * g * g * g)));
+#endif
 #endif
 }
 

@@ -101,6 +101,16 @@ int sl_kq_act8_fast_exp(int arch) {
   return sl_kq_arch_cfg(arch)->act8_fast_exp;
 }
 
+static int gelu_exp_override = SL_KQ_ACT8_EXP_TABLE;
+
+void sl_kq_set_gelu_fast_exp_override(int fast) {
+  gelu_exp_override = fast < 0 ? SL_KQ_ACT8_EXP_TABLE : fast ? 1 : 0;
+}
+int sl_kq_gelu_fast_exp(int arch) {
+  if (gelu_exp_override != SL_KQ_ACT8_EXP_TABLE) return gelu_exp_override;
+  return sl_kq_arch_cfg(arch)->gelu_fast_exp;
+}
+
 static int deq_blocks_override, min_blocks_override;
 
 void sl_kq_set_min_blocks_override(int blocks) {

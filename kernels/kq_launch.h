@@ -77,6 +77,8 @@ typedef struct {
   int mx_half;          /* the MXFP4 quantizer's lane takes half a block (two packets; its partner lane
                          * the other half: quant.cu QPAIR 2) where it can on rows of <=
                          * SL_KQ_FP4Q_WIDE_CHUNKS chunks (sl_kq_qpair); see below */
+  int gelu_fast_exp;    /* GELU(tanh)-and-mul into 16-bit and FP8 outputs takes 1 + tanh(z) as 2 / (1 + e^-2z) by
+                         * ex2.approx (kernels/act.cu FASTEXP; sl_kq_gelu_fast_exp); fp32 outputs keep tanhf */
 } sl_kq_arch_cfg_t;
 
 #define SL_KQ_FP4Q_WIDE_CHUNKS 16
@@ -172,9 +174,9 @@ typedef struct {
 static const sl_kq_arch_cfg_t sl_kq_arch_table[] = {
     {SL_ARCH_HOPPER, 1, 8, 2, 4, 0, 1, 4,
      SL_KQ_STAGE_FMT(SL_QFMT_MXFP8) | SL_KQ_STAGE_FMT(SL_QFMT_MXFP4) | SL_KQ_STAGE_FMT(SL_QFMT_NVFP4), 4, 1, 2, 1, 1, 2,
-     1},
-    {SL_ARCH_BLACKWELL, 1, 8, 2, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {0, 1, 8, 2, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+     1, 1},
+    {SL_ARCH_BLACKWELL, 1, 8, 2, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {0, 1, 8, 2, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
 };
 
 static inline const sl_kq_arch_cfg_t *sl_kq_arch_cfg(int arch) {
@@ -272,6 +274,11 @@ int sl_kq_qpair(int arch, int fmt, int chunks);
 #define SL_KQ_ACT8_EXP_TABLE (-1)
 void sl_kq_set_act8_fast_exp_override(int fast);
 int sl_kq_act8_fast_exp(int arch);
+/* The same for GELU(tanh)-and-mul into 16-bit and FP8 outputs (1 + tanh(z) as 2 / (1 + e^-2z), e^-2z by one
+ * ex2.approx; kernels/act.cu FASTEXP): the table's gelu_fast_exp unless sl_kq_set_gelu_fast_exp_override
+ * forces it (SL_KQ_ACT8_EXP_TABLE: the table; 0 / 1: tanhf / ex2). Not thread-safe, as the unroll override. */
+void sl_kq_set_gelu_fast_exp_override(int fast);
+int sl_kq_gelu_fast_exp(int arch);
 
 /* Blocks per SM the dequantizer is compiled for (__launch_bounds__; JIT constant DEQ_MIN_BLOCKS,
  * kernels/quant.cu): 0 = the kernel's own rule (the quantizer's MIN_BLOCKS); N > 0 forces N (8: the

@@ -1,4 +1,4 @@
-/* `sluice bench kernels`, quantization part: activations (SiLU-and-mul, bf16 and fused FP8),
+/* `sluice bench kernels`, quantization part: activations (SiLU-and-mul and GELU(tanh)-and-mul, bf16 and fused FP8),
  * quantizers (FP8 group-128, MXFP8, MXFP4, NVFP4; swizzled scales), dequantization and the
  * router, over T x hidden, each against the device copy bandwidth measured in the same run.
  * Bytes moved = every input read once + every output (codes and scales) written once. */
@@ -20,6 +20,8 @@ sl_status_t sl_bench_kernels_quant(sl_bench_t *b);
 typedef enum {
   OP_ACT_BF16,
   OP_ACT_FP8,
+  OP_ACT_GELU_BF16,
+  OP_ACT_GELU_FP8,
   OP_QUANT_FP8,
   OP_QUANT_MXFP8,
   OP_QUANT_MXFP4,
@@ -32,8 +34,9 @@ typedef enum {
 } op_t;
 
 static const char *op_names[OP_COUNT] = {
-    "act_silu_bf16",   "act_silu_fp8",     "quant_fp8_g128",    "quant_mxfp8_swz",      "quant_mxfp4_swz",
-    "quant_nvfp4_swz", "dequant_fp8_g128", "dequant_nvfp4_swz", "router_softmax_128k8", "router_ds_256k8g",
+    "act_silu_bf16",   "act_silu_fp8",     "act_gelu_bf16",    "act_gelu_fp8",         "quant_fp8_g128",
+    "quant_mxfp8_swz", "quant_mxfp4_swz",  "quant_nvfp4_swz",  "dequant_fp8_g128",     "dequant_nvfp4_swz",
+    "router_softmax_128k8", "router_ds_256k8g",
 };
 
 enum { MAX_SETS = 8 };
@@ -54,6 +57,13 @@ static bool has_layouts(op_t op) {
   return op == OP_QUANT_MXFP8 || op == OP_QUANT_MXFP4 || op == OP_QUANT_NVFP4 || op == OP_DEQUANT_NVFP4;
 }
 
+static bool is_act(op_t op) {
+  return op == OP_ACT_BF16 || op == OP_ACT_FP8 || op == OP_ACT_GELU_BF16 || op == OP_ACT_GELU_FP8;
+}
+static bool act_fp8(op_t op) {
+  return op == OP_ACT_FP8 || op == OP_ACT_GELU_FP8;
+}
+
 static bool is_router(op_t op) {
   return op == OP_ROUTER_SOFTMAX || op == OP_ROUTER_GROUPED;
 }
@@ -63,8 +73,10 @@ static void sizes(ctx_t *c) {
   size_t T = (size_t)c->T, H = (size_t)c->H;
   c->scale_bytes = 0;
   switch (c->op) {
-  case OP_ACT_BF16: c->in_bytes = T * 2 * H * 2, c->out_bytes = T * H * 2; break;
-  case OP_ACT_FP8: c->in_bytes = T * 2 * H * 2, c->out_bytes = T * H, c->scale_bytes = T * (H / 128) * 4; break;
+  case OP_ACT_BF16:
+  case OP_ACT_GELU_BF16: c->in_bytes = T * 2 * H * 2, c->out_bytes = T * H * 2; break;
+  case OP_ACT_FP8:
+  case OP_ACT_GELU_FP8: c->in_bytes = T * 2 * H * 2, c->out_bytes = T * H, c->scale_bytes = T * (H / 128) * 4; break;
   case OP_QUANT_FP8:
   case OP_QUANT_MXFP8:
   case OP_QUANT_MXFP4:
@@ -96,12 +108,15 @@ static sl_status_t run_once(void *p, int iter, sl_stream_t *stream) {
   int s = iter % c->sets;
   switch (c->op) {
   case OP_ACT_BF16:
-  case OP_ACT_FP8: {
-    sl_act_args_t a = {.kind = SL_ACT_SILU_MUL,
+  case OP_ACT_FP8:
+  case OP_ACT_GELU_BF16:
+  case OP_ACT_GELU_FP8: {
+    sl_act_args_t a = {.kind = c->op == OP_ACT_GELU_BF16 || c->op == OP_ACT_GELU_FP8 ? SL_ACT_GELU_TANH_MUL
+                                                                                    : SL_ACT_SILU_MUL,
                        .num_tokens = c->T,
                        .inter = c->H,
                        .in_dtype = SL_DTYPE_BF16,
-                       .out_dtype = c->op == OP_ACT_FP8 ? SL_DTYPE_FP8_E4M3 : SL_DTYPE_BF16,
+                       .out_dtype = act_fp8(c->op) ? SL_DTYPE_FP8_E4M3 : SL_DTYPE_BF16,
                        .in = c->in[s],
                        .out = c->out[s],
                        .out_scales = c->scales[s]};
@@ -223,6 +238,7 @@ typedef struct {
   int pair;       /* the FP4 quantizer's block per lane (SL_KQ_QPAIR_TABLE: the table; 0 / 1 / 2 forced) */
   int warps;      /* warps per block (0: the table; sl_kq_set_warps_override) */
   int fexp;       /* SiLU into FP8 by ex2.approx (SL_KQ_ACT8_EXP_TABLE: the table; 0 / 1 forced) */
+  int gexp;       /* GELU's 1 + tanh by ex2.approx (SL_KQ_ACT8_EXP_TABLE: the table; 0 / 1 forced) */
   int min_blocks; /* the quantizer's / activation's blocks per SM (0: the kernel's rule; "mb<N>" rows) */
 } knobs_t;
 /* The comparison row of the FP4 dequantizer's occupancy (path "<path> mb8"): the 8 blocks of 8
@@ -232,7 +248,11 @@ typedef struct {
 #define SL_BENCH_MIN_BLOCKS 8 /* 8 blocks of 8 warps: 32 registers */
 #define SL_BENCH_RESIDENT (1 << 30)
 static const knobs_t knobs_table = {
-    .seg = SL_KQ_SEG_TABLE, .stage = SL_KQ_SWZ_STAGE_TABLE, .pair = SL_KQ_QPAIR_TABLE, .fexp = SL_KQ_ACT8_EXP_TABLE};
+    .seg = SL_KQ_SEG_TABLE,
+    .stage = SL_KQ_SWZ_STAGE_TABLE,
+    .pair = SL_KQ_QPAIR_TABLE,
+    .fexp = SL_KQ_ACT8_EXP_TABLE,
+    .gexp = SL_KQ_ACT8_EXP_TABLE};
 
 static sl_status_t bench_one_at(sl_bench_t *b, op_t op, int T, int H, knobs_t kn);
 
@@ -306,6 +326,12 @@ static sl_status_t bench_one(sl_bench_t *b, op_t op, int T, int H) {
     fe.fexp = !sl_kq_act8_fast_exp(sl_device_info(b->rt->dev)->arch);
     SL_CHECK(bench_one_at(b, op, T, H, fe));
   }
+  /* GELU with the other form of 1 + tanh: "w8 ex2" / "w8 tanhf" */
+  if ((op == OP_ACT_GELU_BF16 || op == OP_ACT_GELU_FP8) && T >= 1024 && gpu) {
+    knobs_t ge = knobs_table;
+    ge.gexp = !sl_kq_gelu_fast_exp(sl_device_info(b->rt->dev)->arch);
+    SL_CHECK(bench_one_at(b, op, T, H, ge));
+  }
   if (op == OP_DEQUANT_NVFP4 && T >= 1024 && gpu) {
     knobs_t mb = knobs_table; /* the FP4 dequantizer at 8 blocks per SM (32 registers) */
     mb.deq_blocks = SL_BENCH_DEQ_BLOCKS;
@@ -341,7 +367,7 @@ static sl_status_t bench_one(sl_bench_t *b, op_t op, int T, int H) {
   /* the 40-register kernels (FP8-out activation, FP8 / MXFP4 quantizers, the linear NVFP4 one; the
    * staged swizzled NVFP4 quantizer is at 8 blocks already, its row a repeat) at the full 2048 threads
    * per SM (32 registers: ptxas spills a few words there) */
-  if (s == SL_OK && (op == OP_ACT_FP8 || op == OP_QUANT_FP8 || op == OP_QUANT_MXFP4 || op == OP_QUANT_NVFP4)) {
+  if (s == SL_OK && (act_fp8(op) || op == OP_QUANT_FP8 || op == OP_QUANT_MXFP4 || op == OP_QUANT_NVFP4)) {
     kn = knobs_table;
     kn.min_blocks = SL_BENCH_MIN_BLOCKS;
     s = bench_one_at(b, op, T, H, kn);
@@ -362,6 +388,7 @@ static sl_status_t bench_one_at(sl_bench_t *b, op_t op, int T, int H, knobs_t kn
   sl_kq_set_deq_blocks_override(kn.deq_blocks);
   sl_kq_set_qpair_override(kn.pair);
   sl_kq_set_act8_fast_exp_override(kn.fexp);
+  sl_kq_set_gelu_fast_exp_override(kn.gexp);
   sl_kq_set_min_blocks_override(kn.min_blocks);
   sl_device_t *dev = b->rt->dev;
   bool gpu = sl_device_backend(dev) == SL_BACKEND_CUDA;
@@ -397,11 +424,11 @@ static sl_status_t bench_one_at(sl_bench_t *b, op_t op, int T, int H, knobs_t kn
     if (is_router(op))
       snprintf(shape, sizeof shape, "T=%d E=%d", T, op == OP_ROUTER_GROUPED ? 256 : 128);
     else
-      snprintf(shape, sizeof shape, "T=%d %s=%d", T, op <= OP_ACT_FP8 ? "I" : "H", H);
+      snprintf(shape, sizeof shape, "T=%d %s=%d", T, is_act(op) ? "I" : "H", H);
     const sl_device_info_t *info = sl_device_info(dev);
     /* the warps the launch took (the 16-bit activation also counts its warp items: bf16 in,
      * 256 elements per item) */
-    const int wl = op == OP_ACT_BF16 ? sl_kq_warps_act16(info->arch, info->sm_count, T, (long)T * ((H + 255) / 256))
+    const int wl = is_act(op) && !act_fp8(op) ? sl_kq_warps_act16(info->arch, info->sm_count, T, (long)T * ((H + 255) / 256))
                                      : sl_kq_warps(info->arch, info->sm_count, T);
     const char *staged = stage ? "staged" : "unstaged";
     if (gpu && stage != SL_KQ_SWZ_STAGE_TABLE && seg != SL_KQ_SEG_TABLE)
@@ -425,6 +452,7 @@ static sl_status_t bench_one_at(sl_bench_t *b, op_t op, int T, int H, knobs_t kn
     if (gpu && kn.pair != SL_KQ_QPAIR_TABLE)
       strncat(path, kn.pair == 2 ? " half" : kn.pair ? " pair" : " single", sizeof path - strlen(path) - 1);
     if (gpu && kn.fexp != SL_KQ_ACT8_EXP_TABLE) strncat(path, kn.fexp ? " ex2" : " expf", sizeof path - strlen(path) - 1);
+    if (gpu && kn.gexp != SL_KQ_ACT8_EXP_TABLE) strncat(path, kn.gexp ? " ex2" : " tanhf", sizeof path - strlen(path) - 1);
     if (gpu && T >= 8192 && !is_router(op)) snprintf(extra, sizeof extra, "target >= 92%% copy");
     if (gpu && T <= 16) snprintf(extra, sizeof extra, "target graph <= 3 us");
     char name[32];
@@ -441,6 +469,7 @@ static sl_status_t bench_one_at(sl_bench_t *b, op_t op, int T, int H, knobs_t kn
   sl_kq_set_warps_override(0);
   sl_kq_set_qpair_override(SL_KQ_QPAIR_TABLE);
   sl_kq_set_act8_fast_exp_override(SL_KQ_ACT8_EXP_TABLE);
+  sl_kq_set_gelu_fast_exp_override(SL_KQ_ACT8_EXP_TABLE);
   sl_kq_set_min_blocks_override(0);
   return s;
 }

@@ -62,9 +62,12 @@ static void run_case(uint64_t *rng, sl_act_kind_t kind, sl_dtype_t in_t, sl_dtyp
   SL_ASSERT_OK(sl_act_ref(&a));
   size_t bad = 0, code_diff = 0;
   /* IEEE scales of activations that differ by a few fp32 ulp (expf: CUDA's vs the C library's),
-   * or with SiLU's e^-g by ex2.approx into FP8 (kernels/act.cu FASTEXP) by its ~2^-17 bound */
-  const bool fast = fp8 && kind == SL_ACT_SILU_MUL && sl_kq_act8_fast_exp(sl_device_info(dev)->arch);
-  const double scale_rel = fast ? ldexp(1.0, -17) : 1e-6;
+   * or with SiLU's e^-g by ex2.approx into FP8 (kernels/act.cu FASTEXP) by its ~2^-17 bound, GELU's
+   * e^-2z by its ~2^-15.5 */
+  const int arch = sl_device_info(dev)->arch;
+  const bool gelu = kind == SL_ACT_GELU_TANH_MUL;
+  const bool fast = fp8 && (gelu ? sl_kq_gelu_fast_exp(arch) : sl_kq_act8_fast_exp(arch));
+  const double scale_rel = fast ? ldexp(1.0, gelu ? -15 : -17) : 1e-6;
   for (int t = 0; t < T; t++)
     for (int i = 0; i < I; i++) {
       size_t k = (size_t)t * I + i;
@@ -169,6 +172,82 @@ static void test_act_fp8_exp(void **state) {
   sl_kq_set_act8_fast_exp_override(SL_KQ_ACT8_EXP_TABLE);
 }
 
+/* GELU(tanh) into 16-bit outputs at the inputs where its two forms part (kernels/act.cu FASTEXP: 2 / (1 +
+ * e^-2z) for 1 + tanh(z)): zeros, tiny and huge magnitudes (g^3 overflows), the range where tanhf's 1 +
+ * tanh cancels (g ~ -3 .. -10), +-Inf and NaN -- against the CPU backend: NaN where it has NaN, else
+ * within the tolerance of run_case (the cancellation term included). One row per position of the
+ * list in the gate half, up = 1.5, so every value meets every lane position of some row. */
+static void gelu_edge_case(sl_dtype_t dt) {
+  static const float gs[] = {0.0f,  -0.0f, 1e-30f, -1e-30f, 1e-4f,  -1e-4f, 0.5f,   -0.5f,  1.0f,    -1.0f,
+                             3.0f,  -3.0f, 5.0f,   -5.0f,   7.5f,   -7.5f,  9.0f,   -9.0f,  20.0f,   -20.0f,
+                             1e20f, -1e20f, 3e38f, -3e38f,  INFINITY, -INFINITY, NAN, -2.25f, 0.0625f, -6.5f};
+  const int n = (int)(sizeof gs / sizeof gs[0]), I = 256, T = n;
+  const size_t eb = sl_dtype_bits(dt) / 8;
+  void *h_in = malloc((size_t)T * 2 * I * eb), *h_out = malloc((size_t)T * I * eb), *r_out = malloc((size_t)T * I * eb);
+  for (int t = 0; t < T; t++)
+    for (int i = 0; i < I; i++) {
+      sl_store_f32(h_in, dt, (size_t)t * 2 * I + i, gs[(t + i) % n]);
+      sl_store_f32(h_in, dt, (size_t)t * 2 * I + I + i, 1.5f);
+    }
+  void *d_in, *d_out;
+  SL_ASSERT_OK(sl_device_malloc(dev, (size_t)T * 2 * I * eb, &d_in));
+  SL_ASSERT_OK(sl_device_malloc(dev, (size_t)T * I * eb, &d_out));
+  SL_ASSERT_OK(sl_memcpy(dev, d_in, h_in, (size_t)T * 2 * I * eb, NULL));
+  sl_test_poison(dev, d_out, (size_t)T * I * eb);
+  sl_act_args_t a = {.kind = SL_ACT_GELU_TANH_MUL, .num_tokens = T, .inter = I, .in_dtype = dt, .out_dtype = dt};
+  a.in = d_in, a.out = d_out;
+  SL_ASSERT_OK(sl_act(dev, &a, NULL));
+  SL_ASSERT_OK(sl_device_sync(dev));
+  SL_ASSERT_OK(sl_device_check(dev, "gelu edge"));
+  SL_ASSERT_OK(sl_memcpy(dev, h_out, d_out, (size_t)T * I * eb, NULL));
+  a.in = h_in, a.out = r_out;
+  SL_ASSERT_OK(sl_act_ref(&a));
+  size_t bad = 0;
+  for (int t = 0; t < T; t++)
+    for (int i = 0; i < I; i++) {
+      const size_t k = (size_t)t * I + i;
+      const double g = sl_load_f32(h_in, dt, (size_t)t * 2 * I + i), u = 1.5;
+      const double got = sl_load_f32(h_out, dt, k), want = sl_load_f32(r_out, dt, k);
+      const double tol = 2 * ulp_of(dt, want) + 8 * ulp_of(SL_DTYPE_F32, want) + 4 * ldexp(1.0, -24) * 0.5 * fabs(g * u);
+      /* NaN never passes as a number; infinities must match exactly (Inf - Inf is NaN) */
+      const bool ok = isnan(want) ? isnan(got) : got == want || fabs(got - want) <= tol;
+      if (!ok && bad++ < 5) fprintf(stderr, "  gelu edge %s: g %g: gpu %.9g cpu %.9g\n", sl_dtype_name(dt), g, got, want);
+    }
+  if (bad) fail_msg("gelu edge %s: %zu elements differ from the CPU backend", sl_dtype_name(dt), bad);
+  sl_device_free(dev, d_in), sl_device_free(dev, d_out);
+  free(h_in), free(h_out), free(r_out);
+}
+
+/* GELU(tanh) with either form of 1 + tanh(z) forced (kq_launch.h gelu_fast_exp): decode (the one-item
+ * kernel), fewer rows than SMs (the 16-bit outputs' wide launch), prefill in the table's layout and the
+ * item layout, ragged rows, every input dtype, 16-bit and FP8 outputs (both scale rules), and the edge
+ * values. fp32 outputs keep tanhf whatever the override (test_act_all). */
+static void test_act_gelu_tanh(void **state) {
+  uint64_t rng = sl_test_seed();
+  int sms = sl_device_info(dev)->sm_count;
+  const sl_dtype_t dts[] = {SL_DTYPE_BF16, SL_DTYPE_F16, SL_DTYPE_F32};
+  for (int f = 0; f < 2; f++) {
+    sl_kq_set_gelu_fast_exp_override(f);
+    for (int d = 0; d < 3; d++) {
+      const sl_dtype_t o16 = dts[d] == SL_DTYPE_F16 ? SL_DTYPE_F16 : SL_DTYPE_BF16;
+      run_case(&rng, SL_ACT_GELU_TANH_MUL, dts[d], o16, false, 1, 2048);
+      run_case(&rng, SL_ACT_GELU_TANH_MUL, dts[d], o16, false, sms - 5, 2944);
+      run_case(&rng, SL_ACT_GELU_TANH_MUL, dts[d], o16, false, sms + 45, 7168);
+      for (int ue = 0; ue < 2; ue++) {
+        run_case(&rng, SL_ACT_GELU_TANH_MUL, dts[d], SL_DTYPE_FP8_E4M3, ue, 3, 768);
+        run_case(&rng, SL_ACT_GELU_TANH_MUL, dts[d], SL_DTYPE_FP8_E4M3, ue, sms + 45, 2048);
+      }
+    }
+    sl_kq_set_seg_override(0);
+    run_case(&rng, SL_ACT_GELU_TANH_MUL, SL_DTYPE_BF16, SL_DTYPE_BF16, false, sms + 45, 640);
+    run_case(&rng, SL_ACT_GELU_TANH_MUL, SL_DTYPE_BF16, SL_DTYPE_FP8_E4M3, false, sms + 45, 640);
+    sl_kq_set_seg_override(SL_KQ_SEG_TABLE);
+    gelu_edge_case(SL_DTYPE_BF16);
+    gelu_edge_case(SL_DTYPE_F16);
+  }
+  sl_kq_set_gelu_fast_exp_override(SL_KQ_ACT8_EXP_TABLE);
+}
+
 /* A NaN in the input of the FP8 variant is marked in the scales and reported by the check. */
 static void fp8_nan_case(void) {
   const int T = 4, I = 256;
@@ -211,6 +290,7 @@ int main(void) {
       cmocka_unit_test(test_act_fp8_nan),
       cmocka_unit_test(test_act_segments),
       cmocka_unit_test(test_act_fp8_exp),
+      cmocka_unit_test(test_act_gelu_tanh),
   };
   int rc = SL_RUN_SELECTED(tests, NULL, NULL);
   sl_device_close(dev);

@@ -234,10 +234,10 @@ static void test_segment_layout_specs(void **state) {
  * decode, for fp32 inputs, ragged rows (2080), segments not a whole group, or an 8-bit format; the
  * override forces it off, or on where it applies (Blackwell's table has the item layout: there
  * with a segment override, compiled). */
-/* SiLU's e^-g by ex2.approx (kernels/act.cu FASTEXP): 16-bit outputs always, fp32 outputs and
- * GELU never, the FP8 output as the arch table says (kq_launch.h act8_fast_exp) unless the
- * override forces it; both FP8 choices are registered JIT points at prefill, at the FP8-out
- * activation's own segment length (seg_act8). */
+/* SiLU's e^-g by ex2.approx (kernels/act.cu FASTEXP): 16-bit outputs always, fp32 outputs never,
+ * the FP8 output as the arch table says (kq_launch.h act8_fast_exp) unless the override forces it;
+ * both FP8 choices are registered JIT points at prefill, at the FP8-out activation's own segment
+ * length (seg_act8). GELU follows its own entry (gelu_fast_exp), not SiLU's FP8 override. */
 static void test_act8_fast_exp_specs(void **state) {
   for (int a = 0; a < 2; a++) {
     sl_jit_spec_t spec;
@@ -262,13 +262,49 @@ static void test_act8_fast_exp_specs(void **state) {
       SL_ASSERT_OK(sl_act_spec(&x, archs[a], SMS, &spec));
       assert_define(&spec, f ? "FASTEXP=1" : "FASTEXP=0");
       assert_registered("act", archs[a], &spec);
-      x.kind = SL_ACT_GELU_TANH_MUL; /* GELU has no e^-g: never */
+      x.kind = SL_ACT_GELU_TANH_MUL; /* GELU: its own table entry, whatever SiLU's override */
       SL_ASSERT_OK(sl_act_spec(&x, archs[a], SMS, &spec));
-      assert_define(&spec, "FASTEXP=0");
+      assert_define(&spec, sl_kq_arch_cfg(archs[a])->gelu_fast_exp ? "FASTEXP=1" : "FASTEXP=0");
       x.kind = SL_ACT_SILU_MUL;
     }
     sl_kq_set_act8_fast_exp_override(SL_KQ_ACT8_EXP_TABLE);
   }
+}
+
+/* GELU(tanh)'s 1 + tanh(z) as 2 / (1 + e^-2z) by ex2.approx (kernels/act.cu FASTEXP): into 16-bit and
+ * FP8 outputs as the arch table's gelu_fast_exp says unless its override forces it, fp32 outputs never;
+ * both choices are registered JIT points at decode (the one-item kernel), at prefill and at the FP8-out
+ * activation's own segment length. */
+static void test_gelu_fast_exp_specs(void **state) {
+  static const sl_dtype_t outs[] = {SL_DTYPE_BF16, SL_DTYPE_F16, SL_DTYPE_FP8_E4M3};
+  for (int a = 0; a < 2; a++)
+    for (int t = 0; t < 2; t++)
+      for (size_t o = 0; o < sizeof outs / sizeof outs[0]; o++) {
+        sl_jit_spec_t spec;
+        sl_act_args_t x = {.kind = SL_ACT_GELU_TANH_MUL,
+                           .num_tokens = t ? 8192 : 1,
+                           .inter = 768,
+                           .in_dtype = outs[o] == SL_DTYPE_F16 ? SL_DTYPE_F16 : SL_DTYPE_BF16,
+                           .out_dtype = outs[o]};
+        SL_ASSERT_OK(sl_act_spec(&x, archs[a], SMS, &spec));
+        assert_define(&spec, sl_kq_arch_cfg(archs[a])->gelu_fast_exp ? "FASTEXP=1" : "FASTEXP=0");
+        assert_registered("act", archs[a], &spec);
+        for (int f = 0; f < 2; f++) {
+          sl_kq_set_gelu_fast_exp_override(f);
+          SL_ASSERT_OK(sl_act_spec(&x, archs[a], SMS, &spec));
+          assert_define(&spec, f ? "FASTEXP=1" : "FASTEXP=0");
+          assert_registered("act", archs[a], &spec);
+          sl_kq_set_act8_fast_exp_override(!f); /* SiLU's FP8 override does not move GELU */
+          SL_ASSERT_OK(sl_act_spec(&x, archs[a], SMS, &spec));
+          assert_define(&spec, f ? "FASTEXP=1" : "FASTEXP=0");
+          sl_kq_set_act8_fast_exp_override(SL_KQ_ACT8_EXP_TABLE);
+          x.out_dtype = SL_DTYPE_F32; /* fp32 outputs: tanhf always */
+          SL_ASSERT_OK(sl_act_spec(&x, archs[a], SMS, &spec));
+          assert_define(&spec, "FASTEXP=0");
+          x.out_dtype = outs[o];
+        }
+        sl_kq_set_gelu_fast_exp_override(SL_KQ_ACT8_EXP_TABLE);
+      }
 }
 
 static void test_qpair_specs(void **state) {
@@ -700,6 +736,7 @@ int main(void) {
       cmocka_unit_test(test_deq_seg_specs),
       cmocka_unit_test(test_qpair_specs),
       cmocka_unit_test(test_act8_fast_exp_specs),
+      cmocka_unit_test(test_gelu_fast_exp_specs),
       cmocka_unit_test(test_unroll_and_override_choices),
       cmocka_unit_test(test_missing_constant_fails_loudly),
   };
