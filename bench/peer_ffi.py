@@ -6,6 +6,15 @@ import ctypes
 import torch
 
 
+# The integer values bench/peer_ffi.c takes: sl_act_kind_t (kernels/act.h), sl_quant_format_t, sl_quant_rule_t and
+# sl_quant_layout_t (kernels/quant.h; their values are quant_formats.h's SL_QFMT_*, SL_QRULE_*, SL_QLAYOUT_*).
+ACT_SILU, ACT_GELU = 0, 1
+FP8_GROUP, MXFP8, MXFP4, NVFP4 = 0, 1, 2, 3
+RULE_IEEE, RULE_CEIL, RULE_FLOOR = 0, 1, 2
+LAYOUT_LINEAR, LAYOUT_SWIZZLED = 0, 1
+BLOCK = {FP8_GROUP: 128, MXFP8: 32, MXFP4: 32, NVFP4: 16}  # elements per scale
+
+
 class SluicePeerFFI:
     def __init__(self, path, eps):
         c = ctypes
@@ -19,6 +28,18 @@ class SluicePeerFFI:
         lib.sl_peer_ffi_kq_overrides.restype = None
         lib.sl_peer_ffi_silu_mul_bf16.argtypes = [c.c_void_p, c.c_void_p, c.c_int, c.c_int]
         lib.sl_peer_ffi_quant_fp8_g128_bf16.argtypes = [c.c_void_p, c.c_void_p, c.c_void_p, c.c_int, c.c_int]
+        lib.sl_peer_ffi_rmsnorm_residual_bf16.argtypes = [c.c_void_p, c.c_void_p, c.c_void_p, c.c_void_p, c.c_int,
+                                                          c.c_int, c.c_float]
+        lib.sl_peer_ffi_act_bf16.argtypes = [c.c_void_p, c.c_void_p, c.c_int, c.c_int, c.c_int]
+        lib.sl_peer_ffi_act_fp8_bf16.argtypes = [c.c_void_p, c.c_void_p, c.c_void_p, c.c_int, c.c_int, c.c_int]
+        lib.sl_peer_ffi_quant_codes_bytes.argtypes = [c.c_int, c.c_int, c.c_int]
+        lib.sl_peer_ffi_quant_codes_bytes.restype = c.c_size_t
+        lib.sl_peer_ffi_quant_scales_bytes.argtypes = [c.c_int, c.c_int, c.c_int, c.c_int]
+        lib.sl_peer_ffi_quant_scales_bytes.restype = c.c_size_t
+        lib.sl_peer_ffi_quant_bf16.argtypes = [c.c_void_p, c.c_void_p, c.c_void_p, c.c_int, c.c_int, c.c_int, c.c_int,
+                                               c.c_int, c.c_float]
+        lib.sl_peer_ffi_dequant_bf16.argtypes = [c.c_void_p, c.c_void_p, c.c_void_p, c.c_int, c.c_int, c.c_int, c.c_int,
+                                                 c.c_float]
         lib.sl_peer_ffi_set_stream.argtypes = [c.c_void_p]
         self.check(lib.sl_peer_ffi_open())
         if lib.sl_peer_ffi_is_gpu() != 1:
@@ -62,3 +83,59 @@ class SluicePeerFFI:
         self.stream()
         self.check(self.lib.sl_peer_ffi_quant_fp8_g128_bf16(q.data_ptr(), s.data_ptr(), x.data_ptr(), T, H))
         return q, s
+
+    def rms_res(self, x, res, w):
+        """residual = x + res written into res (bf16, in place), returns y = rmsnorm(residual) * w [T, H] bf16."""
+        y = torch.empty_like(x)
+        self.stream()
+        self.check(self.lib.sl_peer_ffi_rmsnorm_residual_bf16(y.data_ptr(), res.data_ptr(), x.data_ptr(), w.data_ptr(),
+                                                              x.shape[0], x.shape[1], self.eps))
+        return y
+
+    def act(self, x, kind):
+        """act(x[:, :I]) * x[:, I:] into [T, I] bf16; kind ACT_SILU or ACT_GELU (tanh)."""
+        y = torch.empty((x.shape[0], x.shape[1] // 2), dtype=x.dtype, device=x.device)
+        self.stream()
+        self.check(self.lib.sl_peer_ffi_act_bf16(y.data_ptr(), x.data_ptr(), x.shape[0], x.shape[1] // 2, kind))
+        return y
+
+    def act_fp8(self, x, kind):
+        """The activation fused with FP8 group-128 quantization: (codes [T, I] uint8 (E4M3 bytes), scales [T, I/128]
+        fp32 = absmax / 448)."""
+        T, I = x.shape[0], x.shape[1] // 2
+        q = torch.empty((T, I), dtype=torch.uint8, device=x.device)
+        s = torch.empty((T, I // 128), dtype=torch.float32, device=x.device)
+        self.stream()
+        self.check(self.lib.sl_peer_ffi_act_fp8_bf16(q.data_ptr(), s.data_ptr(), x.data_ptr(), T, I, kind))
+        return q, s
+
+    def quant(self, x, fmt, rule, layout=LAYOUT_LINEAR, global_scale=1.0):
+        """Block-scaled quantization of x [T, H] bf16: (codes uint8 [T, H] (E4M3) or [T, H/2] (E2M1 pairs, element 2i
+        in the low nibble), scales: fp32 [T, H/128] for FP8_GROUP, else one byte per block, [T, H/block] when linear,
+        flat (128x4 tiles, padded) when swizzled)."""
+        T, H = x.shape
+        nc = self.lib.sl_peer_ffi_quant_codes_bytes(fmt, T, H)
+        ns = self.lib.sl_peer_ffi_quant_scales_bytes(fmt, layout, T, H)
+        if T and (not nc or not ns):
+            raise RuntimeError(f"peer ffi: no quantization of {T} x {H} in format {fmt}, layout {layout}")
+        q = torch.empty((T, nc // max(T, 1)), dtype=torch.uint8, device=x.device)
+        if fmt == FP8_GROUP:
+            s = torch.empty((T, H // 128), dtype=torch.float32, device=x.device)
+        elif layout == LAYOUT_LINEAR:
+            s = torch.empty((T, H // BLOCK[fmt]), dtype=torch.uint8, device=x.device)
+        else:
+            s = torch.empty(ns, dtype=torch.uint8, device=x.device)
+        self.stream()
+        self.check(self.lib.sl_peer_ffi_quant_bf16(q.data_ptr(), s.data_ptr(), x.data_ptr(), T, H, fmt, rule, layout,
+                                                   global_scale))
+        return q, s
+
+    def dequant(self, q, s, fmt, layout=LAYOUT_LINEAR, global_scale=1.0):
+        """bf16 [T, H] from codes and scales as quant() returns them (any dtype of the same bytes: float8 codes too)."""
+        T = q.shape[0]
+        H = q.shape[1] * (2 if fmt in (MXFP4, NVFP4) else 1)
+        y = torch.empty((T, H), dtype=torch.bfloat16, device=q.device)
+        self.stream()
+        self.check(self.lib.sl_peer_ffi_dequant_bf16(y.data_ptr(), q.data_ptr(), s.data_ptr(), T, H, fmt, layout,
+                                                     global_scale))
+        return y

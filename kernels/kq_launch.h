@@ -170,6 +170,11 @@ typedef struct {
  * at 8 blocks measured 50.82 and u4 at 8 blocks (36 bytes of spill) 67.68 us at T=32768 h=2048; the
  * resident grid 44.87. The whole-block lane (mx_quad) keeps the wide rows: at h=7168 half ties it
  * (141.06 vs 140.64 swz, 135.65 vs 135.74 lin). Blackwell: not measured. */
+/* Hopper gelu_fast_exp 1: MEASURED on the H200 (session 28 call 1, `sluice bench kernels --only act_`, rows "w8" =
+ * ex2 next to "w8 tanhf", events % of copy): GELU(tanh)-and-mul into FP8 was issue-bound with tanhf -- T=32768
+ * I=2048/4096/7168 77.8/80.4/82.8 % -> 92.1/95.6/98.6 %, T=8192 66.8/74.1/78.5 -> 77.3/87.0/90.8; into bf16
+ * 96.4/99.1/100.9 -> 98.9/101.6/103.1 (T=32768), 84.4/92.5/95.8 -> 86.5/94.2/98.1 (T=8192). Blackwell: not
+ * measured. */
 #define SL_KQ_STAGE_FMT(f) (1 << (f))
 static const sl_kq_arch_cfg_t sl_kq_arch_table[] = {
     {SL_ARCH_HOPPER, 1, 8, 2, 4, 0, 1, 4,
