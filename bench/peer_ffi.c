@@ -137,9 +137,11 @@ SL_PEER_FFI_EXPORT int sl_peer_ffi_quant_fp8_g128_bf16(void *codes, float *scale
 /* Fused residual add and RMSNorm: residual = x + residual (rounded to bf16 and written back in
  * place), y = rmsnorm(residual) * w from the stored sum; x, residual, y [rows, hidden] bf16 (y
  * must not overlap x or residual), weight [hidden] bf16, fp32 accumulation (sl_rmsnorm with
- * .residual), the table's launch choice. */
-SL_PEER_FFI_EXPORT int sl_peer_ffi_rmsnorm_residual_bf16(void *y, void *residual, const void *x, const void *w,
-                                                         int rows, int hidden, float eps) {
+ * .residual), with the launch knobs of sl_rmsnorm_args_t as sl_peer_ffi_rmsnorm_bf16_cfg (0 = the
+ * table's for each; bench/probes/peer_sweep.py). */
+SL_PEER_FFI_EXPORT int sl_peer_ffi_rmsnorm_residual_bf16_cfg(void *y, void *residual, const void *x, const void *w,
+                                                             int rows, int hidden, float eps, int elts, int warps,
+                                                             int weight_regs, int grid_policy, int fast_rsqrt) {
   if (!g_dev) return no_device();
   const sl_rmsnorm_args_t a = {.x = x,
                                .y = y,
@@ -151,8 +153,19 @@ SL_PEER_FFI_EXPORT int sl_peer_ffi_rmsnorm_residual_bf16(void *y, void *residual
                                .out_dtype = SL_DTYPE_BF16,
                                .w_dtype = SL_DTYPE_BF16,
                                .res_dtype = SL_DTYPE_BF16,
-                               .eps = eps};
+                               .eps = eps,
+                               .elts = elts,
+                               .warps = warps,
+                               .weight_regs = weight_regs,
+                               .grid_policy = grid_policy,
+                               .fast_rsqrt = fast_rsqrt};
   return sl_rmsnorm(g_dev, &a, g_stream);
+}
+
+/* The same with the table's launch choice (what the peers are compared with). */
+SL_PEER_FFI_EXPORT int sl_peer_ffi_rmsnorm_residual_bf16(void *y, void *residual, const void *x, const void *w,
+                                                         int rows, int hidden, float eps) {
+  return sl_peer_ffi_rmsnorm_residual_bf16_cfg(y, residual, x, w, rows, hidden, eps, 0, 0, 0, 0, 0);
 }
 
 /* y[t] = act(x[t, :inter]) * x[t, inter:], x [rows, 2 inter] bf16, y [rows, inter] bf16, act

@@ -30,6 +30,9 @@ class SluicePeerFFI:
         lib.sl_peer_ffi_quant_fp8_g128_bf16.argtypes = [c.c_void_p, c.c_void_p, c.c_void_p, c.c_int, c.c_int]
         lib.sl_peer_ffi_rmsnorm_residual_bf16.argtypes = [c.c_void_p, c.c_void_p, c.c_void_p, c.c_void_p, c.c_int,
                                                           c.c_int, c.c_float]
+        lib.sl_peer_ffi_rmsnorm_residual_bf16_cfg.argtypes = [c.c_void_p, c.c_void_p, c.c_void_p, c.c_void_p, c.c_int,
+                                                              c.c_int, c.c_float, c.c_int, c.c_int, c.c_int, c.c_int,
+                                                              c.c_int]
         lib.sl_peer_ffi_act_bf16.argtypes = [c.c_void_p, c.c_void_p, c.c_int, c.c_int, c.c_int]
         lib.sl_peer_ffi_act_fp8_bf16.argtypes = [c.c_void_p, c.c_void_p, c.c_void_p, c.c_int, c.c_int, c.c_int]
         lib.sl_peer_ffi_quant_codes_bytes.argtypes = [c.c_int, c.c_int, c.c_int]
@@ -84,12 +87,18 @@ class SluicePeerFFI:
         self.check(self.lib.sl_peer_ffi_quant_fp8_g128_bf16(q.data_ptr(), s.data_ptr(), x.data_ptr(), T, H))
         return q, s
 
-    def rms_res(self, x, res, w):
-        """residual = x + res written into res (bf16, in place), returns y = rmsnorm(residual) * w [T, H] bf16."""
+    def rms_res(self, x, res, w, cfg=None):
+        """residual = x + res written into res (bf16, in place), returns y = rmsnorm(residual) * w [T, H] bf16.
+        cfg: (elts, warps, weight_regs, grid_policy, fast_rsqrt) as rms; None = the table's."""
         y = torch.empty_like(x)
         self.stream()
-        self.check(self.lib.sl_peer_ffi_rmsnorm_residual_bf16(y.data_ptr(), res.data_ptr(), x.data_ptr(), w.data_ptr(),
-                                                              x.shape[0], x.shape[1], self.eps))
+        if cfg is None:
+            rc = self.lib.sl_peer_ffi_rmsnorm_residual_bf16(y.data_ptr(), res.data_ptr(), x.data_ptr(), w.data_ptr(),
+                                                            x.shape[0], x.shape[1], self.eps)
+        else:
+            rc = self.lib.sl_peer_ffi_rmsnorm_residual_bf16_cfg(y.data_ptr(), res.data_ptr(), x.data_ptr(),
+                                                                w.data_ptr(), x.shape[0], x.shape[1], self.eps, *cfg)
+        self.check(rc)
         return y
 
     def act(self, x, kind):

@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""Our RMSNorm and SiLU-and-mul launch choices timed in the peers' harness (triton.testing.do_bench:
+"""Our RMSNorm (plain and fused with the residual), SiLU-and-mul, SiLU/GELU-and-mul into FP8 and FP8 group-128
+quantization launch choices timed in the peers' harness (triton.testing.do_bench:
 a 256 MB fill before every repetition, CUDA events), next to the Triton row kernel and our
 defaults: which choice wins at the shapes where the defaults lose to Triton in that harness
 (bench/torch_peers.py's "same harness" lines). Each time is the median of 3 do_bench medians,
 taken round-robin over the candidates so drift hits them alike (--rounds; the spread of the
 rounds is printed next to each median).
   python3 bench/probes/peer_sweep.py --lib build-gpu/libsluice_peer_ffi.so [--tokens 1,16,128,1024,8192]
-                                     [--hidden 2048] [--ops rms,silu] [--budget-s 240] [--rounds 3] [--top 8]
+                                     [--hidden 2048] [--ops rms,rmsres,silu,silu8,gelu8,fp8q] [--budget-s 240]
+                                     [--rounds 3] [--top 8]
                                      [--warm | --graph]"""
 import argparse
 import os
@@ -19,7 +21,8 @@ from triton.testing import do_bench
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from peer_ffi import SluicePeerFFI  # noqa: E402 (bench/peer_ffi.py)
-from triton_rows import triton_rms, triton_silu  # noqa: E402 (bench/triton_rows.py)
+from peer_ffi import ACT_GELU, ACT_SILU  # noqa: E402
+from triton_rows import triton_act_fp8, triton_fp8_group, triton_rms, triton_rms_res, triton_silu  # noqa: E402
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--lib", required=True)
@@ -65,6 +68,18 @@ def rms_cands(T, H):
     return out
 
 
+def fp8_cands():
+    """The FP8-out activation's and the FP8 group quantizer's launch (kq overrides: warps, unroll, seg; the
+    table's full-grid point): decode's one warp per block at 1 or 2 items per warp, and 2-8 warps per block in the
+    item layout (seg 0) or the table's segments (-1)."""
+    out = []
+    for warps in (1, 2, 4, 8):
+        for unroll in (1, 2):
+            for seg in ((0,) if warps == 1 else (0, -1)):
+                out.append((f"w={warps} u={unroll} seg={'table' if seg < 0 else seg}", (warps, unroll, seg, 0)))
+    return out
+
+
 def silu_cands():
     out = []
     for warps in (1, 2, 4, 8, 16):
@@ -98,12 +113,13 @@ def timed(fn, reps=200):
     return statistics.median(s.elapsed_time(e) for s, e in ev) * 1e3
 
 
-def sweep(title, peer_fn, default_fn, cands, run, check):
-    """cands: (name, cfg); run(cfg) -> output; check(out) raises on a wrong result."""
-    fns = [("triton-row", peer_fn), ("ours default", default_fn)]
+def sweep(title, peer_fn, default_fn, cands, run, check, peer="triton-row", check_run=None):
+    """cands: (name, cfg); run(cfg) -> output (timed); check(out) raises on a wrong result, out from check_run(cfg)
+    (default: run) -- for a kernel that updates its input in place, check_run starts from a fresh copy."""
+    fns = [(peer, peer_fn), ("ours default", default_fn)]
     for name, cfg in cands:
         try:  # the JIT compile and the check happen outside the timing
-            out = run(cfg)
+            out = (check_run or run)(cfg)
             torch.cuda.synchronize()
             check(out)
         except RuntimeError as e:
@@ -117,9 +133,9 @@ def sweep(title, peer_fn, default_fn, cands, run, check):
             times[name].append(timed(fn))
     ours.kq_overrides()
     med = sorted((statistics.median(v), name) for name, v in times.items())
-    tri = statistics.median(times["triton-row"])
+    tri = statistics.median(times[peer])
     dflt = statistics.median(times["ours default"])
-    print(f"== {title}: triton-row {tri:.2f} us, ours default {dflt:.2f} us (ratio {tri / dflt:.2f}), "
+    print(f"== {title}: {peer} {tri:.2f} us, ours default {dflt:.2f} us (ratio {tri / dflt:.2f}), "
           f"{len(fns) - 2} candidates")
     for us, name in med[:args.top]:
         print(f"   {us:8.2f} us  ({min(times[name]):.2f}-{max(times[name]):.2f})  ratio {tri / us:5.2f}  {name}")
@@ -129,6 +145,23 @@ def sweep(title, peer_fn, default_fn, cands, run, check):
 def close(got, want):
     if not torch.allclose(got.float(), want.float(), rtol=2 ** -6, atol=1e-6):
         raise RuntimeError(f"output differs (max {(got.float() - want.float()).abs().max().item():.3g})")
+
+
+def fp8_close(got, want):
+    """(codes, scales) of ours against the Triton peer's: scales within 2^-6, dequantized values within one E4M3
+    step (the peer multiplies by 448 / absmax where ours divides: a code may differ at a rounding boundary)."""
+    (q, s), (wq, ws) = got, want
+    if not torch.allclose(s, ws, rtol=2 ** -6, atol=1e-12):
+        raise RuntimeError(f"scales differ (max {(s - ws).abs().max().item():.3g})")
+    g = q.view(torch.float8_e4m3fn).float().view(s.shape[0], -1, 128) * s[..., None]
+    w = wq.float().view(ws.shape[0], -1, 128) * ws[..., None]
+    if not torch.allclose(g, w, rtol=0.13, atol=1e-6):
+        raise RuntimeError(f"values differ (max {(g - w).abs().max().item():.3g})")
+
+
+def kq_run(fn, cfg):
+    ours.kq_overrides(*cfg)
+    return fn()
 
 
 def silu_run(x, cfg):
@@ -142,13 +175,41 @@ for H in [int(h) for h in args.hidden.split(",")]:
             print(f"# budget of {args.budget_s:.0f} s spent: stopped before T={T} H={H}")
             sys.exit(0)
         torch.manual_seed(T * 7 + H)
-        if "rms" in args.ops:
+        if "rms" in args.ops.split(","):
             x = torch.randn(T, H, device="cuda", dtype=torch.bfloat16)
             w = torch.randn(H, device="cuda", dtype=torch.bfloat16)
             ref = triton_rms(x, w, EPS)
             sweep(f"rmsnorm T={T} h={H}", lambda: triton_rms(x, w, EPS), lambda: ours.rms(x, w), rms_cands(T, H),
                   lambda cfg: ours.rms(x, w, cfg), lambda y: close(y, ref))
-        if "silu" in args.ops:
+        ops = args.ops.split(",")
+        if "rmsres" in ops:
+            x = torch.randn(T, H, device="cuda", dtype=torch.bfloat16)
+            w = torch.randn(H, device="cuda", dtype=torch.bfloat16)
+            res = torch.randn(T, H, device="cuda", dtype=torch.bfloat16)
+            res0 = res.clone()
+            ref = triton_rms_res(x, res0.clone(), w, EPS)
+            # every call adds x into the residual again (timed in place, as the peer): the check runs each
+            # candidate on a fresh copy of the first residual
+            sweep(f"rmsnorm+residual T={T} h={H}", lambda: triton_rms_res(x, res, w, EPS),
+                  lambda: ours.rms_res(x, res, w), rms_cands(T, H),
+                  lambda cfg: ours.rms_res(x, res, w, cfg), lambda y: close(y, ref),
+                  check_run=lambda cfg: ours.rms_res(x, res0.clone(), w, cfg))
+        if "fp8q" in ops:
+            x = torch.randn(T, H, device="cuda", dtype=torch.bfloat16)
+            ref8 = triton_fp8_group(x)
+            sweep(f"quant_fp8_g128 T={T} H={H}", lambda: triton_fp8_group(x), lambda: kq_run(lambda: ours.fp8_group(x),
+                  (0, 0, -1, 0)), fp8_cands(), lambda cfg: kq_run(lambda: ours.fp8_group(x), cfg),
+                  lambda out: fp8_close(out, ref8), peer="triton-grp")
+        for name, kind in (("silu8", ACT_SILU), ("gelu8", ACT_GELU)):
+            if name not in ops:
+                continue
+            xa = torch.randn(T, 2 * H, device="cuda", dtype=torch.bfloat16)
+            ref8 = triton_act_fp8(xa, kind == ACT_GELU)
+            sweep(f"act_{'silu' if kind == ACT_SILU else 'gelu'}_fp8 T={T} I={H}",
+                  lambda: triton_act_fp8(xa, kind == ACT_GELU), lambda: kq_run(lambda: ours.act_fp8(xa, kind),
+                  (0, 0, -1, 0)), fp8_cands(), lambda cfg: kq_run(lambda: ours.act_fp8(xa, kind), cfg),
+                  lambda out: fp8_close(out, ref8), peer="triton-grp")
+        if "silu" in ops:
             xa = torch.randn(T, 2 * H, device="cuda", dtype=torch.bfloat16)
             refa = triton_silu(xa)
             sweep(f"act_silu_bf16 T={T} I={H}", lambda: triton_silu(xa), lambda: silu_run(xa, (0, 0, -1, 0)), silu_cands(),
