@@ -139,13 +139,32 @@ static bool act_one_item(int warps, int unroll, int seg, long items, int sm_coun
   return warps == 1 && unroll == 1 && seg == 0 && items >= 1 && items <= (long)SL_ACT_ONE_ITEM_PER_SM * sm_count;
 }
 
+/* A launch's choices (kernels/kq_launch.h): warps per block, unroll, segment length, and the one-item kernel. The
+ * FP8 output below sm_count rows takes the quantizers' decode launch (q8_decode: one item per warp, the item layout,
+ * one warp per block -- the one-item kernel -- below SL_KQ_ACT8_ONE_WARP_ITEMS items per SM). */
+typedef struct {
+  int warps, unroll, seg;
+  bool one_item;
+} act_choice_t;
+
+static act_choice_t act_choose(const sl_act_args_t *a, int arch, int sm_count) {
+  act_choice_t c;
+  const bool fp8 = a->out_dtype == SL_DTYPE_FP8_E4M3;
+  const long items = (long)a->num_tokens * act_chunks(a->inter, a->in_dtype);
+  if (!(fp8 && sl_kq_q8_decode(arch, sm_count, a->num_tokens, items, SL_KQ_ACT8_ONE_WARP_ITEMS, &c.warps, &c.unroll,
+                               &c.seg))) {
+    c.warps = act_warps(a, arch, sm_count);
+    c.unroll = sl_kq_unroll_act(arch, !fp8);
+    c.seg = act_seg(arch, c.warps, a->inter, a->in_dtype, a->out_dtype);
+  }
+  c.one_item = act_one_item(c.warps, c.unroll, c.seg, items, sm_count);
+  return c;
+}
+
 sl_status_t sl_act_spec(const sl_act_args_t *a, int arch, int sm_count, sl_jit_spec_t *spec) {
-  int warps = act_warps(a, arch, sm_count), unroll = sl_kq_unroll_act(arch, a->out_dtype != SL_DTYPE_FP8_E4M3);
-  int seg = act_seg(arch, warps, a->inter, a->in_dtype, a->out_dtype);
-  long items = (long)a->num_tokens * act_chunks(a->inter, a->in_dtype);
-  return spec_at(a->kind, a->inter, a->in_dtype, a->out_dtype, a->scale_ue8m0 ? SL_QRULE_CEIL : SL_QRULE_IEEE, warps,
-                 unroll, seg, act_one_item(warps, unroll, seg, items, sm_count),
-                 act_fast_exp(a->kind, a->out_dtype, arch), spec);
+  const act_choice_t c = act_choose(a, arch, sm_count);
+  return spec_at(a->kind, a->inter, a->in_dtype, a->out_dtype, a->scale_ue8m0 ? SL_QRULE_CEIL : SL_QRULE_IEEE, c.warps,
+                 c.unroll, c.seg, c.one_item, act_fast_exp(a->kind, a->out_dtype, arch), spec);
 }
 
 static sl_status_t check_aligned(const void *p, long row_bytes, const char *what) {
@@ -174,8 +193,8 @@ sl_status_t sl_act(sl_device_t *dev, const sl_act_args_t *a, sl_stream_t *stream
   SL_CHECK(sl_act_spec(a, info->arch, info->sm_count, &spec));
   sl_kernel_t *k;
   SL_CHECK(sl_jit_get_kernel(dev, &spec, &k));
-  int warps = act_warps(a, info->arch, info->sm_count),
-      unroll = sl_kq_unroll_act(info->arch, a->out_dtype != SL_DTYPE_FP8_E4M3);
+  const act_choice_t c = act_choose(a, info->arch, info->sm_count);
+  const int warps = c.warps, unroll = c.unroll, seg = c.seg;
   const void *in = a->in;
   void *out = a->out;
   float *scales = a->out_scales;
@@ -185,8 +204,7 @@ sl_status_t sl_act(sl_device_t *dev, const sl_act_args_t *a, sl_stream_t *stream
   if (items > 0x7fffffffL) /* the kernel's item index is 32-bit (kernels/act.cu) */
     return SL_ERR(SL_ERR_INVALID, "act: %ld work items exceed the kernel's 32-bit index: split the call by tokens",
                   items);
-  int seg = act_seg(info->arch, warps, a->inter, a->in_dtype, a->out_dtype);
-  if (act_one_item(warps, unroll, seg, items, info->sm_count)) { /* a block per item: all resident */
+  if (c.one_item) { /* a block per item: all resident */
     long resident = 0;
     SL_CHECK(sl_kernel_resident_blocks(k, 32, 0, &resident));
     if (resident < items)
@@ -225,14 +243,24 @@ sl_status_t sl_act_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t *s
               /* GELU into 16-bit and FP8 outputs with either tanh too (the benchmark's comparison rows,
                * the GPU tests: sl_kq_set_gelu_fast_exp_override) */
               const bool both = kind == SL_ACT_GELU_TANH_MUL && out != SL_DTYPE_F32;
+              const int rule = o == 2 ? SL_QRULE_CEIL : SL_QRULE_IEEE;
               for (int f = 0; f < (both ? 2 : 1); f++) {
                 const int fx = f ? !fe : fe;
-                SL_CHECK(spec_at((sl_act_kind_t)kind, inters[i], dtypes[d], out,
-                                 o == 2 ? SL_QRULE_CEIL : SL_QRULE_IEEE, warps[w], unroll, seg, false, fx, &spec));
+                if (w == 0 && o > 0 && ac->q8_decode) { /* FP8 at decode: kq_launch.h q8_decode's launches */
+                  SL_CHECK(spec_at((sl_act_kind_t)kind, inters[i], dtypes[d], out, rule, 1, 1, 0, true, fx, &spec));
+                  SL_CHECK(fn(&spec, user));
+                  for (int qw = ac->prefill_warps / 2; qw <= ac->prefill_warps; qw *= 2) {
+                    SL_CHECK(spec_at((sl_act_kind_t)kind, inters[i], dtypes[d], out, rule, qw, 1, 0, false, fx, &spec));
+                    SL_CHECK(fn(&spec, user));
+                  }
+                  continue;
+                }
+                SL_CHECK(spec_at((sl_act_kind_t)kind, inters[i], dtypes[d], out, rule, warps[w], unroll, seg, false, fx,
+                                 &spec));
                 SL_CHECK(fn(&spec, user));
                 if (act_one_item(warps[w], unroll, seg, 1, 132)) { /* decode's one-item kernel too */
-                  SL_CHECK(spec_at((sl_act_kind_t)kind, inters[i], dtypes[d], out,
-                                   o == 2 ? SL_QRULE_CEIL : SL_QRULE_IEEE, warps[w], unroll, seg, true, fx, &spec));
+                  SL_CHECK(spec_at((sl_act_kind_t)kind, inters[i], dtypes[d], out, rule, warps[w], unroll, seg, true,
+                                   fx, &spec));
                   SL_CHECK(fn(&spec, user));
                 }
               }

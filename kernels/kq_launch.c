@@ -20,6 +20,21 @@ int sl_kq_warps_act16(int arch, int sm_count, long rows, long items) {
   return items < (long)SL_KQ_ACT16_HALF_ITEMS * sm_count ? c->prefill_warps / 2 : c->prefill_warps;
 }
 
+static int unroll_override;                    /* 0: the per-arch table (kq_launch.h) */
+static int seg_override = SL_KQ_SEG_TABLE;
+
+bool sl_kq_q8_decode(int arch, int sm_count, long rows, long items, int one_warp_items, int *warps, int *unroll,
+                     int *seg) {
+  const sl_kq_arch_cfg_t *c = sl_kq_arch_cfg(arch);
+  if (!c->q8_decode || rows >= sm_count || warps_override || seg_override != SL_KQ_SEG_TABLE) return false;
+  *warps = one_warp_items && items < (long)one_warp_items * sm_count ? 1
+           : items < (long)SL_KQ_ACT16_HALF_ITEMS * sm_count     ? c->prefill_warps / 2
+                                                                  : c->prefill_warps;
+  *unroll = unroll_override ? unroll_override : 1;
+  *seg = 0;
+  return true;
+}
+
 sl_status_t sl_kq_launch(sl_device_t *dev, sl_kernel_t *k, int warps, int unroll, long items, sl_stream_t *stream,
                          void **args) {
   return sl_kq_launch_waves(dev, k, warps, unroll, items, 0, stream, args);
@@ -40,8 +55,6 @@ sl_status_t sl_kq_launch_waves(sl_device_t *dev, sl_kernel_t *k, int warps, int 
   return sl_kernel_launch(k, &l, args);
 }
 
-static int unroll_override; /* 0: the per-arch table (kq_launch.h) */
-
 void sl_kq_set_unroll_override(int unroll) {
   unroll_override = unroll > 0 ? unroll : 0;
 }
@@ -58,8 +71,6 @@ int sl_kq_unroll_quant(int arch, int fmt, int seg, int chunks, int pair) {
   if (unroll_override || !sl_qfmt_is_fp4(fmt) || seg <= 0 || !wide || !c->unroll_fp4q) return sl_kq_unroll(arch);
   return c->unroll_fp4q;
 }
-
-static int seg_override = SL_KQ_SEG_TABLE;
 
 void sl_kq_set_seg_override(int seg) {
   seg_override = seg < 0 ? SL_KQ_SEG_TABLE : seg;

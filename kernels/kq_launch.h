@@ -79,6 +79,8 @@ typedef struct {
                          * SL_KQ_FP4Q_WIDE_CHUNKS chunks (sl_kq_qpair); see below */
   int gelu_fast_exp;    /* GELU(tanh)-and-mul into 16-bit and FP8 outputs takes 1 + tanh(z) as 2 / (1 + e^-2z) by
                          * ex2.approx (kernels/act.cu FASTEXP; sl_kq_gelu_fast_exp); fp32 outputs keep tanhf */
+  int q8_decode;        /* the quantizers and the FP8-out activation below sm_count rows: one item per warp, the
+                         * item layout, and warps by items (sl_kq_q8_decode); 0: decode_warps and `unroll` */
 } sl_kq_arch_cfg_t;
 
 #define SL_KQ_FP4Q_WIDE_CHUNKS 16
@@ -175,13 +177,28 @@ typedef struct {
  * I=2048/4096/7168 77.8/80.4/82.8 % -> 92.1/95.6/98.6 %, T=8192 66.8/74.1/78.5 -> 77.3/87.0/90.8; into bf16
  * 96.4/99.1/100.9 -> 98.9/101.6/103.1 (T=32768), 84.4/92.5/95.8 -> 86.5/94.2/98.1 (T=8192). Blackwell: not
  * measured. */
+/* Hopper q8_decode 1: MEASURED on the H200 (session 28 call 3, bench/probes/peer_sweep.py --graph against the
+ * Triton group-128 kernels of bench/triton_rows.py, CUDA-graph us; call 2 had them ahead at 41 of 144 graph
+ * shapes): the old decode launch -- one warp per block, two items per warp -- left FP8 group quantization and
+ * SiLU/GELU-and-mul into FP8 0.67-0.94 of Triton at T <= 128 (quant T=128 H=7168 2.56 vs 1.72 us: 1792 one-warp
+ * blocks; T=1 H=2048 1.48 vs 1.21). One item per warp in the item layout, by warps per block:
+ *   quant T=1 H=2048 w1 1.32, w2 1.28, w4 1.28, w8 1.31 (u2 w1: the old 1.48); T=16 1.43 / 1.37 / 1.36 / 1.38;
+ *     T=128 -, 1.56, 1.46, 1.47; H=7168 T=1 1.34 / 1.28 / 1.28 / 1.28, T=16 1.48 / 1.39 / 1.38 / 1.37, T=128
+ *     w4 1.82, w8 1.79 (Triton 1.21 / 1.35 / 2.23, 1.26 / 1.53 / 1.72);
+ *   SiLU into FP8 T=1 I=2048 w1 (the one-item kernel) 1.34, w2 1.40, w4 1.39, w8 1.49; T=16 1.45 / 1.47 / 1.46 /
+ *     1.55; T=128 1.79 / 1.71 / 1.67 / 1.69; I=7168 T=1 1.38 / 1.38 / 1.38 / 1.47, T=16 1.54 / 1.49 / 1.49 / 1.57,
+ *     T=128 w4 2.47, w8 2.48 (Triton 1.34 / 1.50 / 2.41, 1.36 / 1.70 / 2.33); GELU the same within 0.05 us.
+ * So below sm_count rows: unroll 1, the item layout, and prefill_warps / 2 warps below SL_KQ_ACT16_HALF_ITEMS items
+ * per SM, prefill_warps from there; the FP8-out activation one warp per block (the one-item kernel) below
+ * SL_KQ_ACT8_ONE_WARP_ITEMS items per SM. Blackwell: not measured. */
+#define SL_KQ_ACT8_ONE_WARP_ITEMS 2
 #define SL_KQ_STAGE_FMT(f) (1 << (f))
 static const sl_kq_arch_cfg_t sl_kq_arch_table[] = {
     {SL_ARCH_HOPPER, 1, 8, 2, 4, 0, 1, 4,
      SL_KQ_STAGE_FMT(SL_QFMT_MXFP8) | SL_KQ_STAGE_FMT(SL_QFMT_MXFP4) | SL_KQ_STAGE_FMT(SL_QFMT_NVFP4), 4, 1, 2, 1, 1, 2,
-     1, 1},
-    {SL_ARCH_BLACKWELL, 1, 8, 2, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {0, 1, 8, 2, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+     1, 1, 1},
+    {SL_ARCH_BLACKWELL, 1, 8, 2, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {0, 1, 8, 2, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
 };
 
 static inline const sl_kq_arch_cfg_t *sl_kq_arch_cfg(int arch) {
@@ -313,6 +330,12 @@ static inline int sl_kq_table_warps(int arch, int sm_count, long rows) {
  * items per SM, unless the override is set. */
 int sl_kq_warps_act16(int arch, int sm_count, long rows, long items);
 
+/* The decode launch of the quantizers and the FP8-out activation (the table's q8_decode, above): below sm_count rows,
+ * where no warps or segment override is set, fills *warps (for `items` warp items; one warp per block below
+ * `one_warp_items` items per SM, 0: never), *unroll (1, or the unroll override) and *seg (0, the item layout) and
+ * returns true; false otherwise (the caller takes sl_kq_warps, its unroll and segment rules). */
+bool sl_kq_q8_decode(int arch, int sm_count, long rows, long items, int one_warp_items, int *warps, int *unroll,
+                     int *seg);
 /* The resident waves past which sl_kq_launch gives every group of items its own block:
  * SL_KQ_FULL_GRID_WAVES, unless a benchmark sweep has set an override (0: the default). */
 void sl_kq_set_full_grid_waves_override(int waves);

@@ -285,6 +285,11 @@ typedef struct {
 static quant_choice_t quant_choose(const sl_quant_args_t *a, int arch, int sm_count) {
   quant_choice_t c;
   const int fmt = (int)a->format, chunks = quant_chunks(a->hidden, a->in_dtype);
+  /* decode (kq_launch.h q8_decode): one item per warp in the item layout, warps by items */
+  if (sl_kq_q8_decode(arch, sm_count, a->num_tokens, (long)a->num_tokens * chunks, 0, &c.warps, &c.unroll, &c.seg)) {
+    c.pair = 0, c.stage = false;
+    return c;
+  }
   c.warps = sl_kq_warps(arch, sm_count, a->num_tokens);
   c.seg = quant_seg(arch, c.warps, a->hidden, a->in_dtype, SL_KQ_SEG_QUANT);
   c.unroll = quant_unroll(arch, sl_kq_qpair(arch, fmt, chunks), fmt, a->in_dtype, a->hidden, c.seg, &c.pair);
@@ -437,6 +442,17 @@ sl_status_t sl_quant_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t 
   const sl_kq_arch_cfg_t *ac = sl_kq_arch_cfg(arch);
   int warps[2] = {ac->decode_warps, ac->prefill_warps}, segs[4];
   int nseg = sl_kq_seg_points(arch, segs);
+  /* the quantizers' decode launches (kq_launch.h q8_decode): unroll 1, the item layout, half the prefill warps
+   * and all of them (the dequantizer keeps the table's decode launch, below) */
+  for (size_t c = 0; c < sizeof cfgs / sizeof cfgs[0] && ac->q8_decode; c++)
+    for (size_t h = 0; h < sizeof hiddens / sizeof hiddens[0]; h++)
+      for (size_t d = 0; d < sizeof dtypes / sizeof dtypes[0]; d++)
+        for (int w = ac->prefill_warps / 2; w <= ac->prefill_warps; w *= 2) {
+          sl_jit_spec_t spec;
+          SL_CHECK(quant_spec_at(cfgs[c].fmt, cfgs[c].rule, cfgs[c].layout, hiddens[h], dtypes[d], w, 1, 0, 0, 0,
+                                 &spec));
+          SL_CHECK(fn(&spec, user));
+        }
   for (size_t c = 0; c < sizeof cfgs / sizeof cfgs[0]; c++)
     for (size_t h = 0; h < sizeof hiddens / sizeof hiddens[0]; h++)
       for (size_t d = 0; d < sizeof dtypes / sizeof dtypes[0]; d++)
@@ -447,7 +463,7 @@ sl_status_t sl_quant_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t 
             sl_jit_spec_t spec;
             /* a whole block per lane (QPAIR 1) and MXFP4's half block (QPAIR 2) where they apply: each
              * form, staged and not */
-            for (int pr = 0; pr < 3; pr++) {
+            for (int pr = 0; pr < 3 && !(w == 0 && ac->q8_decode); pr++) { /* decode: the q8 points above */
               int got = 0;
               const int unroll = quant_unroll(arch, pr, cfgs[c].fmt, dtypes[d], hiddens[h], seg, &got);
               if (got != pr) continue;

@@ -80,7 +80,8 @@ static const rms_entry_t hopper_table[] = {
     {4096, 0, 0, 16, 1, RESIDENT, 1}, /* decode 1.67 -> 1.54 us; s12 graph sweep: e=16 1.52 vs e=8 1.56 */
     {4096, 1, 0, 16, 1, RESIDENT, 1}, /* decode 1.77 -> 1.68 us */
     {7168, 0, 0, 16, 1, RESIDENT, 1}, /* decode 1.84 -> 1.81 us; s12 graph sweep: e=16 1.79 vs e=32 1.91 */
-    {7168, 1, 0, 16, 1, RESIDENT, 1}, /* decode 2.05 -> 2.04 us */
+    {7168, 1, 0, 32, 1, RESIDENT, 1}, /* decode 2.05 -> 2.04 us; s28 peer_sweep.py --graph: e=32 w=7 T=1 1.95, T=16
+                                       * 2.11 vs e=16 w=14 2.03, 2.14 (Triton's fused row 1.87, 2.06) */
     {2048, 0, 32768, 16, 1, FULL, 1}, /* T=32768: 67.74 us (s19; re-reading the weight 68.61) */
     {2048, 0, 8192, 16, 1, FULL, 1},  /* T=8192: 20.06 us (kern 17.15) */
     {2048, 0, 1, 16, 1, FULL, 1},     /* T=1024: graph 3.24 -> 2.67 us (Triton 2.73) */

@@ -411,9 +411,9 @@ static void test_rmsnorm_every_tune_point(void **state) {
  * a row count that takes the large-prefill entries (>= 4096) and one below. */
 static void test_rmsnorm_table_points(void **state) {
   static const int hiddens[] = {2048, 4096, 7168};
-  static const int rows[] = {1031, 4097};
+  static const int rows[] = {5, 1031, 4097}; /* decode (rows < SMs) and two prefill entries */
   for (int h = 0; h < 3; h++)
-    for (int r = 0; r < 2; r++)
+    for (int r = 0; r < 3; r++)
       for (int residual = 0; residual < 2; residual++) {
         rms_case_t c = {.rows = rows[r],
                         .hidden = hiddens[h],

@@ -633,14 +633,53 @@ static void test_unroll_and_override_choices(void **state) {
     assert_define(&spec, "WARPS=1");
     assert_define(&spec, hopper[a] ? "ONEITEM=1" : "ONEITEM=0");
     x.num_tokens = 128;
-    x.out_dtype = SL_DTYPE_FP8_E4M3; /* the FP8 output keeps the rows rule */
+    /* the FP8 output below SMS rows (kq_launch.h q8_decode, Hopper): one item per warp, the item layout, 4 warps
+     * below 8 items per SM (T=128 I=2048: 1024 items), 8 from there (I=7168: 3584), one warp -- the one-item
+     * kernel -- below 2 (T=1 I=768: 3 items); Blackwell keeps one warp and unroll 2 */
+    x.out_dtype = SL_DTYPE_FP8_E4M3;
     SL_ASSERT_OK(sl_act_spec(&x, archs[a], SMS, &spec));
-    assert_define(&spec, "WARPS=1");
-    assert_define(&spec, "ONEITEM=0"); /* its unroll is 2 */
+    assert_define(&spec, hopper[a] ? "WARPS=4" : "WARPS=1");
+    assert_define(&spec, hopper[a] ? "UNROLL=1" : "UNROLL=2");
+    assert_define(&spec, "SEG=0");
+    assert_define(&spec, "ONEITEM=0");
+    x.inter = 7168;
+    SL_ASSERT_OK(sl_act_spec(&x, archs[a], SMS, &spec));
+    assert_define(&spec, hopper[a] ? "WARPS=8" : "WARPS=1");
     x.num_tokens = 1;
     x.inter = 768;
     SL_ASSERT_OK(sl_act_spec(&x, archs[a], SMS, &spec));
-    assert_define(&spec, "UNROLL=2");
+    assert_define(&spec, hopper[a] ? "UNROLL=1" : "UNROLL=2");
+    assert_define(&spec, "WARPS=1");
+    assert_define(&spec, hopper[a] ? "ONEITEM=1" : "ONEITEM=0");
+    assert_registered("act", archs[a], &spec);
+    x.num_tokens = 100; /* 300 items (>= 2 per SM): 4 warps, registered */
+    SL_ASSERT_OK(sl_act_spec(&x, archs[a], SMS, &spec));
+    assert_define(&spec, hopper[a] ? "WARPS=4" : "WARPS=1");
+    assert_registered("act", archs[a], &spec);
+    /* the quantizers below SMS rows take the same launch without the one-warp case (FP8 group, T=1 H=7168: 28
+     * items, 4 warps; T=128: 3584, 8 warps); the dequantizer keeps one warp and the table's unroll */
+    for (int qt = 1; qt <= 128; qt *= 128) {
+      sl_quant_args_t q8 = {.format = SL_QUANT_FP8_GROUP,
+                            .layout = SL_QUANT_LAYOUT_LINEAR,
+                            .num_tokens = qt,
+                            .hidden = 7168,
+                            .in_dtype = SL_DTYPE_BF16};
+      SL_ASSERT_OK(sl_quant_spec(&q8, archs[a], SMS, &spec));
+      assert_define(&spec, hopper[a] ? (qt == 1 ? "WARPS=4" : "WARPS=8") : "WARPS=1");
+      assert_define(&spec, hopper[a] ? "UNROLL=1" : "UNROLL=2");
+      assert_define(&spec, "SEG=0");
+      assert_registered("quant", archs[a], &spec);
+      q8.format = SL_QUANT_MXFP4, q8.layout = SL_QUANT_LAYOUT_SWIZZLED, q8.rule = SL_QUANT_RULE_CEIL;
+      SL_ASSERT_OK(sl_quant_spec(&q8, archs[a], SMS, &spec));
+      assert_define(&spec, "SWZ_STAGE=0");
+      assert_define(&spec, "QPAIR=0");
+      assert_registered("quant", archs[a], &spec);
+      sl_dequant_args_t dq = {.format = SL_QUANT_FP8_GROUP, .num_tokens = qt, .hidden = 7168,
+                              .out_dtype = SL_DTYPE_BF16};
+      SL_ASSERT_OK(sl_dequant_spec(&dq, archs[a], SMS, &spec));
+      assert_define(&spec, "WARPS=1");
+      assert_define(&spec, "UNROLL=2");
+    }
     sl_quant_args_t q = {.format = SL_QUANT_NVFP4,
                          .layout = SL_QUANT_LAYOUT_SWIZZLED,
                          .num_tokens = 8192,
@@ -676,8 +715,9 @@ static void test_unroll_and_override_choices(void **state) {
     assert_quant_define(&q, archs[a], "UNROLL=2");
     sl_kq_set_qpair_override(SL_KQ_QPAIR_TABLE);
     q.hidden = 7168;
-    q.num_tokens = 1; /* decode: the item layout */
-    assert_quant_define(&q, archs[a], "UNROLL=2");
+    q.num_tokens = 1; /* decode: the item layout, one item per warp on Hopper (q8_decode) */
+    assert_quant_define(&q, archs[a], hopper[a] ? "UNROLL=1" : "UNROLL=2");
+    assert_quant_define(&q, archs[a], "SEG=0");
     q.num_tokens = 8192;
     q.format = SL_QUANT_MXFP8;
     assert_quant_define(&q, archs[a], "UNROLL=2");
