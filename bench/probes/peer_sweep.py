@@ -68,14 +68,16 @@ def rms_cands(T, H):
     return out
 
 
-def fp8_cands():
+def fp8_cands(T):
     """The FP8-out activation's and the FP8 group quantizer's launch (kq overrides: warps, unroll, seg; the
-    table's full-grid point): decode's one warp per block at 1 or 2 items per warp, and 2-8 warps per block in the
-    item layout (seg 0) or the table's segments (-1)."""
+    table's full-grid point). Below SMS rows: one warp per block at 1 or 2 items per warp, and 2-8 warps per block
+    in the item layout (seg 0) or the table's segments (-1); from SMS rows 4 or 8 warps, 1 or 2 items (or chunks)
+    in flight, the item layout or segments of 1, 2 chunks or the table's."""
     out = []
-    for warps in (1, 2, 4, 8):
+    small = T < SMS
+    for warps in (1, 2, 4, 8) if small else (4, 8):
         for unroll in (1, 2):
-            for seg in ((0,) if warps == 1 else (0, -1)):
+            for seg in ((0,) if warps == 1 else (0, -1)) if small else (0, 1, 2, -1):
                 out.append((f"w={warps} u={unroll} seg={'table' if seg < 0 else seg}", (warps, unroll, seg, 0)))
     return out
 
@@ -198,7 +200,7 @@ for H in [int(h) for h in args.hidden.split(",")]:
             x = torch.randn(T, H, device="cuda", dtype=torch.bfloat16)
             ref8 = triton_fp8_group(x)
             sweep(f"quant_fp8_g128 T={T} H={H}", lambda: triton_fp8_group(x), lambda: kq_run(lambda: ours.fp8_group(x),
-                  (0, 0, -1, 0)), fp8_cands(), lambda cfg: kq_run(lambda: ours.fp8_group(x), cfg),
+                  (0, 0, -1, 0)), fp8_cands(T), lambda cfg: kq_run(lambda: ours.fp8_group(x), cfg),
                   lambda out: fp8_close(out, ref8), peer="triton-grp")
         for name, kind in (("silu8", ACT_SILU), ("gelu8", ACT_GELU)):
             if name not in ops:
@@ -207,7 +209,7 @@ for H in [int(h) for h in args.hidden.split(",")]:
             ref8 = triton_act_fp8(xa, kind == ACT_GELU)
             sweep(f"act_{'silu' if kind == ACT_SILU else 'gelu'}_fp8 T={T} I={H}",
                   lambda: triton_act_fp8(xa, kind == ACT_GELU), lambda: kq_run(lambda: ours.act_fp8(xa, kind),
-                  (0, 0, -1, 0)), fp8_cands(), lambda cfg: kq_run(lambda: ours.act_fp8(xa, kind), cfg),
+                  (0, 0, -1, 0)), fp8_cands(T), lambda cfg: kq_run(lambda: ours.act_fp8(xa, kind), cfg),
                   lambda out: fp8_close(out, ref8), peer="triton-grp")
         if "silu" in ops:
             xa = torch.randn(T, 2 * H, device="cuda", dtype=torch.bfloat16)
