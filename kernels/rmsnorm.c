@@ -87,7 +87,8 @@ static const rms_entry_t hopper_table[] = {
     {2048, 0, 1, 16, 1, FULL, 1},     /* T=1024: graph 3.24 -> 2.67 us (Triton 2.73) */
     {2048, 1, 32768, 8, 1, FULL, 0},  /* T=32768: 131.58 us */
     {2048, 1, 8192, 16, 1, FULL, 1},  /* T=8192: 36.35 -> 36.00 us */
-    {2048, 1, 1, 16, 4, RESIDENT, 0}, /* T=1024: 8.13 us */
+    {2048, 1, 1, 16, 1, RESIDENT, 1}, /* T=1024: s28 peer_sweep.py --graph (call 5): 3.41 us, 4 rows per block
+                                       * re-reading the weight (the s2 pick) 3.74, Triton's fused row 3.39 */
     {4096, 0, 32768, 16, 1, FULL, 1}, /* T=32768: 133.02 us (s19; e=32 w=4 134.21-134.40) */
     {4096, 0, 8192, 16, 1, FULL, 1},  /* T=8192: 36.42 -> 35.58 us */
     {4096, 0, 1, 16, 1, RESIDENT, 1}, /* T=1024: graph 4.72 -> 3.87 us (Triton 4.31) */
