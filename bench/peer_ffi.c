@@ -66,26 +66,15 @@ SL_PEER_FFI_EXPORT const char *sl_peer_ffi_error(void) {
  * thread, warps per block, weight placement (SL_RMSNORM_WEIGHT_*), grid policy
  * (SL_RMSNORM_GRID_*) and row factor (SL_RMSNORM_RSQ_*); bench/probes/peer_sweep.py times each
  * choice in the peers' harness. */
+SL_PEER_FFI_EXPORT int sl_peer_ffi_rmsnorm_residual_bf16_cfg(void *y, void *residual, const void *x, const void *w,
+                                                             int rows, int hidden, float eps, int elts, int warps,
+                                                             int weight_regs, int grid_policy, int fast_rsqrt);
 SL_PEER_FFI_EXPORT int sl_peer_ffi_rmsnorm_bf16_cfg(void *y, const void *x, const void *w, int rows, int hidden,
                                                     float eps, int elts, int warps, int weight_regs, int grid_policy,
                                                     int fast_rsqrt) {
-  if (!g_dev) return no_device();
-  const sl_rmsnorm_args_t a = {.x = x,
-                               .y = y,
-                               .weight = w,
-                               .rows = rows,
-                               .hidden = hidden,
-                               .in_dtype = SL_DTYPE_BF16,
-                               .out_dtype = SL_DTYPE_BF16,
-                               .w_dtype = SL_DTYPE_BF16,
-                               .res_dtype = SL_DTYPE_BF16,
-                               .eps = eps,
-                               .elts = elts,
-                               .warps = warps,
-                               .weight_regs = weight_regs,
-                               .grid_policy = grid_policy,
-                               .fast_rsqrt = fast_rsqrt};
-  return sl_rmsnorm(g_dev, &a, g_stream);
+  /* the fused entry without a residual is the plain norm (sl_rmsnorm) */
+  return sl_peer_ffi_rmsnorm_residual_bf16_cfg(y, NULL, x, w, rows, hidden, eps, elts, warps, weight_regs,
+                                               grid_policy, fast_rsqrt);
 }
 
 /* The same with the table's launch choice (what the peers are compared with). */
@@ -137,8 +126,8 @@ SL_PEER_FFI_EXPORT int sl_peer_ffi_quant_fp8_g128_bf16(void *codes, float *scale
 /* Fused residual add and RMSNorm: residual = x + residual (rounded to bf16 and written back in
  * place), y = rmsnorm(residual) * w from the stored sum; x, residual, y [rows, hidden] bf16 (y
  * must not overlap x or residual), weight [hidden] bf16, fp32 accumulation (sl_rmsnorm with
- * .residual), with the launch knobs of sl_rmsnorm_args_t as sl_peer_ffi_rmsnorm_bf16_cfg (0 = the
- * table's for each; bench/probes/peer_sweep.py). */
+ * .residual; NULL: the plain norm), with the launch knobs of sl_rmsnorm_args_t as
+ * sl_peer_ffi_rmsnorm_bf16_cfg (0 = the table's for each; bench/probes/peer_sweep.py). */
 SL_PEER_FFI_EXPORT int sl_peer_ffi_rmsnorm_residual_bf16_cfg(void *y, void *residual, const void *x, const void *w,
                                                              int rows, int hidden, float eps, int elts, int warps,
                                                              int weight_regs, int grid_policy, int fast_rsqrt) {
