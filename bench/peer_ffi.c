@@ -94,33 +94,19 @@ SL_PEER_FFI_EXPORT void sl_peer_ffi_kq_overrides(int warps, int unroll, int seg,
 }
 
 /* y[t] = silu(x[t, :inter]) * x[t, inter:], x [rows, 2 inter] bf16, y [rows, inter] bf16 (sl_act). */
+SL_PEER_FFI_EXPORT int sl_peer_ffi_act_bf16(void *y, const void *x, int rows, int inter, int kind);
+SL_PEER_FFI_EXPORT int sl_peer_ffi_quant_bf16(void *codes, void *scales, const void *x, int rows, int hidden,
+                                              int format, int rule, int layout, float global_scale);
 SL_PEER_FFI_EXPORT int sl_peer_ffi_silu_mul_bf16(void *y, const void *x, int rows, int inter) {
-  if (!g_dev) return no_device();
-  const sl_act_args_t a = {.kind = SL_ACT_SILU_MUL,
-                           .num_tokens = rows,
-                           .inter = inter,
-                           .in_dtype = SL_DTYPE_BF16,
-                           .out_dtype = SL_DTYPE_BF16,
-                           .in = x,
-                           .out = y};
-  return sl_act(g_dev, &a, g_stream);
+  return sl_peer_ffi_act_bf16(y, x, rows, inter, SL_ACT_SILU_MUL);
 }
 
 /* FP8 E4M3 per-token-group (128) quantization of x [rows, hidden] bf16: codes [rows, hidden]
  * bytes, fp32 scales [rows, hidden / 128] = absmax / 448 (sl_quant, IEEE rule, linear). */
 SL_PEER_FFI_EXPORT int sl_peer_ffi_quant_fp8_g128_bf16(void *codes, float *scales, const void *x, int rows,
                                                        int hidden) {
-  if (!g_dev) return no_device();
-  const sl_quant_args_t a = {.format = SL_QUANT_FP8_GROUP,
-                             .rule = SL_QUANT_RULE_IEEE,
-                             .layout = SL_QUANT_LAYOUT_LINEAR,
-                             .num_tokens = rows,
-                             .hidden = hidden,
-                             .in_dtype = SL_DTYPE_BF16,
-                             .in = x,
-                             .codes = codes,
-                             .scales = scales};
-  return sl_quant(g_dev, &a, g_stream);
+  return sl_peer_ffi_quant_bf16(codes, scales, x, rows, hidden, SL_QUANT_FP8_GROUP, SL_QUANT_RULE_IEEE,
+                                SL_QUANT_LAYOUT_LINEAR, 1.0f);
 }
 
 /* Fused residual add and RMSNorm: residual = x + residual (rounded to bf16 and written back in
