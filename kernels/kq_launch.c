@@ -20,7 +20,7 @@ int sl_kq_warps_act16(int arch, int sm_count, long rows, long items) {
   return items < (long)SL_KQ_ACT16_HALF_ITEMS * sm_count ? c->prefill_warps / 2 : c->prefill_warps;
 }
 
-static int unroll_override;                    /* 0: the per-arch table (kq_launch.h) */
+static int unroll_override; /* 0: the per-arch table (kq_launch.h) */
 static int seg_override = SL_KQ_SEG_TABLE;
 
 bool sl_kq_q8_decode(int arch, int sm_count, long rows, long items, int one_warp_items, int *warps, int *unroll,

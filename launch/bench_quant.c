@@ -103,79 +103,95 @@ static void sizes(ctx_t *c) {
   }
 }
 
-static sl_status_t run_once(void *p, int iter, sl_stream_t *stream) {
-  ctx_t *c = p;
-  int s = iter % c->sets;
-  switch (c->op) {
-  case OP_ACT_BF16:
-  case OP_ACT_FP8:
-  case OP_ACT_GELU_BF16:
-  case OP_ACT_GELU_FP8: {
-    sl_act_args_t a = {.kind = c->op == OP_ACT_GELU_BF16 || c->op == OP_ACT_GELU_FP8 ? SL_ACT_GELU_TANH_MUL
-                                                                                    : SL_ACT_SILU_MUL,
-                       .num_tokens = c->T,
-                       .inter = c->H,
-                       .in_dtype = SL_DTYPE_BF16,
-                       .out_dtype = act_fp8(c->op) ? SL_DTYPE_FP8_E4M3 : SL_DTYPE_BF16,
-                       .in = c->in[s],
-                       .out = c->out[s],
-                       .out_scales = c->scales[s]};
-    return sl_act(c->dev, &a, stream);
-  }
-  case OP_QUANT_FP8:
-  case OP_QUANT_MXFP8:
-  case OP_QUANT_MXFP4:
-  case OP_QUANT_NVFP4: {
-    sl_quant_args_t q = {.num_tokens = c->T,
-                         .hidden = c->H,
-                         .in_dtype = SL_DTYPE_BF16,
-                         .in = c->in[s],
-                         .codes = c->out[s],
-                         .scales = c->scales[s],
-                         .global_scale = 1.0f,
-                         .layout = c->linear ? SL_QUANT_LAYOUT_LINEAR : SL_QUANT_LAYOUT_SWIZZLED,
-                         .rule = SL_QUANT_RULE_CEIL};
-    if (c->op == OP_QUANT_FP8)
-      q.format = SL_QUANT_FP8_GROUP, q.layout = SL_QUANT_LAYOUT_LINEAR, q.rule = SL_QUANT_RULE_IEEE;
-    if (c->op == OP_QUANT_MXFP8) q.format = SL_QUANT_MXFP8;
-    if (c->op == OP_QUANT_MXFP4) q.format = SL_QUANT_MXFP4;
-    if (c->op == OP_QUANT_NVFP4) q.format = SL_QUANT_NVFP4;
-    return sl_quant(c->dev, &q, stream);
-  }
-  case OP_DEQUANT_FP8:
-  case OP_DEQUANT_NVFP4: {
-    bool nv = c->op == OP_DEQUANT_NVFP4;
-    sl_dequant_args_t d = {.format = nv ? SL_QUANT_NVFP4 : SL_QUANT_FP8_GROUP,
-                           .layout = nv && !c->linear ? SL_QUANT_LAYOUT_SWIZZLED : SL_QUANT_LAYOUT_LINEAR,
-                           .num_tokens = c->T,
+/* One repetition's arguments (input set s) of the row's op: the member of its kind is filled. */
+typedef struct {
+  sl_act_args_t act;
+  sl_quant_args_t q;
+  sl_dequant_args_t d;
+  sl_router_args_t r;
+} row_args_t;
+
+static void row_args(const ctx_t *c, int s, row_args_t *a) {
+  memset(a, 0, sizeof *a);
+  if (is_act(c->op)) {
+    a->act = (sl_act_args_t){.kind = c->op == OP_ACT_GELU_BF16 || c->op == OP_ACT_GELU_FP8 ? SL_ACT_GELU_TANH_MUL
+                                                                                          : SL_ACT_SILU_MUL,
+                             .num_tokens = c->T,
+                             .inter = c->H,
+                             .in_dtype = SL_DTYPE_BF16,
+                             .out_dtype = act_fp8(c->op) ? SL_DTYPE_FP8_E4M3 : SL_DTYPE_BF16,
+                             .in = c->in[s],
+                             .out = c->out[s],
+                             .out_scales = c->scales[s]};
+  } else if (c->op == OP_QUANT_FP8 || c->op == OP_QUANT_MXFP8 || c->op == OP_QUANT_MXFP4 || c->op == OP_QUANT_NVFP4) {
+    sl_quant_args_t *q = &a->q;
+    *q = (sl_quant_args_t){.num_tokens = c->T,
                            .hidden = c->H,
-                           .codes = c->in[s],
+                           .in_dtype = SL_DTYPE_BF16,
+                           .in = c->in[s],
+                           .codes = c->out[s],
                            .scales = c->scales[s],
                            .global_scale = 1.0f,
-                           .out_dtype = SL_DTYPE_BF16,
-                           .out = c->out[s]};
-    return sl_dequant(c->dev, &d, stream);
-  }
-  case OP_ROUTER_SOFTMAX:
-  case OP_ROUTER_GROUPED: {
+                           .layout = c->linear ? SL_QUANT_LAYOUT_LINEAR : SL_QUANT_LAYOUT_SWIZZLED,
+                           .rule = SL_QUANT_RULE_CEIL};
+    if (c->op == OP_QUANT_FP8)
+      q->format = SL_QUANT_FP8_GROUP, q->layout = SL_QUANT_LAYOUT_LINEAR, q->rule = SL_QUANT_RULE_IEEE;
+    if (c->op == OP_QUANT_MXFP8) q->format = SL_QUANT_MXFP8;
+    if (c->op == OP_QUANT_MXFP4) q->format = SL_QUANT_MXFP4;
+    if (c->op == OP_QUANT_NVFP4) q->format = SL_QUANT_NVFP4;
+  } else if (c->op == OP_DEQUANT_FP8 || c->op == OP_DEQUANT_NVFP4) {
+    bool nv = c->op == OP_DEQUANT_NVFP4;
+    a->d = (sl_dequant_args_t){.format = nv ? SL_QUANT_NVFP4 : SL_QUANT_FP8_GROUP,
+                               .layout = nv && !c->linear ? SL_QUANT_LAYOUT_SWIZZLED : SL_QUANT_LAYOUT_LINEAR,
+                               .num_tokens = c->T,
+                               .hidden = c->H,
+                               .codes = c->in[s],
+                               .scales = c->scales[s],
+                               .global_scale = 1.0f,
+                               .out_dtype = SL_DTYPE_BF16,
+                               .out = c->out[s]};
+  } else {
     bool ds = c->op == OP_ROUTER_GROUPED;
-    sl_router_args_t r = {.kind = ds ? SL_ROUTER_SIGMOID_GROUPED : SL_ROUTER_SOFTMAX_TOPK,
-                          .num_tokens = c->T,
-                          .num_experts = ds ? 256 : 128,
-                          .top_k = 8,
-                          .renormalize = true,
-                          .num_groups = 8,
-                          .topk_groups = 4,
-                          .routed_scaling = ds ? 2.5f : 1.0f,
-                          .logits_dtype = ds ? SL_DTYPE_F32 : SL_DTYPE_BF16,
-                          .logits = c->in[s],
-                          .correction_bias = ds ? c->bias : NULL,
-                          .topk_ids = c->out[s],
-                          .topk_weights = (float *)((char *)c->out[s] + (size_t)c->T * 8 * 4)};
-    return sl_router(c->dev, &r, stream);
+    a->r = (sl_router_args_t){.kind = ds ? SL_ROUTER_SIGMOID_GROUPED : SL_ROUTER_SOFTMAX_TOPK,
+                              .num_tokens = c->T,
+                              .num_experts = ds ? 256 : 128,
+                              .top_k = 8,
+                              .renormalize = true,
+                              .num_groups = 8,
+                              .topk_groups = 4,
+                              .routed_scaling = ds ? 2.5f : 1.0f,
+                              .logits_dtype = ds ? SL_DTYPE_F32 : SL_DTYPE_BF16,
+                              .logits = c->in[s],
+                              .correction_bias = ds ? c->bias : NULL,
+                              .topk_ids = c->out[s],
+                              .topk_weights = c->out[s] ? (float *)((char *)c->out[s] + (size_t)c->T * 8 * 4) : NULL};
   }
-  default: return SL_ERR(SL_ERR_INTERNAL, "bench quant: op %d", (int)c->op);
-  }
+}
+
+static sl_status_t run_once(void *p, int iter, sl_stream_t *stream) {
+  ctx_t *c = p;
+  row_args_t a;
+  row_args(c, iter % c->sets, &a);
+  if (is_act(c->op)) return sl_act(c->dev, &a.act, stream);
+  if (c->op == OP_DEQUANT_FP8 || c->op == OP_DEQUANT_NVFP4) return sl_dequant(c->dev, &a.d, stream);
+  if (is_router(c->op)) return sl_router(c->dev, &a.r, stream);
+  return sl_quant(c->dev, &a.q, stream);
+}
+
+/* The warps per block of the row's launch (its JIT spec's WARPS: the table's choice, with the row's overrides). */
+static int row_warps(const ctx_t *c, int arch, int sm_count) {
+  row_args_t a;
+  row_args(c, 0, &a);
+  sl_jit_spec_t spec;
+  sl_status_t st = is_act(c->op)                                          ? sl_act_spec(&a.act, arch, sm_count, &spec)
+                   : c->op == OP_DEQUANT_FP8 || c->op == OP_DEQUANT_NVFP4 ? sl_dequant_spec(&a.d, arch, sm_count, &spec)
+                   : is_router(c->op)                                     ? sl_router_spec(&a.r, arch, sm_count, &spec)
+                                                                          : sl_quant_spec(&a.q, arch, sm_count, &spec);
+  char desc[512];
+  if (st != SL_OK) return 0;
+  sl_jit_spec_describe(&spec, desc, sizeof desc);
+  const char *w = strstr(desc, " WARPS=");
+  return w ? atoi(w + 7) : 0;
 }
 
 /* Fill device memory with finite values that look like activations (bf16 normal-ish bytes
@@ -426,10 +442,7 @@ static sl_status_t bench_one_at(sl_bench_t *b, op_t op, int T, int H, knobs_t kn
     else
       snprintf(shape, sizeof shape, "T=%d %s=%d", T, is_act(op) ? "I" : "H", H);
     const sl_device_info_t *info = sl_device_info(dev);
-    /* the warps the launch took (the 16-bit activation also counts its warp items: bf16 in,
-     * 256 elements per item) */
-    const int wl = is_act(op) && !act_fp8(op) ? sl_kq_warps_act16(info->arch, info->sm_count, T, (long)T * ((H + 255) / 256))
-                                     : sl_kq_warps(info->arch, info->sm_count, T);
+    const int wl = gpu ? row_warps(&c, info->arch, info->sm_count) : 0; /* the warps the launch took */
     const char *staged = stage ? "staged" : "unstaged";
     if (gpu && stage != SL_KQ_SWZ_STAGE_TABLE && seg != SL_KQ_SEG_TABLE)
       snprintf(path, sizeof path, "w%ds%d %s", wl, seg, staged);
