@@ -34,7 +34,8 @@
 
 /* Per-arch warps per block (compile-time constants of the kernels).
  * decode (rows < SMs): one warp per block, so the few rows spread over as many SMs as
- *   possible and no warp waits for a sibling's rows; latency is one row's load + store.
+ *   possible and no warp waits for a sibling's rows; latency is one row's load + store (the
+ *   quantizers and the FP8-out activation: q8_decode below, warps by items).
  * prefill: 8 warps (256 threads) per block; 8 such blocks fill an SM's 64 warps on Hopper
  *   and Blackwell (2048 threads/SM), and with `unroll` items in flight per warp each SM keeps
  *   8 warps * 8 blocks * 32 lanes * 16 B * 2 = 64 KiB of loads outstanding, above the ~23 KiB
