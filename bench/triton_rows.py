@@ -129,11 +129,16 @@ def triton_rms(x, w, eps):
     return y
 
 
-def triton_silu(x):
+def act_row_launch(kernel, x):
+    """One program per row of a gated activation's row kernel over x [T, 2I] -> [T, I]."""
     T, I2 = x.shape
     y = torch.empty((T, I2 // 2), dtype=x.dtype, device=x.device)
-    silu_mul_row[(T,)](x, y, I2 // 2, triton.next_power_of_2(I2 // 2), num_warps=8)
+    kernel[(T,)](x, y, I2 // 2, triton.next_power_of_2(I2 // 2), num_warps=8)
     return y
+
+
+def triton_silu(x):
+    return act_row_launch(silu_mul_row, x)
 
 
 def triton_rms_res(x, res, w, eps):
@@ -145,10 +150,7 @@ def triton_rms_res(x, res, w, eps):
 
 
 def triton_gelu(x):
-    T, I2 = x.shape
-    y = torch.empty((T, I2 // 2), dtype=x.dtype, device=x.device)
-    gelu_mul_row[(T,)](x, y, I2 // 2, triton.next_power_of_2(I2 // 2), num_warps=8)
-    return y
+    return act_row_launch(gelu_mul_row, x)
 
 
 def triton_fp8_group(x):
