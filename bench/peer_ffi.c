@@ -84,10 +84,12 @@ SL_PEER_FFI_EXPORT int sl_peer_ffi_rmsnorm_bf16(void *y, const void *x, const vo
 }
 
 /* The act/quant launch overrides (kernels/kq_launch.h) for the calls that follow: warps per
- * block, items in flight per warp, segment length and the full-grid waves; 0 (the segment:
- * -1) restores the table's for each. For bench/probes/peer_sweep.py. */
-SL_PEER_FFI_EXPORT void sl_peer_ffi_kq_overrides(int warps, int unroll, int seg, int waves) {
+ * block, items in flight per warp, segment length, the full-grid waves and the blocks per SM the
+ * kernel is compiled for (MIN_BLOCKS); 0 (the segment: -1) restores the table's for each. For
+ * bench/probes/peer_sweep.py. */
+SL_PEER_FFI_EXPORT void sl_peer_ffi_kq_overrides(int warps, int unroll, int seg, int waves, int min_blocks) {
   sl_kq_set_warps_override(warps);
+  sl_kq_set_min_blocks_override(min_blocks);
   sl_kq_set_unroll_override(unroll);
   sl_kq_set_seg_override(seg < 0 ? SL_KQ_SEG_TABLE : seg);
   sl_kq_set_full_grid_waves_override(waves);

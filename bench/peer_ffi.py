@@ -24,7 +24,7 @@ class SluicePeerFFI:
         lib.sl_peer_ffi_rmsnorm_bf16.argtypes = [c.c_void_p, c.c_void_p, c.c_void_p, c.c_int, c.c_int, c.c_float]
         lib.sl_peer_ffi_rmsnorm_bf16_cfg.argtypes = [c.c_void_p, c.c_void_p, c.c_void_p, c.c_int, c.c_int, c.c_float,
                                                      c.c_int, c.c_int, c.c_int, c.c_int, c.c_int]
-        lib.sl_peer_ffi_kq_overrides.argtypes = [c.c_int, c.c_int, c.c_int, c.c_int]
+        lib.sl_peer_ffi_kq_overrides.argtypes = [c.c_int, c.c_int, c.c_int, c.c_int, c.c_int]
         lib.sl_peer_ffi_kq_overrides.restype = None
         lib.sl_peer_ffi_silu_mul_bf16.argtypes = [c.c_void_p, c.c_void_p, c.c_int, c.c_int]
         lib.sl_peer_ffi_quant_fp8_g128_bf16.argtypes = [c.c_void_p, c.c_void_p, c.c_void_p, c.c_int, c.c_int]
@@ -69,9 +69,10 @@ class SluicePeerFFI:
         self.check(rc)
         return y
 
-    def kq_overrides(self, warps=0, unroll=0, seg=-1, waves=0):
-        """The act/quant launch overrides for the calls that follow (0 / -1 for seg: the table's)."""
-        self.lib.sl_peer_ffi_kq_overrides(warps, unroll, seg, waves)
+    def kq_overrides(self, warps=0, unroll=0, seg=-1, waves=0, min_blocks=0):
+        """The act/quant launch overrides for the calls that follow (0 / -1 for seg: the table's; min_blocks: the
+        blocks per SM the kernel is compiled for)."""
+        self.lib.sl_peer_ffi_kq_overrides(warps, unroll, seg, waves, min_blocks)
 
     def silu(self, x):
         y = torch.empty((x.shape[0], x.shape[1] // 2), dtype=x.dtype, device=x.device)

@@ -319,6 +319,37 @@ static sl_status_t bench_other_pairs(sl_bench_t *b, op_t op, int T, int H, knobs
   return SL_OK;
 }
 
+/* SL_KQ_TUNE_ROWS=w8u1s4mb8,w4u1s0mb16,...: after each act/quant/dequant row at T >= 1024 one row per
+ * listed launch, each token the knobs it names (w warps per block, u unroll, s segment length -- 0 the
+ * item layout --, mb blocks per SM the kernel is compiled for; the others the table's): a sweep of chosen launches in one run, without the full SL_KQ_TUNE set. */
+static sl_status_t bench_tune_rows(sl_bench_t *b, op_t op, int T, int H) {
+  const char *list = getenv("SL_KQ_TUNE_ROWS");
+  if (!list || !*list || is_router(op) || T < 1024) return SL_OK;
+  for (const char *p = list; *p;) {
+    knobs_t kn = knobs_table;
+    while (*p && *p != ',') {
+      char key[3] = {0};
+      int n = 0;
+      while (*p >= 'a' && *p <= 'z' && n < 2) key[n++] = *p++;
+      char *end;
+      long v = strtol(p, &end, 10);
+      if (end == p || !n)
+        return SL_ERR(SL_ERR_INVALID, "SL_KQ_TUNE_ROWS=%s: bad token before \"%s\" (want e.g. w8u1s4mb8,w4u1s0mb16)",
+                      list, p);
+      p = end;
+      if (!strcmp(key, "w")) kn.warps = (int)v;
+      else if (!strcmp(key, "u")) kn.unroll = (int)v;
+      else if (!strcmp(key, "s")) kn.seg = (int)v;
+      else if (!strcmp(key, "mb") && (op == OP_DEQUANT_FP8 || op == OP_DEQUANT_NVFP4)) kn.deq_blocks = (int)v;
+      else if (!strcmp(key, "mb")) kn.min_blocks = (int)v;
+      else return SL_ERR(SL_ERR_INVALID, "SL_KQ_TUNE_ROWS: unknown knob \"%s\" (w, u, s, mb)", key);
+    }
+    if (*p == ',') p++;
+    if (sl_device_backend(b->rt->dev) == SL_BACKEND_CUDA) SL_CHECK(bench_one_at(b, op, T, H, kn));
+  }
+  return SL_OK;
+}
+
 static sl_status_t bench_one(sl_bench_t *b, op_t op, int T, int H) {
   if (!sl_bench_selected(b, op_names[op])) return SL_OK;
   knobs_t kn = knobs_table, res = knobs_table, full = knobs_table;
@@ -359,6 +390,7 @@ static sl_status_t bench_one(sl_bench_t *b, op_t op, int T, int H) {
   if (fp4q && T >= 1024 && gpu) SL_CHECK(bench_other_pairs(b, op, T, H, pr, pair_table, npairs));
   if (has_layouts(op) && grid_rows(b, op, T)) SL_CHECK(bench_one_at(b, op, T, H, res));
   if (has_layouts(op) && grid_rows(b, op, T)) SL_CHECK(bench_one_at(b, op, T, H, full));
+  SL_CHECK(bench_tune_rows(b, op, T, H));
   const char *tune = getenv("SL_KQ_TUNE");
   const bool tune_mb = tune && strcmp(tune, "mb") == 0; /* SL_KQ_TUNE=mb: only the "mb" rows below */
   if (!tune || (strcmp(tune, "1") != 0 && !tune_mb) || is_router(op) || T < 1024 ||

@@ -72,13 +72,17 @@ def fp8_cands(T):
     """The FP8-out activation's and the FP8 group quantizer's launch (kq overrides: warps, unroll, seg; the
     table's full-grid point). Below SMS rows: one warp per block at 1 or 2 items per warp, and 2-8 warps per block
     in the item layout (seg 0) or the table's segments (-1); from SMS rows 4 or 8 warps, 1 or 2 items (or chunks)
-    in flight, the item layout or segments of 1, 2 chunks or the table's."""
+    in flight, the item layout or segments of 1, 2 chunks or the table's, and at unroll 1 the same compiled for
+    the full 2048 threads per SM (mb: 32 registers, which unroll 1 fits without spilling)."""
     out = []
     small = T < SMS
     for warps in (1, 2, 4, 8) if small else (4, 8):
         for unroll in (1, 2):
             for seg in ((0,) if warps == 1 else (0, -1)) if small else (0, 1, 2, -1):
                 out.append((f"w={warps} u={unroll} seg={'table' if seg < 0 else seg}", (warps, unroll, seg, 0)))
+                if not small and unroll == 1:
+                    mb = 2048 // (32 * warps)
+                    out.append((f"w={warps} u=1 seg={'table' if seg < 0 else seg} mb={mb}", (warps, 1, seg, 0, mb)))
     return out
 
 

@@ -26,7 +26,7 @@ typedef struct {
   const char *(*error)(void);
   int (*rmsnorm)(void *, const void *, const void *, int, int, float);
   int (*rmsnorm_cfg)(void *, const void *, const void *, int, int, float, int, int, int, int, int);
-  void (*kq_overrides)(int, int, int, int);
+  void (*kq_overrides)(int, int, int, int, int);
   int (*silu)(void *, const void *, int, int);
   int (*quant)(void *, float *, const void *, int, int);
   int (*rmsnorm_res)(void *, void *, const void *, const void *, int, int, float);
@@ -56,7 +56,7 @@ static ffi_t load(void) {
   f.rmsnorm = (int (*)(void *, const void *, const void *, int, int, float))sym(f.h, "sl_peer_ffi_rmsnorm_bf16");
   f.rmsnorm_cfg = (int (*)(void *, const void *, const void *, int, int, float, int, int, int, int, int))sym(
       f.h, "sl_peer_ffi_rmsnorm_bf16_cfg");
-  f.kq_overrides = (void (*)(int, int, int, int))sym(f.h, "sl_peer_ffi_kq_overrides");
+  f.kq_overrides = (void (*)(int, int, int, int, int))sym(f.h, "sl_peer_ffi_kq_overrides");
   f.silu = (int (*)(void *, const void *, int, int))sym(f.h, "sl_peer_ffi_silu_mul_bf16");
   f.quant = (int (*)(void *, float *, const void *, int, int))sym(f.h, "sl_peer_ffi_quant_fp8_g128_bf16");
   f.rmsnorm_res = (int (*)(void *, void *, const void *, const void *, int, int, float))sym(
@@ -300,7 +300,7 @@ static void test_ops_on_the_cpu_backend(void **state) {
   free(y2);
   /* SiLU-and-mul: [rows, 2 inter] -> [rows, inter], under launch overrides (the CPU backend has
    * no launch; the symbol is there and the result unchanged), then the table's again */
-  f.kq_overrides(4, 1, 0, 1);
+  f.kq_overrides(4, 1, 0, 1, 16);
   uint16_t *g = rand_bf16(&rng, (size_t)rows * 2 * inter, 3.0f), *a = malloc((size_t)rows * inter * 2);
   assert_non_null(a);
   memset(a, 0xff, (size_t)rows * inter * 2);
@@ -312,7 +312,7 @@ static void test_ops_on_the_cpu_backend(void **state) {
                    uv = sl_bf16_to_f32(g[(size_t)r * 2 * inter + inter + i]);
       if (!bf16_close(a[r * inter + i], gv / (1.0 + exp(-gv)) * uv)) fail_msg("silu row %d col %d", r, i);
     }
-  f.kq_overrides(0, 0, -1, 0);
+  f.kq_overrides(0, 0, -1, 0, 0);
   /* FP8 group-128: the reference quantizer's bytes and scales exactly */
   uint8_t *codes = malloc((size_t)rows * hidden), *codes_ref = malloc((size_t)rows * hidden);
   float *scales = malloc((size_t)rows * (hidden / 128) * 4), *scales_ref = malloc((size_t)rows * (hidden / 128) * 4);
