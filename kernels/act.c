@@ -92,8 +92,9 @@ static int act_fast_exp(sl_act_kind_t kind, sl_dtype_t out, int arch) {
   return out == SL_DTYPE_FP8_E4M3 ? sl_kq_act8_fast_exp(arch) : 1;
 }
 
+/* min_blocks: the blocks per SM the kernel is compiled for (MIN_BLOCKS; 0: the kernel's rule). */
 static sl_status_t spec_at(sl_act_kind_t kind, int inter, sl_dtype_t in, sl_dtype_t out, int rule, int warps,
-                           int unroll, int seg, bool one_item, int fast_exp, sl_jit_spec_t *spec) {
+                           int unroll, int seg, bool one_item, int fast_exp, int min_blocks, sl_jit_spec_t *spec) {
   sl_jit_spec_init(spec, "kernels/act.cu", "sl_act_kernel");
   SL_CHECK(sl_jit_spec_define(spec, "ACT", "%d", (int)kind));
   SL_CHECK(sl_jit_spec_define(spec, "INTER", "%d", inter));
@@ -105,7 +106,8 @@ static sl_status_t spec_at(sl_act_kind_t kind, int inter, sl_dtype_t in, sl_dtyp
   SL_CHECK(sl_jit_spec_define(spec, "SEG", "%d", seg));
   SL_CHECK(sl_jit_spec_define(spec, "ONEITEM", "%d", one_item ? 1 : 0));
   SL_CHECK(sl_jit_spec_define(spec, "FASTEXP", "%d", fast_exp));
-  const int blocks = sl_kq_min_blocks_override(); /* the tune sweep's rows: the kernel's rule otherwise */
+  const int over = sl_kq_min_blocks_override(); /* the tune sweep's rows */
+  const int blocks = over > 0 ? over : min_blocks;
   if (blocks > 0 && warps > 1) SL_CHECK(sl_jit_spec_define(spec, "MIN_BLOCKS", "%d", blocks));
   return SL_OK;
 }
@@ -139,20 +141,31 @@ static bool act_one_item(int warps, int unroll, int seg, long items, int sm_coun
   return warps == 1 && unroll == 1 && seg == 0 && items >= 1 && items <= (long)SL_ACT_ONE_ITEM_PER_SM * sm_count;
 }
 
-/* A launch's choices (kernels/kq_launch.h): warps per block, unroll, segment length, and the one-item kernel. The
- * FP8 output below sm_count rows takes the quantizers' decode launch (q8_decode: one item per warp, the item layout,
- * one warp per block -- the one-item kernel -- below SL_KQ_ACT8_ONE_WARP_ITEMS items per SM). */
+/* A launch's choices (kernels/kq_launch.h): warps per block, unroll, segment length, the one-item kernel and the
+ * blocks per SM it is compiled for. The FP8 output below sm_count rows takes the quantizers' decode launch
+ * (q8_decode: one item per warp, the item layout, one warp per block -- the one-item kernel -- below
+ * SL_KQ_ACT8_ONE_WARP_ITEMS items per SM), and from there the FP8 group quantizer's small prefill launch up to the
+ * table's q8_small items per SM (GELU: SL_KQ_Q8_SMALL_GELU of it). */
 typedef struct {
   int warps, unroll, seg;
   bool one_item;
+  int min_blocks; /* act.cu MIN_BLOCKS (0: the kernel's rule) */
 } act_choice_t;
 
+/* The FP8-out activation's q8_small point: GELU's longer chain takes it below fewer items (kq_launch.h). */
+static long act_q8_small_items(sl_act_kind_t kind, int arch) {
+  const long n = sl_kq_arch_cfg(arch)->q8_small;
+  return kind == SL_ACT_GELU_TANH_MUL ? SL_KQ_Q8_SMALL_GELU(n) : n;
+}
+
 static act_choice_t act_choose(const sl_act_args_t *a, int arch, int sm_count) {
-  act_choice_t c;
+  act_choice_t c = {.min_blocks = 0};
   const bool fp8 = a->out_dtype == SL_DTYPE_FP8_E4M3;
   const long items = (long)a->num_tokens * act_chunks(a->inter, a->in_dtype);
-  if (!(fp8 && sl_kq_q8_decode(arch, sm_count, a->num_tokens, items, SL_KQ_ACT8_ONE_WARP_ITEMS, &c.warps, &c.unroll,
-                               &c.seg))) {
+  if (!(fp8 && (sl_kq_q8_decode(arch, sm_count, a->num_tokens, items, SL_KQ_ACT8_ONE_WARP_ITEMS, &c.warps, &c.unroll,
+                                &c.seg) ||
+                sl_kq_q8_small(arch, sm_count, a->num_tokens, items, act_q8_small_items(a->kind, arch), &c.warps,
+                               &c.unroll, &c.seg, &c.min_blocks)))) {
     c.warps = act_warps(a, arch, sm_count);
     c.unroll = sl_kq_unroll_act(arch, !fp8);
     c.seg = act_seg(arch, c.warps, a->inter, a->in_dtype, a->out_dtype);
@@ -164,7 +177,7 @@ static act_choice_t act_choose(const sl_act_args_t *a, int arch, int sm_count) {
 sl_status_t sl_act_spec(const sl_act_args_t *a, int arch, int sm_count, sl_jit_spec_t *spec) {
   const act_choice_t c = act_choose(a, arch, sm_count);
   return spec_at(a->kind, a->inter, a->in_dtype, a->out_dtype, a->scale_ue8m0 ? SL_QRULE_CEIL : SL_QRULE_IEEE, c.warps,
-                 c.unroll, c.seg, c.one_item, act_fast_exp(a->kind, a->out_dtype, arch), spec);
+                 c.unroll, c.seg, c.one_item, act_fast_exp(a->kind, a->out_dtype, arch), c.min_blocks, spec);
 }
 
 static sl_status_t check_aligned(const void *p, long row_bytes, const char *what) {
@@ -247,20 +260,31 @@ sl_status_t sl_act_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t *s
               for (int f = 0; f < (both ? 2 : 1); f++) {
                 const int fx = f ? !fe : fe;
                 if (w == 0 && o > 0 && ac->q8_decode) { /* FP8 at decode: kq_launch.h q8_decode's launches */
-                  SL_CHECK(spec_at((sl_act_kind_t)kind, inters[i], dtypes[d], out, rule, 1, 1, 0, true, fx, &spec));
+                  SL_CHECK(spec_at((sl_act_kind_t)kind, inters[i], dtypes[d], out, rule, 1, 1, 0, true, fx, 0, &spec));
                   SL_CHECK(fn(&spec, user));
                   for (int qw = ac->prefill_warps / 2; qw <= ac->prefill_warps; qw *= 2) {
-                    SL_CHECK(spec_at((sl_act_kind_t)kind, inters[i], dtypes[d], out, rule, qw, 1, 0, false, fx, &spec));
+                    SL_CHECK(spec_at((sl_act_kind_t)kind, inters[i], dtypes[d], out, rule, qw, 1, 0, false, fx, 0,
+                                     &spec));
+                    SL_CHECK(fn(&spec, user));
+                  }
+                  /* and the small prefill (q8_small; a row of no items on one SM takes it), SiLU with either exp
+                   * (the benchmark's comparison rows, the GPU tests; GELU's two forms come from the loop) */
+                  int qw, qu, qs, mb;
+                  for (int e = 0; ac->q8_small && e < (both ? 1 : 2) && sl_kq_q8_small(arch, 1, 1, 0, 1, &qw, &qu, &qs,
+                                                                                         &mb);
+                       e++) {
+                    SL_CHECK(spec_at((sl_act_kind_t)kind, inters[i], dtypes[d], out, rule, qw, qu, qs, false,
+                                     e ? !fx : fx, mb, &spec));
                     SL_CHECK(fn(&spec, user));
                   }
                   continue;
                 }
                 SL_CHECK(spec_at((sl_act_kind_t)kind, inters[i], dtypes[d], out, rule, warps[w], unroll, seg, false, fx,
-                                 &spec));
+                                 0, &spec));
                 SL_CHECK(fn(&spec, user));
                 if (act_one_item(warps[w], unroll, seg, 1, 132)) { /* decode's one-item kernel too */
                   SL_CHECK(spec_at((sl_act_kind_t)kind, inters[i], dtypes[d], out, rule, warps[w], unroll, seg, true,
-                                   fx, &spec));
+                                   fx, 0, &spec));
                   SL_CHECK(fn(&spec, user));
                 }
               }
@@ -283,7 +307,7 @@ sl_status_t sl_act_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t *s
             sl_jit_spec_t spec;
             SL_CHECK(spec_at((sl_act_kind_t)kind, inters[i], dtypes[d], SL_DTYPE_FP8_E4M3,
                              o == 2 ? SL_QRULE_CEIL : SL_QRULE_IEEE, ac->prefill_warps, ac->unroll, seg, false,
-                             f ? !fe : fe, &spec));
+                             f ? !fe : fe, 0, &spec));
             SL_CHECK(fn(&spec, user));
           }
         }

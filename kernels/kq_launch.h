@@ -82,6 +82,10 @@ typedef struct {
                          * ex2.approx (kernels/act.cu FASTEXP; sl_kq_gelu_fast_exp); fp32 outputs keep tanhf */
   int q8_decode;        /* the quantizers and the FP8-out activation below sm_count rows: one item per warp, the
                          * item layout, and warps by items (sl_kq_q8_decode); 0: decode_warps and `unroll` */
+  int q8_small;         /* the FP8 group quantizer and the FP8-out activation from sm_count rows below this many
+                         * warp items per SM (GELU: SL_KQ_Q8_SMALL_GELU of it): 4 warps, one item per warp in
+                         * the item layout, compiled for the full 2048 threads per SM (sl_kq_q8_small); 0: the
+                         * prefill launch; see below */
 } sl_kq_arch_cfg_t;
 
 #define SL_KQ_FP4Q_WIDE_CHUNKS 16
@@ -193,13 +197,27 @@ typedef struct {
  * per SM, prefill_warps from there; the FP8-out activation one warp per block (the one-item kernel) below
  * SL_KQ_ACT8_ONE_WARP_ITEMS items per SM. Blackwell: not measured. */
 #define SL_KQ_ACT8_ONE_WARP_ITEMS 2
+/* Hopper q8_small 256: MEASURED on the H200 (session 29 call 1, `SL_KQ_TUNE_ROWS=... sluice bench kernels --only
+ * _fp8`, CUDA-graph us at T=1024; bench/results/2026-12-01-s29-h200-call1/): the prefill launch (8 warps, unroll 2,
+ * segments of 4 chunks, 6 blocks per SM) gives T=1024 H=2048 256 blocks -- a third of one resident wave, 16 warps
+ * per SM. 4 warps, unroll 1, the item layout, 16 blocks per SM (32 registers: unroll 1 fits them without spilling,
+ * ptxas -v, every input dtype and rule, sm_90), prefill -> small:
+ *   FP8 group quant H=2048 / 4096 / 7168 (62 / 124 / 217 items per SM) 3.80 -> 3.20, 5.42 -> 5.28, 8.45 -> 7.64;
+ *   SiLU into FP8 I=2048 / 4096 / 7168 5.42 -> 4.90, 8.23 -> 7.52, 11.43 -> 11.10;
+ *   GELU into FP8 5.52 -> 4.95, 8.25 -> 7.54, but I=7168 11.59 -> 12.02 (GELU's longer chain wants unroll 2 once
+ *   the prefill launch fills a wave: its 896 blocks are 1.1 waves), so GELU only below 3/4 of the point;
+ *   at T=8192 (496 items per SM at H=2048) the prefill launch stays ahead (quant 14.05 vs 14.53 kernel us for
+ *   4 warps, unroll 1, 16 blocks in segments of 4; SiLU within 1 %). Triton's group kernel (bench/triton_rows.py)
+ *   took 2.36 / 3.59 / 5.48 us (quant) and 3.61 / 5.93 (SiLU) in session 28 call 5's graph sweep. Blackwell: not
+ *   measured. */
+#define SL_KQ_Q8_SMALL_GELU(items) ((items) * 3 / 4)
 #define SL_KQ_STAGE_FMT(f) (1 << (f))
 static const sl_kq_arch_cfg_t sl_kq_arch_table[] = {
     {SL_ARCH_HOPPER, 1, 8, 2, 4, 0, 1, 4,
      SL_KQ_STAGE_FMT(SL_QFMT_MXFP8) | SL_KQ_STAGE_FMT(SL_QFMT_MXFP4) | SL_KQ_STAGE_FMT(SL_QFMT_NVFP4), 4, 1, 2, 1, 1, 2,
-     1, 1, 1},
-    {SL_ARCH_BLACKWELL, 1, 8, 2, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {0, 1, 8, 2, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+     1, 1, 1, 256},
+    {SL_ARCH_BLACKWELL, 1, 8, 2, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {0, 1, 8, 2, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
 };
 
 static inline const sl_kq_arch_cfg_t *sl_kq_arch_cfg(int arch) {
@@ -337,6 +355,13 @@ int sl_kq_warps_act16(int arch, int sm_count, long rows, long items);
  * returns true; false otherwise (the caller takes sl_kq_warps, its unroll and segment rules). */
 bool sl_kq_q8_decode(int arch, int sm_count, long rows, long items, int one_warp_items, int *warps, int *unroll,
                      int *seg);
+/* The small prefill launch of the FP8 group quantizer and the FP8-out activation (the table's q8_small, above): from
+ * sm_count rows below `items_per_sm` warp items per SM (the caller passes the table's q8_small, or
+ * SL_KQ_Q8_SMALL_GELU of it), where no warps, unroll or segment override is set, fills *warps (prefill_warps / 2),
+ * *unroll (1), *seg (0, the item layout) and *min_blocks (the blocks of *warps that fill 2048 threads per SM: the
+ * kernel's MIN_BLOCKS) and returns true; false otherwise (the caller takes its prefill launch). */
+bool sl_kq_q8_small(int arch, int sm_count, long rows, long items, long items_per_sm, int *warps, int *unroll, int *seg,
+                    int *min_blocks);
 /* The resident waves past which sl_kq_launch gives every group of items its own block:
  * SL_KQ_FULL_GRID_WAVES, unless a benchmark sweep has set an override (0: the default). */
 void sl_kq_set_full_grid_waves_override(int waves);

@@ -201,12 +201,14 @@ static sl_status_t common_defines(sl_jit_spec_t *spec, int fmt, int rule, int la
   return SL_OK;
 }
 
+/* min_blocks: the blocks per SM the kernel is compiled for (MIN_BLOCKS; 0: the kernel's rule). */
 static sl_status_t quant_spec_at(int fmt, int rule, int layout, int hidden, sl_dtype_t dtype, int warps, int unroll,
-                                 int seg, int stage, int pair, sl_jit_spec_t *spec) {
+                                 int seg, int stage, int pair, int min_blocks, sl_jit_spec_t *spec) {
   sl_jit_spec_init(spec, "kernels/quant.cu", "sl_quant_kernel");
   if (fmt == SL_QFMT_NVFP4) rule = 0; /* one rule: don't split the cache on an ignored knob */
   SL_CHECK(common_defines(spec, fmt, rule, layout, hidden, dtype, warps, unroll, seg, stage, pair));
-  const int blocks = sl_kq_min_blocks_override(); /* the tune sweep's rows: the kernel's rule otherwise */
+  const int over = sl_kq_min_blocks_override(); /* the tune sweep's rows */
+  const int blocks = over > 0 ? over : min_blocks;
   if (blocks > 0) SL_CHECK(sl_jit_spec_define(spec, "MIN_BLOCKS", "%d", blocks));
   return SL_OK;
 }
@@ -280,13 +282,18 @@ static bool swz_stage_applies(int stage, int fmt, int layout, int warps, int seg
 typedef struct {
   int warps, seg, unroll, pair; /* pair: quant.cu QPAIR */
   bool stage;
+  int min_blocks; /* quant.cu MIN_BLOCKS (0: the kernel's rule) */
 } quant_choice_t;
 
 static quant_choice_t quant_choose(const sl_quant_args_t *a, int arch, int sm_count) {
-  quant_choice_t c;
+  quant_choice_t c = {.min_blocks = 0};
   const int fmt = (int)a->format, chunks = quant_chunks(a->hidden, a->in_dtype);
-  /* decode (kq_launch.h q8_decode): one item per warp in the item layout, warps by items */
-  if (sl_kq_q8_decode(arch, sm_count, a->num_tokens, (long)a->num_tokens * chunks, 0, &c.warps, &c.unroll, &c.seg)) {
+  const long items = (long)a->num_tokens * chunks;
+  /* decode (kq_launch.h q8_decode): one item per warp in the item layout, warps by items; the FP8 group format's
+   * small prefill (q8_small): the same at 4 warps on every SM's 2048 threads */
+  if (sl_kq_q8_decode(arch, sm_count, a->num_tokens, items, 0, &c.warps, &c.unroll, &c.seg) ||
+      (fmt == SL_QFMT_FP8_GROUP && sl_kq_q8_small(arch, sm_count, a->num_tokens, items, sl_kq_arch_cfg(arch)->q8_small,
+                                                  &c.warps, &c.unroll, &c.seg, &c.min_blocks))) {
     c.pair = 0, c.stage = false;
     return c;
   }
@@ -300,7 +307,7 @@ static quant_choice_t quant_choose(const sl_quant_args_t *a, int arch, int sm_co
 sl_status_t sl_quant_spec(const sl_quant_args_t *a, int arch, int sm_count, sl_jit_spec_t *spec) {
   const quant_choice_t c = quant_choose(a, arch, sm_count);
   return quant_spec_at((int)a->format, (int)a->rule, (int)a->layout, a->hidden, a->in_dtype, c.warps, c.unroll, c.seg,
-                       c.stage, c.pair, spec);
+                       c.stage, c.pair, c.min_blocks, spec);
 }
 
 sl_status_t sl_dequant_spec(const sl_dequant_args_t *a, int arch, int sm_count, sl_jit_spec_t *spec) {
@@ -449,10 +456,21 @@ sl_status_t sl_quant_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t 
       for (size_t d = 0; d < sizeof dtypes / sizeof dtypes[0]; d++)
         for (int w = ac->prefill_warps / 2; w <= ac->prefill_warps; w *= 2) {
           sl_jit_spec_t spec;
-          SL_CHECK(quant_spec_at(cfgs[c].fmt, cfgs[c].rule, cfgs[c].layout, hiddens[h], dtypes[d], w, 1, 0, 0, 0,
+          SL_CHECK(quant_spec_at(cfgs[c].fmt, cfgs[c].rule, cfgs[c].layout, hiddens[h], dtypes[d], w, 1, 0, 0, 0, 0,
                                  &spec));
           SL_CHECK(fn(&spec, user));
         }
+  /* the FP8 group quantizer's small prefill launch (q8_small): half the prefill warps on all 2048 threads per SM */
+  for (size_t c = 0; c < sizeof cfgs / sizeof cfgs[0] && ac->q8_small; c++)
+    for (size_t h = 0; h < sizeof hiddens / sizeof hiddens[0] && cfgs[c].fmt == SL_QFMT_FP8_GROUP; h++)
+      for (size_t d = 0; d < sizeof dtypes / sizeof dtypes[0]; d++) {
+        int w, u, sg, mb;
+        sl_jit_spec_t spec;
+        if (!sl_kq_q8_small(arch, 1, 1, 0, 1, &w, &u, &sg, &mb)) break; /* a row of no items on one SM takes it */
+        SL_CHECK(quant_spec_at(cfgs[c].fmt, cfgs[c].rule, cfgs[c].layout, hiddens[h], dtypes[d], w, u, sg, 0, 0, mb,
+                               &spec));
+        SL_CHECK(fn(&spec, user));
+      }
   for (size_t c = 0; c < sizeof cfgs / sizeof cfgs[0]; c++)
     for (size_t h = 0; h < sizeof hiddens / sizeof hiddens[0]; h++)
       for (size_t d = 0; d < sizeof dtypes / sizeof dtypes[0]; d++)
@@ -468,11 +486,11 @@ sl_status_t sl_quant_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t 
               const int unroll = quant_unroll(arch, pr, cfgs[c].fmt, dtypes[d], hiddens[h], seg, &got);
               if (got != pr) continue;
               SL_CHECK(quant_spec_at(cfgs[c].fmt, cfgs[c].rule, cfgs[c].layout, hiddens[h], dtypes[d], warps[w], unroll,
-                                     seg, 0, pr, &spec));
+                                     seg, 0, pr, 0, &spec));
               SL_CHECK(fn(&spec, user));
               if (swz_stage_applies(1, cfgs[c].fmt, cfgs[c].layout, warps[w], seg)) { /* staged scales: both forms */
                 SL_CHECK(quant_spec_at(cfgs[c].fmt, cfgs[c].rule, cfgs[c].layout, hiddens[h], dtypes[d], warps[w],
-                                       unroll, seg, 1, pr, &spec));
+                                       unroll, seg, 1, pr, 0, &spec));
                 SL_CHECK(fn(&spec, user));
               }
             }

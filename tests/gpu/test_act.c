@@ -283,6 +283,41 @@ static void test_act_fp8_nan(void **state) {
   sl_kq_set_act8_fast_exp_override(SL_KQ_ACT8_EXP_TABLE);
 }
 
+/* The FP8-out activation's small prefill launch (kq_launch.h q8_small: from SMs rows below 256 warp items per SM,
+ * GELU below 192; 4 warps, one item per warp, the item layout, compiled for 16 blocks per SM): both kinds, every
+ * input dtype, both scale rules; past each kind's point the prefill launch. Each case checks the launch first. */
+static void run_launch(uint64_t *rng, sl_act_kind_t kind, sl_dtype_t in_t, bool ue8m0, int T, int I, bool small) {
+  const sl_device_info_t *info = sl_device_info(dev);
+  const sl_kq_arch_cfg_t *ac = sl_kq_arch_cfg(info->arch);
+  sl_act_args_t a = {.kind = kind, .num_tokens = T, .inter = I, .in_dtype = in_t, .out_dtype = SL_DTYPE_FP8_E4M3,
+                     .scale_ue8m0 = ue8m0};
+  sl_jit_spec_t spec;
+  SL_ASSERT_OK(sl_act_spec(&a, info->arch, info->sm_count, &spec));
+  char desc[512], want[24];
+  sl_jit_spec_describe(&spec, desc, sizeof desc);
+  if (small && ac->q8_small)
+    snprintf(want, sizeof want, "MIN_BLOCKS=%d", 2048 / (ac->prefill_warps / 2 * 32));
+  else
+    snprintf(want, sizeof want, "WARPS=%d", ac->prefill_warps);
+  if (!strstr(desc, want)) fail_msg("T=%d I=%d: spec %s, want %s", T, I, desc, want);
+  run_case(rng, kind, in_t, SL_DTYPE_FP8_E4M3, ue8m0, T, I);
+}
+
+static void test_act_q8_small(void **state) {
+  uint64_t rng = sl_test_seed();
+  const int sms = sl_device_info(dev)->sm_count;
+  const sl_dtype_t dts[] = {SL_DTYPE_BF16, SL_DTYPE_F16, SL_DTYPE_F32};
+  for (int kind = 0; kind < 2; kind++) {
+    for (int d = 0; d < 3; d++)
+      for (int ue = 0; ue < 2; ue++) /* 8 (16-bit) / 16 (fp32) chunks: 11 / 21 items per SM */
+        run_launch(&rng, (sl_act_kind_t)kind, dts[d], ue, sms + 45, 2048, true);
+    run_launch(&rng, (sl_act_kind_t)kind, SL_DTYPE_BF16, false, sms + 45, 2944, true); /* ragged: 11.5 chunks */
+    /* 28 chunks x 1000 rows per 132 SMs: 212 items per SM, SiLU's small launch, GELU's prefill one */
+    run_launch(&rng, (sl_act_kind_t)kind, SL_DTYPE_BF16, false, 1000 * sms / 132, 7168, kind == SL_ACT_SILU_MUL);
+    run_launch(&rng, (sl_act_kind_t)kind, SL_DTYPE_BF16, true, 40 * sms, 2048, false); /* 320 per SM */
+  }
+}
+
 int main(void) {
   dev = sl_test_open_gpu_or_skip(0);
   const struct CMUnitTest tests[] = {
@@ -291,6 +326,7 @@ int main(void) {
       cmocka_unit_test(test_act_segments),
       cmocka_unit_test(test_act_fp8_exp),
       cmocka_unit_test(test_act_gelu_tanh),
+      cmocka_unit_test(test_act_q8_small),
   };
   int rc = SL_RUN_SELECTED(tests, NULL, NULL);
   sl_device_close(dev);

@@ -448,6 +448,37 @@ static void test_qpair(void **state) {
   sl_kq_set_seg_override(SL_KQ_SEG_TABLE);
 }
 
+/* The FP8 group quantizer's small prefill launch (kq_launch.h q8_small: from SMs rows below 256 warp items per SM,
+ * 4 warps, one item per warp in the item layout, compiled for 16 blocks per SM), each rule and input dtype, ragged
+ * (2944) and strided wide rows, edge values (the slow paths at 32 registers), NaN blocks reported; then rows past
+ * the point, which keep the prefill launch (8 warps, segments). Each case checks the launch it takes. */
+static void test_q8_small(void **state) {
+  uint64_t rng = sl_test_seed();
+  const sl_device_info_t *info = sl_device_info(dev);
+  const sl_kq_arch_cfg_t *ac = sl_kq_arch_cfg(info->arch);
+  const int sms = info->sm_count;
+  char small[24], prefill[16];
+  snprintf(small, sizeof small, ac->q8_small ? "MIN_BLOCKS=%d" : "WARPS=%d",
+           ac->q8_small ? 2048 / (ac->prefill_warps / 2 * 32) : ac->prefill_warps);
+  snprintf(prefill, sizeof prefill, "WARPS=%d", ac->prefill_warps);
+  const sl_dtype_t dts[] = {SL_DTYPE_BF16, SL_DTYPE_F16, SL_DTYPE_F32};
+  for (int ci = 0; ci < 2; ci++) { /* cfgs[0..1]: the FP8 group format, IEEE and UE8M0 scales */
+    assert_int_equal(cfgs[ci].fmt, SL_QUANT_FP8_GROUP);
+    for (int d = 0; d < 3; d++) {
+      run_checked(&rng, ci, dts[d], sms + 77, 2944, 2944, false, small); /* 12 / 23 chunks: 19 / 36 per SM */
+      run_checked(&rng, ci, dts[d], 24 * sms + 7, 2944, 2944, false, prefill); /* >= 288 per SM */
+    }
+    run_checked(&rng, ci, SL_DTYPE_BF16, 1200 * sms / 132, 7168, 7168 + 64, false, small); /* 28 chunks: 255 */
+    run_checked(&rng, ci, SL_DTYPE_BF16, sms + 9, 2048, 2048, true, small);
+    edge_mode = true;
+    run_checked(&rng, ci, SL_DTYPE_BF16, sms + 13, 2944, 2944, false, small);
+    tiny_mode = true;
+    run_checked(&rng, ci, SL_DTYPE_BF16, sms + 21, 4096, 4096, false, small);
+    run_checked(&rng, ci, SL_DTYPE_F32, sms + 21, 4096, 4096, false, small);
+    tiny_mode = edge_mode = false;
+  }
+}
+
 /* Dequantization of arbitrary codes and scale bytes (every value: negative and NaN NVFP4 scales,
  * E8M0 NaN, which the quantizer never writes) on both layouts (the FP4 16-bit outputs of the
  * segment layout go through the per-CTA table, at the table's segment length and the registered
@@ -532,7 +563,7 @@ int main(void) {
       cmocka_unit_test(test_nan_reported),      cmocka_unit_test(test_edge_values),
       cmocka_unit_test(test_nvfp4_scale_range), cmocka_unit_test(test_segment_layouts),
       cmocka_unit_test(test_swz_staged),        cmocka_unit_test(test_dequant_any_bytes),
-      cmocka_unit_test(test_qpair),
+      cmocka_unit_test(test_qpair),             cmocka_unit_test(test_q8_small),
   };
   int rc = SL_RUN_SELECTED(tests, NULL, NULL);
   sl_device_close(dev);

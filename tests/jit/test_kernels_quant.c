@@ -242,7 +242,7 @@ static void test_act8_fast_exp_specs(void **state) {
   for (int a = 0; a < 2; a++) {
     sl_jit_spec_t spec;
     sl_act_args_t x = {.kind = SL_ACT_SILU_MUL,
-                       .num_tokens = 8192,
+                       .num_tokens = 32768, /* the prefill launch (8192 rows of 768 are q8_small's) */
                        .inter = 768,
                        .in_dtype = SL_DTYPE_BF16,
                        .out_dtype = SL_DTYPE_BF16};
@@ -438,7 +438,7 @@ static void test_min_blocks_spec(void **state) {
                        .hidden = 2048,
                        .in_dtype = SL_DTYPE_BF16};
   sl_act_args_t x = {.kind = SL_ACT_SILU_MUL,
-                     .num_tokens = 8192,
+                     .num_tokens = 32768, /* 745 items per SM: the prefill launch, not q8_small */
                      .inter = 768,
                      .in_dtype = SL_DTYPE_BF16,
                      .out_dtype = SL_DTYPE_FP8_E4M3};
@@ -464,7 +464,7 @@ static void test_min_blocks_spec(void **state) {
     SL_ASSERT_OK(sl_act_spec(&x, archs[a], SMS, &spec));
     sl_jit_spec_describe(&spec, desc, sizeof desc);
     assert_null(strstr(desc, "MIN_BLOCKS"));
-    x.num_tokens = 8192;
+    x.num_tokens = 32768;
     SL_ASSERT_OK(sl_dequant_spec(&d, archs[a], SMS, &spec));
     sl_jit_spec_describe(&spec, desc, sizeof desc);
     assert_null(strstr(desc, "MIN_BLOCKS"));
@@ -472,6 +472,101 @@ static void test_min_blocks_spec(void **state) {
     SL_ASSERT_OK(sl_act_spec(&x, archs[a], SMS, &spec));
     sl_jit_spec_describe(&spec, desc, sizeof desc);
     assert_null(strstr(desc, "MIN_BLOCKS"));
+  }
+}
+
+/* The small prefill launch of the FP8 group quantizer and the FP8-out activation (kq_launch.h q8_small, Hopper 256
+ * items per SM, GELU 192): from SMS rows below the point 4 warps, unroll 1, the item layout, MIN_BLOCKS 16, a
+ * registered point; at and past it (and for GELU from 192, and the other formats, and Blackwell) the prefill
+ * launch; any launch override turns it off (the benchmark's rows take the table's prefill launch). */
+static void test_q8_small_specs(void **state) {
+  (void)state;
+  static const char *small[] = {"WARPS=4", "UNROLL=1", "SEG=0", "MIN_BLOCKS=16"};
+  char desc[1024];
+  for (int a = 0; a < 2; a++) {
+    const bool hopper = archs[a] == SL_ARCH_HOPPER;
+    sl_jit_spec_t spec;
+    /* T=1024 H=7168: 28 chunks, 28672 items = 217 per SM */
+    sl_quant_args_t q = {.format = SL_QUANT_FP8_GROUP,
+                         .rule = SL_QUANT_RULE_CEIL,
+                         .layout = SL_QUANT_LAYOUT_LINEAR,
+                         .num_tokens = 1024,
+                         .hidden = 7168,
+                         .in_dtype = SL_DTYPE_BF16};
+    SL_ASSERT_OK(sl_quant_spec(&q, archs[a], SMS, &spec));
+    for (int i = 0; i < 4 && hopper; i++)
+      assert_define(&spec, small[i]);
+    assert_registered("quant", archs[a], &spec);
+    q.in_dtype = SL_DTYPE_F32, q.rule = SL_QUANT_RULE_IEEE; /* 56 chunks: 434 items per SM, prefill */
+    SL_ASSERT_OK(sl_quant_spec(&q, archs[a], SMS, &spec));
+    sl_jit_spec_describe(&spec, desc, sizeof desc);
+    assert_null(strstr(desc, "MIN_BLOCKS"));
+    assert_define(&spec, "WARPS=8");
+    q.num_tokens = 500; /* 214 per SM: small for fp32 inputs too */
+    SL_ASSERT_OK(sl_quant_spec(&q, archs[a], SMS, &spec));
+    assert_define(&spec, hopper ? "MIN_BLOCKS=16" : "WARPS=8");
+    assert_registered("quant", archs[a], &spec);
+    q.in_dtype = SL_DTYPE_BF16, q.num_tokens = 1207; /* 33796 items: 256.03 per SM, the point */
+    SL_ASSERT_OK(sl_quant_spec(&q, archs[a], SMS, &spec));
+    assert_define(&spec, "WARPS=8");
+    q.num_tokens = 1206; /* 33768: 255.8 per SM */
+    SL_ASSERT_OK(sl_quant_spec(&q, archs[a], SMS, &spec));
+    assert_define(&spec, hopper ? "WARPS=4" : "WARPS=8");
+    q.format = SL_QUANT_MXFP8, q.rule = SL_QUANT_RULE_FLOOR; /* only the FP8 group format */
+    SL_ASSERT_OK(sl_quant_spec(&q, archs[a], SMS, &spec));
+    assert_define(&spec, "WARPS=8");
+    sl_dequant_args_t d = {.format = SL_QUANT_FP8_GROUP, .num_tokens = 1024, .hidden = 7168, .out_dtype = SL_DTYPE_BF16};
+    SL_ASSERT_OK(sl_dequant_spec(&d, archs[a], SMS, &spec)); /* and not the dequantizer */
+    assert_define(&spec, "WARPS=8");
+    /* the activation into FP8: SiLU at I=7168 (217 per SM) small, GELU there prefill, at I=4096 (124) small */
+    sl_act_args_t x = {.kind = SL_ACT_SILU_MUL,
+                       .num_tokens = 1024,
+                       .inter = 7168,
+                       .in_dtype = SL_DTYPE_BF16,
+                       .out_dtype = SL_DTYPE_FP8_E4M3};
+    SL_ASSERT_OK(sl_act_spec(&x, archs[a], SMS, &spec));
+    for (int i = 0; i < 4 && hopper; i++)
+      assert_define(&spec, small[i]);
+    assert_define(&spec, "ONEITEM=0");
+    x.kind = SL_ACT_GELU_TANH_MUL;
+    SL_ASSERT_OK(sl_act_spec(&x, archs[a], SMS, &spec));
+    assert_define(&spec, "WARPS=8");
+    x.inter = 4096;
+    SL_ASSERT_OK(sl_act_spec(&x, archs[a], SMS, &spec));
+    assert_define(&spec, hopper ? "MIN_BLOCKS=16" : "WARPS=8");
+    x.inter = 768, x.scale_ue8m0 = true; /* the registered size, both kinds, either exp / tanh */
+    for (int k = 0; k < 2; k++)
+      for (int f = 0; f < 2; f++) {
+        x.kind = k ? SL_ACT_GELU_TANH_MUL : SL_ACT_SILU_MUL;
+        sl_kq_set_act8_fast_exp_override(f);
+        sl_kq_set_gelu_fast_exp_override(f);
+        SL_ASSERT_OK(sl_act_spec(&x, archs[a], SMS, &spec));
+        assert_define(&spec, hopper ? "MIN_BLOCKS=16" : "WARPS=8");
+        assert_define(&spec, f ? "FASTEXP=1" : "FASTEXP=0");
+        assert_registered("act", archs[a], &spec);
+      }
+    sl_kq_set_act8_fast_exp_override(SL_KQ_ACT8_EXP_TABLE);
+    sl_kq_set_gelu_fast_exp_override(SL_KQ_ACT8_EXP_TABLE);
+    x.out_dtype = SL_DTYPE_BF16; /* the 16-bit outputs keep their launch */
+    SL_ASSERT_OK(sl_act_spec(&x, archs[a], SMS, &spec));
+    sl_jit_spec_describe(&spec, desc, sizeof desc);
+    assert_null(strstr(desc, "MIN_BLOCKS"));
+    x.out_dtype = SL_DTYPE_FP8_E4M3;
+    q.format = SL_QUANT_FP8_GROUP, q.num_tokens = 1024;
+    sl_kq_set_warps_override(8); /* an override: the prefill launch with it */
+    SL_ASSERT_OK(sl_quant_spec(&q, archs[a], SMS, &spec));
+    sl_jit_spec_describe(&spec, desc, sizeof desc);
+    assert_null(strstr(desc, "MIN_BLOCKS"));
+    sl_kq_set_warps_override(0);
+    sl_kq_set_unroll_override(2);
+    SL_ASSERT_OK(sl_act_spec(&x, archs[a], SMS, &spec));
+    assert_define(&spec, "UNROLL=2");
+    assert_define(&spec, "WARPS=8");
+    sl_kq_set_unroll_override(0);
+    sl_kq_set_min_blocks_override(12); /* the tune rows' occupancy wins over the point's */
+    SL_ASSERT_OK(sl_quant_spec(&q, archs[a], SMS, &spec));
+    assert_define(&spec, hopper ? "MIN_BLOCKS=12" : "WARPS=8");
+    sl_kq_set_min_blocks_override(0);
   }
 }
 
@@ -778,6 +873,7 @@ int main(void) {
       cmocka_unit_test(test_act8_fast_exp_specs),
       cmocka_unit_test(test_gelu_fast_exp_specs),
       cmocka_unit_test(test_unroll_and_override_choices),
+      cmocka_unit_test(test_q8_small_specs),
       cmocka_unit_test(test_missing_constant_fails_loudly),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
