@@ -6,6 +6,19 @@
 #include "kernels/quant_formats.h"
 #include "kernels/sl_dtype.h"
 
+// RN(1 / s) for s in [SL_KQ_RCP_MIN, SL_KQ_RCP_MAX): __frcp_rn's own fast path -- the approximate reciprocal
+// (MUFU.RCP) and one Newton step, r + r (1 - s r) -- without its range check and the branch to the slow path
+// (denormal or huge s: ptxas emits both for every __frcp_rn): 3 instructions instead of ~8 and a BSSY. 1 - s r
+// is never denormal (0 or near 2^-23), so the FTZ of the approximation does not matter. tests/gpu/test_quant.c
+// (test_rcp_rn, kernels/quant_selftest.cu) compares it with __frcp_rn at every s of the range.
+#define SL_KQ_RCP_MIN 0x1p-125f
+#define SL_KQ_RCP_MAX 0x1p125f
+__device__ __forceinline__ float sl_kq_rcp_rn(float s) {
+  float r;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(s));
+  return fmaf(r, fmaf(-s, r, 1.0f), r);
+}
+
 // Each thread moves 16 bytes per access (LDG.128/STG.128): the widest single global access
 // on Hopper; a warp then covers 512 contiguous bytes, four full 128-byte lines.
 #define SL_KQ_PACKET 16
@@ -351,7 +364,8 @@ __device__ __forceinline__ unsigned long long sl_kq_quantize_fast(const float *v
   if constexpr (FMT == SL_QFMT_FP8_GROUP && RULE == SL_QRULE_IEEE) {
     scale_u8 = 0;
     if (absmax >= SL_QF_DIV448_MIN) { // block-uniform: the scale and the elements both fast
-      const float s = sl_qf_div448_fast(absmax), r = __frcp_rn(s);
+      // s in [2^-55 / 448, FLT_MAX / 448]: inside sl_kq_rcp_rn's range
+      const float s = sl_qf_div448_fast(absmax), r = sl_kq_rcp_rn(s);
       scale_f32 = s;
       if constexpr (raw16 && VEC == 8) {
         // sl_qf_div_fast_signed: the E4M3 code of the signed quotient with x's sign bit OR'ed
@@ -376,20 +390,13 @@ __device__ __forceinline__ unsigned long long sl_kq_quantize_fast(const float *v
         for (int j = 0; j < VEC; j++)
           y[j] = sl_qf_div_fast(v[j], s, r);
       }
-    } else { // tiny or zero absmax: the reference's divisions (rare; never in the hot loop)
-      const float s = __fdiv_rn(absmax, SL_E4M3_MAX);
-      scale_f32 = s;
-      if (!(s > 0.0f)) return 0ull;
-      if (s >= SL_QF_DIV_FAST_MIN) {
-        const float r = __frcp_rn(s);
+    } else { // absmax < 2^-55 or zero (rare; never in the hot loop): no division call (sl_qf_div448_tiny)
+      float sx, x1, x2;
+      if (!sl_qf_div448_tiny(absmax, &scale_f32, &sx, &x1, &x2)) return 0ull;
+      const float r = sl_kq_rcp_rn(sx);
 #pragma unroll
-        for (int j = 0; j < VEC; j++)
-          y[j] = sl_qf_div_fast(v[j], s, r);
-      } else {
-#pragma unroll
-        for (int j = 0; j < VEC; j++)
-          y[j] = __fdiv_rn(v[j], s);
-      }
+      for (int j = 0; j < VEC; j++)
+        y[j] = sl_qf_div_fast(__fmul_rn(__fmul_rn(v[j], x1), x2), sx, r);
     }
   } else if constexpr (FMT == SL_QFMT_NVFP4) {
     scale_f32 = 0.0f;
@@ -425,8 +432,8 @@ __device__ __forceinline__ unsigned long long sl_kq_quantize_fast(const float *v
         h += sl_qf_e2m1_scaled(v[j], mul) << (4 * j);
       return h;
     }
-  } else { // power-of-two scales: FP8_GROUP CEIL, MXFP8 (x * 2^-e is exact)
-    const int e = sl_qf_block_exp_fast(absmax, RULE, SL_E4M3_MAX, SL_E4M3_EMAX);
+  } else { // power-of-two scales: FP8_GROUP CEIL, MXFP8 (x * 2^-e is exact); no division (tiny CEIL blocks)
+    const int e = sl_qf_block_exp_e4m3(absmax, RULE);
     scale_u8 = (unsigned char)(e + 127);
     scale_f32 = sl_qf_pow2(e);
     if (!(absmax > 0.0f)) return 0ull;

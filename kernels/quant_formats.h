@@ -323,6 +323,45 @@ SL_QF_FN float sl_qf_div448_fast(float a) {
   float q = SL_QF_MUL(a, SL_QF_R448);
   return fmaf(fmaf(-q, SL_E4M3_MAX, a), SL_QF_R448, q);
 }
+/* The FP8 IEEE scale s = RN(absmax / 448) of a block with 0 <= absmax < SL_QF_DIV448_MIN, and its quotients'
+ * operands, without a division (on the GPU a division call's calling sequence makes the 32-register kernels
+ * spill): RN(x / s) = RN(X / sx) for X = x x1 x2 and sx = s x1 x2, exact power-of-two scalings into
+ * sl_qf_div_fast's range (X / sx = x / s exactly, so both round alike), sx in [2^-62, 2^-53] or [2^-21, 2^9].
+ *   absmax >= 448 * 2^-126 (s normal): sx = sl_qf_div448_fast(absmax 2^64) = RN(absmax 2^64 / 448) (absmax 2^64 is
+ *     exact and >= 2^-53.2, in its range) = s 2^64 exactly (scaling commutes with RN while normal); x1 = 2^64, x2 = 1.
+ *   below (s subnormal, or 0): s is an integer m times 2^-149; N = absmax 2^149 is an exact integer < 2^32
+ *     (absmax has 24 significant bits and is a multiple of 2^-149), m = N / 448 rounded to nearest even by the
+ *     integer remainder, and m's bits are s's (m <= 2^23: a subnormal, or 2^-126 itself); sx = s 2^128;
+ *     x1 = x2 = 2^64.
+ * Returns 0 where s = 0 (every code 0). tests/unit/test_quant_fast.c checks s and the quotients against the
+ * divisions; the GPU tests' tiny blocks (below 2^-100, bf16 subnormals included) check codes and scales. */
+SL_QF_FN int sl_qf_div448_tiny(float absmax, float *s, float *sx, float *x1, float *x2) {
+  *x1 = 0x1p64f;
+  if (absmax >= SL_E4M3_MAX * 0x1p-126f) {
+    *sx = sl_qf_div448_fast(SL_QF_MUL(absmax, 0x1p64f));
+    *s = SL_QF_MUL(*sx, 0x1p-64f);
+    *x2 = 1.0f;
+    return 1;
+  }
+  const uint32_t n = (uint32_t)SL_QF_MUL(SL_QF_MUL(SL_QF_MUL(absmax, 0x1p64f), 0x1p64f), 0x1p21f);
+  uint32_t m = n / 448u;
+  const uint32_t rem = n - m * 448u;
+  m += rem > 224u || (rem == 224u && (m & 1u));
+  *s = sl_qf_float(m);
+  *sx = SL_QF_MUL(SL_QF_MUL(*s, 0x1p64f), 0x1p64f);
+  *x2 = 0x1p64f;
+  return m != 0;
+}
+/* sl_qf_block_exp_fast for the E4M3 codes (max_code 448: FP8 group CEIL, MXFP8) with the CEIL rule's tiny blocks
+ * (absmax < 2^-100) by sl_qf_div448_tiny's exact quotient instead of a division: the same exponent. */
+SL_QF_FN int sl_qf_block_exp_e4m3(float absmax, int rule) {
+  if (rule == SL_QRULE_CEIL && absmax < 0x1p-100f) {
+    float s, sx, x1, x2;
+    if (!sl_qf_div448_tiny(absmax, &s, &sx, &x1, &x2)) return -127; /* 0, or a quotient that rounds to 0 */
+    return sl_qf_clamp_exp(sl_qf_ceil_log2(s));
+  }
+  return sl_qf_block_exp_fast(absmax, rule, SL_E4M3_MAX, SL_E4M3_EMAX);
+}
 /* The same for the NVFP4 block scale's absmax / 6 (r = RN(1/6) = 0x3e2aaaab), same range. */
 #define SL_QF_R6 0x1.555556p-3f
 SL_QF_FN float sl_qf_div6_fast(float a) {

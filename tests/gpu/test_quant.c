@@ -448,6 +448,32 @@ static void test_qpair(void **state) {
   sl_kq_set_seg_override(SL_KQ_SEG_TABLE);
 }
 
+/* sl_kq_rcp_rn (kernels/quant_dev.cuh: __frcp_rn's fast path without its range check, the FP8 IEEE scale's
+ * reciprocal) against __frcp_rn at every fp32 of its range [2^-125, 2^125): 250 exponents x 2^23 mantissas, on the
+ * GPU (kernels/quant_selftest.cu): no mismatch, and the first-mismatch slot (0xffffffff) untouched. */
+static void test_rcp_rn(void **state) {
+  (void)state;
+  unsigned *d = NULL, h[2] = {1u, 0u};
+  SL_ASSERT_OK(sl_device_malloc(dev, 2 * sizeof(unsigned), (void **)&d));
+  SL_ASSERT_OK(sl_memset(dev, d, 0, sizeof(unsigned), NULL));
+  SL_ASSERT_OK(sl_memset(dev, d + 1, 0xff, sizeof(unsigned), NULL));
+  sl_jit_spec_t spec;
+  sl_jit_spec_init(&spec, "kernels/quant_selftest.cu", "sl_rcp_selftest");
+  sl_kernel_t *k;
+  SL_ASSERT_OK(sl_jit_get_kernel(dev, &spec, &k));
+  unsigned e_lo = 2, e_hi = 251; /* 2^-125 <= s < 2^125 */
+  unsigned *mism = d, *first = d + 1;
+  void *args[] = {&e_lo, &e_hi, &mism, &first};
+  sl_launch_t l = {.grid = {(unsigned)sl_device_info(dev)->sm_count * 16, 1, 1}, .block = {256, 1, 1}};
+  SL_ASSERT_OK(sl_kernel_launch(k, &l, args));
+  SL_ASSERT_OK(sl_device_check(dev, "rcp self-test"));
+  SL_ASSERT_OK(sl_memcpy(dev, h, d, sizeof h, NULL));
+  SL_ASSERT_OK(sl_device_sync(dev));
+  if (h[0] != 0) fail_msg("sl_kq_rcp_rn differs from __frcp_rn at %u values, the first s = 0x%08x", h[0], h[1]);
+  assert_int_equal(h[1], 0xffffffffu);
+  sl_device_free(dev, d);
+}
+
 /* The FP8 group quantizer's small prefill launch (kq_launch.h q8_small: from SMs rows below 256 warp items per SM,
  * 4 warps, one item per warp in the item layout, compiled for 16 blocks per SM), each rule and input dtype, ragged
  * (2944) and strided wide rows, edge values (the slow paths at 32 registers), NaN blocks reported; then rows past
@@ -564,6 +590,7 @@ int main(void) {
       cmocka_unit_test(test_nvfp4_scale_range), cmocka_unit_test(test_segment_layouts),
       cmocka_unit_test(test_swz_staged),        cmocka_unit_test(test_dequant_any_bytes),
       cmocka_unit_test(test_qpair),             cmocka_unit_test(test_q8_small),
+      cmocka_unit_test(test_rcp_rn),
   };
   int rc = SL_RUN_SELECTED(tests, NULL, NULL);
   sl_device_close(dev);

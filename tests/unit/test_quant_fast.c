@@ -372,6 +372,72 @@ static void test_div448_fast(void **state) {
   if (bad) fail_msg("sl_qf_div448_fast / sl_qf_div6_fast differ from the division on %zu of %zu inputs", bad, n);
 }
 
+/* The FP8 IEEE scale of tiny blocks without a division (sl_qf_div448_tiny, absmax < 2^-55): s = absmax / 448 bit
+ * for bit, sx = s x1 x2 exactly, the CEIL exponent of sl_qf_block_exp_e4m3 the reference's, and the quotients of x x1 x2 by sx through sl_qf_div_fast equal x / s's wherever
+ * |x / s| >= 2^-12 and give the same E4M3 code everywhere (check_div's test). Every fp32 subnormal absmax and every
+ * mantissa at the exponents around s's normal boundary (448 * 2^-126) and at the top, for s; every bf16 absmax at
+ * those exponents against every bf16 x up to it, and random fp32 pairs, for the quotients. */
+static size_t check_tiny(float absmax, const float *xs, size_t nx, size_t *n) {
+  float s, sx, x1, x2;
+  const int nz = sl_qf_div448_tiny(absmax, &s, &sx, &x1, &x2);
+  const float want_s = absmax / SL_E4M3_MAX;
+  size_t bad = 0;
+  (*n)++;
+  const int e_ceil = sl_qf_block_exp_e4m3(absmax, SL_QRULE_CEIL), want_ceil = sl_qf_block_exp(absmax, SL_QRULE_CEIL,
+                                                                                                SL_E4M3_MAX, SL_E4M3_EMAX);
+  if (bits_of(s) != bits_of(want_s) || nz != (want_s != 0.0f) || (double)sx != (double)s * x1 * x2 ||
+      e_ceil != want_ceil) {
+    if (bad++ < 3) print_error("tiny absmax %a: s %a (division %a), sx %a, CEIL exponent %d (reference %d)\n",
+                               (double)absmax, (double)s, (double)want_s, (double)sx, e_ceil, want_ceil);
+    return bad;
+  }
+  if (!nz) return 0;
+  const float r = 1.0f / sx;
+  for (size_t i = 0; i < nx; i++) {
+    float x = xs[i];
+    if (!(fabsf(x) <= absmax)) break; /* xs sorted by magnitude */
+    for (int sg = 0; sg < 2; sg++, x = -x) {
+      const float want = x / s, got = sl_qf_div_fast(x * x1 * x2, sx, r);
+      (*n)++;
+      const bool ok =
+          fabsf(want) >= 0x1p-12f ? bits_of(got) == bits_of(want) : sl_f32_to_e4m3(got) == sl_f32_to_e4m3(want);
+      if (!ok && bad++ < 3)
+        print_error("tiny x %a / s %a (absmax %a): fast %a, division %a\n", (double)x, (double)s, (double)absmax,
+                    (double)got, (double)want);
+    }
+  }
+  return bad;
+}
+
+static void test_div448_tiny(void **state) {
+  (void)state;
+  size_t bad = 0, n = 0;
+  for (uint32_t m = 0; m < (1u << 23); m++) /* every subnormal absmax (and 0) */
+    bad += check_tiny(f32_of(m), NULL, 0, &n);
+  static const uint32_t exps[] = {1, 8, 9, 10, 71}; /* biased: 2^-126, 448 * 2^-126 = 1.75 * 2^-118 +- 1, 2^-56 */
+  for (size_t e = 0; e < sizeof exps / sizeof exps[0]; e++)
+    for (uint32_t m = 0; m < (1u << 23); m++)
+      bad += check_tiny(f32_of((exps[e] << 23) | m), NULL, 0, &n);
+  float *xs = malloc(sizeof(float) * 0x2400u);
+  assert_non_null(xs);
+  size_t nx = 0;
+  for (uint32_t h = 0; h < 0x2400u; h++) /* every non-negative bf16 below 2^-55, ascending */
+    xs[nx++] = f32_of(h << 16);
+  for (uint32_t h = 0; h < 0x2400u; h++) {
+    const int e = (int)(h >> 7); /* biased */
+    if (e <= 1 || (e >= 8 && e <= 10) || e >= 70) bad += check_tiny(xs[h], xs, nx, &n);
+  }
+  free(xs);
+  uint64_t rng = sl_test_seed();
+  for (int i = 0; i < 2000000; i++) {
+    const float absmax = f32_of((uint32_t)(sl_test_rand_u64(&rng) % 0x24000000u));
+    float x[2] = {absmax * (float)((sl_test_rand_u64(&rng) >> 11) * 0x1p-53), absmax};
+    if (fabsf(x[0]) > fabsf(x[1])) x[0] = x[1];
+    bad += check_tiny(absmax, x, 2, &n);
+  }
+  if (bad) fail_msg("sl_qf_div448_tiny's scale or quotients differ from the divisions on %zu of %zu checks", bad, n);
+}
+
 /* The byte-permute E2M1 decoder against sl_e2m1_to_f32: every code in every position (all
  * 2^32 words would be slow; each nibble position sees all 16 codes with random neighbours). */
 static void test_e2m1_decode8(void **state) {
@@ -467,7 +533,7 @@ int main(void) {
       cmocka_unit_test(test_block_exp_fast), cmocka_unit_test(test_div_fast),     cmocka_unit_test(test_e2m1_fast),
       cmocka_unit_test(test_e2m1_scaled),    cmocka_unit_test(test_deq_div_fast),
       cmocka_unit_test(test_e2m1_mag_raw),   cmocka_unit_test(test_e2m1_pack),
-      cmocka_unit_test(test_div448_fast),    cmocka_unit_test(test_e2m1_decode8),
+      cmocka_unit_test(test_div448_fast),    cmocka_unit_test(test_div448_tiny),    cmocka_unit_test(test_e2m1_decode8),
       cmocka_unit_test(test_e2m1_pack_bf16x2), cmocka_unit_test(test_fp4_entry16),
   };
   return SL_RUN_SELECTED(tests, NULL, NULL);
