@@ -152,6 +152,14 @@ typedef struct {
   int min_blocks; /* act.cu MIN_BLOCKS (0: the kernel's rule) */
 } act_choice_t;
 
+/* Blocks per SM of a prefill launch of `warps` warps (act.cu MIN_BLOCKS; 0: the kernel's rule): GELU into FP8 with
+ * IEEE scales at the table's gelu8_blocks (kq_launch.h). */
+static int act_prefill_blocks(sl_act_kind_t kind, sl_dtype_t out, int rule, int warps, int arch) {
+  const sl_kq_arch_cfg_t *c = sl_kq_arch_cfg(arch);
+  const bool gelu8 = kind == SL_ACT_GELU_TANH_MUL && out == SL_DTYPE_FP8_E4M3 && rule == SL_QRULE_IEEE;
+  return gelu8 && warps == c->prefill_warps ? c->gelu8_blocks : 0;
+}
+
 /* The FP8-out activation's q8_small point: GELU's longer chain takes it below fewer items (kq_launch.h). */
 static long act_q8_small_items(sl_act_kind_t kind, int arch) {
   const long n = sl_kq_arch_cfg(arch)->q8_small;
@@ -169,6 +177,8 @@ static act_choice_t act_choose(const sl_act_args_t *a, int arch, int sm_count) {
     c.warps = act_warps(a, arch, sm_count);
     c.unroll = sl_kq_unroll_act(arch, !fp8);
     c.seg = act_seg(arch, c.warps, a->inter, a->in_dtype, a->out_dtype);
+    c.min_blocks = act_prefill_blocks(a->kind, a->out_dtype, a->scale_ue8m0 ? SL_QRULE_CEIL : SL_QRULE_IEEE, c.warps,
+                                      arch);
   }
   c.one_item = act_one_item(c.warps, c.unroll, c.seg, items, sm_count);
   return c;
@@ -280,7 +290,7 @@ sl_status_t sl_act_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t *s
                   continue;
                 }
                 SL_CHECK(spec_at((sl_act_kind_t)kind, inters[i], dtypes[d], out, rule, warps[w], unroll, seg, false, fx,
-                                 0, &spec));
+                                 act_prefill_blocks((sl_act_kind_t)kind, out, rule, warps[w], arch), &spec));
                 SL_CHECK(fn(&spec, user));
                 if (act_one_item(warps[w], unroll, seg, 1, 132)) { /* decode's one-item kernel too */
                   SL_CHECK(spec_at((sl_act_kind_t)kind, inters[i], dtypes[d], out, rule, warps[w], unroll, seg, true,
@@ -305,9 +315,11 @@ sl_status_t sl_act_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t *s
           for (int f = 0; f < 2; f++) { /* either exp (SiLU) or tanh (GELU) */
             if (seen && (f == 0 || kind == SL_ACT_GELU_TANH_MUL)) continue; /* registered above */
             sl_jit_spec_t spec;
-            SL_CHECK(spec_at((sl_act_kind_t)kind, inters[i], dtypes[d], SL_DTYPE_FP8_E4M3,
-                             o == 2 ? SL_QRULE_CEIL : SL_QRULE_IEEE, ac->prefill_warps, ac->unroll, seg, false,
-                             f ? !fe : fe, 0, &spec));
+            const int rule = o == 2 ? SL_QRULE_CEIL : SL_QRULE_IEEE;
+            SL_CHECK(spec_at((sl_act_kind_t)kind, inters[i], dtypes[d], SL_DTYPE_FP8_E4M3, rule, ac->prefill_warps,
+                             ac->unroll, seg, false, f ? !fe : fe,
+                             act_prefill_blocks((sl_act_kind_t)kind, SL_DTYPE_FP8_E4M3, rule, ac->prefill_warps, arch),
+                             &spec));
             SL_CHECK(fn(&spec, user));
           }
         }

@@ -86,6 +86,8 @@ typedef struct {
                          * warp items per SM (GELU: SL_KQ_Q8_SMALL_GELU of it): 4 warps, one item per warp in
                          * the item layout, compiled for the full 2048 threads per SM (sl_kq_q8_small); 0: the
                          * prefill launch; see below */
+  int gelu8_blocks;     /* blocks per SM the GELU(tanh)-and-mul into FP8 (IEEE scales) is compiled for at prefill
+                         * (act.cu MIN_BLOCKS; sl_kq_gelu8_blocks); 0: the kernel's rule; see below */
 } sl_kq_arch_cfg_t;
 
 #define SL_KQ_FP4Q_WIDE_CHUNKS 16
@@ -211,13 +213,20 @@ typedef struct {
  *   took 2.36 / 3.59 / 5.48 us (quant) and 3.61 / 5.93 (SiLU) in session 28 call 5's graph sweep. Blackwell: not
  *   measured. */
 #define SL_KQ_Q8_SMALL_GELU(items) ((items) * 3 / 4)
+/* Hopper gelu8_blocks 8: MEASURED on the H200 (session 29 call 4, `SL_KQ_TUNE_ROWS=mb8,s2mb8 sluice bench kernels
+ * --only _fp8`, kernel us, the table's 6 blocks / 8): with the FP8 IEEE quantizer free of division calls
+ * (sl_kq_rcp_rn, sl_qf_div448_tiny) the prefill launch's unroll 2 fits 32 registers without spilling (ptxas -v,
+ * every input dtype, sm_90 and sm_100), and GELU into FP8 gains from the 2048 threads: T=8192 I=2048 / 4096 / 7168
+ * 24.45 / 43.58 / 70.72 -> 22.08 / 40.90 / 69.89, T=32768 82.98 / 160.61 / 272.61 -> 80.00 / 156.51 / 268.29. SiLU
+ * into FP8 moved -0.5..+1.3 % (kept at 6), the FP8 group quantizer -1..+5 % (kept). UE8M0 scales keep the rule (a
+ * 24-byte stack frame at 32 registers; not measured). Blackwell: not measured. */
 #define SL_KQ_STAGE_FMT(f) (1 << (f))
 static const sl_kq_arch_cfg_t sl_kq_arch_table[] = {
     {SL_ARCH_HOPPER, 1, 8, 2, 4, 0, 1, 4,
      SL_KQ_STAGE_FMT(SL_QFMT_MXFP8) | SL_KQ_STAGE_FMT(SL_QFMT_MXFP4) | SL_KQ_STAGE_FMT(SL_QFMT_NVFP4), 4, 1, 2, 1, 1, 2,
-     1, 1, 1, 256},
-    {SL_ARCH_BLACKWELL, 1, 8, 2, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {0, 1, 8, 2, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+     1, 1, 1, 256, 8},
+    {SL_ARCH_BLACKWELL, 1, 8, 2, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {0, 1, 8, 2, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
 };
 
 static inline const sl_kq_arch_cfg_t *sl_kq_arch_cfg(int arch) {

@@ -285,7 +285,8 @@ static void test_act_fp8_nan(void **state) {
 
 /* The FP8-out activation's small prefill launch (kq_launch.h q8_small: from SMs rows below 256 warp items per SM,
  * GELU below 192; 4 warps, one item per warp, the item layout, compiled for 16 blocks per SM): both kinds, every
- * input dtype, both scale rules; past each kind's point the prefill launch. Each case checks the launch first. */
+ * input dtype, both scale rules; past each kind's point the prefill launch (GELU with IEEE scales compiled for
+ * gelu8_blocks per SM, either tanh). Each case checks the launch first. */
 static void run_launch(uint64_t *rng, sl_act_kind_t kind, sl_dtype_t in_t, bool ue8m0, int T, int I, bool small) {
   const sl_device_info_t *info = sl_device_info(dev);
   const sl_kq_arch_cfg_t *ac = sl_kq_arch_cfg(info->arch);
@@ -297,6 +298,8 @@ static void run_launch(uint64_t *rng, sl_act_kind_t kind, sl_dtype_t in_t, bool 
   sl_jit_spec_describe(&spec, desc, sizeof desc);
   if (small && ac->q8_small)
     snprintf(want, sizeof want, "MIN_BLOCKS=%d", 2048 / (ac->prefill_warps / 2 * 32));
+  else if (kind == SL_ACT_GELU_TANH_MUL && !ue8m0 && ac->gelu8_blocks) /* kq_launch.h gelu8_blocks */
+    snprintf(want, sizeof want, "MIN_BLOCKS=%d", ac->gelu8_blocks);
   else
     snprintf(want, sizeof want, "WARPS=%d", ac->prefill_warps);
   if (!strstr(desc, want)) fail_msg("T=%d I=%d: spec %s, want %s", T, I, desc, want);
@@ -315,7 +318,14 @@ static void test_act_q8_small(void **state) {
     /* 28 chunks x 1000 rows per 132 SMs: 212 items per SM, SiLU's small launch, GELU's prefill one */
     run_launch(&rng, (sl_act_kind_t)kind, SL_DTYPE_BF16, false, 1000 * sms / 132, 7168, kind == SL_ACT_SILU_MUL);
     run_launch(&rng, (sl_act_kind_t)kind, SL_DTYPE_BF16, true, 40 * sms, 2048, false); /* 320 per SM */
+    for (int d = 0; d < 3; d++) /* the prefill launch with IEEE scales: GELU's at gelu8_blocks per SM */
+      run_launch(&rng, (sl_act_kind_t)kind, dts[d], false, 40 * sms + 3, 2048, false);
   }
+  for (int f = 0; f < 2; f++) { /* GELU's prefill launch with either form of 1 + tanh */
+    sl_kq_set_gelu_fast_exp_override(f);
+    run_launch(&rng, SL_ACT_GELU_TANH_MUL, SL_DTYPE_BF16, false, 40 * sms + 5, 2944, false);
+  }
+  sl_kq_set_gelu_fast_exp_override(SL_KQ_ACT8_EXP_TABLE);
 }
 
 int main(void) {

@@ -570,6 +570,55 @@ static void test_q8_small_specs(void **state) {
   }
 }
 
+/* GELU into FP8 with IEEE scales at prefill compiled for the table's gelu8_blocks (Hopper 8; kq_launch.h), either
+ * form of tanh, a registered point at the activation's sizes; SiLU, UE8M0 scales, decode and Blackwell keep the
+ * kernel's rule (no MIN_BLOCKS define). */
+static void test_gelu8_blocks_specs(void **state) {
+  (void)state;
+  char desc[1024];
+  for (int a = 0; a < 2; a++) {
+    const bool hopper = archs[a] == SL_ARCH_HOPPER;
+    sl_jit_spec_t spec;
+    sl_act_args_t x = {.kind = SL_ACT_GELU_TANH_MUL,
+                       .num_tokens = 32768, /* prefill */
+                       .inter = 768,
+                       .in_dtype = SL_DTYPE_BF16,
+                       .out_dtype = SL_DTYPE_FP8_E4M3};
+    for (int f = 0; f < 2; f++) {
+      sl_kq_set_gelu_fast_exp_override(f);
+      SL_ASSERT_OK(sl_act_spec(&x, archs[a], SMS, &spec));
+      sl_jit_spec_describe(&spec, desc, sizeof desc);
+      if (hopper)
+        assert_define(&spec, "MIN_BLOCKS=8");
+      else
+        assert_null(strstr(desc, "MIN_BLOCKS"));
+      assert_registered("act", archs[a], &spec);
+    }
+    sl_kq_set_gelu_fast_exp_override(SL_KQ_ACT8_EXP_TABLE);
+    x.in_dtype = SL_DTYPE_F32;
+    SL_ASSERT_OK(sl_act_spec(&x, archs[a], SMS, &spec));
+    assert_define(&spec, hopper ? "MIN_BLOCKS=8" : "WARPS=8");
+    assert_registered("act", archs[a], &spec);
+    x.in_dtype = SL_DTYPE_BF16;
+    const sl_act_args_t others[] = {
+        {.kind = SL_ACT_GELU_TANH_MUL, .num_tokens = 32768, .inter = 768, .in_dtype = SL_DTYPE_BF16,
+         .out_dtype = SL_DTYPE_FP8_E4M3, .scale_ue8m0 = true},
+        {.kind = SL_ACT_SILU_MUL, .num_tokens = 32768, .inter = 768, .in_dtype = SL_DTYPE_BF16,
+         .out_dtype = SL_DTYPE_FP8_E4M3},
+        {.kind = SL_ACT_GELU_TANH_MUL, .num_tokens = 32768, .inter = 768, .in_dtype = SL_DTYPE_BF16,
+         .out_dtype = SL_DTYPE_BF16},
+        {.kind = SL_ACT_GELU_TANH_MUL, .num_tokens = 1, .inter = 768, .in_dtype = SL_DTYPE_BF16,
+         .out_dtype = SL_DTYPE_FP8_E4M3},
+    };
+    for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
+      SL_ASSERT_OK(sl_act_spec(&others[i], archs[a], SMS, &spec));
+      sl_jit_spec_describe(&spec, desc, sizeof desc);
+      assert_null(strstr(desc, "MIN_BLOCKS"));
+      assert_registered("act", archs[a], &spec);
+    }
+  }
+}
+
 /* The dequantizers' segment lengths (kq_launch.h seg_deq8): on Hopper the FP8 group format's
  * prefill launch walks 2-chunk tasks (SEG=2, a registered point), the FP4 table dequantizer and
  * MXFP8 keep the table's seg (4); decode keeps the item layout; Blackwell's table has the item
@@ -874,6 +923,7 @@ int main(void) {
       cmocka_unit_test(test_gelu_fast_exp_specs),
       cmocka_unit_test(test_unroll_and_override_choices),
       cmocka_unit_test(test_q8_small_specs),
+      cmocka_unit_test(test_gelu8_blocks_specs),
       cmocka_unit_test(test_missing_constant_fails_loudly),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
