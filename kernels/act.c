@@ -277,12 +277,11 @@ sl_status_t sl_act_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t *s
                                      &spec));
                     SL_CHECK(fn(&spec, user));
                   }
-                  /* and the small prefill (q8_small; a row of no items on one SM takes it), SiLU with either exp
-                   * (the benchmark's comparison rows, the GPU tests; GELU's two forms come from the loop) */
+                  /* and the small prefill (q8_small), SiLU with either exp (the benchmark's comparison rows, the
+                   * GPU tests; GELU's two forms come from the loop) */
                   int qw, qu, qs, mb;
-                  for (int e = 0; ac->q8_small && e < (both ? 1 : 2) && sl_kq_q8_small(arch, 1, 1, 0, 1, &qw, &qu, &qs,
-                                                                                         &mb);
-                       e++) {
+                  const bool q8s = sl_kq_q8_small_launch(arch, &qw, &qu, &qs, &mb);
+                  for (int e = 0; q8s && e < (both ? 1 : 2); e++) {
                     SL_CHECK(spec_at((sl_act_kind_t)kind, inters[i], dtypes[d], out, rule, qw, qu, qs, false,
                                      e ? !fx : fx, mb, &spec));
                     SL_CHECK(fn(&spec, user));

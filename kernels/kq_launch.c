@@ -35,17 +35,22 @@ bool sl_kq_q8_decode(int arch, int sm_count, long rows, long items, int one_warp
   return true;
 }
 
-bool sl_kq_q8_small(int arch, int sm_count, long rows, long items, long items_per_sm, int *warps, int *unroll, int *seg,
-                    int *min_blocks) {
+bool sl_kq_q8_small_launch(int arch, int *warps, int *unroll, int *seg, int *min_blocks) {
   const sl_kq_arch_cfg_t *c = sl_kq_arch_cfg(arch);
-  if (!c->q8_small || rows < sm_count || items >= items_per_sm * sm_count || warps_override || unroll_override ||
-      seg_override != SL_KQ_SEG_TABLE)
-    return false;
+  if (!c->q8_small) return false;
   *warps = c->prefill_warps / 2;
   *unroll = 1;
   *seg = 0;
   *min_blocks = 2048 / (*warps * 32);
   return true;
+}
+
+bool sl_kq_q8_small(int arch, int sm_count, long rows, long items, long items_per_sm, int *warps, int *unroll, int *seg,
+                    int *min_blocks) {
+  if (rows < sm_count || items >= items_per_sm * sm_count || warps_override || unroll_override ||
+      seg_override != SL_KQ_SEG_TABLE)
+    return false;
+  return sl_kq_q8_small_launch(arch, warps, unroll, seg, min_blocks);
 }
 
 sl_status_t sl_kq_launch(sl_device_t *dev, sl_kernel_t *k, int warps, int unroll, long items, sl_stream_t *stream,

@@ -371,6 +371,9 @@ bool sl_kq_q8_decode(int arch, int sm_count, long rows, long items, int one_warp
  * kernel's MIN_BLOCKS) and returns true; false otherwise (the caller takes its prefill launch). */
 bool sl_kq_q8_small(int arch, int sm_count, long rows, long items, long items_per_sm, int *warps, int *unroll, int *seg,
                     int *min_blocks);
+/* That launch itself, whatever the shape and the overrides (the JIT points register it): false where the arch's table
+ * has no q8_small. */
+bool sl_kq_q8_small_launch(int arch, int *warps, int *unroll, int *seg, int *min_blocks);
 /* The resident waves past which sl_kq_launch gives every group of items its own block:
  * SL_KQ_FULL_GRID_WAVES, unless a benchmark sweep has set an override (0: the default). */
 void sl_kq_set_full_grid_waves_override(int waves);

@@ -461,13 +461,13 @@ sl_status_t sl_quant_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t 
           SL_CHECK(fn(&spec, user));
         }
   /* the FP8 group quantizer's small prefill launch (q8_small): half the prefill warps on all 2048 threads per SM */
-  for (size_t c = 0; c < sizeof cfgs / sizeof cfgs[0] && ac->q8_small; c++)
+  int qw, qu, qs, qmb;
+  const bool q8s = sl_kq_q8_small_launch(arch, &qw, &qu, &qs, &qmb);
+  for (size_t c = 0; c < sizeof cfgs / sizeof cfgs[0] && q8s; c++)
     for (size_t h = 0; h < sizeof hiddens / sizeof hiddens[0] && cfgs[c].fmt == SL_QFMT_FP8_GROUP; h++)
       for (size_t d = 0; d < sizeof dtypes / sizeof dtypes[0]; d++) {
-        int w, u, sg, mb;
         sl_jit_spec_t spec;
-        if (!sl_kq_q8_small(arch, 1, 1, 0, 1, &w, &u, &sg, &mb)) break; /* a row of no items on one SM takes it */
-        SL_CHECK(quant_spec_at(cfgs[c].fmt, cfgs[c].rule, cfgs[c].layout, hiddens[h], dtypes[d], w, u, sg, 0, 0, mb,
+        SL_CHECK(quant_spec_at(cfgs[c].fmt, cfgs[c].rule, cfgs[c].layout, hiddens[h], dtypes[d], qw, qu, qs, 0, 0, qmb,
                                &spec));
         SL_CHECK(fn(&spec, user));
       }
