@@ -6,13 +6,11 @@
 #include "kernels/quant_formats.h"
 #include "kernels/sl_dtype.h"
 
-// RN(1 / s) for s in [SL_KQ_RCP_MIN, SL_KQ_RCP_MAX): __frcp_rn's own fast path -- the approximate reciprocal
+// RN(1 / s) for s in [2^-125, 2^125): __frcp_rn's own fast path -- the approximate reciprocal
 // (MUFU.RCP) and one Newton step, r + r (1 - s r) -- without its range check and the branch to the slow path
 // (denormal or huge s: ptxas emits both for every __frcp_rn): 3 instructions instead of ~8 and a BSSY. 1 - s r
 // is never denormal (0 or near 2^-23), so the FTZ of the approximation does not matter. tests/gpu/test_quant.c
 // (test_rcp_rn, kernels/quant_selftest.cu) compares it with __frcp_rn at every s of the range.
-#define SL_KQ_RCP_MIN 0x1p-125f
-#define SL_KQ_RCP_MAX 0x1p125f
 __device__ __forceinline__ float sl_kq_rcp_rn(float s) {
   float r;
   asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(s));
