@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Peers for `sluice bench kernels` on the GPU machine: PyTorch eager, torch.compile and Triton kernels for the same
 ops and shapes, timed by triton.testing.do_bench (median, L2 flushed between repetitions), and at T <= 1024 also in a
-CUDA graph (do_bench_cudagraph: the calls captured back to back and replayed, no host in the time, as our graph_us).
+CUDA graph (bench/graph_time.py: 100 calls captured back to back, the graph replayed, no host in the time, as our
+graph_us; --graph-dbc adds do_bench_cudagraph's time, which sized its graph by each candidate's host speed).
 Prints a table and, given our bench JSON, the ratio of the fastest peer's time to ours (>1: we are faster).
 With --ours-lib it also times our kernels in this same harness (bench/peer_ffi.c, rows "sluice"), each after a check
 of its output against a peer's (a wrong result is reported with "# sluice ... differs ... not timed", never timed).
@@ -18,7 +19,9 @@ Ops (op and shape strings as our bench's JSON, so --ours compares them) and thei
   act_silu_fp8, act_gelu_fp8     "T= I="  the same into FP8 E4M3 group-128 codes + fp32 scales (absmax / 448):
                                    eager (the bf16 activation, then eager group quantization), compile of the whole,
                                    triton-grp (fused; a few groups per program, see triton_rows.py)
-  quant_fp8_g128     "T= H="  E4M3 codes + fp32 scale per 128: eager, compile, triton-grp
+  quant_fp8_g128     "T= H="  E4M3 codes + fp32 scale per 128: eager, compile, triton-grp (codes by the product with
+                              448 / absmax), triton-ieee (the same kernel by correctly rounded divisions, the issue's
+                              rule: checked bit for bit against ours, "# ... triton-ieee vs sluice")
   quant_mxfp8_lin, quant_mxfp4_lin, quant_nvfp4_lin   "T= H="  as our bench runs them: MX with the RCEIL rule
                                    (E8M0 scale 2^ceil(log2(absmax / fmt_max))), NVFP4 (E4M3 scale per 16) with global
                                    scale 1, linear scales [T, H/block], FP4 packed two per byte (element 2i low):
@@ -45,10 +48,12 @@ import torch.nn.functional as F
 import triton
 from triton.testing import do_bench
 
+from graph_time import graph_us  # bench/graph_time.py
 from peer_ffi import (ACT_GELU, ACT_SILU, BLOCK, FP8_GROUP, LAYOUT_LINEAR, MXFP4, MXFP8, NVFP4,  # bench/peer_ffi.py
                       RULE_CEIL, RULE_IEEE, SluicePeerFFI)
-from triton_rows import (triton_act_fp8, triton_fp8_group, triton_gelu, triton_rms as triton_row_rms,  # bench/
-                         triton_rms_res as triton_row_rms_res, triton_silu)  # triton_rows.py, next to this script
+from triton_rows import (triton_act_fp8, triton_fp8_group, triton_fp8_group_ieee, triton_gelu,  # bench/triton_rows.py,
+                         triton_rms as triton_row_rms, triton_rms_res as triton_row_rms_res,  # next to this script
+                         triton_silu)
 
 OPS = ["rmsnorm", "rmsnorm+residual", "act_silu_bf16", "act_gelu_bf16", "act_silu_fp8", "act_gelu_fp8",
        "quant_fp8_g128", "quant_mxfp8_lin", "quant_mxfp4_lin", "quant_nvfp4_lin", "dequant_fp8_g128",
@@ -61,6 +66,8 @@ ap.add_argument("--budget-s", type=float, default=240.0)
 ap.add_argument("--tokens", help="comma-separated token counts (default: all of the issue's)")
 ap.add_argument("--ops", default="*", help="comma-separated op names or shell patterns (e.g. 'quant_*,act_*'; "
                 "default all): " + ", ".join(OPS))
+ap.add_argument("--graph-dbc", action="store_true", help="also time T <= 1024 rows by triton.testing."
+                "do_bench_cudagraph (column dbc: the method before session 30)")
 ap.add_argument("--ours-lib", help="libsluice_peer_ffi.so: also time our kernels in this harness (rows 'sluice'), "
                 "next to the peers")
 args = ap.parse_args()
@@ -323,6 +330,13 @@ def quant_check(fmt, exact):
     return check
 
 
+def bits_equal(got, want):
+    """How much of two FP8 group quantizations' (codes, fp32 scales) agree bit for bit."""
+    c = (got[0].view(torch.uint8) == want[0].view(torch.uint8)).float().mean().item()
+    s = (got[1].view(torch.int32) == want[1].view(torch.int32)).float().mean().item()
+    return f"codes {100 * c:.4f} % equal, scales {100 * s:.4f} % equal (bits)"
+
+
 def eager_qknorm(q, k, wq, wk):
     return F.rms_norm(q, (q.shape[-1],), wq, EPS), F.rms_norm(k, (k.shape[-1],), wk, EPS)
 
@@ -341,18 +355,23 @@ def t_us(fn):
 
 
 def g_us(fn):
-    """Median time per call of fn replayed in a CUDA graph (triton.testing.do_bench_cudagraph:
-    as many calls as fill ~20 ms captured back to back, no L2 flush between them), or None where
-    fn cannot be captured."""
-    from triton.testing import do_bench_cudagraph
+    """Median time per call of fn replayed in a CUDA graph of 100 calls (bench/graph_time.py; no L2 flush between
+    the calls), or None where fn cannot be captured."""
     try:
-        try:
-            ms = do_bench_cudagraph(fn, rep=20, return_mode="median")
-        except TypeError:  # an older Triton: the mean
-            ms = do_bench_cudagraph(fn, rep=20)
-        return ms * 1e3
+        return graph_us(fn)
     except Exception as ex:
         print(f"# graph time: {type(ex).__name__}: {ex}", file=sys.stderr)
+        torch.cuda.synchronize()
+        return None
+
+
+def dbc_us(fn):
+    """do_bench_cudagraph's median time per call (--graph-dbc), or None."""
+    from triton.testing import do_bench_cudagraph
+    try:
+        return do_bench_cudagraph(fn, rep=20, return_mode="median") * 1e3
+    except Exception as ex:
+        print(f"# do_bench_cudagraph: {type(ex).__name__}: {ex}", file=sys.stderr)
         torch.cuda.synchronize()
         return None
 
@@ -493,6 +512,7 @@ def rec(op, shape, peer, fn, nbytes, tokens, rot=None):
     try:
         us = t_us(fn)
         gus = g_us(fn) if tokens <= 1024 else None
+        dbc = dbc_us(fn) if tokens <= 1024 and args.graph_dbc else None
     except Exception as ex:
         return failed(op, peer, shape, ex)
     kus = rus = rkus = None
@@ -504,8 +524,10 @@ def rec(op, shape, peer, fn, nbytes, tokens, rot=None):
         except Exception as ex:  # the profiler is optional: the events time stands alone
             print(f"# kernel time of {op} {shape} {peer}: {ex}", file=sys.stderr)
     rows.append({"op": op, "shape": shape, "peer": peer, "us": us, "bytes": nbytes, "kernel_us": kus, "graph_us": gus,
-                 "rot_us": rus, "rot_kernel_us": rkus})
+                 "rot_us": rus, "rot_kernel_us": rkus, "graph_dbc_us": dbc})
     ktxt = f"{kus:10.2f} kern_us" if kus else f"{gus:10.2f} graph_us" if gus else ""
+    if dbc:
+        ktxt += f" {dbc:7.2f} dbc"
     if rus and rkus:
         ktxt += f" | rotated {rus:9.2f} us {rkus:9.2f} kern_us"
     print(f"{op:<20} {shape:<22} {peer:<14} {us:10.2f} us {nbytes / us / 1e3:9.1f} GB/s {ktxt}", flush=True)
@@ -612,11 +634,19 @@ def fam_quant(fmt, T, H):
     rec(op, shape, "compile", lambda: compiled(x), nb, T, rotated(xs, compiled))
     if fmt == FP8_GROUP:
         rec(op, shape, "triton-grp", lambda: triton_fp8_group(x), nb, T, rotated(xs, triton_fp8_group))
+        rec(op, shape, "triton-ieee", lambda: triton_fp8_group_ieee(x), nb, T, rotated(xs, triton_fp8_group_ieee))
     if ours_lib:
         rule = RULE_IEEE if fmt == FP8_GROUP else RULE_CEIL  # FP8 group: absmax / 448
 
         def ours(xi):
             return ours_lib.quant(xi, fmt, rule, LAYOUT_LINEAR, 1.0)
+
+        if fmt == FP8_GROUP:  # the IEEE Triton kernel computes our rule: the same bits
+            try:
+                print(f"# {op} {shape}: triton-ieee vs sluice {bits_equal(ours(x), triton_fp8_group_ieee(x))}",
+                      flush=True)
+            except Exception as ex:
+                print(f"# {op} {shape}: triton-ieee vs sluice not compared ({type(ex).__name__}: {ex})", flush=True)
 
         ours_row(op, shape, lambda: ours(x), lambda: eager(x), nb, T, rotated(xs, ours),
                  check=quant_check(fmt, exact=fmt != FP8_GROUP))

@@ -82,23 +82,32 @@ def fp8_groups_launch(n_groups):
 
 
 @triton.jit
-def fp8_store_groups(y, gi, gm, q_ptr, s_ptr):
-    """Quantize y [GPP, 128] fp32 (groups gi, valid where gm) into E4M3 codes q[gi * 128 + j] and scales s[gi]."""
+def fp8_store_groups(y, gi, gm, q_ptr, s_ptr, IEEE: tl.constexpr = False):
+    """Quantize y [GPP, 128] fp32 (groups gi, valid where gm) into E4M3 codes q[gi * 128 + j] and scales s[gi].
+    IEEE: the issue's rule instead -- scale = absmax / 448 and each code y / scale by correctly rounded divisions
+    (tl.div_rn), our kernels' bits -- a peer of the same op rather than of the multiply by 448 / absmax."""
     amax = tl.max(tl.abs(y), axis=1)
-    inv = tl.where(amax > 0, 448.0 / amax, 0.0)
-    q = tl.clamp(y * inv[:, None], -448.0, 448.0).to(tl.float8e4nv)
+    if IEEE:
+        s = tl.div_rn(amax, tl.full(amax.shape, 448.0, tl.float32))
+        sd = tl.where(s > 0, s, 1.0)
+        q = tl.where(s[:, None] > 0, tl.div_rn(y, sd[:, None]), 0.0)
+        q = tl.clamp(q, -448.0, 448.0).to(tl.float8e4nv)
+    else:
+        inv = tl.where(amax > 0, 448.0 / amax, 0.0)
+        q = tl.clamp(y * inv[:, None], -448.0, 448.0).to(tl.float8e4nv)
+        s = amax / 448.0
     offs = gi[:, None] * 128 + tl.arange(0, 128)[None, :]
     tl.store(q_ptr + offs, q, mask=gm[:, None])
-    tl.store(s_ptr + gi, amax / 448.0, mask=gm)
+    tl.store(s_ptr + gi, s, mask=gm)
 
 
 @triton.jit
-def fp8_group_quant(x_ptr, q_ptr, s_ptr, n_groups, GPP: tl.constexpr):
+def fp8_group_quant(x_ptr, q_ptr, s_ptr, n_groups, GPP: tl.constexpr, IEEE: tl.constexpr = False):
     gi = tl.program_id(0) * GPP + tl.arange(0, GPP)
     gm = gi < n_groups
     offs = gi[:, None] * 128 + tl.arange(0, 128)[None, :]
     x = tl.load(x_ptr + offs, mask=gm[:, None], other=0.0).to(tl.float32)
-    fp8_store_groups(x, gi, gm, q_ptr, s_ptr)
+    fp8_store_groups(x, gi, gm, q_ptr, s_ptr, IEEE)
 
 
 @triton.jit
@@ -153,15 +162,20 @@ def triton_gelu(x):
     return act_row_launch(gelu_mul_row, x)
 
 
-def triton_fp8_group(x):
-    """(codes [T, H] float8_e4m3fn, scales [T, H/128] fp32) of x [T, H] (H a multiple of 128)."""
+def triton_fp8_group(x, ieee=False):
+    """(codes [T, H] float8_e4m3fn, scales [T, H/128] fp32) of x [T, H] (H a multiple of 128); ieee: by correctly
+    rounded divisions (fp8_store_groups)."""
     T, H = x.shape
     q = torch.empty((T, H), dtype=torch.float8_e4m3fn, device=x.device)
     s = torch.empty((T, H // 128), dtype=torch.float32, device=x.device)
     n = T * (H // 128)
     programs, gpp, warps = fp8_groups_launch(n)
-    fp8_group_quant[(programs,)](x, q, s, n, gpp, num_warps=warps)
+    fp8_group_quant[(programs,)](x, q, s, n, gpp, ieee, num_warps=warps)
     return q, s
+
+
+def triton_fp8_group_ieee(x):
+    return triton_fp8_group(x, ieee=True)
 
 
 def triton_act_fp8(x, gelu=False):

@@ -20,6 +20,7 @@ import torch
 from triton.testing import do_bench
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from graph_time import graph_us  # noqa: E402 (bench/graph_time.py)
 from peer_ffi import SluicePeerFFI  # noqa: E402 (bench/peer_ffi.py)
 from peer_ffi import ACT_GELU, ACT_SILU  # noqa: E402
 from triton_rows import triton_act_fp8, triton_fp8_group, triton_rms, triton_rms_res, triton_silu  # noqa: E402
@@ -34,7 +35,7 @@ ap.add_argument("--rounds", type=int, default=3, help="do_bench medians per cand
 ap.add_argument("--top", type=int, default=8, help="candidates printed per shape")
 ap.add_argument("--warm", action="store_true", help="no L2 flush: a GPU spin (torch.cuda._sleep) before "
                 "each repetition instead, so the host runs ahead while caches keep code, weights and inputs")
-ap.add_argument("--graph", action="store_true", help="time each candidate in a CUDA graph (do_bench_cudagraph: "
+ap.add_argument("--graph", action="store_true", help="time each candidate in a CUDA graph (bench/graph_time.py: "
                 "calls captured back to back and replayed, no host, no flush): the kernels alone, to ~0.02 us")
 args = ap.parse_args()
 EPS = 1e-6
@@ -100,11 +101,7 @@ def timed(fn, reps=200):
     around each call after a ~50 us GPU spin, which keeps the GPU behind the host without
     touching the caches."""
     if args.graph:
-        from triton.testing import do_bench_cudagraph
-        try:
-            return do_bench_cudagraph(fn, rep=20, return_mode="median") * 1e3
-        except TypeError:  # an older Triton: the mean
-            return do_bench_cudagraph(fn, rep=20) * 1e3
+        return graph_us(fn)
     if not args.warm:
         return do_bench(fn, warmup=3, rep=20, return_mode="median") * 1e3
     fn()
