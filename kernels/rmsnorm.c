@@ -274,9 +274,10 @@ sl_status_t sl_rmsnorm_spec(sl_jit_spec_t *spec, const sl_rmsnorm_point_t *pt) {
 
 /* ---- CPU reference --------------------------------------------------------------------
  * Same arithmetic as the kernel: fp32 throughout, the residual sum rounded to its dtype
- * before it is squared, scale = (x * inv) * (bias + w), one rounding at the store. The sum
- * of squares uses 8 interleaved fp32 partial sums (the kernel's order differs; the
- * difference is far below one bf16 ulp). */
+ * before it is squared (the kernel adds 16-bit pairs packed: the same bits), scale = (x * inv)
+ * * (bias + w), one rounding at the store (the kernel does not add a bias of 0: only the sign of
+ * a zero product differs where w is -0). The sum of squares uses 8 interleaved fp32 partial sums
+ * (the kernel's order differs; the difference is far below one bf16 ulp). */
 sl_status_t sl_rmsnorm_cpu(const sl_rmsnorm_args_t *a) {
   SL_CHECK(sl_rmsnorm_validate(a));
   const int h = a->hidden;

@@ -146,6 +146,21 @@ template <int DT, int N> __device__ __forceinline__ void sl_raw_to_f32(const sl_
 template <int DT, int N> __device__ __forceinline__ void sl_raw_from_f32(const float (&f)[N], sl_raw<DT, N> &r) {
   sl_pack_u32<DT>(f, sl_raw<DT, N>::words, r.w);
 }
+// a + b element-wise on packed 16-bit words (bf16 or f16, two per word), one RN rounding per element. Bit for bit
+// what widening both to fp32, adding and rounding back gives: fp32 holds the exact sum of two bf16 or f16 values
+// unless their exponents are so far apart that the smaller is below half an ulp of the result, where both give
+// the larger one (double rounding through a format of >= 2p + 2 bits is innocuous: p = 8 / 11 here, 24 in fp32),
+// and fp32 overflows only where the 16-bit rounding gives Inf too. Subnormals kept (no .ftz). bf16x2: sm_90+.
+template <int DT, int N> __device__ __forceinline__ void sl_raw_add(const sl_raw<DT, N> &a, sl_raw<DT, N> &b) {
+  static_assert(DT == SL_DTYPE_BF16 || DT == SL_DTYPE_F16, "sl_raw_add: bf16 or f16");
+#pragma unroll
+  for (int i = 0; i < sl_raw<DT, N>::words; i++) {
+    if constexpr (DT == SL_DTYPE_BF16)
+      asm("add.rn.bf16x2 %0, %1, %0;" : "+r"(b.w[i]) : "r"(a.w[i]));
+    else
+      asm("add.rn.f16x2 %0, %1, %0;" : "+r"(b.w[i]) : "r"(a.w[i]));
+  }
+}
 template <int DT, int N> __device__ __forceinline__ void sl_raw_store(void *__restrict__ p, const sl_raw<DT, N> &r) {
   if constexpr (sl_raw<DT, N>::bytes == 8) {
     *reinterpret_cast<uint2 *>(p) = make_uint2(r.w[0], r.w[1]);

@@ -249,6 +249,92 @@ static void test_rmsnorm_every_dtype_pair(void **state) {
         }
 }
 
+/* One random finite 16-bit pattern of dt (bf16 or f16; exponent field not all ones). */
+static uint16_t rand_finite16(sl_dtype_t dt) {
+  const uint16_t inf = dt == SL_DTYPE_BF16 ? 0x7f80u : 0x7c00u;
+  for (;;) {
+    const uint16_t u = (uint16_t)sl_test_rand_u64(&rng);
+    if ((u & inf) != inf) return u;
+  }
+}
+
+/* The fused residual add of one 16-bit dtype (kernels/rmsnorm.cu: packed pairs, sl_raw_add) against the CPU's fp32
+ * add and one rounding, bit for bit, on operand pairs chosen for it: random finite patterns (mostly far-apart
+ * exponents), pairs of close exponents (the rounding of real sums), exact ties, x = -residual (+0), -0 + -0, sums of
+ * subnormals, and sums past the largest finite value (Inf). The residual is compared bitwise; y is not (rows may hold
+ * Inf). Decode (one row per block) and prefill launches, h = 7168 and 2048. */
+static void test_rmsnorm_residual_add_bits(void **state) {
+  static const sl_dtype_t dts[2] = {SL_DTYPE_BF16, SL_DTYPE_F16};
+  static const int hiddens[2] = {7168, 2048}, rowss[2] = {1, 300};
+  for (int d = 0; d < 2; d++)
+    for (int hi = 0; hi < 2; hi++)
+      for (int ri = 0; ri < 2; ri++) {
+        const sl_dtype_t dt = dts[d];
+        const rms_case_t c = {.rows = rowss[ri], .hidden = hiddens[hi], .in = dt, .out = dt, .w = dt, .res = dt,
+                              .residual = 1};
+        if (collecting) {
+          rms_check(&c, NULL); /* records the launch's spec */
+          continue;
+        }
+        const size_t n = (size_t)c.rows * (size_t)c.hidden, b = n * 2;
+        const int mant = dt == SL_DTYPE_BF16 ? 7 : 10; /* stored mantissa bits */
+        const uint16_t maxf = dt == SL_DTYPE_BF16 ? 0x7f7fu : 0x7bffu, half = dt == SL_DTYPE_BF16 ? 0x3f80u : 0x3c00u;
+        uint16_t *hx = sl_test_alloc(b), *hres = sl_test_alloc(b), *got = sl_test_alloc(b), *hy = sl_test_alloc(b);
+        uint16_t *r0 = sl_test_alloc(b); /* the residual before the add (the CPU reference updates hres) */
+        void *hw = sl_test_alloc(sl_dtype_bytes(dt, (size_t)c.hidden));
+        sl_test_fill(&rng, hw, dt, (size_t)c.hidden, 1.5f, 0);
+        for (size_t i = 0; i < n; i++) {
+          uint16_t x = rand_finite16(dt), r = rand_finite16(dt);
+          const uint16_t sign = (uint16_t)(sl_test_rand_u64(&rng) << 15);
+          switch (i % 8) {
+          case 0: break; /* random patterns */
+          case 1: /* close exponents: r within 3 binades of x, random mantissa and sign */
+          case 2: {
+            const int e = (int)((x >> mant) & (dt == SL_DTYPE_BF16 ? 0xffu : 0x1fu));
+            int er = e + (int)(sl_test_rand_u64(&rng) % 7) - 3;
+            const int emax = dt == SL_DTYPE_BF16 ? 254 : 30;
+            er = er < 0 ? 0 : er > emax ? emax : er;
+            r = (uint16_t)(sign | (er << mant) | (r & ((1u << mant) - 1)));
+            break;
+          }
+          case 3: r = x ^ 0x8000u; break;                   /* x + (-x) = +0 */
+          case 4: x = 0x8000u, r = 0x8000u; break;          /* -0 + -0 = -0 */
+          case 5: /* subnormals (exponent field 0), either sign */
+            x &= (uint16_t)(0x8000u | ((1u << mant) - 1)), r &= (uint16_t)(0x8000u | ((1u << mant) - 1));
+            break;
+          case 6: x = (uint16_t)(maxf | sign), r = (uint16_t)((maxf - (r & 7u)) | sign); break; /* overflow: +-Inf */
+          case 7: /* a tie: 1.m + half an ulp of it (x's last stored bit decides the rounding) */
+            x = (uint16_t)(half | (x & ((1u << mant) - 1)) | sign);
+            r = (uint16_t)(((half >> mant) - mant - 1) << mant | sign);
+            break;
+          }
+          hx[i] = x, hres[i] = r0[i] = r;
+        }
+        void *dx = upload(hx, b), *dw = upload(hw, sl_dtype_bytes(dt, (size_t)c.hidden)), *dres = upload(hres, b);
+        void *dy = alloc_poisoned(b);
+        sl_rmsnorm_args_t a = rms_args(&c, dx, dy, dres, dw);
+        SL_ASSERT_OK(sl_rmsnorm(dev, &a, NULL));
+        finish_kernel("rmsnorm (residual add bits)");
+        download(got, dres, b);
+        sl_rmsnorm_args_t h = a;
+        h.x = hx, h.y = hy, h.weight = hw, h.residual = hres;
+        SL_ASSERT_OK(sl_rmsnorm_cpu(&h));
+        size_t bad = 0;
+        for (size_t i = 0; i < n; i++)
+          if (got[i] != hres[i] && bad++ < 8)
+            fprintf(stderr, "  residual[%zu] (%s): %04x + %04x: got %04x want %04x\n", i, sl_dtype_name(dt), hx[i],
+                    r0[i], got[i], hres[i]);
+        if (bad)
+          fail_msg("rmsnorm residual add %s rows %d hidden %d: %zu of %zu residual elements differ in their bits",
+                   sl_dtype_name(dt), c.rows, c.hidden, bad, n);
+        sl_device_free(dev, dx);
+        sl_device_free(dev, dw);
+        sl_device_free(dev, dres);
+        sl_device_free(dev, dy);
+        free(hx), free(hres), free(got), free(hy), free(hw), free(r0);
+      }
+}
+
 static void test_rmsnorm_sizes_and_variants(void **state) {
   static const int hiddens[] = {512, 520, 2048, 7168, 8192, 16384};
   static const int rows[] = {1, 7, 1000};
@@ -892,6 +978,7 @@ int main(void) {
              SL_NORM_TEST(test_rmsnorm_every_tune_point, true),
              SL_NORM_TEST(test_rmsnorm_table_points, true),
              SL_NORM_TEST(test_rmsnorm_in_cuda_graph, true),
+             SL_NORM_TEST(test_rmsnorm_residual_add_bits, true),
              SL_NORM_TEST(test_qknorm_every_dtype_dim_layout_rope, true),
              SL_NORM_TEST(test_qknorm_qwen3_shapes_and_warps, true),
              SL_NORM_TEST(test_qknorm_every_tune_point, true),
