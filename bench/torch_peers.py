@@ -18,7 +18,8 @@ Ops (op and shape strings as our bench's JSON, so --ours compares them) and thei
                                    eager, compile, triton-row
   act_silu_fp8, act_gelu_fp8     "T= I="  the same into FP8 E4M3 group-128 codes + fp32 scales (absmax / 448):
                                    eager (the bf16 activation, then eager group quantization), compile of the whole,
-                                   triton-grp (fused; a few groups per program, see triton_rows.py)
+                                   triton-grp (fused; a few groups per program, see triton_rows.py), triton-ieee (the
+                                   same, quantized by correctly rounded divisions as ours)
   quant_fp8_g128     "T= H="  E4M3 codes + fp32 scale per 128: eager, compile, triton-grp (codes by the product with
                               448 / absmax), triton-ieee (the same kernel by correctly rounded divisions, the issue's
                               rule: checked bit for bit against ours, "# ... triton-ieee vs sluice")
@@ -607,6 +608,9 @@ def fam_act_fp8(gelu, T, H):
     rec(op, shape, "compile", lambda: comp(eager)(xa), nb, T, rotated(xas, lambda xi: comp(eager)(xi)))
     rec(op, shape, "triton-grp", lambda: triton_act_fp8(xa, gelu), nb, T,
         rotated(xas, lambda xi: triton_act_fp8(xi, gelu)))
+    # the same kernel quantizing by correctly rounded divisions, as ours (its activation differs in the last bits)
+    rec(op, shape, "triton-ieee", lambda: triton_act_fp8(xa, gelu, True), nb, T,
+        rotated(xas, lambda xi: triton_act_fp8(xi, gelu, True)))
     if ours_lib:
         ours_row(op, shape, lambda: ours_lib.act_fp8(xa, kind), lambda: eager(xa), nb, T,
                  rotated(xas, lambda xi: ours_lib.act_fp8(xi, kind)), check=quant_check(FP8_GROUP, exact=False))

@@ -111,7 +111,8 @@ def fp8_group_quant(x_ptr, q_ptr, s_ptr, n_groups, GPP: tl.constexpr, IEEE: tl.c
 
 
 @triton.jit
-def act_fp8_groups(x_ptr, q_ptr, s_ptr, n_groups, G, GPP: tl.constexpr, GELU: tl.constexpr):
+def act_fp8_groups(x_ptr, q_ptr, s_ptr, n_groups, G, GPP: tl.constexpr, GELU: tl.constexpr,
+                   IEEE: tl.constexpr = False):
     """act(x[t, :I]) * x[t, I:] (I = 128 G; SiLU, or GELU(tanh) when GELU) in fp32, quantized per group of 128. G is
     not a compile-time constant (one compile for every I: an integer division more per group is no cost here)."""
     gi = tl.program_id(0) * GPP + tl.arange(0, GPP)
@@ -124,7 +125,7 @@ def act_fp8_groups(x_ptr, q_ptr, s_ptr, n_groups, G, GPP: tl.constexpr, GELU: tl
         a = gelu_tanh(g)
     else:
         a = g / (1 + tl.exp(-g))
-    fp8_store_groups(a * u, gi, gm, q_ptr, s_ptr)
+    fp8_store_groups(a * u, gi, gm, q_ptr, s_ptr, IEEE)
 
 
 def rms_warps(H):
@@ -178,13 +179,13 @@ def triton_fp8_group_ieee(x):
     return triton_fp8_group(x, ieee=True)
 
 
-def triton_act_fp8(x, gelu=False):
+def triton_act_fp8(x, gelu=False, ieee=False):
     """SiLU- (or GELU(tanh)-) and-mul of x [T, 2I] fused with FP8 group-128 quantization: (codes [T, I]
-    float8_e4m3fn, scales [T, I/128] fp32)."""
+    float8_e4m3fn, scales [T, I/128] fp32); ieee: quantized by correctly rounded divisions (fp8_store_groups)."""
     T, I = x.shape[0], x.shape[1] // 2
     q = torch.empty((T, I), dtype=torch.float8_e4m3fn, device=x.device)
     s = torch.empty((T, I // 128), dtype=torch.float32, device=x.device)
     n = T * (I // 128)
     programs, gpp, warps = fp8_groups_launch(n)
-    act_fp8_groups[(programs,)](x, q, s, n, I // 128, gpp, gelu, num_warps=warps)
+    act_fp8_groups[(programs,)](x, q, s, n, I // 128, gpp, gelu, ieee, num_warps=warps)
     return q, s
