@@ -95,6 +95,12 @@ SL_PEER_FFI_EXPORT void sl_peer_ffi_kq_overrides(int warps, int unroll, int seg,
   sl_kq_set_full_grid_waves_override(waves);
 }
 
+/* The one-item (decode) 16-bit activation's bytes of gate and of up per lane for the calls that follow (16, 8 or 4;
+ * 0 restores the table's: kernels/kq_launch.h act16_pack). For bench/probes/peer_sweep.py. */
+SL_PEER_FFI_EXPORT void sl_peer_ffi_act16_pack(int bytes) {
+  sl_kq_set_act16_pack_override(bytes);
+}
+
 /* y[t] = silu(x[t, :inter]) * x[t, inter:], x [rows, 2 inter] bf16, y [rows, inter] bf16 (sl_act). */
 SL_PEER_FFI_EXPORT int sl_peer_ffi_act_bf16(void *y, const void *x, int rows, int inter, int kind);
 SL_PEER_FFI_EXPORT int sl_peer_ffi_quant_bf16(void *codes, void *scales, const void *x, int rows, int hidden,
@@ -109,6 +115,13 @@ SL_PEER_FFI_EXPORT int sl_peer_ffi_quant_fp8_g128_bf16(void *codes, float *scale
                                                        int hidden) {
   return sl_peer_ffi_quant_bf16(codes, scales, x, rows, hidden, SL_QUANT_FP8_GROUP, SL_QUANT_RULE_IEEE,
                                 SL_QUANT_LAYOUT_LINEAR, 1.0f);
+}
+
+/* The RMSNorm row_loop knob (SL_RMSNORM_LOOP_*) the _cfg calls that follow pass; 0 (AUTO) restores the default.
+ * For bench/probes/peer_sweep.py (the one-row kernel forced on full grids: SL_RMSNORM_LOOP_OFF). */
+static int g_rms_row_loop;
+SL_PEER_FFI_EXPORT void sl_peer_ffi_rmsnorm_row_loop(int row_loop) {
+  g_rms_row_loop = row_loop;
 }
 
 /* Fused residual add and RMSNorm: residual = x + residual (rounded to bf16 and written back in
@@ -135,7 +148,8 @@ SL_PEER_FFI_EXPORT int sl_peer_ffi_rmsnorm_residual_bf16_cfg(void *y, void *resi
                                .warps = warps,
                                .weight_regs = weight_regs,
                                .grid_policy = grid_policy,
-                               .fast_rsqrt = fast_rsqrt};
+                               .fast_rsqrt = fast_rsqrt,
+                               .row_loop = g_rms_row_loop};
   return sl_rmsnorm(g_dev, &a, g_stream);
 }
 

@@ -24,6 +24,10 @@ class SluicePeerFFI:
         lib.sl_peer_ffi_rmsnorm_bf16.argtypes = [c.c_void_p, c.c_void_p, c.c_void_p, c.c_int, c.c_int, c.c_float]
         lib.sl_peer_ffi_rmsnorm_bf16_cfg.argtypes = [c.c_void_p, c.c_void_p, c.c_void_p, c.c_int, c.c_int, c.c_float,
                                                      c.c_int, c.c_int, c.c_int, c.c_int, c.c_int]
+        lib.sl_peer_ffi_act16_pack.argtypes = [c.c_int]
+        lib.sl_peer_ffi_act16_pack.restype = None
+        lib.sl_peer_ffi_rmsnorm_row_loop.argtypes = [c.c_int]
+        lib.sl_peer_ffi_rmsnorm_row_loop.restype = None
         lib.sl_peer_ffi_kq_overrides.argtypes = [c.c_int, c.c_int, c.c_int, c.c_int, c.c_int]
         lib.sl_peer_ffi_kq_overrides.restype = None
         lib.sl_peer_ffi_silu_mul_bf16.argtypes = [c.c_void_p, c.c_void_p, c.c_int, c.c_int]
@@ -56,10 +60,17 @@ class SluicePeerFFI:
         """Enqueue the next call on PyTorch's current stream (0: the legacy default stream)."""
         self.check(self.lib.sl_peer_ffi_set_stream(torch.cuda.current_stream().cuda_stream or None))
 
+    def rms_row_loop(self, cfg):
+        """Sets the row_loop knob of the calls that follow: cfg's sixth element (SL_RMSNORM_LOOP_*), else 0."""
+        self.lib.sl_peer_ffi_rmsnorm_row_loop(cfg[5] if cfg is not None and len(cfg) > 5 else 0)
+        return None if cfg is None else cfg[:5]
+
     def rms(self, x, w, cfg=None):
-        """cfg: (elts, warps, weight_regs, grid_policy, fast_rsqrt) of sl_rmsnorm_args_t; None = the table's."""
+        """cfg: (elts, warps, weight_regs, grid_policy, fast_rsqrt[, row_loop]) of sl_rmsnorm_args_t; None = the
+        table's."""
         y = torch.empty_like(x)
         self.stream()
+        cfg = self.rms_row_loop(cfg)
         if cfg is None:
             rc = self.lib.sl_peer_ffi_rmsnorm_bf16(y.data_ptr(), x.data_ptr(), w.data_ptr(), x.shape[0], x.shape[1],
                                                    self.eps)
@@ -73,6 +84,10 @@ class SluicePeerFFI:
         """The act/quant launch overrides for the calls that follow (0 / -1 for seg: the table's; min_blocks: the
         blocks per SM the kernel is compiled for)."""
         self.lib.sl_peer_ffi_kq_overrides(warps, unroll, seg, waves, min_blocks)
+
+    def act16_pack(self, nbytes=0):
+        """The one-item 16-bit activation's bytes per lane for the calls that follow (16, 8, 4; 0: the table's)."""
+        self.lib.sl_peer_ffi_act16_pack(nbytes)
 
     def silu(self, x):
         y = torch.empty((x.shape[0], x.shape[1] // 2), dtype=x.dtype, device=x.device)
@@ -90,9 +105,10 @@ class SluicePeerFFI:
 
     def rms_res(self, x, res, w, cfg=None):
         """residual = x + res written into res (bf16, in place), returns y = rmsnorm(residual) * w [T, H] bf16.
-        cfg: (elts, warps, weight_regs, grid_policy, fast_rsqrt) as rms; None = the table's."""
+        cfg: (elts, warps, weight_regs, grid_policy, fast_rsqrt[, row_loop]) as rms; None = the table's."""
         y = torch.empty_like(x)
         self.stream()
+        cfg = self.rms_row_loop(cfg)
         if cfg is None:
             rc = self.lib.sl_peer_ffi_rmsnorm_residual_bf16(y.data_ptr(), res.data_ptr(), x.data_ptr(), w.data_ptr(),
                                                             x.shape[0], x.shape[1], self.eps)

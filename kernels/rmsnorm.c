@@ -51,6 +51,8 @@ typedef struct {
   int rows_per_block;
   int grid; /* SL_RMSNORM_GRID_FULL or _RESIDENT */
   int wreg; /* 1: weight in registers; 0: re-read per row */
+  int rsq;  /* 1: the row's factor by rsqrtf at these rows too (AUTO takes it at decode always) */
+  int onerow; /* 1: the one-row kernel on a full grid of a row per block, fused or h > 4096 too */
 } rms_entry_t;
 
 #define FULL SL_RMSNORM_GRID_FULL
@@ -75,57 +77,61 @@ static const rms_entry_t hopper_table[] = {
      * loaded with x): the weight in registers wins at every hidden size; at h=2048 also in the
      * peers' harness (peer_sweep.py, 3 rounds: 68.19-68.54 vs 68.86-69.41 us re-reading it,
      * Triton's row kernel 68.59-68.98). The fused T=32768 picks stay (the tune's best within 0.6 %). */
-    {2048, 0, 0, 16, 1, RESIDENT, 1}, /* decode 1.56 -> 1.39 us */
-    {2048, 1, 0, 16, 1, RESIDENT, 1}, /* decode 1.57 -> 1.46 us */
-    {4096, 0, 0, 16, 1, RESIDENT, 1}, /* decode 1.67 -> 1.54 us; s12 graph sweep: e=16 1.52 vs e=8 1.56 */
-    {4096, 1, 0, 16, 1, RESIDENT, 1}, /* decode 1.77 -> 1.68 us */
-    {7168, 0, 0, 16, 1, RESIDENT, 1}, /* decode 1.84 -> 1.81 us; s12 graph sweep: e=16 1.79 vs e=32 1.91 */
-    {7168, 1, 0, 32, 1, RESIDENT, 1}, /* decode 2.05 -> 2.04 us; s28 peer_sweep.py --graph: e=32 w=7 T=1 1.95, T=16
-                                       * 2.11 vs e=16 w=14 2.03, 2.14 (Triton's fused row 1.87, 2.06) */
-    {2048, 0, 32768, 16, 1, FULL, 1}, /* T=32768: 67.74 us (s19; re-reading the weight 68.61) */
-    {2048, 0, 8192, 16, 1, FULL, 1},  /* T=8192: 20.06 us (kern 17.15) */
-    {2048, 0, 1, 16, 1, FULL, 1},     /* T=1024: graph 3.24 -> 2.67 us (Triton 2.73) */
-    {2048, 1, 32768, 8, 1, FULL, 0},  /* T=32768: 131.58 us */
-    {2048, 1, 8192, 16, 1, FULL, 1},  /* T=8192: 36.35 -> 36.00 us */
-    {2048, 1, 1, 16, 1, RESIDENT, 1}, /* T=1024: s28 peer_sweep.py --graph (call 5): 3.41 us, 4 rows per block
-                                       * re-reading the weight (the s2 pick) 3.74, Triton's fused row 3.39 */
-    {4096, 0, 32768, 16, 1, FULL, 1}, /* T=32768: 133.02 us (s19; e=32 w=4 134.21-134.40) */
-    {4096, 0, 8192, 16, 1, FULL, 1},  /* T=8192: 36.42 -> 35.58 us */
-    {4096, 0, 1, 16, 1, RESIDENT, 1}, /* T=1024: graph 4.72 -> 3.87 us (Triton 4.31) */
-    {4096, 1, 32768, 16, 4, FULL, 0}, /* T=32768: 260.90 us */
-    {4096, 1, 8192, 32, 1, FULL, 1},  /* T=8192: 70.21 -> 68.93 us */
-    {4096, 1, 1, 32, 2, RESIDENT, 0}, /* T=1024: 12.54 us */
-    {7168, 0, 32768, 32, 1, FULL, 1}, /* T=32768: 226.05 us (s19; re-reading the weight 229.18-229.34) */
-    {7168, 0, 8192, 32, 1, FULL, 1},  /* T=8192: 61.28 -> 60.35 us */
-    {7168, 0, 1, 32, 1, FULL, 1},     /* T=1024: graph 6.65 -> 6.04 us (Triton 6.14) */
-    {7168, 1, 32768, 16, 1, FULL, 1}, /* T=32768: 456.74 us */
-    {7168, 1, 8192, 32, 1, FULL, 1},  /* T=8192: 117.50 -> 117.18 us */
-    {7168, 1, 1, 16, 2, RESIDENT, 0}, /* T=1024: 19.04 us */
+    {2048, 0, 0, 16, 1, RESIDENT, 1, 0, 0}, /* decode 1.56 -> 1.39 us */
+    {2048, 1, 0, 16, 1, RESIDENT, 1, 0, 0}, /* decode 1.57 -> 1.46 us */
+    {4096, 0, 0, 16, 1, RESIDENT, 1, 0, 0}, /* decode 1.67 -> 1.54 us; s12 graph sweep: e=16 1.52 vs e=8 1.56 */
+    {4096, 1, 0, 16, 1, RESIDENT, 1, 0, 0}, /* decode 1.77 -> 1.68 us */
+    {7168, 0, 0, 16, 1, RESIDENT, 1, 0, 0}, /* decode 1.84 -> 1.81 us; s12 graph sweep: e=16 1.79 vs e=32 1.91 */
+    {7168, 1, 0, 32, 1, RESIDENT, 1, 0, 0}, /* decode 2.05 -> 2.04 us; s28 peer_sweep.py --graph: e=32 w=7 T=1
+                                             * 1.95, T=16 2.11 vs e=16 w=14 2.03, 2.14 (Triton's fused row 1.87,
+                                             * 2.06) */
+    {2048, 0, 32768, 16, 1, FULL, 1, 0, 0}, /* T=32768: 67.74 us (s19; re-reading the weight 68.61) */
+    {2048, 0, 8192, 16, 1, FULL, 1, 0, 0},  /* T=8192: 20.06 us (kern 17.15) */
+    {2048, 0, 1, 16, 1, FULL, 1, 1, 0},     /* T=1024: graph 3.24 -> 2.67 us (Triton 2.73); s31 rsqrt 2.61 -> 2.51 */
+    {2048, 1, 32768, 8, 1, FULL, 0, 0, 0},  /* T=32768: 131.58 us */
+    {2048, 1, 8192, 16, 1, FULL, 1, 0, 0},  /* T=8192: 36.35 -> 36.00 us */
+    {2048, 1, 1, 8, 1, FULL, 1, 1, 1}, /* T=1024: s31 peer_sweep.py --graph (call 2): the one-row kernel, rsqrt 3.30
+                                        * us; s28's e=16 resident loop 3.44, Triton's fused row 3.40 */
+    {4096, 0, 32768, 16, 1, FULL, 1, 0, 0}, /* T=32768: 133.02 us (s19; e=32 w=4 134.21-134.40) */
+    {4096, 0, 8192, 16, 1, FULL, 1, 0, 0},  /* T=8192: 36.42 -> 35.58 us */
+    {4096, 0, 1, 16, 1, RESIDENT, 1, 0, 0}, /* T=1024: graph 4.72 -> 3.87 us (Triton 4.31) */
+    {4096, 1, 32768, 16, 4, FULL, 0, 0, 0}, /* T=32768: 260.90 us */
+    {4096, 1, 8192, 32, 1, FULL, 1, 0, 0},  /* T=8192: 70.21 -> 68.93 us */
+    {4096, 1, 1, 16, 2, RESIDENT, 1, 1, 0}, /* T=1024: s30 peer_sweep.py --graph (call 8): 5.84 us, e=32 w=8
+                                             * re-reading the weight (the s2 pick) 6.20, Triton's fused row 6.36;
+                                             * s31 (call 2) 5.78 -> 5.67 with rsqrt */
+    {7168, 0, 32768, 32, 1, FULL, 1, 0, 0}, /* T=32768: 226.05 us (s19; re-reading the weight 229.18-229.34) */
+    {7168, 0, 8192, 32, 1, FULL, 1, 0, 0},  /* T=8192: 61.28 -> 60.35 us */
+    {7168, 0, 1, 16, 1, RESIDENT, 1, 1, 0}, /* T=1024: graph 6.65 -> 6.04 us (Triton 6.14); s31 (call 2) e=32 w=7
+                                             * full 6.16 -> e=16 w=14 resident, rsqrt 5.75 */
+    {7168, 1, 32768, 16, 1, FULL, 1, 0, 0}, /* T=32768: 456.74 us */
+    {7168, 1, 8192, 32, 1, FULL, 1, 0, 0},  /* T=8192: 117.50 -> 117.18 us */
+    {7168, 1, 1, 16, 2, RESIDENT, 0, 1, 0}, /* T=1024: 19.04 us; s31 (call 2) graph 10.61 -> 10.30 with rsqrt */
     /* not measured: hidden above 7168 (v2's layout) */
-    {SL_RMSNORM_MAX_HIDDEN, 0, 0, 32, 1, RESIDENT, 1},
-    {SL_RMSNORM_MAX_HIDDEN, 1, 0, 32, 1, RESIDENT, 1},
-    {SL_RMSNORM_MAX_HIDDEN, 0, 4096, 32, 1, FULL, 1},
-    {SL_RMSNORM_MAX_HIDDEN, 1, 4096, 32, 1, FULL, 1},
-    {SL_RMSNORM_MAX_HIDDEN, 0, 1, 32, 1, RESIDENT, 1},
-    {SL_RMSNORM_MAX_HIDDEN, 1, 1, 32, 1, RESIDENT, 1},
+    {SL_RMSNORM_MAX_HIDDEN, 0, 0, 32, 1, RESIDENT, 1, 0, 0},
+    {SL_RMSNORM_MAX_HIDDEN, 1, 0, 32, 1, RESIDENT, 1, 0, 0},
+    {SL_RMSNORM_MAX_HIDDEN, 0, 4096, 32, 1, FULL, 1, 0, 0},
+    {SL_RMSNORM_MAX_HIDDEN, 1, 4096, 32, 1, FULL, 1, 0, 0},
+    {SL_RMSNORM_MAX_HIDDEN, 0, 1, 32, 1, RESIDENT, 1, 0, 0},
+    {SL_RMSNORM_MAX_HIDDEN, 1, 1, 32, 1, RESIDENT, 1, 0, 0},
 };
 /* Blackwell: a copy of Hopper (same 16-byte vector path) until measured. */
 static const rms_entry_t blackwell_table[] = {
-    {SL_RMSNORM_MAX_HIDDEN, 0, 0, 32, 1, RESIDENT, 1},
-    {SL_RMSNORM_MAX_HIDDEN, 1, 0, 32, 1, RESIDENT, 1},
-    {2048, 0, 1, 16, 1, FULL, 1},
-    {2048, 1, 1, 16, 1, FULL, 1},
-    {4096, 0, 1, 16, 1, FULL, 1},
-    {4096, 1, 4096, 16, 1, FULL, 1},
-    {4096, 1, 1, 32, 2, RESIDENT, 1},
-    {7168, 0, 4096, 16, 1, FULL, 1},
-    {7168, 1, 4096, 16, 1, FULL, 1},
-    {7168, 0, 1, 32, 2, RESIDENT, 1},
-    {7168, 1, 1, 32, 2, RESIDENT, 1},
-    {SL_RMSNORM_MAX_HIDDEN, 0, 4096, 32, 1, FULL, 1},
-    {SL_RMSNORM_MAX_HIDDEN, 1, 4096, 32, 1, FULL, 1},
-    {SL_RMSNORM_MAX_HIDDEN, 0, 1, 32, 1, RESIDENT, 1},
-    {SL_RMSNORM_MAX_HIDDEN, 1, 1, 32, 1, RESIDENT, 1},
+    {SL_RMSNORM_MAX_HIDDEN, 0, 0, 32, 1, RESIDENT, 1, 0, 0},
+    {SL_RMSNORM_MAX_HIDDEN, 1, 0, 32, 1, RESIDENT, 1, 0, 0},
+    {2048, 0, 1, 16, 1, FULL, 1, 0, 0},
+    {2048, 1, 1, 16, 1, FULL, 1, 0, 0},
+    {4096, 0, 1, 16, 1, FULL, 1, 0, 0},
+    {4096, 1, 4096, 16, 1, FULL, 1, 0, 0},
+    {4096, 1, 1, 32, 2, RESIDENT, 1, 0, 0},
+    {7168, 0, 4096, 16, 1, FULL, 1, 0, 0},
+    {7168, 1, 4096, 16, 1, FULL, 1, 0, 0},
+    {7168, 0, 1, 32, 2, RESIDENT, 1, 0, 0},
+    {7168, 1, 1, 32, 2, RESIDENT, 1, 0, 0},
+    {SL_RMSNORM_MAX_HIDDEN, 0, 4096, 32, 1, FULL, 1, 0, 0},
+    {SL_RMSNORM_MAX_HIDDEN, 1, 4096, 32, 1, FULL, 1, 0, 0},
+    {SL_RMSNORM_MAX_HIDDEN, 0, 1, 32, 1, RESIDENT, 1, 0, 0},
+    {SL_RMSNORM_MAX_HIDDEN, 1, 1, 32, 1, RESIDENT, 1, 0, 0},
 };
 #undef FULL
 #undef RESIDENT
@@ -145,7 +151,7 @@ static rms_entry_t table_entry(int arch, int hidden, bool fused, int rows, bool 
       return e;
     }
   }
-  return (rms_entry_t){SL_RMSNORM_MAX_HIDDEN, fused, 0, 32, 1, SL_RMSNORM_GRID_RESIDENT, 1};
+  return (rms_entry_t){SL_RMSNORM_MAX_HIDDEN, fused, 0, 32, 1, SL_RMSNORM_GRID_RESIDENT, 1, 0, 0};
 }
 
 int sl_rmsnorm_warp_candidates_e(int hidden, int elts, int out[8]) {
@@ -185,8 +191,8 @@ static sl_status_t validate_shape(const sl_rmsnorm_args_t *a) {
     return SL_ERR(SL_ERR_INVALID, "rmsnorm: weight_regs %d is not AUTO (0), REGS (1) or RELOAD (2)", a->weight_regs);
   if (a->fast_rsqrt < SL_RMSNORM_RSQ_AUTO || a->fast_rsqrt > SL_RMSNORM_RSQ_ON)
     return SL_ERR(SL_ERR_INVALID, "rmsnorm: fast_rsqrt %d is not AUTO (0), OFF (1) or ON (2)", a->fast_rsqrt);
-  if (a->row_loop != SL_RMSNORM_LOOP_AUTO && a->row_loop != SL_RMSNORM_LOOP_ON)
-    return SL_ERR(SL_ERR_INVALID, "rmsnorm: row_loop %d is not AUTO (0) or ON (1)", a->row_loop);
+  if (a->row_loop < SL_RMSNORM_LOOP_AUTO || a->row_loop > SL_RMSNORM_LOOP_OFF)
+    return SL_ERR(SL_ERR_INVALID, "rmsnorm: row_loop %d is not AUTO (0), ON (1) or OFF (2)", a->row_loop);
   if (a->elts != 0 && a->elts != 8 && a->elts != 16 && a->elts != 32)
     return SL_ERR(SL_ERR_INVALID, "rmsnorm: elts %d must be 0 (the table's), 8, 16 or 32 elements per thread",
                   a->elts);
@@ -239,15 +245,19 @@ sl_status_t sl_rmsnorm_choose(const sl_rmsnorm_args_t *a, int arch, int sm_count
   pt->elts = elts;
   pt->wreg = a->weight_regs == SL_RMSNORM_WEIGHT_REGS || (a->weight_regs == SL_RMSNORM_WEIGHT_AUTO && e.wreg);
   /* rsqrtf at decode, where a row's latency is the kernel's (kernels/rmsnorm.cu "The row's
-   * factor"); prefill keeps the IEEE factor its table entries were measured with. */
-  pt->rsq = a->fast_rsqrt == SL_RMSNORM_RSQ_ON || (a->fast_rsqrt == SL_RMSNORM_RSQ_AUTO && decode);
+   * factor"), and on entries marked rsq (the T=1024 ones: about one wave, the same reason; s31
+   * call 2, graph: 0.1-0.4 us less); the other prefill entries keep the IEEE factor they were
+   * measured with. */
+  pt->rsq = a->fast_rsqrt == SL_RMSNORM_RSQ_ON || (a->fast_rsqrt == SL_RMSNORM_RSQ_AUTO && (decode || e.rsq));
   /* One row per block at decode (rows < SMs <= resident blocks) or on a full grid is a block per
    * row: the kernel's straight-line path (kernels/rmsnorm.cu "One row, one block"). At prefill
    * only where it measured faster than the row loop at the same launch (H200, kernel time, s12
    * call 3: plain h=2048/4096 T=8192 16.99/32.58 us vs 17.09/33.12, T=1024 h=2048 graph 3.63 vs
    * 3.75); the fused variant (T=8192 h=4096 67.68 vs 66.40) and h > 4096 (T=8192 h=7168 58.18
-   * vs 57.60) keep the loop; T=32768 was within 0.1 % either way. */
-  const bool one_row_prefill = full && !pt->residual && a->hidden <= 4096;
+   * vs 57.60) keep the loop; T=32768 was within 0.1 % either way. Entries marked onerow take it
+   * too (the fused T=1024 h=2048 one: s31 call 2, 3.30 vs 3.44 us in a graph). */
+  const bool one_row_prefill =
+      full && (a->row_loop == SL_RMSNORM_LOOP_OFF || e.onerow || (!pt->residual && a->hidden <= 4096));
   pt->one_row = a->row_loop != SL_RMSNORM_LOOP_ON && warps == rw && (decode || one_row_prefill);
   pt->warps = warps;
   pt->full_grid = full;

@@ -49,9 +49,10 @@ typedef struct {
   int fast_rsqrt;    /* SL_RMSNORM_RSQ_AUTO (0: on at decode, rows < SMs), _OFF (1/sqrtf of the
                         mean, as the CPU reference) or _ON (rsqrtf of mean * (1/hidden): <= 3 fp32
                         ulp from the reference's factor, far below a 16-bit output's ulp) */
-  int row_loop;      /* SL_RMSNORM_LOOP_AUTO (0: the one-row kernel wherever the launch gives a
-                        block per row -- decode, and full grids of one row per block), _ON (the
-                        grid-stride row loop always; a comparison) */
+  int row_loop;      /* SL_RMSNORM_LOOP_AUTO (0: the one-row kernel at decode, and at prefill on
+                        full grids of one row per block of the plain norm at hidden <= 4096, where
+                        it measured faster), _ON (the grid-stride row loop always; a comparison),
+                        _OFF (the one-row kernel wherever the launch gives a block per row) */
 } sl_rmsnorm_args_t;
 
 /* Grid policies. AUTO takes the table's (kernels/rmsnorm.c: per hidden size, variant and row
@@ -65,7 +66,7 @@ enum { SL_RMSNORM_WEIGHT_AUTO = 0, SL_RMSNORM_WEIGHT_REGS = 1, SL_RMSNORM_WEIGHT
 /* The row's factor (JIT constant RSQ; see kernels/rmsnorm.cu "The row's factor"). */
 enum { SL_RMSNORM_RSQ_AUTO = 0, SL_RMSNORM_RSQ_OFF = 1, SL_RMSNORM_RSQ_ON = 2 };
 /* The kernel's shape (JIT constant ONEROW; see kernels/rmsnorm.cu "One row, one block"). */
-enum { SL_RMSNORM_LOOP_AUTO = 0, SL_RMSNORM_LOOP_ON = 1 };
+enum { SL_RMSNORM_LOOP_AUTO = 0, SL_RMSNORM_LOOP_ON = 1, SL_RMSNORM_LOOP_OFF = 2 };
 
 /* The compile-time point of one kernel. */
 typedef struct {

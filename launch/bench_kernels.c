@@ -127,12 +127,14 @@ static sl_status_t rms_run(void *p, int iter, sl_stream_t *stream) {
 
 /* --tune for RMSNorm: every knob per shape -- elements per thread (8, 16, 32) x warps per block
  * (the row's warps x 1, 2, 4, 8, <= 32) x weight in registers or re-read x grid policy
- * (resident, full) at prefill (T >= SMs); elements x weight placement at one row per block,
- * timed in a CUDA graph, at decode (T <= 16). Each (hidden, variant) compiles <= 24 kernels
- * (grid is a launch choice): the bench's 3 hidden sizes x 2 variants, <= 104 JIT variants. The best of each shape is kept and printed at the end of
- * the RMSNorm section as lines of kernels/rmsnorm.c's table. */
+ * (resident, full) at prefill (T >= SMs), and on a full grid of one row per block the one-row
+ * kernel (SL_RMSNORM_LOOP_OFF) where the AUTO rule would run the loop (fused, h > 4096);
+ * and either row factor (1/sqrtf, rsqrtf); elements x weight placement at one row per block at
+ * decode (T <= 16). Up to T=1024 each point is timed in a CUDA graph (by events the host's launch
+ * gap would hide the kernel there). The best of each shape is kept and printed at the end of the
+ * RMSNorm section as lines of kernels/rmsnorm.c's table. */
 typedef struct {
-  int hidden, fused, tokens, elts, rows_per_block, grid, wreg;
+  int hidden, fused, tokens, elts, rows_per_block, grid, wreg, rsq, onerow;
   double us;
 } rms_tune_t;
 enum { RMS_TUNE_MAX = 128 };
@@ -146,37 +148,49 @@ static sl_status_t tune_rmsnorm_shape(sl_bench_t *b, rms_ctx_t *c, const char *o
   const bool decode = tokens < info->sm_count;
   if (decode && tokens > 16) return SL_OK; /* T = 128: neither decode (graph) nor a full prefill */
   static const int elts[] = {8, 16, 32};
+  const bool graph = tokens <= GRAPH_MAX_T && sl_device_backend(b->rt->dev) == SL_BACKEND_CUDA;
+  const bool auto_one_row = c->a.residual == NULL && hidden <= 4096; /* kernels/rmsnorm.c's AUTO rule */
   rms_tune_t best = {0};
-  char path[48];
+  char path[64];
   double us;
   for (int e = 0; e < 3; e++) {
     int cand[8], nc = sl_rmsnorm_warp_candidates_e(hidden, elts[e], cand);
     if (decode && nc > 1) nc = 1; /* one row per block */
     for (int i = 0; i < nc; i++)
       for (int wreg = 0; wreg < 2; wreg++)
-        for (int grid = SL_RMSNORM_GRID_RESIDENT; grid <= SL_RMSNORM_GRID_FULL; grid++) {
-          if (decode && grid == SL_RMSNORM_GRID_FULL) continue; /* the same launch at T < SMs */
-          c->a.elts = elts[e];
-          c->a.warps = cand[i];
-          c->a.grid_policy = grid;
-          c->a.weight_regs = wreg ? SL_RMSNORM_WEIGHT_REGS : SL_RMSNORM_WEIGHT_RELOAD;
-          SL_CHECK(sl_bench_time(b, rms_run, c, decode, &us));
-          snprintf(path, sizeof path, "tune e=%d w=%d%s%s%s", elts[e], cand[i], wreg ? " wr" : "",
-                   grid == SL_RMSNORM_GRID_FULL ? " full" : "", decode ? " graph" : "");
-          sl_bench_row(b, op, shape, path, decode ? 0 : us, moved, decode ? us : -1, NULL);
-          if (best.us == 0 || us < best.us)
-            best = (rms_tune_t){hidden, c->a.residual != NULL, tokens, elts[e],
-                                cand[i] / SL_RMSNORM_ROW_WARPS_E(hidden, elts[e]), grid, wreg, us};
-        }
+        for (int grid = SL_RMSNORM_GRID_RESIDENT; grid <= SL_RMSNORM_GRID_FULL; grid++)
+          for (int rsq = 0; rsq < (decode ? 1 : 2); rsq++) /* decode: rsqrtf always (AUTO) */
+            for (int onerow = 0; onerow < 2; onerow++) {
+              if (decode && grid == SL_RMSNORM_GRID_FULL) continue; /* the same launch at T < SMs */
+              if (onerow && (decode || grid != SL_RMSNORM_GRID_FULL || i > 0 || auto_one_row)) continue;
+              c->a.elts = elts[e];
+              c->a.warps = cand[i];
+              c->a.grid_policy = grid;
+              c->a.weight_regs = wreg ? SL_RMSNORM_WEIGHT_REGS : SL_RMSNORM_WEIGHT_RELOAD;
+              c->a.fast_rsqrt = decode ? SL_RMSNORM_RSQ_AUTO : rsq ? SL_RMSNORM_RSQ_ON : SL_RMSNORM_RSQ_OFF;
+              c->a.row_loop = onerow ? SL_RMSNORM_LOOP_OFF : SL_RMSNORM_LOOP_AUTO;
+              SL_CHECK(sl_bench_time(b, rms_run, c, graph, &us));
+              snprintf(path, sizeof path, "tune e=%d w=%d%s%s%s%s%s", elts[e], cand[i], wreg ? " wr" : "",
+                       grid == SL_RMSNORM_GRID_FULL ? " full" : "", rsq ? " rsq" : "", onerow ? " one" : "",
+                       graph ? " graph" : "");
+              sl_bench_row(b, op, shape, path, graph ? 0 : us, moved, graph ? us : -1, NULL);
+              if (best.us == 0 || us < best.us)
+                best = (rms_tune_t){hidden, c->a.residual != NULL, tokens, elts[e],
+                                    cand[i] / SL_RMSNORM_ROW_WARPS_E(hidden, elts[e]), grid, wreg, rsq, onerow, us};
+            }
   }
   c->a.elts = c->a.warps = 0;
   c->a.grid_policy = SL_RMSNORM_GRID_AUTO;
   c->a.weight_regs = SL_RMSNORM_WEIGHT_AUTO;
+  c->a.fast_rsqrt = SL_RMSNORM_RSQ_AUTO;
+  c->a.row_loop = SL_RMSNORM_LOOP_AUTO;
   if (b->rt->boot.rank == 0)
-    printf("tune %s %s: best e=%d w=%d%s %s (%.2f us%s); table chose e=%d w=%d%s %s\n", op, shape, best.elts,
-           best.rows_per_block * SL_RMSNORM_ROW_WARPS_E(hidden, best.elts), best.wreg ? " wr" : "",
-           best.grid == SL_RMSNORM_GRID_FULL ? "full" : "resident", best.us, decode ? " in a graph" : "",
-           chosen->elts, chosen->warps, chosen->wreg ? " wr" : "", chosen->full_grid ? "full" : "resident");
+    printf("tune %s %s: best e=%d w=%d%s %s%s%s (%.2f us%s); table chose e=%d w=%d%s %s%s%s\n", op, shape,
+           best.elts, best.rows_per_block * SL_RMSNORM_ROW_WARPS_E(hidden, best.elts), best.wreg ? " wr" : "",
+           best.grid == SL_RMSNORM_GRID_FULL ? "full" : "resident", best.rsq ? " rsq" : "", best.onerow ? " one" : "",
+           best.us, graph ? " in a graph" : "", chosen->elts, chosen->warps, chosen->wreg ? " wr" : "",
+           chosen->full_grid ? "full" : "resident", chosen->rsq && !decode ? " rsq" : "",
+           chosen->one_row && !decode && !auto_one_row ? " one" : "");
   if (rms_tuned_n < RMS_TUNE_MAX) rms_tuned[rms_tuned_n++] = best;
   return SL_OK;
 }
@@ -200,7 +214,7 @@ static void print_rmsnorm_table(const sl_bench_t *b) {
   qsort(rms_tuned, (size_t)rms_tuned_n, sizeof *rms_tuned, rms_tune_order);
   const sl_device_info_t *info = sl_device_info(b->rt->dev);
   printf("# --tune: RMSNorm table lines for sm_%d (paste into kernels/rmsnorm.c, above the catch-alls):\n", info->arch);
-  printf("#   {max_hidden, fused, min_rows, elts, rows_per_block, grid, wreg}\n");
+  printf("#   {max_hidden, fused, min_rows, elts, rows_per_block, grid, wreg, rsq, onerow}\n");
   for (int i = 0; i < rms_tuned_n; i++) {
     const rms_tune_t *t = &rms_tuned[i];
     if (t->tokens <= 16) {
@@ -218,15 +232,16 @@ static void print_rmsnorm_table(const sl_bench_t *b) {
       for (int k = 8; k <= 33; k++)
         if (votes[k] > votes[k_best] || (votes[k] == votes[k_best] && votes[k] > 0 && total[k] < total[k_best]))
           k_best = k;
-      printf("    {%d, %d, 0, %d, 1, SL_RMSNORM_GRID_RESIDENT, %d}, /* decode */\n", t->hidden, t->fused,
+      printf("    {%d, %d, 0, %d, 1, SL_RMSNORM_GRID_RESIDENT, %d, 0, 0}, /* decode */\n", t->hidden, t->fused,
              k_best & ~1, k_best & 1);
       continue;
     }
     const bool smallest = i + 1 == rms_tuned_n || rms_tuned[i + 1].tokens <= 16 ||
                           rms_tuned[i + 1].hidden != t->hidden || rms_tuned[i + 1].fused != t->fused;
-    printf("    {%d, %d, %d, %d, %d, %s, %d}, /* T=%d: %.2f us */\n", t->hidden, t->fused, smallest ? 1 : t->tokens,
-           t->elts, t->rows_per_block, t->grid == SL_RMSNORM_GRID_FULL ? "SL_RMSNORM_GRID_FULL" : "SL_RMSNORM_GRID_RESIDENT",
-           t->wreg, t->tokens, t->us);
+    printf("    {%d, %d, %d, %d, %d, %s, %d, %d, %d}, /* T=%d: %.2f us */\n", t->hidden, t->fused,
+           smallest ? 1 : t->tokens, t->elts, t->rows_per_block,
+           t->grid == SL_RMSNORM_GRID_FULL ? "SL_RMSNORM_GRID_FULL" : "SL_RMSNORM_GRID_RESIDENT", t->wreg, t->rsq,
+           t->onerow, t->tokens, t->us);
   }
 }
 
@@ -267,8 +282,8 @@ static sl_status_t bench_rmsnorm_shape(sl_bench_t *b, int tokens, int hidden, bo
   double us, gus;
   SL_CHECK_GOTO(time_both(b, rms_run, &c, tokens, &us, &gus), s, out);
   sl_bench_row(b, op, shape, path, us, moved, gus, NULL);
-  if (tokens < info->sm_count && sl_device_backend(b->rt->dev) == SL_BACKEND_CUDA) {
-    /* Decode: the other row factor (kernels/rmsnorm.cu "The row's factor"), same launch. */
+  if (tokens <= GRAPH_MAX_T && sl_device_backend(b->rt->dev) == SL_BACKEND_CUDA) {
+    /* Decode and T=1024: the other row factor (kernels/rmsnorm.cu "The row's factor"), same launch. */
     c.a.fast_rsqrt = pt.rsq ? SL_RMSNORM_RSQ_OFF : SL_RMSNORM_RSQ_ON;
     SL_CHECK_GOTO(time_both(b, rms_run, &c, tokens, &us, &gus), s, out);
     snprintf(path, sizeof path, "e=%d w=%d%s", pt.elts, pt.warps, pt.rsq ? " ieee" : " rsq");

@@ -52,6 +52,9 @@ R_NAMES = {1: "ieee", 2: "rsq"}
 
 
 def rms_cands(T, H):
+    """Every launch of the row kernel; rsqrt too up to T=1024 (one wave: a row's latency is on the kernel's path), and
+    from SMS rows the one-row kernel forced on full grids of a row per block ("one": SL_RMSNORM_LOOP_OFF, the AUTO
+    rule takes it for the plain norm at h <= 4096 only)."""
     out = []
     for elts in (8, 16, 32):
         rw = (H + 32 * elts - 1) // (32 * elts)
@@ -63,9 +66,11 @@ def rms_cands(T, H):
                 continue
             for wreg in (1, 2):
                 for grid in ((1,) if T < SMS else (1, 2)):
-                    for rsq in ((1, 2) if T < SMS else (1,)):
-                        out.append((f"e={elts} w={warps} {W_NAMES[wreg]} {G_NAMES[grid]} {R_NAMES[rsq]}",
-                                    (elts, warps, wreg, grid, rsq)))
+                    for rsq in ((1, 2) if T <= 1024 else (1,)):
+                        name = f"e={elts} w={warps} {W_NAMES[wreg]} {G_NAMES[grid]} {R_NAMES[rsq]}"
+                        out.append((name, (elts, warps, wreg, grid, rsq)))
+                        if T >= SMS and grid == 2 and mult == 1:
+                            out.append((name + " one", (elts, warps, wreg, grid, rsq, 2)))
     return out
 
 
@@ -87,12 +92,16 @@ def fp8_cands(T):
     return out
 
 
-def silu_cands():
+def silu_cands(T):
+    """Launches (warps, unroll, waves); below SMS rows also the table's launch at each lane width of the one-item
+    kernel (p=16/8/4 bytes of gate and of up per lane: kernels/act.cu PACK)."""
     out = []
     for warps in (1, 2, 4, 8, 16):
         for unroll in (1, 2, 4):
             for waves in (1, 4, 1000):
                 out.append((f"w={warps} u={unroll} waves={waves}", (warps, unroll, -1, waves)))
+    for pack in (16, 8, 4) if T < SMS else ():
+        out.append((f"table p={pack}", (0, 0, -1, 0, pack)))
     return out
 
 
@@ -171,7 +180,8 @@ def kq_run(fn, cfg):
 
 
 def silu_run(x, cfg):
-    ours.kq_overrides(*cfg)
+    ours.kq_overrides(*cfg[:4])
+    ours.act16_pack(cfg[4] if len(cfg) > 4 else 0)
     return ours.silu(x)
 
 
@@ -218,5 +228,5 @@ for H in [int(h) for h in args.hidden.split(",")]:
         if "silu" in ops:
             xa = torch.randn(T, 2 * H, device="cuda", dtype=torch.bfloat16)
             refa = triton_silu(xa)
-            sweep(f"act_silu_bf16 T={T} I={H}", lambda: triton_silu(xa), lambda: silu_run(xa, (0, 0, -1, 0)), silu_cands(),
+            sweep(f"act_silu_bf16 T={T} I={H}", lambda: triton_silu(xa), lambda: silu_run(xa, (0, 0, -1, 0)), silu_cands(T),
                   lambda cfg: silu_run(xa, cfg), lambda y: close(y, refa))

@@ -406,7 +406,8 @@ static void test_rmsnorm_sizes_and_variants(void **state) {
  * the IEEE factor (prefill) and the IEEE factor where it picks rsqrt (decode), every output dtype
  * (fp32 out: 1e-5 relative), both variants, a size whose 1/hidden is not a power of two; and the
  * kernel both ways ("One row, one block"): the one-row kernel where the launch gives it (decode,
- * and the full-grid prefill entries) and the row loop at the same launch. */
+ * and the full-grid prefill entries) and the row loop at the same launch, and the one-row kernel
+ * forced (SL_RMSNORM_LOOP_OFF) on a full grid of a row per block, fused and h=7168 included. */
 static void test_rmsnorm_row_factor(void **state) {
   static const int hiddens[] = {2048, 7168};
   static const int rows[] = {3, 1000};
@@ -414,10 +415,16 @@ static void test_rmsnorm_row_factor(void **state) {
     for (int r = 0; r < 2; r++)
       for (int o = 0; o < 3; o++)
         for (int residual = 0; residual < 2; residual++)
-          for (int k = 0; k < 4; k++) {
+          for (int k = 0; k < 6; k++) {
             const int rsq = k & 1 ? SL_RMSNORM_RSQ_ON : SL_RMSNORM_RSQ_OFF;
-            const int loop = k & 2 ? SL_RMSNORM_LOOP_ON : SL_RMSNORM_LOOP_AUTO;
+            const int loop = k >> 1 == 2 ? SL_RMSNORM_LOOP_OFF : k >> 1 ? SL_RMSNORM_LOOP_ON : SL_RMSNORM_LOOP_AUTO;
+            /* OFF on a full grid of one row per block: the one-row kernel for the fused variant and
+             * h=7168 too, where AUTO would run the loop */
+            const bool one = loop == SL_RMSNORM_LOOP_OFF;
             rms_case_t c = {.rows = rows[r],
+                            .elts = one ? 16 : 0,
+                            .warps = one ? SL_RMSNORM_ROW_WARPS_E(hiddens[h], 16) : 0,
+                            .grid = one ? SL_RMSNORM_GRID_FULL : 0,
                             .hidden = hiddens[h],
                             .in = SL_DTYPE_BF16,
                             .out = sl_test_float_dtypes[o],

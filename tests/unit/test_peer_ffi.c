@@ -27,6 +27,8 @@ typedef struct {
   int (*rmsnorm)(void *, const void *, const void *, int, int, float);
   int (*rmsnorm_cfg)(void *, const void *, const void *, int, int, float, int, int, int, int, int);
   void (*kq_overrides)(int, int, int, int, int);
+  void (*rms_row_loop)(int);
+  void (*act16_pack)(int);
   int (*silu)(void *, const void *, int, int);
   int (*quant)(void *, float *, const void *, int, int);
   int (*rmsnorm_res)(void *, void *, const void *, const void *, int, int, float);
@@ -57,6 +59,8 @@ static ffi_t load(void) {
   f.rmsnorm_cfg = (int (*)(void *, const void *, const void *, int, int, float, int, int, int, int, int))sym(
       f.h, "sl_peer_ffi_rmsnorm_bf16_cfg");
   f.kq_overrides = (void (*)(int, int, int, int, int))sym(f.h, "sl_peer_ffi_kq_overrides");
+  f.rms_row_loop = (void (*)(int))sym(f.h, "sl_peer_ffi_rmsnorm_row_loop");
+  f.act16_pack = (void (*)(int))sym(f.h, "sl_peer_ffi_act16_pack");
   f.silu = (int (*)(void *, const void *, int, int))sym(f.h, "sl_peer_ffi_silu_mul_bf16");
   f.quant = (int (*)(void *, float *, const void *, int, int))sym(f.h, "sl_peer_ffi_quant_fp8_g128_bf16");
   f.rmsnorm_res = (int (*)(void *, void *, const void *, const void *, int, int, float))sym(
@@ -297,10 +301,24 @@ static void test_ops_on_the_cpu_backend(void **state) {
   assert_non_null(strstr(f.error(), "warps 33"));
   assert_int_equal(f.rmsnorm_cfg(y2, x, w, rows, hidden, 1e-6f, 0, 0, 0, 0, 3), SL_ERR_INVALID);
   assert_non_null(strstr(f.error(), "fast_rsqrt 3"));
+  /* The row_loop knob of the _cfg calls: the one-row kernel forced (the same result), an unknown
+   * value refused, then AUTO again. */
+  memset(y2, 0xff, (size_t)rows * hidden * 2);
+  f.rms_row_loop(SL_RMSNORM_LOOP_OFF);
+  assert_int_equal(f.rmsnorm_cfg(y2, x, w, rows, hidden, 1e-6f, 16, 2, SL_RMSNORM_WEIGHT_REGS, SL_RMSNORM_GRID_FULL,
+                                 SL_RMSNORM_RSQ_ON),
+                   0);
+  assert_int_equal(f.sync(), 0);
+  assert_memory_equal(y2, y, (size_t)rows * hidden * 2);
+  f.rms_row_loop(3);
+  assert_int_equal(f.rmsnorm_cfg(y2, x, w, rows, hidden, 1e-6f, 0, 0, 0, 0, 0), SL_ERR_INVALID);
+  assert_non_null(strstr(f.error(), "row_loop 3"));
+  f.rms_row_loop(SL_RMSNORM_LOOP_AUTO);
   free(y2);
   /* SiLU-and-mul: [rows, 2 inter] -> [rows, inter], under launch overrides (the CPU backend has
    * no launch; the symbol is there and the result unchanged), then the table's again */
   f.kq_overrides(4, 1, 0, 1, 16);
+  f.act16_pack(4);
   uint16_t *g = rand_bf16(&rng, (size_t)rows * 2 * inter, 3.0f), *a = malloc((size_t)rows * inter * 2);
   assert_non_null(a);
   memset(a, 0xff, (size_t)rows * inter * 2);
@@ -313,6 +331,7 @@ static void test_ops_on_the_cpu_backend(void **state) {
       if (!bf16_close(a[r * inter + i], gv / (1.0 + exp(-gv)) * uv)) fail_msg("silu row %d col %d", r, i);
     }
   f.kq_overrides(0, 0, -1, 0, 0);
+  f.act16_pack(0);
   /* FP8 group-128: the reference quantizer's bytes and scales exactly */
   uint8_t *codes = malloc((size_t)rows * hidden), *codes_ref = malloc((size_t)rows * hidden);
   float *scales = malloc((size_t)rows * (hidden / 128) * 4), *scales_ref = malloc((size_t)rows * (hidden / 128) * 4);

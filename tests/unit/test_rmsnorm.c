@@ -211,6 +211,14 @@ static void test_configuration_choice(void **state) {
     a.row_loop = SL_RMSNORM_LOOP_ON;
     SL_ASSERT_OK(sl_rmsnorm_choose(&a, SL_ARCH_HOPPER, 132, &pt));
     assert_false(pt.one_row);
+    /* OFF: the one-row kernel wherever the launch is a block per row, fused and any hidden too */
+    a.row_loop = SL_RMSNORM_LOOP_OFF;
+    for (int fused = 0; fused < 2; fused++) {
+      a.residual = fused ? (void *)&pt : NULL; /* choose reads only whether it is set */
+      SL_ASSERT_OK(sl_rmsnorm_choose(&a, SL_ARCH_HOPPER, 132, &pt));
+      assert_int_equal(pt.one_row, pt.full_grid && pt.warps == SL_RMSNORM_ROW_WARPS_E(h, pt.elts));
+    }
+    a.residual = NULL;
     a.row_loop = SL_RMSNORM_LOOP_AUTO;
     assert_true(pt.elts == 8 || pt.elts == 16 || pt.elts == 32);
     int rw = SL_RMSNORM_ROW_WARPS_E(h, pt.elts);
@@ -272,14 +280,35 @@ static void test_configuration_choice(void **state) {
                           .w_dtype = SL_DTYPE_BF16, .res_dtype = SL_DTYPE_BF16, .eps = 1e-6f};
   SL_ASSERT_OK(sl_rmsnorm_choose(&a, SL_ARCH_HOPPER, 132, &pt));
   assert_int_equal(pt.warps, SL_RMSNORM_ROW_WARPS_E(2048, pt.elts));
-  /* The row factor: rsqrt at decode (rows < SMs), IEEE at prefill, either when asked; the JIT
-   * constant follows the point. */
+  /* The row factor: rsqrt at decode (rows < SMs) and on the entries marked rsq (T=1024's: from
+   * SMs rows up to the next entry), IEEE at larger prefill, either when asked; the JIT constant
+   * follows the point. */
   assert_true(pt.rsq);
   assert_string_equal(rsq_define(&pt), "1");
   a.rows = 132;
   SL_ASSERT_OK(sl_rmsnorm_choose(&a, SL_ARCH_HOPPER, 132, &pt));
+  assert_true(pt.rsq);
+  a.rows = 8192;
+  SL_ASSERT_OK(sl_rmsnorm_choose(&a, SL_ARCH_HOPPER, 132, &pt));
   assert_false(pt.rsq);
   assert_string_equal(rsq_define(&pt), "0");
+  /* The fused T=1024 h=2048 entry: the one-row kernel (onerow) on a full grid, 8 elements per
+   * thread, rsqrt; at T=8192 the fused entry keeps the loop. */
+  a.rows = 1024;
+  a.residual = &pt; /* choose reads only whether it is set */
+  SL_ASSERT_OK(sl_rmsnorm_choose(&a, SL_ARCH_HOPPER, 132, &pt));
+  assert_true(pt.one_row && pt.full_grid && pt.rsq && pt.residual);
+  assert_int_equal(pt.elts, 8);
+  assert_int_equal(pt.warps, 8);
+  a.row_loop = SL_RMSNORM_LOOP_ON;
+  SL_ASSERT_OK(sl_rmsnorm_choose(&a, SL_ARCH_HOPPER, 132, &pt));
+  assert_false(pt.one_row);
+  a.row_loop = SL_RMSNORM_LOOP_AUTO;
+  a.rows = 8192;
+  SL_ASSERT_OK(sl_rmsnorm_choose(&a, SL_ARCH_HOPPER, 132, &pt));
+  assert_false(pt.one_row || pt.rsq);
+  a.residual = NULL;
+  a.rows = 132;
   a.fast_rsqrt = SL_RMSNORM_RSQ_ON;
   SL_ASSERT_OK(sl_rmsnorm_choose(&a, SL_ARCH_HOPPER, 132, &pt));
   assert_true(pt.rsq);
@@ -290,8 +319,9 @@ static void test_configuration_choice(void **state) {
   a.fast_rsqrt = 3;
   assert_int_equal(sl_rmsnorm_choose(&a, SL_ARCH_HOPPER, 132, &pt), SL_ERR_INVALID);
   a.fast_rsqrt = SL_RMSNORM_RSQ_AUTO;
-  a.row_loop = 2;
+  a.row_loop = 3;
   assert_int_equal(sl_rmsnorm_choose(&a, SL_ARCH_HOPPER, 132, &pt), SL_ERR_INVALID);
+  a.row_loop = SL_RMSNORM_LOOP_AUTO;
   /* The T=8192 h=2048 entry (full grid, one row of 4 warps per block): the one-row kernel; the
    * fused variant's keeps the loop. */
   a = (sl_rmsnorm_args_t){.rows = 8192, .hidden = 2048, .in_dtype = SL_DTYPE_BF16, .out_dtype = SL_DTYPE_BF16,
