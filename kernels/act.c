@@ -94,7 +94,8 @@ static int act_fast_exp(sl_act_kind_t kind, sl_dtype_t out, int arch) {
 
 /* min_blocks: the blocks per SM the kernel is compiled for (MIN_BLOCKS; 0: the kernel's rule). */
 static sl_status_t spec_at(sl_act_kind_t kind, int inter, sl_dtype_t in, sl_dtype_t out, int rule, int warps,
-                           int unroll, int seg, bool one_item, int fast_exp, int min_blocks, sl_jit_spec_t *spec) {
+                           int unroll, int seg, bool one_item, int fast_exp, int min_blocks, int pack,
+                           sl_jit_spec_t *spec) {
   sl_jit_spec_init(spec, "kernels/act.cu", "sl_act_kernel");
   SL_CHECK(sl_jit_spec_define(spec, "ACT", "%d", (int)kind));
   SL_CHECK(sl_jit_spec_define(spec, "INTER", "%d", inter));
@@ -106,17 +107,21 @@ static sl_status_t spec_at(sl_act_kind_t kind, int inter, sl_dtype_t in, sl_dtyp
   SL_CHECK(sl_jit_spec_define(spec, "SEG", "%d", seg));
   SL_CHECK(sl_jit_spec_define(spec, "ONEITEM", "%d", one_item ? 1 : 0));
   SL_CHECK(sl_jit_spec_define(spec, "FASTEXP", "%d", fast_exp));
+  SL_CHECK(sl_jit_spec_define(spec, "PACK", "%d", pack));
   const int over = sl_kq_min_blocks_override(); /* the tune sweep's rows */
   const int blocks = over > 0 ? over : min_blocks;
   if (blocks > 0 && warps > 1) SL_CHECK(sl_jit_spec_define(spec, "MIN_BLOCKS", "%d", blocks));
   return SL_OK;
 }
 
-/* Warp chunks per row (32 x 16 bytes of the input dtype) and the segment knob as compiled:
- * 0, or chunks per warp task clamped to the row (kernels/kq_launch.h). */
-static int act_chunks(int inter, sl_dtype_t in) {
-  int chunk = 32 * (16 / (int)(sl_dtype_bits(in) / 8));
+/* Warp chunks per row (32 x `pack` bytes of the input dtype: 16, or the one-item kernel's 8 / 4, act.cu PACK) and
+ * the segment knob as compiled: 0, or chunks per warp task clamped to the row (kernels/kq_launch.h). */
+static int act_chunks_p(int inter, sl_dtype_t in, int pack) {
+  int chunk = 32 * (pack / (int)(sl_dtype_bits(in) / 8));
   return (inter + chunk - 1) / chunk;
+}
+static int act_chunks(int inter, sl_dtype_t in) {
+  return act_chunks_p(inter, in, 16);
 }
 static int act_seg(int arch, int warps, int inter, sl_dtype_t in, sl_dtype_t out) {
   int seg = sl_kq_seg(arch, warps, out != SL_DTYPE_FP8_E4M3 ? SL_KQ_SEG_ACT16 : SL_KQ_SEG_ACT8);
@@ -150,6 +155,7 @@ typedef struct {
   int warps, unroll, seg;
   bool one_item;
   int min_blocks; /* act.cu MIN_BLOCKS (0: the kernel's rule) */
+  int pack;       /* act.cu PACK: bytes of gate and of up per lane (16; the one-item kernel's 8 / 4) */
 } act_choice_t;
 
 /* Blocks per SM of a prefill launch of `warps` warps (act.cu MIN_BLOCKS; 0: the kernel's rule): GELU into FP8 with
@@ -181,13 +187,24 @@ static act_choice_t act_choose(const sl_act_args_t *a, int arch, int sm_count) {
                                       arch);
   }
   c.one_item = act_one_item(c.warps, c.unroll, c.seg, items, sm_count);
+  /* From and into 16-bit dtypes the one-item kernel takes the table's narrower lane (kq_launch.h act16_pack) while
+   * its 2-4x blocks are <= SL_KQ_ACT16_PACK_PER_SM per SM (T=1; T=16 at I=2048), a forced one (the override) up to
+   * the one-item bound. */
+  c.pack = 16;
+  const bool d16 = (a->in_dtype == SL_DTYPE_BF16 || a->in_dtype == SL_DTYPE_F16) &&
+                   (a->out_dtype == SL_DTYPE_BF16 || a->out_dtype == SL_DTYPE_F16);
+  const int pack = sl_kq_act16_pack(arch);
+  const long per_sm = sl_kq_act16_pack_forced() ? SL_ACT_ONE_ITEM_PER_SM : SL_KQ_ACT16_PACK_PER_SM;
+  if (c.one_item && d16 && pack < 16 &&
+      (long)a->num_tokens * act_chunks_p(a->inter, a->in_dtype, pack) <= per_sm * sm_count)
+    c.pack = pack;
   return c;
 }
 
 sl_status_t sl_act_spec(const sl_act_args_t *a, int arch, int sm_count, sl_jit_spec_t *spec) {
   const act_choice_t c = act_choose(a, arch, sm_count);
   return spec_at(a->kind, a->inter, a->in_dtype, a->out_dtype, a->scale_ue8m0 ? SL_QRULE_CEIL : SL_QRULE_IEEE, c.warps,
-                 c.unroll, c.seg, c.one_item, act_fast_exp(a->kind, a->out_dtype, arch), c.min_blocks, spec);
+                 c.unroll, c.seg, c.one_item, act_fast_exp(a->kind, a->out_dtype, arch), c.min_blocks, c.pack, spec);
 }
 
 static sl_status_t check_aligned(const void *p, long row_bytes, const char *what) {
@@ -223,7 +240,7 @@ sl_status_t sl_act(sl_device_t *dev, const sl_act_args_t *a, sl_stream_t *stream
   float *scales = a->out_scales;
   int t = a->num_tokens;
   void *args[] = {&in, &is, &out, &os, &scales, &t};
-  long items = (long)t * act_chunks(a->inter, a->in_dtype);
+  long items = (long)t * act_chunks_p(a->inter, a->in_dtype, c.pack);
   if (items > 0x7fffffffL) /* the kernel's item index is 32-bit (kernels/act.cu) */
     return SL_ERR(SL_ERR_INVALID, "act: %ld work items exceed the kernel's 32-bit index: split the call by tokens",
                   items);
@@ -270,11 +287,12 @@ sl_status_t sl_act_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t *s
               for (int f = 0; f < (both ? 2 : 1); f++) {
                 const int fx = f ? !fe : fe;
                 if (w == 0 && o > 0 && ac->q8_decode) { /* FP8 at decode: kq_launch.h q8_decode's launches */
-                  SL_CHECK(spec_at((sl_act_kind_t)kind, inters[i], dtypes[d], out, rule, 1, 1, 0, true, fx, 0, &spec));
+                  SL_CHECK(
+                      spec_at((sl_act_kind_t)kind, inters[i], dtypes[d], out, rule, 1, 1, 0, true, fx, 0, 16, &spec));
                   SL_CHECK(fn(&spec, user));
                   for (int qw = ac->prefill_warps / 2; qw <= ac->prefill_warps; qw *= 2) {
                     SL_CHECK(spec_at((sl_act_kind_t)kind, inters[i], dtypes[d], out, rule, qw, 1, 0, false, fx, 0,
-                                     &spec));
+                                     16, &spec));
                     SL_CHECK(fn(&spec, user));
                   }
                   /* and the small prefill (q8_small), SiLU with either exp (the benchmark's comparison rows, the
@@ -283,18 +301,24 @@ sl_status_t sl_act_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t *s
                   const bool q8s = sl_kq_q8_small_launch(arch, &qw, &qu, &qs, &mb);
                   for (int e = 0; q8s && e < (both ? 1 : 2); e++) {
                     SL_CHECK(spec_at((sl_act_kind_t)kind, inters[i], dtypes[d], out, rule, qw, qu, qs, false,
-                                     e ? !fx : fx, mb, &spec));
+                                     e ? !fx : fx, mb, 16, &spec));
                     SL_CHECK(fn(&spec, user));
                   }
                   continue;
                 }
                 SL_CHECK(spec_at((sl_act_kind_t)kind, inters[i], dtypes[d], out, rule, warps[w], unroll, seg, false, fx,
-                                 act_prefill_blocks((sl_act_kind_t)kind, out, rule, warps[w], arch), &spec));
+                                 act_prefill_blocks((sl_act_kind_t)kind, out, rule, warps[w], arch), 16, &spec));
                 SL_CHECK(fn(&spec, user));
                 if (act_one_item(warps[w], unroll, seg, 1, 132)) { /* decode's one-item kernel too */
                   SL_CHECK(spec_at((sl_act_kind_t)kind, inters[i], dtypes[d], out, rule, warps[w], unroll, seg, true,
-                                   fx, 0, &spec));
+                                   fx, 0, 16, &spec));
                   SL_CHECK(fn(&spec, user));
+                  /* and its 8- and 4-byte lanes from and into 16-bit dtypes (act16_pack; the overrides) */
+                  for (int pk = 8; o == 0 && dtypes[d] != SL_DTYPE_F32 && pk >= 4; pk /= 2) {
+                    SL_CHECK(spec_at((sl_act_kind_t)kind, inters[i], dtypes[d], out, rule, warps[w], unroll, seg,
+                                     true, fx, 0, pk, &spec));
+                    SL_CHECK(fn(&spec, user));
+                  }
                 }
               }
             }
@@ -318,7 +342,7 @@ sl_status_t sl_act_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t *s
             SL_CHECK(spec_at((sl_act_kind_t)kind, inters[i], dtypes[d], SL_DTYPE_FP8_E4M3, rule, ac->prefill_warps,
                              ac->unroll, seg, false, f ? !fe : fe,
                              act_prefill_blocks((sl_act_kind_t)kind, SL_DTYPE_FP8_E4M3, rule, ac->prefill_warps, arch),
-                             &spec));
+                             16, &spec));
             SL_CHECK(fn(&spec, user));
           }
         }

@@ -32,6 +32,12 @@
 #if ONEITEM && (WARPS != 1 || UNROLL != 1 || SEG != 0)
 #error "ONEITEM: one warp per block, unroll 1, the item layout"
 #endif
+#ifndef PACK
+#error "PACK (bytes of gate and of up per lane: 16, or 8 / 4 in the one-item kernel, 16-bit dtypes) must be defined"
+#endif
+#if PACK != 16 && (!ONEITEM || !(PACK == 8 || PACK == 4) || OUT_DTYPE == 0 || OUT_DTYPE == 3 || IN_DTYPE == 0)
+#error "PACK 8 / 4: the one-item kernel from and into 16-bit dtypes only"
+#endif
 
 #define FP8_OUT (OUT_DTYPE == 3) // a preprocessor test: the enum isn't visible to #if
 static_assert(SL_DTYPE_FP8_E4M3 == 3, "FP8_OUT compares with the value of SL_DTYPE_FP8_E4M3");
@@ -207,7 +213,36 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
   // of one warp): the item is blockIdx.x, its loads go out after four instructions of index
   // math, nothing else -- no loop, no bound (as RMSNorm's one-row kernel, which gained 0.13 us
   // per launch at decode over its strided loop: kernels/NOTES.md, session 12).
-  if constexpr (ONEITEM) {
+  // PACK < 16 (16-bit in and out): a lane takes PACK bytes of gate and of up (4 or 2 elements,
+  // not 8), so the host launches 2 or 4 times the blocks. A decode item is latency-bound, and a
+  // warp's activation is two MUFU instructions (ex2, rcp) per element, 8 cycles each on its
+  // SM sub-partition: 8 elements per lane are ~128 cycles of one warp's MUFU issue where
+  // torch.compile's kernel (one element per thread, four warps per block) spends ~16 per warp on
+  // four sub-partitions (session 31 call 2: SASS and ncu at T=1 I=4096).
+  if constexpr (ONEITEM && PACK < 16) {
+    constexpr int PV = PACK / 2, PCHUNK = 32 * PV, PCHUNKS = (INTER + PCHUNK - 1) / PCHUNK;
+    const unsigned row = blockIdx.x / PCHUNKS;
+    const unsigned col = (blockIdx.x - row * PCHUNKS) * PCHUNK + lane * PV;
+    if (INTER % PCHUNK != 0 && col >= INTER) return; // no group reduction on this path
+    const char *p = (const char *)in + ((size_t)row * (size_t)in_stride + col) * 2;
+    uint4 g = make_uint4(0u, 0u, 0u, 0u), u = g;
+    if constexpr (PACK == 8) {
+      const uint2 a = __ldg(reinterpret_cast<const uint2 *>(p));
+      const uint2 b = __ldg(reinterpret_cast<const uint2 *>(p + INTER * 2));
+      g.x = a.x, g.y = a.y, u.x = b.x, u.y = b.y;
+    } else {
+      g.x = __ldg(reinterpret_cast<const unsigned *>(p));
+      u.x = __ldg(reinterpret_cast<const unsigned *>(p + INTER * 2));
+    }
+    float y[8], up[8]; // the first PV are the lane's
+    sl_kq_unpack<IN_DTYPE>(g, y);
+    sl_kq_unpack<IN_DTYPE>(u, up);
+#pragma unroll
+    for (int j = 0; j < PV; j++)
+      y[j] = act_fn(y[j]) * up[j];
+    sl_kq_store<OUT_DTYPE, PV>((char *)out + ((size_t)row * (size_t)out_stride + col) * OB, y);
+    return;
+  } else if constexpr (ONEITEM) {
     const unsigned row = blockIdx.x / CHUNKS;
     const unsigned col = (blockIdx.x - row * CHUNKS) * CHUNK + lane * VEC;
     const bool live = !RAGGED || col < INTER;

@@ -120,6 +120,20 @@ int sl_kq_qpair(int arch, int fmt, int chunks) {
   return c->mx_half ? 2 : 0;
 }
 
+static int act16_pack_override;
+
+void sl_kq_set_act16_pack_override(int bytes) {
+  act16_pack_override = bytes == 16 || bytes == 8 || bytes == 4 ? bytes : 0;
+}
+int sl_kq_act16_pack_forced(void) {
+  return act16_pack_override != 0;
+}
+int sl_kq_act16_pack(int arch) {
+  if (act16_pack_override) return act16_pack_override;
+  const int p = sl_kq_arch_cfg(arch)->act16_pack;
+  return p == 8 || p == 4 ? p : 16;
+}
+
 static int act8_exp_override = SL_KQ_ACT8_EXP_TABLE;
 
 void sl_kq_set_act8_fast_exp_override(int fast) {

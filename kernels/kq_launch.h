@@ -88,6 +88,8 @@ typedef struct {
                          * prefill launch; see below */
   int gelu8_blocks;     /* blocks per SM the GELU(tanh)-and-mul into FP8 (IEEE scales) is compiled for at prefill
                          * (act.cu MIN_BLOCKS; sl_kq_gelu8_blocks); 0: the kernel's rule; see below */
+  int act16_pack;       /* bytes of gate and of up per lane in the one-item (decode) activation from and into 16-bit
+                         * dtypes: 8 or 4 (act.cu PACK; sl_kq_act16_pack); 0: the 16-byte packet; see below */
 } sl_kq_arch_cfg_t;
 
 #define SL_KQ_FP4Q_WIDE_CHUNKS 16
@@ -221,12 +223,21 @@ typedef struct {
  * into FP8 moved -0.5..+1.3 % (kept at 6), the FP8 group quantizer -1..+5 % (kept). UE8M0 scales keep the rule (a
  * 24-byte stack frame at 32 registers; not measured). Blackwell: not measured. */
 #define SL_KQ_STAGE_FMT(f) (1 << (f))
+/* Hopper act16_pack 8: MEASURED on the H200 (session 31 call 4, bench/results/2026-12-01-s31-h200-call4/: the bench's
+ * "p16"/"p4" rows, CUDA-graph us, and torch_peers.py's fixed graphs). The one-item decode activation into 16-bit
+ * outputs had trailed torch.compile's kernel by 0.01-0.04 us at T=1 (the reason in kernels/act.cu PACK). SiLU T=1
+ * I=2048 / 4096 / 7168, 16 / 8 / 4 bytes per lane: 1.14 / 1.10 / 1.11, 1.14 / 1.12 / 1.12, 1.17 / 1.13 / 1.15 (GELU
+ * alike); against torch.compile 0.97 -> 1.00-1.02. At T=16 the narrower lane's blocks cost more than its MUFU saves
+ * beyond ~2 per SM: I=4096 1.25 (16) / 1.28 (8), I=7168 1.33 / 1.45, while I=2048 (256 blocks at 8 bytes) gained
+ * 1.22 -> 1.18; so the table's width applies while its blocks are <= SL_KQ_ACT16_PACK_PER_SM per SM. Blackwell:
+ * not measured (its table has no one-item kernel). */
+#define SL_KQ_ACT16_PACK_PER_SM 2
 static const sl_kq_arch_cfg_t sl_kq_arch_table[] = {
     {SL_ARCH_HOPPER, 1, 8, 2, 4, 0, 1, 4,
      SL_KQ_STAGE_FMT(SL_QFMT_MXFP8) | SL_KQ_STAGE_FMT(SL_QFMT_MXFP4) | SL_KQ_STAGE_FMT(SL_QFMT_NVFP4), 4, 1, 2, 1, 1, 2,
-     1, 1, 1, 256, 8},
-    {SL_ARCH_BLACKWELL, 1, 8, 2, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {0, 1, 8, 2, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+     1, 1, 1, 256, 8, 8},
+    {SL_ARCH_BLACKWELL, 1, 8, 2, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {0, 1, 8, 2, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
 };
 
 static inline const sl_kq_arch_cfg_t *sl_kq_arch_cfg(int arch) {
@@ -329,6 +340,13 @@ int sl_kq_act8_fast_exp(int arch);
  * forces it (SL_KQ_ACT8_EXP_TABLE: the table; 0 / 1: tanhf / ex2). Not thread-safe, as the unroll override. */
 void sl_kq_set_gelu_fast_exp_override(int fast);
 int sl_kq_gelu_fast_exp(int arch);
+/* Bytes of gate and of up per lane in the one-item activation from and into 16-bit dtypes (kernels/act.cu PACK):
+ * the table's act16_pack (16 where it is 0) where its blocks are <= SL_KQ_ACT16_PACK_PER_SM per SM (kernels/act.c),
+ * unless sl_kq_set_act16_pack_override forces 16, 8 or 4 (0: the table) -- the benchmark's comparison rows and the
+ * GPU tests; a forced width holds up to the one-item kernel's own bound. Not thread-safe, as the unroll override. */
+void sl_kq_set_act16_pack_override(int bytes);
+int sl_kq_act16_pack(int arch);
+int sl_kq_act16_pack_forced(void); /* 1 while the override is set */
 
 /* Blocks per SM the dequantizer is compiled for (__launch_bounds__; JIT constant DEQ_MIN_BLOCKS,
  * kernels/quant.cu): 0 = the kernel's own rule (the quantizer's MIN_BLOCKS); N > 0 forces N (8: the

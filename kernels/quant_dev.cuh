@@ -75,11 +75,11 @@ template <int DT> __device__ __forceinline__ void sl_kq_load(const void *p, floa
   sl_kq_unpack<DT>(sl_kq_load_raw(p), f);
 }
 
-// Store N fp32 values rounded once to DT (RNE), in 16-byte packets (8-byte ones when N
-// elements of DT are only 8 bytes: f32 in, bf16 out).
+// Store N fp32 values rounded once to DT (RNE), in 16-byte packets (8- or 4-byte ones when N
+// elements of DT are only 8 or 4 bytes: f32 in and bf16 out, act.cu's PACK < 16).
 template <int DT, int N> __device__ __forceinline__ void sl_kq_store(void *p, const float *f) {
   constexpr int words = N * sl_kq_elem<DT>::bytes / 4;
-  static_assert(words % 2 == 0, "whole 8- or 16-byte packets only");
+  static_assert(words % 2 == 0 || words == 1, "whole 4-, 8- or 16-byte packets only");
   unsigned int u[words];
 #pragma unroll
   for (int i = 0; i < words; i++) {
@@ -91,7 +91,9 @@ template <int DT, int N> __device__ __forceinline__ void sl_kq_store(void *p, co
       u[i] = (unsigned)sl_kq_f32_to_f16(f[2 * i]) | ((unsigned)sl_kq_f32_to_f16(f[2 * i + 1]) << 16);
     }
   }
-  if constexpr (words % 4 == 0) {
+  if constexpr (words == 1) {
+    *reinterpret_cast<unsigned *>(p) = u[0];
+  } else if constexpr (words % 4 == 0) {
 #pragma unroll
     for (int i = 0; i < words; i += 4)
       reinterpret_cast<uint4 *>(p)[i / 4] = make_uint4(u[i], u[i + 1], u[i + 2], u[i + 3]);

@@ -256,6 +256,7 @@ typedef struct {
   int fexp;       /* SiLU into FP8 by ex2.approx (SL_KQ_ACT8_EXP_TABLE: the table; 0 / 1 forced) */
   int gexp;       /* GELU's 1 + tanh by ex2.approx (SL_KQ_ACT8_EXP_TABLE: the table; 0 / 1 forced) */
   int min_blocks; /* the quantizer's / activation's blocks per SM (0: the kernel's rule; "mb<N>" rows) */
+  int pack;       /* the one-item 16-bit activation's bytes per lane (0: the table; 16 / 8 / 4: "p<N>" rows) */
 } knobs_t;
 /* The comparison row of the FP4 dequantizer's occupancy (path "<path> mb8"): the 8 blocks of 8
  * warps (32 registers) it was compiled for on Hopper in sessions 13-15, against the kernel's rule
@@ -379,6 +380,15 @@ static sl_status_t bench_one(sl_bench_t *b, op_t op, int T, int H) {
     ge.gexp = !sl_kq_gelu_fast_exp(sl_device_info(b->rt->dev)->arch);
     SL_CHECK(bench_one_at(b, op, T, H, ge));
   }
+  /* The 16-bit activation's decode (one-item) kernel at the lane widths the table did not take: "w1 p16" etc. */
+  if ((op == OP_ACT_BF16 || op == OP_ACT_GELU_BF16) && T <= 16 && gpu) {
+    static const int packs[] = {16, 8, 4};
+    for (int i = 0; i < 3; i++) {
+      knobs_t pk = knobs_table;
+      pk.pack = packs[i];
+      if (packs[i] != sl_kq_act16_pack(arch)) SL_CHECK(bench_one_at(b, op, T, H, pk));
+    }
+  }
   if (op == OP_DEQUANT_NVFP4 && T >= 1024 && gpu) {
     knobs_t mb = knobs_table; /* the FP4 dequantizer at 8 blocks per SM (32 registers) */
     mb.deq_blocks = SL_BENCH_DEQ_BLOCKS;
@@ -438,6 +448,7 @@ static sl_status_t bench_one_at(sl_bench_t *b, op_t op, int T, int H, knobs_t kn
   sl_kq_set_act8_fast_exp_override(kn.fexp);
   sl_kq_set_gelu_fast_exp_override(kn.gexp);
   sl_kq_set_min_blocks_override(kn.min_blocks);
+  sl_kq_set_act16_pack_override(kn.pack);
   sl_device_t *dev = b->rt->dev;
   bool gpu = sl_device_backend(dev) == SL_BACKEND_CUDA;
   ctx_t c = {.dev = dev, .op = op, .T = T, .H = H, .linear = linear};
@@ -498,6 +509,7 @@ static sl_status_t bench_one_at(sl_bench_t *b, op_t op, int T, int H, knobs_t kn
       strncat(path, kn.pair == 2 ? " half" : kn.pair ? " pair" : " single", sizeof path - strlen(path) - 1);
     if (gpu && kn.fexp != SL_KQ_ACT8_EXP_TABLE) strncat(path, kn.fexp ? " ex2" : " expf", sizeof path - strlen(path) - 1);
     if (gpu && kn.gexp != SL_KQ_ACT8_EXP_TABLE) strncat(path, kn.gexp ? " ex2" : " tanhf", sizeof path - strlen(path) - 1);
+    if (gpu && kn.pack) snprintf(path + strlen(path), sizeof path - strlen(path), " p%d", kn.pack);
     if (gpu && T >= 8192 && !is_router(op)) snprintf(extra, sizeof extra, "target >= 92%% copy");
     if (gpu && T <= 16) snprintf(extra, sizeof extra, "target graph <= 3 us");
     char name[32];
@@ -516,6 +528,7 @@ static sl_status_t bench_one_at(sl_bench_t *b, op_t op, int T, int H, knobs_t kn
   sl_kq_set_act8_fast_exp_override(SL_KQ_ACT8_EXP_TABLE);
   sl_kq_set_gelu_fast_exp_override(SL_KQ_ACT8_EXP_TABLE);
   sl_kq_set_min_blocks_override(0);
+  sl_kq_set_act16_pack_override(0);
   return s;
 }
 

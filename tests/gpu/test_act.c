@@ -130,6 +130,26 @@ static void test_act_all(void **state) {
   run_case(&rng, SL_ACT_GELU_TANH_MUL, SL_DTYPE_F16, SL_DTYPE_F32, false, sms - 5, 2048);
 }
 
+/* The one-item decode kernel's lane width from and into 16-bit dtypes (kernels/act.cu PACK, kq_launch.h
+ * act16_pack), each forced: 200 columns are ragged at every width (the tail lanes return early), 2048 / 7168 the
+ * models'; one row, a few, and 16 (near the one-item bound at 4 bytes for 7168: 13.6 blocks per SM on the H200); bf16
+ * and f16, and bf16 into f16. */
+static void test_act_pack(void **state) {
+  uint64_t rng = sl_test_seed();
+  static const int packs[] = {16, 8, 4}, inters[] = {200, 2048, 7168}, Ts[] = {1, 3, 16};
+  for (int p = 0; p < 3; p++) {
+    sl_kq_set_act16_pack_override(packs[p]);
+    for (int kind = 0; kind < 2; kind++)
+      for (int i = 0; i < 3; i++)
+        for (int t = 0; t < 3; t++) {
+          const sl_dtype_t in = (i + t) % 2 ? SL_DTYPE_F16 : SL_DTYPE_BF16;
+          run_case(&rng, (sl_act_kind_t)kind, in, in, false, Ts[t], inters[i]);
+        }
+    run_case(&rng, SL_ACT_SILU_MUL, SL_DTYPE_BF16, SL_DTYPE_F16, false, 2, 2048);
+  }
+  sl_kq_set_act16_pack_override(0);
+}
+
 /* The segment layout (kernels/kq_launch.h), forced by the override: 640 columns = 2.5 bf16
  * chunks (ragged; segment 3 holds the whole row, 1 splits it in 3 tasks of one chunk, odd
  * against UNROLL 2), 7168 = 28 chunks in segments of 8 (the last of 4), every output kind. */
@@ -332,6 +352,7 @@ int main(void) {
   dev = sl_test_open_gpu_or_skip(0);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_act_all),
+      cmocka_unit_test(test_act_pack),
       cmocka_unit_test(test_act_fp8_nan),
       cmocka_unit_test(test_act_segments),
       cmocka_unit_test(test_act_fp8_exp),

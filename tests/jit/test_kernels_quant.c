@@ -307,6 +307,77 @@ static void test_gelu_fast_exp_specs(void **state) {
       }
 }
 
+/* The one-item activation's lane width (kernels/act.cu PACK, kq_launch.h act16_pack): the table's at decode from and
+ * into 16-bit dtypes (registered, compiles), each override too; 16 where the kernel is not the one-item one (T=8192)
+ * and for fp32 and FP8 outputs. */
+static void test_act16_pack_specs(void **state) {
+  for (int a = 0; a < 2; a++)
+    for (int kind = 0; kind < 2; kind++) {
+      sl_jit_spec_t spec;
+      sl_act_args_t x = {.kind = (sl_act_kind_t)kind,
+                         .num_tokens = 1,
+                         .inter = 768,
+                         .in_dtype = SL_DTYPE_BF16,
+                         .out_dtype = SL_DTYPE_BF16};
+      const int table = sl_kq_act16_pack(archs[a]);
+      char want[16], desc[512];
+      SL_ASSERT_OK(sl_act_spec(&x, archs[a], SMS, &spec));
+      sl_jit_spec_describe(&spec, desc, sizeof desc);
+      const bool one = strstr(desc, "ONEITEM=1") != NULL; /* sm_100's table: no one-item kernel (unroll 2) */
+      assert_true(one || archs[a] == SL_ARCH_BLACKWELL);
+      snprintf(want, sizeof want, "PACK=%d", one ? table : 16);
+      assert_define(&spec, want);
+      assert_registered("act", archs[a], &spec);
+      static const int packs[] = {16, 8, 4};
+      for (int p = 0; p < 3; p++) {
+        sl_kq_set_act16_pack_override(packs[p]);
+        assert_int_equal(sl_kq_act16_pack(archs[a]), packs[p]);
+        for (int d = 0; d < 2; d++) {
+          x.in_dtype = x.out_dtype = d ? SL_DTYPE_F16 : SL_DTYPE_BF16;
+          snprintf(want, sizeof want, "PACK=%d", one ? packs[p] : 16);
+          SL_ASSERT_OK(sl_act_spec(&x, archs[a], SMS, &spec));
+          assert_define(&spec, want);
+          assert_registered("act", archs[a], &spec);
+          assert_compiles(&spec, archs[a]);
+        }
+        x.in_dtype = SL_DTYPE_BF16;
+        x.out_dtype = SL_DTYPE_F32; /* not a 16-bit output: the 16-byte lane */
+        SL_ASSERT_OK(sl_act_spec(&x, archs[a], SMS, &spec));
+        assert_define(&spec, "PACK=16");
+        x.out_dtype = SL_DTYPE_FP8_E4M3;
+        SL_ASSERT_OK(sl_act_spec(&x, archs[a], SMS, &spec));
+        assert_define(&spec, "PACK=16");
+        x.out_dtype = SL_DTYPE_BF16;
+        x.num_tokens = 8192; /* prefill: not the one-item kernel */
+        SL_ASSERT_OK(sl_act_spec(&x, archs[a], SMS, &spec));
+        assert_define(&spec, "PACK=16");
+        x.num_tokens = 1;
+      }
+      sl_kq_set_act16_pack_override(0);
+      assert_int_equal(sl_kq_act16_pack(archs[a]), table);
+    }
+  assert_int_equal(sl_kq_act16_pack(SL_ARCH_HOPPER), 8);
+  assert_int_equal(sl_kq_act16_pack(SL_ARCH_BLACKWELL), 16);
+  /* The table's width only while its blocks are <= SL_KQ_ACT16_PACK_PER_SM per SM; a forced one up to the one-item
+   * bound: T=100 x 768 columns is 300 one-item blocks at 16 bytes (one warp each), 600 at 8 (> 2 x 132) */
+  sl_act_args_t x = {.kind = SL_ACT_SILU_MUL, .num_tokens = 100, .inter = 768, .in_dtype = SL_DTYPE_BF16,
+                     .out_dtype = SL_DTYPE_BF16};
+  sl_jit_spec_t spec;
+  SL_ASSERT_OK(sl_act_spec(&x, SL_ARCH_HOPPER, SMS, &spec));
+  assert_define(&spec, "ONEITEM=1");
+  assert_define(&spec, "PACK=16");
+  x.num_tokens = 44; /* 264 blocks at 8 bytes: 2 per SM */
+  SL_ASSERT_OK(sl_act_spec(&x, SL_ARCH_HOPPER, SMS, &spec));
+  assert_define(&spec, "PACK=8");
+  x.num_tokens = 100;
+  sl_kq_set_act16_pack_override(8);
+  assert_true(sl_kq_act16_pack_forced());
+  SL_ASSERT_OK(sl_act_spec(&x, SL_ARCH_HOPPER, SMS, &spec));
+  assert_define(&spec, "PACK=8");
+  sl_kq_set_act16_pack_override(0);
+  assert_false(sl_kq_act16_pack_forced());
+}
+
 static void test_qpair_specs(void **state) {
   for (int a = 0; a < 2; a++) {
     const bool hopper = archs[a] == SL_ARCH_HOPPER;
@@ -921,6 +992,7 @@ int main(void) {
       cmocka_unit_test(test_qpair_specs),
       cmocka_unit_test(test_act8_fast_exp_specs),
       cmocka_unit_test(test_gelu_fast_exp_specs),
+      cmocka_unit_test(test_act16_pack_specs),
       cmocka_unit_test(test_unroll_and_override_choices),
       cmocka_unit_test(test_q8_small_specs),
       cmocka_unit_test(test_gelu8_blocks_specs),
