@@ -61,6 +61,38 @@ SL_PEER_FFI_EXPORT const char *sl_peer_ffi_error(void) {
   return sl_last_error();
 }
 
+/* The RMSNorm row_loop knob (SL_RMSNORM_LOOP_*) the _cfg calls that follow pass; 0 (AUTO) restores the default;
+ * the calls with the table's launch always take AUTO. For bench/probes/peer_sweep.py (the one-row kernel forced on
+ * full grids: SL_RMSNORM_LOOP_OFF). */
+static int g_rms_row_loop;
+SL_PEER_FFI_EXPORT void sl_peer_ffi_rmsnorm_row_loop(int row_loop) {
+  g_rms_row_loop = row_loop;
+}
+
+/* sl_rmsnorm on bf16 tensors with the given knobs (residual NULL: the plain norm). */
+static int rms_at(void *y, void *residual, const void *x, const void *w, int rows, int hidden, float eps, int elts,
+                  int warps, int weight_regs, int grid_policy, int fast_rsqrt, int row_loop) {
+  if (!g_dev) return no_device();
+  const sl_rmsnorm_args_t a = {.x = x,
+                               .y = y,
+                               .residual = residual,
+                               .weight = w,
+                               .rows = rows,
+                               .hidden = hidden,
+                               .in_dtype = SL_DTYPE_BF16,
+                               .out_dtype = SL_DTYPE_BF16,
+                               .w_dtype = SL_DTYPE_BF16,
+                               .res_dtype = SL_DTYPE_BF16,
+                               .eps = eps,
+                               .elts = elts,
+                               .warps = warps,
+                               .weight_regs = weight_regs,
+                               .grid_policy = grid_policy,
+                               .fast_rsqrt = fast_rsqrt,
+                               .row_loop = row_loop};
+  return sl_rmsnorm(g_dev, &a, g_stream);
+}
+
 /* y = rmsnorm(x) * w, [rows, hidden] bf16, weight [hidden] bf16, fp32 accumulation (sl_rmsnorm),
  * with the launch knobs of sl_rmsnorm_args_t given (0 = the table's for each): elements per
  * thread, warps per block, weight placement (SL_RMSNORM_WEIGHT_*), grid policy
@@ -80,7 +112,7 @@ SL_PEER_FFI_EXPORT int sl_peer_ffi_rmsnorm_bf16_cfg(void *y, const void *x, cons
 /* The same with the table's launch choice (what the peers are compared with). */
 SL_PEER_FFI_EXPORT int sl_peer_ffi_rmsnorm_bf16(void *y, const void *x, const void *w, int rows, int hidden,
                                                 float eps) {
-  return sl_peer_ffi_rmsnorm_bf16_cfg(y, x, w, rows, hidden, eps, 0, 0, 0, 0, 0);
+  return rms_at(y, NULL, x, w, rows, hidden, eps, 0, 0, 0, 0, 0, SL_RMSNORM_LOOP_AUTO);
 }
 
 /* The act/quant launch overrides (kernels/kq_launch.h) for the calls that follow: warps per
@@ -117,13 +149,6 @@ SL_PEER_FFI_EXPORT int sl_peer_ffi_quant_fp8_g128_bf16(void *codes, float *scale
                                 SL_QUANT_LAYOUT_LINEAR, 1.0f);
 }
 
-/* The RMSNorm row_loop knob (SL_RMSNORM_LOOP_*) the _cfg calls that follow pass; 0 (AUTO) restores the default.
- * For bench/probes/peer_sweep.py (the one-row kernel forced on full grids: SL_RMSNORM_LOOP_OFF). */
-static int g_rms_row_loop;
-SL_PEER_FFI_EXPORT void sl_peer_ffi_rmsnorm_row_loop(int row_loop) {
-  g_rms_row_loop = row_loop;
-}
-
 /* Fused residual add and RMSNorm: residual = x + residual (rounded to bf16 and written back in
  * place), y = rmsnorm(residual) * w from the stored sum; x, residual, y [rows, hidden] bf16 (y
  * must not overlap x or residual), weight [hidden] bf16, fp32 accumulation (sl_rmsnorm with
@@ -132,31 +157,14 @@ SL_PEER_FFI_EXPORT void sl_peer_ffi_rmsnorm_row_loop(int row_loop) {
 SL_PEER_FFI_EXPORT int sl_peer_ffi_rmsnorm_residual_bf16_cfg(void *y, void *residual, const void *x, const void *w,
                                                              int rows, int hidden, float eps, int elts, int warps,
                                                              int weight_regs, int grid_policy, int fast_rsqrt) {
-  if (!g_dev) return no_device();
-  const sl_rmsnorm_args_t a = {.x = x,
-                               .y = y,
-                               .residual = residual,
-                               .weight = w,
-                               .rows = rows,
-                               .hidden = hidden,
-                               .in_dtype = SL_DTYPE_BF16,
-                               .out_dtype = SL_DTYPE_BF16,
-                               .w_dtype = SL_DTYPE_BF16,
-                               .res_dtype = SL_DTYPE_BF16,
-                               .eps = eps,
-                               .elts = elts,
-                               .warps = warps,
-                               .weight_regs = weight_regs,
-                               .grid_policy = grid_policy,
-                               .fast_rsqrt = fast_rsqrt,
-                               .row_loop = g_rms_row_loop};
-  return sl_rmsnorm(g_dev, &a, g_stream);
+  return rms_at(y, residual, x, w, rows, hidden, eps, elts, warps, weight_regs, grid_policy, fast_rsqrt,
+                g_rms_row_loop);
 }
 
 /* The same with the table's launch choice (what the peers are compared with). */
 SL_PEER_FFI_EXPORT int sl_peer_ffi_rmsnorm_residual_bf16(void *y, void *residual, const void *x, const void *w,
                                                          int rows, int hidden, float eps) {
-  return sl_peer_ffi_rmsnorm_residual_bf16_cfg(y, residual, x, w, rows, hidden, eps, 0, 0, 0, 0, 0);
+  return rms_at(y, residual, x, w, rows, hidden, eps, 0, 0, 0, 0, 0, SL_RMSNORM_LOOP_AUTO);
 }
 
 /* y[t] = act(x[t, :inter]) * x[t, inter:], x [rows, 2 inter] bf16, y [rows, inter] bf16, act

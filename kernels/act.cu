@@ -224,15 +224,15 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
     const unsigned row = blockIdx.x / PCHUNKS;
     const unsigned col = (blockIdx.x - row * PCHUNKS) * PCHUNK + lane * PV;
     if (INTER % PCHUNK != 0 && col >= INTER) return; // no group reduction on this path
-    const char *p = (const char *)in + ((size_t)row * (size_t)in_stride + col) * 2;
+    const char *p = (const char *)in + ((size_t)row * (size_t)in_stride + col) * ib;
     uint4 g = make_uint4(0u, 0u, 0u, 0u), u = g;
     if constexpr (PACK == 8) {
       const uint2 a = __ldg(reinterpret_cast<const uint2 *>(p));
-      const uint2 b = __ldg(reinterpret_cast<const uint2 *>(p + INTER * 2));
+      const uint2 b = __ldg(reinterpret_cast<const uint2 *>(p + (long)INTER * ib));
       g.x = a.x, g.y = a.y, u.x = b.x, u.y = b.y;
     } else {
       g.x = __ldg(reinterpret_cast<const unsigned *>(p));
-      u.x = __ldg(reinterpret_cast<const unsigned *>(p + INTER * 2));
+      u.x = __ldg(reinterpret_cast<const unsigned *>(p + (long)INTER * ib));
     }
     float y[8], up[8]; // the first PV are the lane's
     sl_kq_unpack<IN_DTYPE>(g, y);

@@ -313,6 +313,9 @@ static void test_ops_on_the_cpu_backend(void **state) {
   f.rms_row_loop(3);
   assert_int_equal(f.rmsnorm_cfg(y2, x, w, rows, hidden, 1e-6f, 0, 0, 0, 0, 0), SL_ERR_INVALID);
   assert_non_null(strstr(f.error(), "row_loop 3"));
+  assert_int_equal(f.rmsnorm(y2, x, w, rows, hidden, 1e-6f), 0); /* the table's launch: the knob does not apply */
+  assert_int_equal(f.sync(), 0);
+  assert_memory_equal(y2, y, (size_t)rows * hidden * 2);
   f.rms_row_loop(SL_RMSNORM_LOOP_AUTO);
   free(y2);
   /* SiLU-and-mul: [rows, 2 inter] -> [rows, inter], under launch overrides (the CPU backend has
