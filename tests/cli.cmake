@@ -45,3 +45,10 @@ sl_cli_test(bench_shape_filter unit "rmsnorm +T=16 h=2048.*rmsnorm\\+residual +T
 sl_cli_test(bench_bad_tokens unit "--tokens wants up to 16 comma-separated integers"
             $<TARGET_FILE:sluice> bench kernels --tokens 1,x)
 set_tests_properties(cli_bench_shape_filter PROPERTIES FAIL_REGULAR_EXPRESSION "T=1 h=|h=4096")
+# The GPU script's summary (scripts/bench_summary.py) on a fixture: issue #3's target rows (each op and shape's first
+# row; the comparison launch after it is skipped) and the kernel rate a missing row would need with its events' part.
+sl_cli_test(bench_summary_need unit
+            "2 of 3 default rows at T >= 8192 below 92 % .*would need 97.4-127.1 % of copy.*1 of them more than the \
+fastest kernel of this run \\(102.0 %\\).*T=32768 H=2048: 90.9 %, kernel needs 97.4 %"
+            python3 ${CMAKE_CURRENT_SOURCE_DIR}/../scripts/bench_summary.py
+            ${CMAKE_CURRENT_SOURCE_DIR}/unit/data/bench-summary)
