@@ -1,0 +1,84 @@
+// Probe (not part of the build): what makes a small kernel's CUDA-graph node slower for the rest of a process
+// (session 32 calls 3-5: the bench's T=1 graph rows read +0.2 us once the FP8-out SiLU's prefill-shaped rows have
+// run, with the same kernel time). A tiny kernel shaped like the T=1 activation (16 one-warp blocks, 16 bytes read
+// and written per lane, inputs rotated over 16 buffers) is timed as a graph of 20 launches (probe_util.cuh) before
+// and after kernels that change per-context state: one with a large dynamic shared-memory carveout, one with a
+// local-memory (stack) frame at full occupancy, one that calls a non-inlined function; and after raising the
+// stack-size limit from the host.
+// nvcc -O3 -arch=sm_90 -I bench/probes bench/probes/graph_gap.cu -o graph_gap
+#include "probe_util.cuh"
+
+__global__ void tiny(const int4 *__restrict__ in, int4 *__restrict__ out) {
+  const int i = blockIdx.x * 32 + threadIdx.x;
+  int4 v = in[i];
+  v.x += 1;
+  out[i] = v;
+}
+
+// Large dynamic shared memory: the SM's carveout goes to shared.
+__global__ void big_smem(int *sink, int n) {
+  extern __shared__ int s[];
+  for (int i = threadIdx.x; i < n; i += blockDim.x) s[i] = i;
+  __syncthreads();
+  if (s[(threadIdx.x * 7) % n] == -1) *sink = 1;
+}
+
+// A per-thread array indexed at run time: a local-memory frame, launched at full occupancy.
+__global__ void big_stack(int *sink, int k) {
+  volatile int a[256];
+  for (int i = 0; i < 256; i++) a[i] = i * k;
+  if (a[(threadIdx.x * k) & 255] == -1) *sink = 1;
+}
+
+__device__ __noinline__ float slow(float x, float y) { return __fdiv_rn(x, y) + sqrtf(x); }
+// A call to a non-inlined function (the ABI's stack frame), as the quantizers' slow paths.
+__global__ void calls(float *p, float d) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  p[i] = slow(p[i], d);
+}
+
+int main() {
+  const int sets = 16, n = 16 * 32;
+  int4 *in, *out;
+  CK(cudaMalloc(&in, sets * n * sizeof(int4)));
+  CK(cudaMalloc(&out, sets * n * sizeof(int4)));
+  CK(cudaMemset(in, 1, sets * n * sizeof(int4)));
+  int *sink;
+  float *fp;
+  CK(cudaMalloc(&sink, 4));
+  CK(cudaMalloc(&fp, 132 * 2048 * sizeof(float)));
+  CK(cudaMemset(fp, 0, 132 * 2048 * sizeof(float)));
+  cudaStream_t st;
+  CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  auto measure = [&](const char *when) {
+    double best = 1e30;
+    for (int r = 0; r < 5; r++) {
+      const double us = graph_us(st, 20, 20, 3, [&](int i) {
+        tiny<<<16, 32, 0, st>>>(in + (i % sets) * n, out + (i % sets) * n);
+      });
+      best = us < best ? us : best;
+    }
+    size_t stack = 0;
+    CK(cudaDeviceGetLimit(&stack, cudaLimitStackSize));
+    printf("%-44s tiny graph node %.3f us (stack limit %zu B)\n", when, best, stack);
+  };
+  measure("fresh");
+  measure("fresh, again");
+  const int smem = 200 * 1024;
+  CK(cudaFuncSetAttribute(big_smem, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  big_smem<<<132, 1024, smem, st>>>(sink, smem / 4);
+  CK(cudaGetLastError());
+  CK(cudaStreamSynchronize(st));
+  measure("after a 200 KB shared-memory kernel");
+  calls<<<132 * 16, 128, 0, st>>>(fp, 3.0f);
+  CK(cudaGetLastError());
+  CK(cudaStreamSynchronize(st));
+  measure("after a kernel with a non-inlined call");
+  big_stack<<<132 * 8, 256, 0, st>>>(sink, 3);
+  CK(cudaGetLastError());
+  CK(cudaStreamSynchronize(st));
+  measure("after a 1 KB local-memory frame kernel");
+  CK(cudaDeviceSetLimit(cudaLimitStackSize, 8192));
+  measure("after cudaLimitStackSize = 8 KB");
+  return 0;
+}
