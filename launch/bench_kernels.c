@@ -784,7 +784,8 @@ int sl_cmd_bench_kernels(sl_runtime_t *rt, int argc, char **argv) {
     } else {
       if (rt->boot.rank == 0)
         fprintf(stderr,
-                "usage: sluice bench kernels [--tune] [--iters N] [--json FILE] [--quick|--full] [--only OP] [--tokens N,...] [--hidden N,...]\n"
+                "usage: sluice bench kernels [--tune] [--iters N] [--graph-reps N] [--json FILE] [--quick|--full]\n"
+                "                            [--only OP] [--tokens N,...] [--hidden N,...] [--flush]\n"
                 "unknown option '%s'\n",
                 argv[i]);
       sl_bench_finish(&b);

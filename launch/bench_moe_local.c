@@ -858,7 +858,8 @@ int sl_cmd_bench_moe_local(sl_runtime_t *rt, int argc, char **argv) {
     return 1;
   }
   if (argc > 1) {
-    fprintf(stderr, "usage: sluice bench moe-local [--iters N] [--quick|--full] [--only OP] [--tokens N,...] [--hidden N,...] [--json FILE]\n"
+    fprintf(stderr, "usage: sluice bench moe-local [--iters N] [--graph-reps N] [--quick|--full] [--only OP]\n"
+                    "                               [--tokens N,...] [--hidden N,...] [--json FILE]\n"
                     "  SL_BENCH_FFN_PF=N (0..16): the FFN streaming kernels' L2 prefetch distance for this run\n"
                     "  SL_BENCH_DECODE_CUT=mask: the decode kernel without some phases (timing only, wrong results);\n"
                     "    SL_BENCH_DECODE_VARIANT=v: of decode shape v (SL_MOE_DECODE_*) instead of the default\n"

@@ -14,6 +14,7 @@ typedef struct {
   sl_stream_t *stream;
   int iters;            /* timed repetitions (--iters N; default 50) */
   int warmup;           /* untimed repetitions first (5) */
+  int graph_reps;       /* repetitions per CUDA graph of the graph timing (--graph-reps N; default 20) */
   bool quick;           /* --quick: fewer shapes/iterations (CPU backend default) */
   double copy_gbps;     /* device copy bandwidth, read+write bytes / s, in GB/s */
   double launch_us;     /* back-to-back empty launch on a stream (0 on CPU) */
@@ -42,7 +43,7 @@ typedef struct {
 /* Under --flush, enqueue the fill that precedes repetition `iter` (no-op otherwise). */
 sl_status_t sl_bench_flush(sl_bench_t *b, int iter);
 
-/* Parse the common options (--iters, --json, --quick, --only, --tokens, --hidden, --flush),
+/* Parse the common options (--iters, --graph-reps, --json, --quick, --only, --tokens, --hidden, --flush),
  * create a stream and measure the ceilings (never flushed). Unknown options are left for the
  * caller: *argc/argv are compacted. */
 sl_status_t sl_bench_init(sl_runtime_t *rt, int *argc, char **argv, sl_bench_t *b);
@@ -52,7 +53,7 @@ void sl_bench_finish(sl_bench_t *b);
  * so L2 does not serve them. Must not synchronise (it may be captured in a graph). */
 typedef sl_status_t (*sl_bench_fn)(void *ctx, int iter, sl_stream_t *stream);
 
-/* Median device time of one repetition in microseconds. With in_graph, `reps_per_graph`
+/* Median device time of one repetition in microseconds. With in_graph, b->graph_reps
  * repetitions are captured into one CUDA graph and the graph's time is divided by it
  * (SL_ERR_UNSUPPORTED on the CPU backend). */
 sl_status_t sl_bench_time(sl_bench_t *b, sl_bench_fn fn, void *ctx, bool in_graph, double *median_us);

@@ -45,6 +45,11 @@ sl_cli_test(bench_shape_filter unit "rmsnorm +T=16 h=2048.*rmsnorm\\+residual +T
 sl_cli_test(bench_bad_tokens unit "--tokens wants up to 16 comma-separated integers"
             $<TARGET_FILE:sluice> bench kernels --tokens 1,x)
 set_tests_properties(cli_bench_shape_filter PROPERTIES FAIL_REGULAR_EXPRESSION "T=1 h=|h=4096")
+# --graph-reps: repetitions per CUDA graph of the graph column; out-of-range counts are refused with the range.
+sl_cli_test(bench_graph_reps_range unit "--graph-reps wants 1..1000, got '0'"
+            $<TARGET_FILE:sluice> bench kernels --quick --graph-reps 0)
+sl_cli_test(bench_graph_reps_ok unit "rmsnorm +T=1 h=2048"
+            $<TARGET_FILE:sluice> bench kernels --quick --graph-reps 5 --only rmsnorm --tokens 1 --hidden 2048)
 # The GPU script's summary (scripts/bench_summary.py) on a fixture: issue #3's target rows (each op and shape's first
 # row; the comparison launch after it is skipped) and the kernel rate a missing row would need with its events' part.
 sl_cli_test(bench_summary_need unit
