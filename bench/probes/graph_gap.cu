@@ -5,7 +5,12 @@
 // and after kernels that change per-context state: one with a large dynamic shared-memory carveout, one with a
 // local-memory (stack) frame at full occupancy, one that calls a non-inlined function; and after raising the
 // stack-size limit from the host.
-// nvcc -O3 -arch=sm_90 -I bench/probes bench/probes/graph_gap.cu -o graph_gap
+// `graph_gap CUBIN TOKENS BLOCKS THREADS` instead loads one of our JIT cubins (sl_act_kernel, e.g. written by the JIT
+// cache) and launches it between the two timings, with a [TOKENS, 2 x 2048] bf16 input, [TOKENS, 2048] output and
+// its scales (session 32 call 9).
+// nvcc -O3 -arch=sm_90 -I bench/probes bench/probes/graph_gap.cu -o graph_gap -lcuda
+#include <cuda.h>
+
 #include "probe_util.cuh"
 
 __global__ void tiny(const int4 *__restrict__ in, int4 *__restrict__ out) {
@@ -37,7 +42,7 @@ __global__ void calls(float *p, float d) {
   p[i] = slow(p[i], d);
 }
 
-int main() {
+int main(int argc, char **argv) {
   const int sets = 16, n = 16 * 32;
   int4 *in, *out;
   CK(cudaMalloc(&in, sets * n * sizeof(int4)));
@@ -64,6 +69,34 @@ int main() {
   };
   measure("fresh");
   measure("fresh, again");
+  if (argc == 5) { // one JIT cubin of sl_act_kernel, launched 50 times between the timings
+    CUmodule mod;
+    CUfunction fn;
+    if (cuModuleLoad(&mod, argv[1]) != CUDA_SUCCESS || cuModuleGetFunction(&fn, mod, "sl_act_kernel") != CUDA_SUCCESS) {
+      printf("cannot load sl_act_kernel from %s\n", argv[1]);
+      return 1;
+    }
+    int t = atoi(argv[2]), blocks = atoi(argv[3]), threads = atoi(argv[4]);
+    long is = 4096, os = 2048;
+    void *x, *y;
+    float *sc;
+    CK(cudaMalloc(&x, (size_t)t * is * 2));
+    CK(cudaMalloc(&y, (size_t)t * os * 2));
+    CK(cudaMalloc(&sc, (size_t)t * 16 * 4));
+    CK(cudaMemset(x, 0x3c, (size_t)t * is * 2));
+    void *args[] = {&x, &is, &y, &os, &sc, &t};
+    for (int r = 0; r < 50; r++)
+      if (cuLaunchKernel(fn, blocks, 1, 1, threads, 1, 1, 0, st, args, NULL) != CUDA_SUCCESS) {
+        printf("launch failed\n");
+        return 1;
+      }
+    CK(cudaStreamSynchronize(st));
+    char what[96];
+    snprintf(what, sizeof what, "after %s x50", argv[1]);
+    measure(what);
+    measure("again");
+    return 0;
+  }
   const int smem = 200 * 1024;
   CK(cudaFuncSetAttribute(big_smem, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   big_smem<<<132, 1024, smem, st>>>(sink, smem / 4);
