@@ -7,9 +7,12 @@
 // stack-size limit from the host.
 // `graph_gap CUBIN TOKENS BLOCKS THREADS` instead loads one of our JIT cubins (sl_act_kernel, e.g. written by the JIT
 // cache) and launches it between the two timings, with a [TOKENS, 2 x 2048] bf16 input, [TOKENS, 2048] output and
-// its scales (session 32 call 9).
+// its scales (session 32 call 9); `... VICTIM_CUBIN VTOKENS VBLOCKS VTHREADS` times that second sl_act_kernel's
+// graph (inputs rotated over 8 sets) instead of the tiny kernel's (call 10).
 // nvcc -O3 -arch=sm_90 -I bench/probes bench/probes/graph_gap.cu -o graph_gap -lcuda
 #include <cuda.h>
+
+#include <functional>
 
 #include "probe_util.cuh"
 
@@ -55,7 +58,7 @@ int main(int argc, char **argv) {
   CK(cudaMemset(fp, 0, 132 * 2048 * sizeof(float)));
   cudaStream_t st;
   CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-  auto measure = [&](const char *when) {
+  std::function<void(const char *)> measure = [&](const char *when) {
     double best = 1e30;
     for (int r = 0; r < 5; r++) {
       const double us = graph_us(st, 20, 20, 3, [&](int i) {
@@ -69,7 +72,38 @@ int main(int argc, char **argv) {
   };
   measure("fresh");
   measure("fresh, again");
-  if (argc == 5) { // one JIT cubin of sl_act_kernel, launched 50 times between the timings
+  CUfunction victim = nullptr;
+  int vt = 0, vblocks = 0, vthreads = 0;
+  void *vx = nullptr, *vy = nullptr;
+  if (argc == 9) { // the timed graph: 20 launches of this sl_act_kernel (bf16 out), inputs rotated over 8 sets
+    CUmodule vm;
+    if (cuModuleLoad(&vm, argv[5]) != CUDA_SUCCESS || cuModuleGetFunction(&victim, vm, "sl_act_kernel") != CUDA_SUCCESS) {
+      printf("cannot load sl_act_kernel from %s\n", argv[5]);
+      return 1;
+    }
+    vt = atoi(argv[6]), vblocks = atoi(argv[7]), vthreads = atoi(argv[8]);
+    CK(cudaMalloc(&vx, (size_t)8 * vt * 4096 * 2));
+    CK(cudaMalloc(&vy, (size_t)8 * vt * 2048 * 2));
+    CK(cudaMemset(vx, 0x3c, (size_t)8 * vt * 4096 * 2));
+    auto measure_victim = [&](const char *when) {
+      double best = 1e30;
+      for (int r = 0; r < 5; r++) {
+        const double us = graph_us(st, 20, 20, 3, [&](int i) {
+          const void *in = (char *)vx + (size_t)(i % 8) * vt * 4096 * 2;
+          void *out = (char *)vy + (size_t)(i % 8) * vt * 2048 * 2, *sc = nullptr;
+          long is = 4096, os = 2048;
+          void *a[] = {&in, &is, &out, &os, &sc, &vt};
+          if (cuLaunchKernel(victim, vblocks, 1, 1, vthreads, 1, 1, 0, st, a, NULL) != CUDA_SUCCESS) exit(1);
+        });
+        best = us < best ? us : best;
+      }
+      printf("%-44s victim graph node %.3f us\n", when, best);
+    };
+    measure_victim("victim fresh");
+    measure_victim("victim fresh, again");
+    measure = measure_victim;
+  }
+  if (argc == 5 || argc == 9) { // one JIT cubin of sl_act_kernel, launched 50 times between the timings
     CUmodule mod;
     CUfunction fn;
     if (cuModuleLoad(&mod, argv[1]) != CUDA_SUCCESS || cuModuleGetFunction(&fn, mod, "sl_act_kernel") != CUDA_SUCCESS) {
