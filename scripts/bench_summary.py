@@ -64,16 +64,17 @@ for path in sorted(glob.glob(os.path.join(out, "bench-*.json"))):
     # 92 % when its kernel runs at `need` % of the copy bandwidth. Compared with the fastest kernel-time rate any
     # row of the run reached (a streaming kernel of >= 10 us of data at copy speed).
     copy = ceiling.get("copy_gbps")
+
+    def ideal(o):  # us at the copy bandwidth
+        return o["bytes"] / copy / 1e3
+
+    def need(o):  # None without a copy ceiling or a kernel time
+        if not copy or not o.get("kernel_us"):
+            return None
+        left = ideal(o) / 0.92 - (o["us"] - o["kernel_us"])
+        return 100 * ideal(o) / left if left > 0 else float("inf")
+
     if below and copy:
-        def ideal(o):  # us at the copy bandwidth
-            return o["bytes"] / copy / 1e3
-
-        def need(o):
-            if not o.get("kernel_us"):
-                return None
-            left = ideal(o) / 0.92 - (o["us"] - o["kernel_us"])
-            return 100 * ideal(o) / left if left > 0 else float("inf")
-
         best = max((100 * ideal(o) / o["kernel_us"] for o in rows if o.get("kernel_us") and ideal(o) >= 10),
                    default=None)
         needs = [x for x in (need(o) for _, o in below) if x is not None]
@@ -84,7 +85,7 @@ for path in sorted(glob.glob(os.path.join(out, "bench-*.json"))):
     for t, o in below:
         if t > 8192:
             at = o.get("pct_copy_same_size")
-            nd = need(o) if copy else None
+            nd = need(o)
             print(f"  {o['op']} {o['shape']}: {o['pct_copy']:.1f} %" + (f" (@sz {at:.1f} %)" if at is not None else "")
                   + (f", kernel needs {nd:.1f} %" if nd is not None else ""))
     if worst:
