@@ -215,14 +215,30 @@ static sl_status_t measure_ceilings(sl_bench_t *b) {
   b->copy_gbps = 2.0 * (double)c.bytes / (us * 1e-6) / 1e9;
   if (gpu) {
     sl_jit_spec_t spec;
-    empty_ctx_t e = {.launches = 100};
+    empty_ctx_t e = {.launches = 5};
     SL_CHECK(sl_probe_empty_spec(&spec));
     SL_CHECK(sl_jit_get_kernel(dev, &spec, &e.k));
-    SL_CHECK(sl_bench_time(b, empty_launches, &e, false, &us));
-    b->launch_us = us / e.launches;
-    e.launches = 5;
+    SL_CHECK(sl_bench_time(b, empty_launches, &e, true, &us));
+    b->graph_launch_one_stream_us = us / e.launches;
+    /* The process-wide launch state (H200, CUDA 13; session 33, bench/probes/graph_trigger.c): once a stream other
+     * than the one a kernel runs on -- the legacy default stream, a blocking or another non-blocking one -- has
+     * carried 8 kernel-class operations (kernels, device copies, memsets of >= 8 KiB; not smaller memsets, not
+     * pageable host copies), every later small kernel costs ~0.17 us more per launch, as a graph node (this
+     * empty kernel 0.53 -> 0.71 us) and on a stream alike, for the rest of the process (destroying the stream does
+     * not undo it). Engine processes (comm streams, NCCL, setup memsets on the legacy stream) and PyTorch's (the
+     * peers' harness) are in that state; the rows' own legacy-stream fills put this bench there part way through
+     * (session 32 found rows reading +0.2 us after some others). So every row is timed in it: 64 empty kernels on
+     * the legacy stream here, the graph ceiling printed before and after. SL_BENCH_ONE_STREAM=1 skips them (for
+     * comparison; the rows' fills may still get there). */
+    const char *one = getenv("SL_BENCH_ONE_STREAM");
+    empty_ctx_t legacy = {.k = e.k, .launches = 64};
+    if (!one || strcmp(one, "1") != 0) SL_CHECK(empty_launches(&legacy, 0, NULL));
+    SL_CHECK(sl_device_sync(dev));
     SL_CHECK(sl_bench_time(b, empty_launches, &e, true, &us));
     b->graph_launch_us = us / e.launches;
+    e.launches = 100;
+    SL_CHECK(sl_bench_time(b, empty_launches, &e, false, &us));
+    b->launch_us = us / e.launches;
   }
   return SL_OK;
 }
@@ -292,7 +308,10 @@ sl_status_t sl_bench_init(sl_runtime_t *rt, int *argc, char **argv, sl_bench_t *
     const sl_device_info_t *d = sl_device_info(rt->dev);
     printf("# device %s (%s), copy bandwidth %.0f GB/s (read+write)", d->name,
            gpu ? "cuda" : "cpu", b->copy_gbps);
-    if (gpu) printf(", launch %.2f us, in graph %.2f us per kernel", b->launch_us, b->graph_launch_us);
+    if (gpu)
+      printf(", launch %.2f us, in graph %.2f us per kernel (%.2f before a second stream's work: every row is timed "
+             "after it, launch/bench_util.c)",
+             b->launch_us, b->graph_launch_us, b->graph_launch_one_stream_us);
     printf("\n");
     if (flush)
       printf("# --flush: %s\n", gpu ? "a 256 MB fill before every timed repetition (us and kern_us; not graph_us, "
@@ -305,6 +324,7 @@ sl_status_t sl_bench_init(sl_runtime_t *rt, int *argc, char **argv, sl_bench_t *
       cJSON_AddNumberToObject(o, "copy_gbps", b->copy_gbps);
       cJSON_AddNumberToObject(o, "launch_us", b->launch_us);
       cJSON_AddNumberToObject(o, "graph_launch_us", b->graph_launch_us);
+      cJSON_AddNumberToObject(o, "graph_launch_one_stream_us", b->graph_launch_one_stream_us);
       cJSON_AddBoolToObject(o, "flush", b->flush_buf != NULL);
       write_json(b, o);
     }

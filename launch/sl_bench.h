@@ -18,7 +18,9 @@ typedef struct {
   bool quick;           /* --quick: fewer shapes/iterations (CPU backend default) */
   double copy_gbps;     /* device copy bandwidth, read+write bytes / s, in GB/s */
   double launch_us;     /* back-to-back empty launch on a stream (0 on CPU) */
-  double graph_launch_us; /* per kernel inside a CUDA graph (0 on CPU) */
+  double graph_launch_us; /* per kernel inside a CUDA graph (0 on CPU), in the multi-stream launch state every row
+                             is timed in (launch/bench_util.c measure_ceilings) */
+  double graph_launch_one_stream_us; /* the same before any second stream's work (the fresh process's state) */
   FILE *json;           /* --json FILE: one JSON object per line; NULL when not asked */
   const char *filter;   /* --only SUBSTR: run only rows whose op contains it */
   int tokens[16];       /* --tokens N[,N...]: run only these token counts (none: all) */

@@ -63,6 +63,11 @@ void sl_host_free_mapped(sl_device_t *dev, void *host_ptr);
 sl_status_t sl_memcpy(sl_device_t *dev, void *dst, const void *src, size_t bytes, sl_stream_t *stream);
 sl_status_t sl_memset(sl_device_t *dev, void *dst, int byte, size_t bytes, sl_stream_t *stream);
 
+/* Streams and launch cost (H200, CUDA 13; bench/probes/graph_trigger.c): once any stream other than a kernel's own --
+ * the legacy NULL stream included -- has carried 8 kernel-class operations (kernels, device copies, memsets of
+ * >= 8 KiB), every later short kernel in the process costs ~0.17 us more per launch, in a CUDA graph or not, for
+ * good (destroying that stream does not undo it). Multi-stream processes are all in that state; a long kernel or a
+ * programmatic dependent launch (sl_launch_t.pdl) hides it. Time decode paths in it (`sluice bench` does). */
 sl_status_t sl_stream_create(sl_device_t *dev, sl_stream_t **out);
 /* A stream object over a stream someone else owns (a framework's cudaStream_t, e.g. PyTorch's
  * current stream, which may be capturing a CUDA graph): work goes on `native`, and

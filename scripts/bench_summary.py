@@ -20,8 +20,11 @@ for path in sorted(glob.glob(os.path.join(out, "bench-*.json"))):
             else:
                 rows.append(o)
     name = os.path.basename(path)[6:-5]
+    # graph_launch_one_stream_us: the per-node ceiling before the bench's second-stream work (launch/bench_util.c)
+    one = ceiling.get("graph_launch_one_stream_us")
+    one = f" ({one:.2f} before a second stream's work)" if one is not None else ""
     print(f"{name}: copy {ceiling.get('copy_gbps', 0):.0f} GB/s, launch {ceiling.get('launch_us', 0):.2f} us, "
-          f"graph {ceiling.get('graph_launch_us', 0):.2f} us; {len(rows)} rows")
+          f"graph {ceiling.get('graph_launch_us', 0):.2f} us{one}; {len(rows)} rows")
     for o in rows:
         g = o.get("graph_us")
         g = f"{g:.2f}" if g is not None else "-"

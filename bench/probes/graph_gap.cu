@@ -9,6 +9,9 @@
 // cache) and launches it between the two timings, with a [TOKENS, 2 x 2048] bf16 input, [TOKENS, 2048] output and
 // its scales (session 32 call 9); `... VICTIM_CUBIN VTOKENS VBLOCKS VTHREADS` times that second sl_act_kernel's
 // graph (inputs rotated over 8 sets) instead of the tiny kernel's (call 10).
+// Why none of this reproduced it (session 33, bench/probes/graph_trigger.c): the cause is 8 kernel-class operations on
+// a stream other than the timed kernel's -- the bench rows' memset fills on the legacy stream -- and every launch here
+// runs on the timed graph's own stream.
 // nvcc -O3 -arch=sm_90 -I bench/probes bench/probes/graph_gap.cu -o graph_gap -lcuda
 #include <cuda.h>
 
