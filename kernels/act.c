@@ -203,8 +203,10 @@ static act_choice_t act_choose(const sl_act_args_t *a, int arch, int sm_count) {
 
 sl_status_t sl_act_spec(const sl_act_args_t *a, int arch, int sm_count, sl_jit_spec_t *spec) {
   const act_choice_t c = act_choose(a, arch, sm_count);
-  return spec_at(a->kind, a->inter, a->in_dtype, a->out_dtype, a->scale_ue8m0 ? SL_QRULE_CEIL : SL_QRULE_IEEE, c.warps,
-                 c.unroll, c.seg, c.one_item, act_fast_exp(a->kind, a->out_dtype, arch), c.min_blocks, c.pack, spec);
+  SL_CHECK(spec_at(a->kind, a->inter, a->in_dtype, a->out_dtype, a->scale_ue8m0 ? SL_QRULE_CEIL : SL_QRULE_IEEE,
+                   c.warps, c.unroll, c.seg, c.one_item, act_fast_exp(a->kind, a->out_dtype, arch), c.min_blocks,
+                   c.pack, spec));
+  return sl_kq_pdl_define(spec, a->pdl, arch);
 }
 
 static sl_status_t check_aligned(const void *p, long row_bytes, const char *what) {
@@ -251,9 +253,11 @@ sl_status_t sl_act(sl_device_t *dev, const sl_act_args_t *a, sl_stream_t *stream
       return SL_ERR(SL_ERR_INTERNAL, "act: the one-item kernel needs %ld resident blocks, the device keeps %ld", items,
                     resident);
   }
+  const bool pdl = sl_kq_pdl(a->pdl, info->arch);
   if (seg > 0) /* one warp task per (row, segment) */
-    return sl_kq_launch(dev, k, warps, 1, sl_kq_seg_tasks(t, act_chunks(a->inter, a->in_dtype), seg), stream, args);
-  return sl_kq_launch(dev, k, warps, unroll, items, stream, args);
+    return sl_kq_launch(dev, k, warps, 1, sl_kq_seg_tasks(t, act_chunks(a->inter, a->in_dtype), seg), pdl, stream,
+                        args);
+  return sl_kq_launch(dev, k, warps, unroll, items, pdl, stream, args);
 }
 
 /* Configuration points: both activations, bf16/f16/f32 in, same-dtype out and FP8 out (IEEE and
@@ -346,5 +350,19 @@ sl_status_t sl_act_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t *s
             SL_CHECK(fn(&spec, user));
           }
         }
+  /* As programmatic dependents (`pdl`, sm_90+) at decode: both activations, every output kind. */
+  for (int kind = 0; kind < 2 && arch >= SL_ARCH_HOPPER; kind++)
+    for (int o = 0; o < 3; o++) {
+      const sl_act_args_t a = {.kind = (sl_act_kind_t)kind,
+                               .num_tokens = 1,
+                               .inter = inters[0],
+                               .in_dtype = SL_DTYPE_BF16,
+                               .out_dtype = o ? SL_DTYPE_FP8_E4M3 : SL_DTYPE_BF16,
+                               .scale_ue8m0 = o == 2,
+                               .pdl = true};
+      sl_jit_spec_t spec;
+      SL_CHECK(sl_act_spec(&a, arch, 132, &spec));
+      SL_CHECK(fn(&spec, user));
+    }
   return SL_OK;
 }

@@ -1,5 +1,6 @@
 // Gated activation kernels: out = act(gate) * up over [T, 2*INTER] rows, optionally fused with
 // FP8 E4M3 per-token-group (128) quantization; host side and CPU reference in kernels/act.c.
+#include "kernels/moe_pdl.cuh"
 #include "kernels/quant_dev.cuh"
 
 #ifndef ACT
@@ -172,6 +173,7 @@ __device__ __forceinline__ void act_packet(uint4 graw, uint4 uraw, bool live, in
 extern "C" __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
     sl_act_kernel(const void *__restrict__ in, long in_stride, void *__restrict__ out, long out_stride,
                   float *__restrict__ out_scales, int num_tokens) {
+  sl_pdl_entry(); // PDL=1: after the predecessor grid (kernels/moe_pdl.cuh)
   const int lane = threadIdx.x & 31;
   const unsigned warp = blockIdx.x * WARPS + threadIdx.x / 32, nwarps = gridDim.x * WARPS;
   constexpr int ib = sl_kq_elem<IN_DTYPE>::bytes;

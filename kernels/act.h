@@ -38,6 +38,10 @@ typedef struct {
   long in_stride, out_stride; /* elements per row; 0 = dense (2*inter, inter) */
   float *out_scales;          /* FP8 output only: [T, inter/128] */
   bool scale_ue8m0;
+  bool pdl; /* GPU, sm_90+: launch as a programmatic dependent of the previous kernel on the stream (JIT constant PDL,
+               kernels/moe_pdl.cuh): its launch overlaps that kernel's tail, its memory accesses wait for that
+               kernel's completion. For decode chains: H200, 0.45 us less per node in a graph (`sluice bench kernels
+               --only decode-chain`). Ignored on the CPU backend and before sm_90 */
 } sl_act_args_t;
 
 sl_status_t sl_act(sl_device_t *dev, const sl_act_args_t *a, sl_stream_t *stream);

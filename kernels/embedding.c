@@ -82,6 +82,7 @@ sl_status_t sl_embedding_spec(sl_jit_spec_t *spec, const sl_embedding_point_t *p
   SL_CHECK(sl_jit_spec_define(spec, "DTYPE", "%d", (int)pt->dtype));
   SL_CHECK(sl_jit_spec_define(spec, "WARPS", "%d", pt->warps));
   SL_CHECK(sl_jit_spec_define(spec, "LANE_PACKETS", "%d", pt->lane_packets));
+  if (pt->pdl) SL_CHECK(sl_jit_spec_define(spec, "PDL", "1"));
   return SL_OK;
 }
 
@@ -130,6 +131,7 @@ sl_status_t sl_embedding(sl_device_t *dev, const sl_embedding_args_t *a, sl_stre
   SL_CHECK(sl_embedding_validate(a));
   SL_CHECK(sl_embedding_choose(a, info->arch, info->sm_count, &pt));
   if (a->tokens == 0) return SL_OK;
+  pt.pdl = a->pdl && info->arch >= SL_ARCH_HOPPER;
   sl_jit_spec_t spec;
   SL_CHECK(sl_embedding_spec(&spec, &pt));
   sl_kernel_t *k;
@@ -140,7 +142,7 @@ sl_status_t sl_embedding(sl_device_t *dev, const sl_embedding_args_t *a, sl_stre
     SL_CHECK(sl_kernel_resident_blocks(k, pt.warps * 32, 0, &resident));
     if (grid > resident) grid = resident;
   }
-  sl_launch_t l = {.grid = {(unsigned)grid}, .block = {(unsigned)(pt.warps * 32)}, .stream = stream};
+  sl_launch_t l = {.grid = {(unsigned)grid}, .block = {(unsigned)(pt.warps * 32)}, .stream = stream, .pdl = pt.pdl};
   const int32_t *ids = a->ids;
   const void *table = a->table;
   void *out = a->out;
@@ -167,6 +169,10 @@ sl_status_t sl_embedding_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spe
           sl_embedding_args_t a = {
               .tokens = tokens[t], .vocab = 1, .hidden = hiddens[h], .dtype = dts[d], .warps = one_warp ? 1 : 0};
           SL_CHECK(sl_embedding_choose(&a, arch, 132, &pt));
+          SL_CHECK(sl_embedding_spec(&spec, &pt));
+          SL_CHECK(fn(&spec, user));
+          pt.pdl = tokens[t] == 1 && !one_warp && arch >= SL_ARCH_HOPPER; /* decode as a programmatic dependent */
+          if (!pt.pdl) continue;
           SL_CHECK(sl_embedding_spec(&spec, &pt));
           SL_CHECK(fn(&spec, user));
         }

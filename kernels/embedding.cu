@@ -1,5 +1,6 @@
 // Embedding lookup: gather rows of a [vocab, HIDDEN] table by int32 token id, bad ids recorded.
 #include "kernels/embedding.h"
+#include "kernels/moe_pdl.cuh"
 #include "kernels/vec.cuh"
 
 #ifndef HIDDEN
@@ -32,6 +33,7 @@ constexpr int CHUNKS = (PACKETS + TASK_PACKETS - 1) / TASK_PACKETS;
 extern "C" __global__ void __launch_bounds__(WARPS * SL_WARP_SIZE)
     sl_embedding_fwd(const int *__restrict__ ids, const void *__restrict__ table, void *__restrict__ out,
                      unsigned long long *__restrict__ error, int tokens, int vocab) {
+  sl_pdl_entry(); // PDL=1: after the predecessor grid (kernels/moe_pdl.cuh)
   const int lane = threadIdx.x & (SL_WARP_SIZE - 1);
   const long warp_id = (long)blockIdx.x * WARPS + threadIdx.x / SL_WARP_SIZE;
   const long warp_stride = (long)gridDim.x * WARPS;

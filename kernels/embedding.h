@@ -35,6 +35,7 @@ typedef struct {
   int tokens, vocab, hidden; /* hidden: a multiple of 8 */
   sl_dtype_t dtype;          /* f32, bf16 or f16 (a gather: no conversion) */
   int warps;                 /* warps per block; 0 = the table */
+  bool pdl;                  /* as sl_act_args_t's (kernels/act.h) */
 } sl_embedding_args_t;
 
 typedef struct {
@@ -43,6 +44,7 @@ typedef struct {
   int warps;
   int lane_packets; /* 16-byte packets a lane copies per task (1..16): a row is
                        ceil(hidden bytes / (512 * lane_packets)) tasks */
+  bool pdl;         /* JIT PDL and the launch attribute (the args' pdl on sm_90+; set by the launcher) */
 } sl_embedding_point_t;
 
 /* Asynchronous on CUDA (capturable). The CPU backend also records the error and returns

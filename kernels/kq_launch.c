@@ -53,13 +53,20 @@ bool sl_kq_q8_small(int arch, int sm_count, long rows, long items, long items_pe
   return sl_kq_q8_small_launch(arch, warps, unroll, seg, min_blocks);
 }
 
-sl_status_t sl_kq_launch(sl_device_t *dev, sl_kernel_t *k, int warps, int unroll, long items, sl_stream_t *stream,
-                         void **args) {
-  return sl_kq_launch_waves(dev, k, warps, unroll, items, 0, stream, args);
+bool sl_kq_pdl(bool pdl, int arch) {
+  return pdl && arch >= SL_ARCH_HOPPER;
+}
+sl_status_t sl_kq_pdl_define(sl_jit_spec_t *spec, bool pdl, int arch) {
+  return sl_kq_pdl(pdl, arch) ? sl_jit_spec_define(spec, "PDL", "1") : SL_OK;
+}
+
+sl_status_t sl_kq_launch(sl_device_t *dev, sl_kernel_t *k, int warps, int unroll, long items, bool pdl,
+                         sl_stream_t *stream, void **args) {
+  return sl_kq_launch_waves(dev, k, warps, unroll, items, 0, pdl, stream, args);
 }
 
 sl_status_t sl_kq_launch_waves(sl_device_t *dev, sl_kernel_t *k, int warps, int unroll, long items, int at_waves,
-                               sl_stream_t *stream, void **args) {
+                               bool pdl, sl_stream_t *stream, void **args) {
   long want = (items + (long)warps * unroll - 1) / ((long)warps * unroll), resident = 0;
   SL_CHECK(sl_kernel_resident_blocks(k, warps * 32, 0, &resident));
   /* Up to a few waves the grid is capped at the resident blocks and strides; beyond that one
@@ -69,7 +76,8 @@ sl_status_t sl_kq_launch_waves(sl_device_t *dev, sl_kernel_t *k, int warps, int 
   const long waves = waves_override ? waves_override : at_waves > 0 ? at_waves : SL_KQ_FULL_GRID_WAVES;
   long blocks = want <= waves * resident ? (want < resident ? want : resident) : want;
   if (blocks < 1) blocks = 1;
-  sl_launch_t l = {.grid = {(unsigned)blocks, 1, 1}, .block = {(unsigned)(warps * 32), 1, 1}, .stream = stream};
+  sl_launch_t l = {
+      .grid = {(unsigned)blocks, 1, 1}, .block = {(unsigned)(warps * 32), 1, 1}, .stream = stream, .pdl = pdl};
   return sl_kernel_launch(k, &l, args);
 }
 

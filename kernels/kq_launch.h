@@ -400,13 +400,18 @@ void sl_kq_set_full_grid_waves_override(int waves);
  * their work items grid-stride): blocks = min(ceil(items / (warps * unroll)), resident).
  * The occupancy query is memoized per kernel (kernels/kq_launch.c): decode launches are
  * host-latency bound and the answer never changes for a loaded kernel. */
-sl_status_t sl_kq_launch(sl_device_t *dev, sl_kernel_t *k, int warps, int unroll, long items, sl_stream_t *stream,
-                         void **args);
+sl_status_t sl_kq_launch(sl_device_t *dev, sl_kernel_t *k, int warps, int unroll, long items, bool pdl,
+                         sl_stream_t *stream, void **args);
 /* The same with the full-grid point at `waves` resident waves (0: SL_KQ_FULL_GRID_WAVES), for a
  * kernel compiled for more blocks per SM than the point was measured at; the benchmark's override
  * (sl_kq_set_full_grid_waves_override) still wins. */
-sl_status_t sl_kq_launch_waves(sl_device_t *dev, sl_kernel_t *k, int warps, int unroll, long items, int waves,
+sl_status_t sl_kq_launch_waves(sl_device_t *dev, sl_kernel_t *k, int warps, int unroll, long items, int waves, bool pdl,
                                sl_stream_t *stream, void **args);
+/* A launch as a programmatic dependent (the `pdl` argument of sl_act, sl_quant, sl_dequant, sl_router) where the
+ * arch has it (sm_90+): its spec gets the JIT constant PDL=1 (kernels/moe_pdl.cuh sl_pdl_entry), the launch
+ * the attribute (pass the result as sl_kq_launch's pdl). */
+bool sl_kq_pdl(bool pdl, int arch);
+sl_status_t sl_kq_pdl_define(sl_jit_spec_t *spec, bool pdl, int arch);
 
 #endif
 #endif

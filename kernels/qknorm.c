@@ -281,6 +281,7 @@ sl_status_t sl_qknorm_spec(sl_jit_spec_t *spec, const sl_qknorm_point_t *pt) {
   SL_CHECK(sl_jit_spec_define(spec, "WF32", "%d", pt->wf32 ? 1 : 0));
   SL_CHECK(sl_jit_spec_define(spec, "PIPE", "%d", pt->pipe && pt->rot_dim == 0 ? 1 : 0));
   SL_CHECK(sl_jit_spec_define(spec, "RLAYOUT", "%d", pt->rot_dim > 0 ? pt->rlayout : 0));
+  if (pt->pdl) SL_CHECK(sl_jit_spec_define(spec, "PDL", "1"));
   return SL_OK;
 }
 
@@ -331,6 +332,7 @@ sl_status_t sl_qknorm(sl_device_t *dev, const sl_qknorm_args_t *a, sl_stream_t *
   SL_CHECK(sl_qknorm_validate(a));
   SL_CHECK(sl_qknorm_choose(a, info->arch, info->sm_count, &pt));
   if (a->tokens == 0) return SL_OK;
+  pt.pdl = a->pdl && info->arch >= SL_ARCH_HOPPER;
   sl_jit_spec_t spec;
   SL_CHECK(sl_qknorm_spec(&spec, &pt));
   sl_kernel_t *k;
@@ -341,7 +343,7 @@ sl_status_t sl_qknorm(sl_device_t *dev, const sl_qknorm_args_t *a, sl_stream_t *
     SL_CHECK(sl_kernel_resident_blocks(k, pt.warps * 32, 0, &resident));
     if (grid > resident) grid = resident;
   }
-  sl_launch_t l = {.grid = {(unsigned)grid}, .block = {(unsigned)(pt.warps * 32)}, .stream = stream};
+  sl_launch_t l = {.grid = {(unsigned)grid}, .block = {(unsigned)(pt.warps * 32)}, .stream = stream, .pdl = pt.pdl};
   void *q = a->q, *kk = a->k;
   long qs = a->q_row_stride, ks = a->k_row_stride;
   int tokens = a->tokens, qh = a->q_heads, kh = a->kv_heads, max_pos = a->rope ? a->max_pos : 0;
@@ -448,5 +450,25 @@ sl_status_t sl_qknorm_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t
       SL_CHECK(sl_qknorm_spec(&spec, &pt));
       SL_CHECK(fn(&spec, user));
     }
+  /* As a programmatic dependent (`pdl`, sm_90+) at decode: Qwen3-30B-A3B's heads, with and without RoPE. */
+  for (int rope = 0; rope < 2 && arch >= SL_ARCH_HOPPER; rope++) {
+    const sl_qknorm_args_t a = {.tokens = 1,
+                                .q_heads = 32,
+                                .kv_heads = 4,
+                                .head_dim = 128,
+                                .q_row_stride = 32 * 128,
+                                .k_row_stride = 4 * 128,
+                                .dtype = SL_DTYPE_BF16,
+                                .w_dtype = SL_DTYPE_BF16,
+                                .eps = 1e-6f,
+                                .rope = rope,
+                                .rot_dim = rope ? 128 : 0,
+                                .max_pos = rope ? 4096 : 0};
+    sl_qknorm_point_t pt;
+    SL_CHECK(sl_qknorm_choose(&a, arch, 132, &pt));
+    pt.pdl = true;
+    SL_CHECK(sl_qknorm_spec(&spec, &pt));
+    SL_CHECK(fn(&spec, user));
+  }
   return SL_OK;
 }

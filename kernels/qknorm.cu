@@ -1,4 +1,5 @@
 // QK-norm: in-place per-head RMSNorm of Q and K (several heads per warp), optionally with neox RoPE.
+#include "kernels/moe_pdl.cuh"
 #include "kernels/qknorm.h"
 #include "kernels/vec.cuh"
 
@@ -238,6 +239,7 @@ extern "C" __global__ void SL_QK_BOUNDS
                   const void *__restrict__ q_weight, const void *__restrict__ k_weight,
                   const int *__restrict__ positions, const float *__restrict__ cos_cache,
                   const float *__restrict__ sin_cache, int max_pos, unsigned div_m, int div_s) {
+  sl_pdl_entry(); // PDL=1: after the predecessor grid (kernels/moe_pdl.cuh)
   const int lane = threadIdx.x & (SL_WARP_SIZE - 1);
   const int sub = lane / LANES; // head slot within the warp
   const int l = lane % LANES;   // lane within the head: elements [l*VEC, l*VEC + VEC)

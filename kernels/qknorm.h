@@ -78,6 +78,7 @@ typedef struct {
   int rope_layout; /* RoPE: SL_QKNORM_ROPE_AUTO, _SHUFFLE (pairs across lanes, 8 + 8 cos/sin per
                       lane), _SPLIT (the same, each lane of a pair 4 + 4), _PAIRS (a lane holds
                       elements 4l.. and their partners: no shuffle; full rotary only) */
+  bool pdl;        /* as sl_act_args_t's (kernels/act.h) */
 } sl_qknorm_args_t;
 
 enum { SL_QKNORM_GRID_AUTO = 0, SL_QKNORM_GRID_RESIDENT = 1, SL_QKNORM_GRID_FULL = 2 };
@@ -97,6 +98,7 @@ typedef struct {
   bool wf32;      /* JIT WF32: weights in fp32 registers */
   bool pipe;      /* JIT PIPE: software-pipelined grid-stride loop (no RoPE) */
   int rlayout;    /* JIT RLAYOUT: 0 shuffle, 1 split, 2 pairs in a lane (RoPE only; 0 without) */
+  bool pdl;       /* JIT PDL and the launch attribute (the args' pdl on sm_90+; set by the launcher) */
 } sl_qknorm_point_t;
 
 /* Head groups a warp loads before reducing: 1 for decode; for prefill as many as the register

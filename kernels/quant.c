@@ -306,14 +306,16 @@ static quant_choice_t quant_choose(const sl_quant_args_t *a, int arch, int sm_co
 
 sl_status_t sl_quant_spec(const sl_quant_args_t *a, int arch, int sm_count, sl_jit_spec_t *spec) {
   const quant_choice_t c = quant_choose(a, arch, sm_count);
-  return quant_spec_at((int)a->format, (int)a->rule, (int)a->layout, a->hidden, a->in_dtype, c.warps, c.unroll, c.seg,
-                       c.stage, c.pair, c.min_blocks, spec);
+  SL_CHECK(quant_spec_at((int)a->format, (int)a->rule, (int)a->layout, a->hidden, a->in_dtype, c.warps, c.unroll, c.seg,
+                         c.stage, c.pair, c.min_blocks, spec));
+  return sl_kq_pdl_define(spec, a->pdl, arch);
 }
 
 sl_status_t sl_dequant_spec(const sl_dequant_args_t *a, int arch, int sm_count, sl_jit_spec_t *spec) {
   int warps = sl_kq_warps(arch, sm_count, a->num_tokens);
-  return dequant_spec_at((int)a->format, (int)a->layout, a->hidden, a->out_dtype, warps, sl_kq_unroll(arch),
-                         quant_seg(arch, warps, a->hidden, a->out_dtype, deq_seg_kind((int)a->format)), spec);
+  SL_CHECK(dequant_spec_at((int)a->format, (int)a->layout, a->hidden, a->out_dtype, warps, sl_kq_unroll(arch),
+                           quant_seg(arch, warps, a->hidden, a->out_dtype, deq_seg_kind((int)a->format)), spec));
+  return sl_kq_pdl_define(spec, a->pdl, arch);
 }
 
 /* Work items of a kernel: one warp-wide chunk of 32 x 16 bytes of the wider side. */
@@ -325,17 +327,17 @@ static long quant_items(int num_tokens, int hidden, sl_dtype_t dtype) {
  * (row, segment) (sl_kq_seg_tasks). Staged swizzled scales (stage): a CTA takes 8 rows of one
  * 128-row tile row and one segment, so the tasks are the rows rounded up to 128 (the padding
  * rows' warps write the zero scales) times the segments: a whole number of CTAs, one per group. */
-static sl_status_t quant_launch(sl_device_t *dev, sl_kernel_t *k, int warps, int unroll, int seg, bool stage,
-                                int waves, int num_tokens, int hidden, sl_dtype_t dtype, sl_stream_t *stream,
+static sl_status_t quant_launch(sl_device_t *dev, sl_kernel_t *k, int warps, int unroll, int seg, bool stage, int waves,
+                                int num_tokens, int hidden, sl_dtype_t dtype, bool pdl, sl_stream_t *stream,
                                 void **args) {
   if (stage)
     return sl_kq_launch_waves(dev, k, warps, 1,
                               sl_kq_seg_tasks(((long)num_tokens + 127) / 128 * 128, quant_chunks(hidden, dtype), seg),
-                              waves, stream, args);
+                              waves, pdl, stream, args);
   if (seg > 0)
     return sl_kq_launch_waves(dev, k, warps, 1, sl_kq_seg_tasks(num_tokens, quant_chunks(hidden, dtype), seg), waves,
-                              stream, args);
-  return sl_kq_launch_waves(dev, k, warps, unroll, quant_items(num_tokens, hidden, dtype), waves, stream, args);
+                              pdl, stream, args);
+  return sl_kq_launch_waves(dev, k, warps, unroll, quant_items(num_tokens, hidden, dtype), waves, pdl, stream, args);
 }
 
 /* The launcher's full-grid point per kind (kq_launch.h SL_KQ_FULL_GRID_WAVES*, measured): the
@@ -393,7 +395,8 @@ sl_status_t sl_quant(sl_device_t *dev, const sl_quant_args_t *a, sl_stream_t *st
   int t = a->num_tokens;
   void *args[] = {&in, &stride, &codes, &scales, &gs, &t};
   const int waves = quant_full_grid_waves((int)a->format, quant_chunks(a->hidden, a->in_dtype), c.pair);
-  SL_CHECK(quant_launch(dev, k, c.warps, c.unroll, c.seg, c.stage, waves, t, a->hidden, a->in_dtype, stream, args));
+  SL_CHECK(quant_launch(dev, k, c.warps, c.unroll, c.seg, c.stage, waves, t, a->hidden, a->in_dtype,
+                        sl_kq_pdl(a->pdl, info->arch), stream, args));
   if (a->check_nan)
     SL_CHECK(sl_quant_check_scales(dev, a->format, a->layout, a->num_tokens, a->hidden, a->scales, stream));
   return SL_OK;
@@ -420,8 +423,8 @@ sl_status_t sl_dequant(sl_device_t *dev, const sl_dequant_args_t *a, sl_stream_t
   float gs = a->global_scale;
   int t = a->num_tokens;
   void *args[] = {&codes, &scales, &gs, &out, &stride, &t};
-  return quant_launch(dev, k, warps, unroll, seg, false, deq_full_grid_waves(a, warps, seg), t, a->hidden,
-                      a->out_dtype, stream, args);
+  return quant_launch(dev, k, warps, unroll, seg, false, deq_full_grid_waves(a, warps, seg), t, a->hidden, a->out_dtype,
+                      sl_kq_pdl(a->pdl, info->arch), stream, args);
 }
 
 /* Configuration points: every format x rule x layout x dtype, decode and prefill warps, quant
@@ -512,6 +515,34 @@ sl_status_t sl_quant_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t 
       sl_jit_spec_t spec;
       SL_CHECK(dequant_spec_at(SL_QFMT_FP8_GROUP, SL_QLAYOUT_LINEAR, hiddens[h], dtypes[d], ac->prefill_warps,
                                ac->unroll, sd > chunks ? chunks : sd, &spec));
+      SL_CHECK(fn(&spec, user));
+    }
+  /* As programmatic dependents (`pdl`, sm_90+) at decode: every format and layout, quantizer and dequantizer. */
+  for (int f = 0; f < 4 && arch >= SL_ARCH_HOPPER; f++)
+    for (int l = 0; l < 2; l++) {
+      const sl_quant_format_t fmt = (sl_quant_format_t)f;
+      if (fmt == SL_QUANT_FP8_GROUP && l) continue; /* linear scales only */
+      const sl_quant_layout_t lay = l || fmt == SL_QUANT_FP8_GROUP ? SL_QUANT_LAYOUT_LINEAR : SL_QUANT_LAYOUT_SWIZZLED;
+      const sl_quant_args_t q = {.format = fmt,
+                                 .rule = fmt == SL_QUANT_FP8_GROUP ? SL_QUANT_RULE_IEEE : SL_QUANT_RULE_CEIL,
+                                 .layout = lay,
+                                 .num_tokens = 1,
+                                 .hidden = 7168,
+                                 .in_dtype = SL_DTYPE_BF16,
+                                 .global_scale = 1.0f,
+                                 .pdl = true};
+      sl_jit_spec_t spec;
+      SL_CHECK(sl_quant_spec(&q, arch, 132, &spec));
+      SL_CHECK(fn(&spec, user));
+      if (fmt != SL_QUANT_FP8_GROUP && fmt != SL_QUANT_NVFP4) continue; /* the dequantizers' formats */
+      const sl_dequant_args_t d = {.format = fmt,
+                                   .layout = lay,
+                                   .num_tokens = 1,
+                                   .hidden = 7168,
+                                   .global_scale = 1.0f,
+                                   .out_dtype = SL_DTYPE_BF16,
+                                   .pdl = true};
+      SL_CHECK(sl_dequant_spec(&d, arch, 132, &spec));
       SL_CHECK(fn(&spec, user));
     }
   return SL_OK;

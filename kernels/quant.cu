@@ -1,6 +1,7 @@
 // Block-scaled quantize / dequantize kernels (FP8 group-128, MXFP8, MXFP4, NVFP4); the host
 // side and the CPU reference are kernels/quant.c, the format rules kernels/quant_formats.h.
 #include "kernels/kq_launch.h"
+#include "kernels/moe_pdl.cuh"
 #include "kernels/quant_dev.cuh"
 
 #ifndef QFMT
@@ -380,6 +381,7 @@ __device__ __forceinline__ void quant_task_pair(const void *__restrict__ in, lon
 extern "C" __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
     sl_quant_kernel(const void *__restrict__ in, long in_stride, unsigned char *__restrict__ codes,
                     void *__restrict__ scales, float global_scale, int num_tokens) {
+  sl_pdl_entry(); // PDL=1: after the predecessor grid (kernels/moe_pdl.cuh)
   const int lane = threadIdx.x & 31;
   const unsigned warp = blockIdx.x * WARPS + threadIdx.x / 32, nwarps = gridDim.x * WARPS;
   constexpr int ebytes = sl_kq_elem<DTYPE>::bytes;
@@ -719,6 +721,7 @@ __device__ __forceinline__ void fill_deq_table(uint4 *tab, float global_scale) {
 extern "C" __global__ void __launch_bounds__(WARPS * 32, DEQ_MIN_BLOCKS)
     sl_dequant_kernel(const unsigned char *__restrict__ codes, const void *__restrict__ scales, float global_scale,
                       void *__restrict__ out, long out_stride, int num_tokens) {
+  sl_pdl_entry(); // PDL=1: after the predecessor grid (kernels/moe_pdl.cuh)
   const int lane = threadIdx.x & 31;
   const unsigned warp = blockIdx.x * WARPS + threadIdx.x / 32, nwarps = gridDim.x * WARPS;
   constexpr int ebytes = sl_kq_elem<DTYPE>::bytes;

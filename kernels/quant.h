@@ -56,6 +56,7 @@ typedef struct {
   void *scales;
   float global_scale; /* NVFP4 encode scale, 448*6 / tensor absmax (finite, > 0) */
   bool check_nan;
+  bool pdl; /* as sl_act_args_t's (kernels/act.h) */
 } sl_quant_args_t;
 
 typedef struct {
@@ -68,6 +69,7 @@ typedef struct {
   sl_dtype_t out_dtype; /* bf16, f16, f32 */
   void *out;
   long out_stride; /* elements per row; 0 = hidden */
+  bool pdl;        /* as sl_act_args_t's (kernels/act.h) */
 } sl_dequant_args_t;
 
 sl_status_t sl_quant(sl_device_t *dev, const sl_quant_args_t *a, sl_stream_t *stream);

@@ -279,6 +279,7 @@ sl_status_t sl_rmsnorm_spec(sl_jit_spec_t *spec, const sl_rmsnorm_point_t *pt) {
   SL_CHECK(sl_jit_spec_define(spec, "WREG", "%d", pt->wreg ? 1 : 0));
   SL_CHECK(sl_jit_spec_define(spec, "RSQ", "%d", pt->rsq ? 1 : 0));
   SL_CHECK(sl_jit_spec_define(spec, "ONEROW", "%d", pt->one_row ? 1 : 0));
+  if (pt->pdl) SL_CHECK(sl_jit_spec_define(spec, "PDL", "1"));
   return SL_OK;
 }
 
@@ -323,6 +324,7 @@ sl_status_t sl_rmsnorm(sl_device_t *dev, const sl_rmsnorm_args_t *a, sl_stream_t
   SL_CHECK(sl_rmsnorm_validate(a));
   SL_CHECK(sl_rmsnorm_choose(a, info->arch, info->sm_count, &pt));
   if (a->rows == 0) return SL_OK;
+  pt.pdl = a->pdl && info->arch >= SL_ARCH_HOPPER;
   sl_jit_spec_t spec;
   SL_CHECK(sl_rmsnorm_spec(&spec, &pt));
   sl_kernel_t *k;
@@ -337,7 +339,7 @@ sl_status_t sl_rmsnorm(sl_device_t *dev, const sl_rmsnorm_args_t *a, sl_stream_t
   if (pt.one_row && (rows_per_block != 1 || grid != a->rows))
     return SL_ERR(SL_ERR_INTERNAL, "rmsnorm: the one-row kernel needs a block per row (%d rows, grid %ld, %d rows "
                   "per block)", a->rows, grid, rows_per_block);
-  sl_launch_t l = {.grid = {(unsigned)grid}, .block = {(unsigned)threads}, .stream = stream};
+  sl_launch_t l = {.grid = {(unsigned)grid}, .block = {(unsigned)threads}, .stream = stream, .pdl = pt.pdl};
   const void *x = a->x, *w = a->weight;
   void *y = a->y, *res = a->residual;
   int rows = a->rows;
@@ -378,6 +380,8 @@ sl_status_t sl_rmsnorm_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_
                                  .eps = 1e-6f};
           SL_CHECK(sl_rmsnorm_choose(&a, arch, 132, &pt));
           SL_CHECK(rms_point(pt, fn, user));
+          pt.pdl = !prefill && arch >= SL_ARCH_HOPPER; /* decode as a programmatic dependent (`pdl`) */
+          if (pt.pdl) SL_CHECK(rms_point(pt, fn, user));
         }
   /* Every size class in bf16, both variants, decode and the table's prefill points. */
   for (size_t h = 0; h < sizeof hiddens / sizeof *hiddens; h++)

@@ -1,4 +1,5 @@
 // RMSNorm over rows of HIDDEN elements, optionally fused with a residual add (see kernels/rmsnorm.h).
+#include "kernels/moe_pdl.cuh"
 #include "kernels/rmsnorm.h"
 #include "kernels/vec.cuh"
 
@@ -293,6 +294,7 @@ __device__ __forceinline__ void norm_row(void *__restrict__ y, void *__restrict_
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
     sl_rmsnorm_fwd(const void *__restrict__ x, void *__restrict__ y, void *__restrict__ residual,
                    const void *__restrict__ weight, int rows) {
+  sl_pdl_entry(); // PDL=1: after the predecessor grid (kernels/moe_pdl.cuh)
   __shared__ float partial[2][WARPS];
   // Row within the block and thread within the row. One row per block of a width that is not a
   // power of two (h=7168: 7 warps): constants, not threadIdx.x / ROW_THREADS -- a multiply-high

@@ -53,6 +53,7 @@ typedef struct {
                         full grids of one row per block of the plain norm at hidden <= 4096, where
                         it measured faster), _ON (the grid-stride row loop always; a comparison),
                         _OFF (the one-row kernel wherever the launch gives a block per row) */
+  bool pdl;          /* as sl_act_args_t's (kernels/act.h) */
 } sl_rmsnorm_args_t;
 
 /* Grid policies. AUTO takes the table's (kernels/rmsnorm.c: per hidden size, variant and row
@@ -80,6 +81,7 @@ typedef struct {
   bool one_row; /* one row per block, a block per row: no row loop (JIT constant ONEROW) */
   int warps; /* a multiple of SL_RMSNORM_ROW_WARPS_E(hidden, elts), <= 32 */
   bool full_grid; /* launch shape, not a JIT constant: one block per group of rows */
+  bool pdl;       /* JIT constant PDL and the launch attribute (the args' pdl on sm_90+; set by the launcher) */
 } sl_rmsnorm_point_t;
 
 sl_status_t sl_rmsnorm(sl_device_t *dev, const sl_rmsnorm_args_t *args, sl_stream_t *stream);

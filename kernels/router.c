@@ -169,8 +169,9 @@ static sl_status_t spec_at(int kind, int E, int K, int G, int TG, sl_dtype_t dt,
 }
 
 sl_status_t sl_router_spec(const sl_router_args_t *a, int arch, int sm_count, sl_jit_spec_t *spec) {
-  return spec_at((int)a->kind, a->num_experts, a->top_k, a->num_groups, a->topk_groups, a->logits_dtype,
-                 sl_kq_table_warps(arch, sm_count, a->num_tokens), spec);
+  SL_CHECK(spec_at((int)a->kind, a->num_experts, a->top_k, a->num_groups, a->topk_groups, a->logits_dtype,
+                   sl_kq_table_warps(arch, sm_count, a->num_tokens), spec));
+  return sl_kq_pdl_define(spec, a->pdl, arch);
 }
 
 sl_status_t sl_router_check_gpu(const sl_router_args_t *a) {
@@ -202,7 +203,7 @@ sl_status_t sl_router(sl_device_t *dev, const sl_router_args_t *a, sl_stream_t *
   int t = a->num_tokens, renorm = a->renormalize;
   void *args[] = {&logits, &bias, &ids, &w, &t, &renorm, &sc};
   return sl_kq_launch_waves(dev, k, sl_kq_table_warps(info->arch, info->sm_count, t), 1, t,
-                            SL_KQ_FULL_GRID_WAVES_ROUTER, stream, args);
+                            SL_KQ_FULL_GRID_WAVES_ROUTER, sl_kq_pdl(a->pdl, info->arch), stream, args);
 }
 
 /* Configuration points: Qwen3-MoE (128 experts, top 8), Mixtral (8, top 2), DeepSeek-V2-Lite
@@ -226,6 +227,10 @@ sl_status_t sl_router_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t
         sl_jit_spec_t spec;
         SL_CHECK(spec_at(cfgs[c].kind, cfgs[c].E, cfgs[c].K, cfgs[c].G, cfgs[c].TG, dtypes[d], warps[w], &spec));
         SL_CHECK(fn(&spec, user));
+        if (w == 0 && arch >= SL_ARCH_HOPPER) { /* decode as a programmatic dependent (`pdl`) */
+          SL_CHECK(sl_kq_pdl_define(&spec, true, arch));
+          SL_CHECK(fn(&spec, user));
+        }
       }
   return SL_OK;
 }

@@ -26,11 +26,13 @@
 #endif
 
 #define SL_ROUTER_LOAD_NC 1 // the logits and bias are complete when the kernel starts
+#include "kernels/moe_pdl.cuh"
 #include "kernels/router_topk.cuh"
 
 extern "C" __global__ void __launch_bounds__(WARPS * 32)
     sl_router_kernel(const void *__restrict__ logits, const float *__restrict__ bias, int *__restrict__ topk_ids,
                      float *__restrict__ topk_weights, int num_tokens, int renormalize, float scaling) {
+  sl_pdl_entry(); // PDL=1: after the predecessor grid (kernels/moe_pdl.cuh)
   const int lane = threadIdx.x & 31;
   sl_router_lane_t s;
   sl_router_lane_init(logits, bias, lane, s);

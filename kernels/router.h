@@ -44,6 +44,7 @@ typedef struct {
   const float *correction_bias; /* [E] or NULL */
   int32_t *topk_ids;            /* [T, K] */
   float *topk_weights;          /* [T, K] */
+  bool pdl;                     /* as sl_act_args_t's (kernels/act.h) */
 } sl_router_args_t;
 
 sl_status_t sl_router(sl_device_t *dev, const sl_router_args_t *a, sl_stream_t *stream);

@@ -12,8 +12,10 @@
 #include <string.h>
 
 #include "bench_kernels.h"
+#include "kernels/act.h"
 #include "kernels/embedding.h"
 #include "kernels/qknorm.h"
+#include "kernels/quant.h"
 #include "kernels/rmsnorm.h"
 #include "sl_cmd.h"
 
@@ -749,6 +751,142 @@ out:
   return s;
 }
 
+/* A dense decode layer's small kernels, Qwen3-30B-A3B-shaped (hidden 2048, 32 + 4 heads x 128, intermediate 768),
+ * one after another on the stream as an engine's decode graph runs them between its GEMMs: RMSNorm + residual, the
+ * FP8 group quantizer, QK-norm + RoPE, SiLU-and-mul into FP8 groups, the FP8 dequantizer. Timed in a CUDA graph
+ * (graph_us per chain of five), every stage launched plainly and every stage as a programmatic dependent (`pdl`):
+ * the difference is what PDL saves a decode graph per node (launch gap and the launch state's share, bench_util.c). */
+enum { CH_H = 2048, CH_QH = 32, CH_KH = 4, CH_HD = 128, CH_I = 768, CH_POS = 4096 };
+typedef struct {
+  sl_device_t *dev;
+  int T;
+  bool pdl;
+  void *x, *res, *y, *w, *codes, *scales, *qkv, *qw, *kw, *pos, *cs, *sn, *gu, *a8, *as, *z;
+} chain_ctx_t;
+
+static sl_status_t chain_once(void *p, int iter, sl_stream_t *st) {
+  (void)iter;
+  chain_ctx_t *c = p;
+  const sl_rmsnorm_args_t n = {.x = c->x,
+                               .y = c->y,
+                               .residual = c->res,
+                               .weight = c->w,
+                               .rows = c->T,
+                               .hidden = CH_H,
+                               .in_dtype = SL_DTYPE_BF16,
+                               .out_dtype = SL_DTYPE_BF16,
+                               .w_dtype = SL_DTYPE_BF16,
+                               .res_dtype = SL_DTYPE_BF16,
+                               .eps = 1e-6f,
+                               .pdl = c->pdl};
+  SL_CHECK(sl_rmsnorm(c->dev, &n, st));
+  const sl_quant_args_t q = {.format = SL_QUANT_FP8_GROUP,
+                             .rule = SL_QUANT_RULE_IEEE,
+                             .layout = SL_QUANT_LAYOUT_LINEAR,
+                             .num_tokens = c->T,
+                             .hidden = CH_H,
+                             .in_dtype = SL_DTYPE_BF16,
+                             .in = c->y,
+                             .codes = c->codes,
+                             .scales = c->scales,
+                             .global_scale = 1.0f,
+                             .pdl = c->pdl};
+  SL_CHECK(sl_quant(c->dev, &q, st));
+  const long row = (CH_QH + 2 * CH_KH) * CH_HD; /* a packed QKV row */
+  const sl_qknorm_args_t k = {.q = c->qkv,
+                              .k = (char *)c->qkv + CH_QH * CH_HD * 2,
+                              .q_row_stride = row,
+                              .k_row_stride = row,
+                              .tokens = c->T,
+                              .q_heads = CH_QH,
+                              .kv_heads = CH_KH,
+                              .head_dim = CH_HD,
+                              .q_weight = c->qw,
+                              .k_weight = c->kw,
+                              .dtype = SL_DTYPE_BF16,
+                              .w_dtype = SL_DTYPE_BF16,
+                              .eps = 1e-6f,
+                              .rope = true,
+                              .rot_dim = CH_HD,
+                              .positions = c->pos,
+                              .cos_cache = c->cs,
+                              .sin_cache = c->sn,
+                              .max_pos = CH_POS,
+                              .pdl = c->pdl};
+  SL_CHECK(sl_qknorm(c->dev, &k, st));
+  const sl_act_args_t a = {.kind = SL_ACT_SILU_MUL,
+                           .num_tokens = c->T,
+                           .inter = CH_I,
+                           .in_dtype = SL_DTYPE_BF16,
+                           .out_dtype = SL_DTYPE_FP8_E4M3,
+                           .in = c->gu,
+                           .out = c->a8,
+                           .out_scales = c->as,
+                           .pdl = c->pdl};
+  SL_CHECK(sl_act(c->dev, &a, st));
+  const sl_dequant_args_t d = {.format = SL_QUANT_FP8_GROUP,
+                               .layout = SL_QUANT_LAYOUT_LINEAR,
+                               .num_tokens = c->T,
+                               .hidden = CH_H,
+                               .codes = c->codes,
+                               .scales = c->scales,
+                               .global_scale = 1.0f,
+                               .out_dtype = SL_DTYPE_BF16,
+                               .out = c->z,
+                               .pdl = c->pdl};
+  return sl_dequant(c->dev, &d, st);
+}
+
+static sl_status_t bench_chain(sl_bench_t *b, int T) {
+  sl_device_t *dev = b->rt->dev;
+  if (sl_device_backend(dev) != SL_BACKEND_CUDA || sl_device_info(dev)->arch < SL_ARCH_HOPPER) return SL_OK;
+  chain_ctx_t c = {.dev = dev, .T = T};
+  const size_t act = (size_t)T * CH_H * 2, qkv = (size_t)T * (CH_QH + 2 * CH_KH) * CH_HD * 2;
+  struct {
+    void **p;
+    size_t bytes;
+  } bufs[] = {{&c.x, act},
+              {&c.res, act},
+              {&c.y, act},
+              {&c.w, CH_H * 2},
+              {&c.codes, (size_t)T * CH_H},
+              {&c.scales, (size_t)T * (CH_H / 128) * 4},
+              {&c.qkv, qkv},
+              {&c.qw, CH_HD * 2},
+              {&c.kw, CH_HD * 2},
+              {&c.pos, (size_t)T * 4},
+              {&c.cs, (size_t)CH_POS * CH_HD / 2 * 4},
+              {&c.sn, (size_t)CH_POS * CH_HD / 2 * 4},
+              {&c.gu, (size_t)T * 2 * CH_I * 2},
+              {&c.a8, (size_t)T * CH_I},
+              {&c.as, (size_t)T * (CH_I / 128) * 4},
+              {&c.z, act}};
+  const int nb = (int)(sizeof bufs / sizeof bufs[0]);
+  sl_status_t s = SL_OK;
+  for (int i = 0; i < nb && s == SL_OK; i++) {
+    s = sl_device_malloc(dev, bufs[i].bytes, bufs[i].p);
+    /* 0x3c bytes: finite bf16 (0.0115) and fp32 values; positions set to 0 below */
+    if (s == SL_OK) s = sl_memset(dev, *bufs[i].p, 0x3c, bufs[i].bytes, b->stream);
+  }
+  if (s == SL_OK) s = sl_memset(dev, c.pos, 0, (size_t)T * 4, b->stream); /* positions 0 (< max_pos) */
+  if (s == SL_OK) s = sl_stream_sync(dev, b->stream);
+  char shape[32];
+  snprintf(shape, sizeof shape, "T=%d qwen3-30b", T);
+  for (int pdl = 0; pdl < 2 && s == SL_OK; pdl++) {
+    double us = 0;
+    c.pdl = pdl;
+    s = sl_bench_time(b, chain_once, &c, true, &us);
+    if (s == SL_OK)
+      sl_bench_row(b, "decode-chain/5", shape, pdl ? "pdl" : "plain", 0, 0, us,
+                   pdl ? "every stage a programmatic dependent"
+                       : "rmsnorm+res, fp8 quant, qknorm+rope, silu->fp8, "
+                         "dequant");
+  }
+  for (int i = 0; i < nb; i++)
+    sl_device_free(dev, *bufs[i].p);
+  return s;
+}
+
 static sl_status_t run_all(sl_bench_t *b, bool tune) {
   shapes_t sh = bench_shapes(b);
   sl_bench_header(b, "RMSNorm (bf16 in/out/weight; fused: residual = x + residual, y = norm(residual))");
@@ -771,6 +909,14 @@ static sl_status_t run_all(sl_bench_t *b, bool tune) {
   for (int h = 0; h < sh.hidden_n; h++)
     for (int t = 0; t < sh.tokens_n; t++)
       SL_CHECK(bench_embedding_shape(b, sh.tokens[t], sh.hidden[h], tune));
+  const sl_device_info_t *info = sl_device_info(b->rt->dev);
+  if (sl_bench_selected(b, "decode-chain") && info->backend == SL_BACKEND_CUDA && info->arch >= SL_ARCH_HOPPER) {
+    sl_bench_header(b,
+                    "Decode chain: five small kernels in a CUDA graph, plain and as programmatic dependents (sm_90+)");
+    static const int chain_t[] = {1, 16};
+    for (int t = 0; t < 2; t++)
+      if (sl_bench_tokens_selected(b, chain_t[t])) SL_CHECK(bench_chain(b, chain_t[t]));
+  }
   return SL_OK;
 }
 
