@@ -1,4 +1,4 @@
-/* Probe (built on request: `cmake --build build-gpu --target sl_probe_graph_trigger`): what turns on the +0.2 us per
+/* Probe (built with the project: build-gpu/sl_probe_graph_trigger; run by hand on a GPU): what turns on the +0.2 us per
  * CUDA-graph node that session 32 found (calls 3-10: once the FP8-out SiLU-and-mul's bench row has run at T >= 128,
  * every later small kernel's graph node costs ~0.2 us more for the rest of the process, its kernel time unchanged;
  * the kernels alone in a fresh process, bench/probes/graph_gap.cu, do not do it).
