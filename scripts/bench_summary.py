@@ -85,6 +85,13 @@ for path in sorted(glob.glob(os.path.join(out, "bench-*.json"))):
             print(f"  their kernels would need {min(needs):.1f}-{max(needs):.1f} % of copy (the events' part held); "
                   f"{sum(1 for x in needs if x > best)} of them more than the fastest kernel of this run "
                   f"({best:.1f} %)")
+        # The same bytes moved by a device-to-device cudaMemcpy, timed the same way (copy_same_us): where that copy
+        # is itself below 92 %, the row can only pass by moving its bytes faster than a copy of them.
+        sized = [o for _, o in below if o.get("copy_same_us")]
+        copy_below = [o for o in sized if 100 * ideal(o) / o["copy_same_us"] < 92.0]
+        if sized:
+            print(f"  {len(copy_below)} of the {len(sized)} with a same-size copy in the run are rows where that copy "
+                  f"(cudaMemcpy of the same bytes, timed the same way) is itself below 92 %")
     for t, o in below:
         if t > 8192:
             at = o.get("pct_copy_same_size")
