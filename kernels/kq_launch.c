@@ -128,6 +128,15 @@ int sl_kq_qpair(int arch, int fmt, int chunks) {
   return c->mx_half ? 2 : 0;
 }
 
+static int q8_line_override = SL_KQ_Q8_LINE_TABLE;
+void sl_kq_set_q8_line_override(int line) {
+  q8_line_override = line == 0 || line == 1 ? line : SL_KQ_Q8_LINE_TABLE;
+}
+bool sl_kq_q8_line(int arch, long rows, int hidden) {
+  if (q8_line_override != SL_KQ_Q8_LINE_TABLE) return q8_line_override == 1;
+  return rows <= sl_kq_arch_cfg(arch)->q8_line_rows && hidden <= SL_KQ_Q8_LINE_MAX_HIDDEN;
+}
+
 static int act16_pack_override;
 
 void sl_kq_set_act16_pack_override(int bytes) {

@@ -90,6 +90,9 @@ typedef struct {
                          * (act.cu MIN_BLOCKS; sl_kq_gelu8_blocks); 0: the kernel's rule; see below */
   int act16_pack;       /* bytes of gate and of up per lane in the one-item (decode) activation from and into 16-bit
                          * dtypes: 8 or 4 (act.cu PACK; sl_kq_act16_pack); 0: the 16-byte packet; see below */
+  int q8_line_rows;     /* the FP8 group quantizer (IEEE scales, 16-bit inputs, whole chunks) up to this many rows and
+                         * SL_KQ_Q8_LINE_MAX_HIDDEN: its decode launch with the straight-line hot path (quant.cu
+                         * QLINE; sl_kq_q8_line); 0: never; see below */
 } sl_kq_arch_cfg_t;
 
 #define SL_KQ_FP4Q_WIDE_CHUNKS 16
@@ -232,12 +235,26 @@ typedef struct {
  * 1.22 -> 1.18; so the table's width applies while its blocks are <= SL_KQ_ACT16_PACK_PER_SM per SM. Blackwell:
  * not measured (its table has no one-item kernel). */
 #define SL_KQ_ACT16_PACK_PER_SM 2
+/* Hopper q8_line_rows 16: MEASURED on the H200. Session 34 call 8 (bench/probes/fp8_rule_probe.py: fixed CUDA graphs
+ * of 100 calls through the peer FFI; bench/results/2026-12-01-s34-h200-call8/), the FP8 IEEE group quantizer's item
+ * layout with its hot path straight-line (quant.cu QLINE) against the branchy one, graph us, bf16:
+ *   T=1  H=2048 1.265 -> 1.232, H=4096 1.275 -> 1.242, H=7168 1.269 -> 1.271;
+ *   T=16 H=2048 1.340 -> 1.307, H=4096 1.364 -> 1.334, H=7168 1.376 -> 1.380;
+ *   T=128 H=2048 1.451 -> 1.421-1.426, H=4096 1.592 -> 1.579-1.603, H=7168 1.836 -> 1.876-1.889;
+ *   T=1024 (q8_small's launch) H=2048 2.488 -> 2.555-2.560, H=7168 5.774 -> 5.866-5.886.
+ * Call 9 (the committed code; `sluice bench kernels --only quant_fp8`, rotated inputs, the table's launch and the
+ * "branchy" / "line" comparison row of the same run): T=1 H=2048 1.37 / 1.40, H=4096 1.40 / 1.45, H=7168 1.43 /
+ * 1.42 (line); T=16 H=2048 1.45 / 1.46, H=4096 1.46 / 1.50, H=7168 1.53 / 1.52 (line). So a few warps with one item
+ * each gain from the shorter chain (its branches' reconvergence points gone), and the extra select, vote and
+ * predicated store cost throughput once the SMs hold many items: up to 16 rows at H <= 4096 (H=7168 within
+ * 0.01 us either way). Blackwell: not measured. */
+#define SL_KQ_Q8_LINE_MAX_HIDDEN 4096
 static const sl_kq_arch_cfg_t sl_kq_arch_table[] = {
     {SL_ARCH_HOPPER, 1, 8, 2, 4, 0, 1, 4,
      SL_KQ_STAGE_FMT(SL_QFMT_MXFP8) | SL_KQ_STAGE_FMT(SL_QFMT_MXFP4) | SL_KQ_STAGE_FMT(SL_QFMT_NVFP4), 4, 1, 2, 1, 1, 2,
-     1, 1, 1, 256, 8, 8},
-    {SL_ARCH_BLACKWELL, 1, 8, 2, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {0, 1, 8, 2, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+     1, 1, 1, 256, 8, 8, 16},
+    {SL_ARCH_BLACKWELL, 1, 8, 2, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {0, 1, 8, 2, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
 };
 
 static inline const sl_kq_arch_cfg_t *sl_kq_arch_cfg(int arch) {
@@ -389,6 +406,14 @@ bool sl_kq_q8_decode(int arch, int sm_count, long rows, long items, int one_warp
  * kernel's MIN_BLOCKS) and returns true; false otherwise (the caller takes its prefill launch). */
 bool sl_kq_q8_small(int arch, int sm_count, long rows, long items, long items_per_sm, int *warps, int *unroll, int *seg,
                     int *min_blocks);
+/* Whether the FP8 group quantizer's decode launch (sl_kq_q8_decode) takes the straight-line hot path (quant.cu QLINE):
+ * the table's q8_line_rows and SL_KQ_Q8_LINE_MAX_HIDDEN bound `rows` and `hidden`, unless sl_kq_set_q8_line_override
+ * forces it off (0) or on (1) -- the benchmark's comparison rows and the GPU tests; SL_KQ_Q8_LINE_TABLE: the table.
+ * The caller checks the kernel's conditions (IEEE scales, 16-bit inputs, whole 256-element chunks). Not thread-safe,
+ * as the other overrides. */
+#define SL_KQ_Q8_LINE_TABLE (-1)
+void sl_kq_set_q8_line_override(int line);
+bool sl_kq_q8_line(int arch, long rows, int hidden);
 /* That launch itself, whatever the shape and the overrides (the JIT points register it): false where the arch's table
  * has no q8_small. */
 bool sl_kq_q8_small_launch(int arch, int *warps, int *unroll, int *seg, int *min_blocks);

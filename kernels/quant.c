@@ -213,6 +213,13 @@ static sl_status_t quant_spec_at(int fmt, int rule, int layout, int hidden, sl_d
   return SL_OK;
 }
 
+/* The FP8 IEEE group quantizer's straight-line hot path (quant.cu QLINE) applies to a launch: 16-bit inputs in the
+ * item layout, whole 256-element chunks (no idle lanes). */
+static bool qline_applies(int fmt, int rule, sl_dtype_t dtype, int hidden, int seg) {
+  return fmt == SL_QFMT_FP8_GROUP && rule == SL_QRULE_IEEE && (dtype == SL_DTYPE_BF16 || dtype == SL_DTYPE_F16) &&
+         seg == 0 && hidden % 256 == 0;
+}
+
 /* The FP4 dequantizer's per-CTA table applies (quant.cu DEQ_TABLE): FP4 into 16 bits, the segment
  * layout. */
 static bool deq_table(int fmt, sl_dtype_t dtype, int seg) {
@@ -282,6 +289,7 @@ static bool swz_stage_applies(int stage, int fmt, int layout, int warps, int seg
 typedef struct {
   int warps, seg, unroll, pair; /* pair: quant.cu QPAIR */
   bool stage;
+  bool line;      /* quant.cu QLINE */
   int min_blocks; /* quant.cu MIN_BLOCKS (0: the kernel's rule) */
 } quant_choice_t;
 
@@ -289,11 +297,17 @@ static quant_choice_t quant_choose(const sl_quant_args_t *a, int arch, int sm_co
   quant_choice_t c = {.min_blocks = 0};
   const int fmt = (int)a->format, chunks = quant_chunks(a->hidden, a->in_dtype);
   const long items = (long)a->num_tokens * chunks;
-  /* decode (kq_launch.h q8_decode): one item per warp in the item layout, warps by items; the FP8 group format's
-   * small prefill (q8_small): the same at 4 warps on every SM's 2048 threads */
-  if (sl_kq_q8_decode(arch, sm_count, a->num_tokens, items, 0, &c.warps, &c.unroll, &c.seg) ||
-      (fmt == SL_QFMT_FP8_GROUP && sl_kq_q8_small(arch, sm_count, a->num_tokens, items, sl_kq_arch_cfg(arch)->q8_small,
-                                                  &c.warps, &c.unroll, &c.seg, &c.min_blocks))) {
+  /* decode (kq_launch.h q8_decode): one item per warp in the item layout, warps by items (the FP8 IEEE group format
+   * up to the table's q8_line_rows straight-line: QLINE); the FP8 group format's small prefill (q8_small): the same
+   * at 4 warps on every SM's 2048 threads */
+  if (sl_kq_q8_decode(arch, sm_count, a->num_tokens, items, 0, &c.warps, &c.unroll, &c.seg)) {
+    c.pair = 0, c.stage = false;
+    c.line = qline_applies(fmt, (int)a->rule, a->in_dtype, a->hidden, c.seg) && c.unroll == 1 &&
+             sl_kq_q8_line(arch, a->num_tokens, a->hidden);
+    return c;
+  }
+  if (fmt == SL_QFMT_FP8_GROUP && sl_kq_q8_small(arch, sm_count, a->num_tokens, items, sl_kq_arch_cfg(arch)->q8_small,
+                                                 &c.warps, &c.unroll, &c.seg, &c.min_blocks)) {
     c.pair = 0, c.stage = false;
     return c;
   }
@@ -308,6 +322,7 @@ sl_status_t sl_quant_spec(const sl_quant_args_t *a, int arch, int sm_count, sl_j
   const quant_choice_t c = quant_choose(a, arch, sm_count);
   SL_CHECK(quant_spec_at((int)a->format, (int)a->rule, (int)a->layout, a->hidden, a->in_dtype, c.warps, c.unroll, c.seg,
                          c.stage, c.pair, c.min_blocks, spec));
+  if (c.line) SL_CHECK(sl_jit_spec_define(spec, "QLINE", "1"));
   return sl_kq_pdl_define(spec, a->pdl, arch);
 }
 
@@ -462,6 +477,10 @@ sl_status_t sl_quant_jit_points(int arch, sl_status_t (*fn)(const sl_jit_spec_t 
           SL_CHECK(quant_spec_at(cfgs[c].fmt, cfgs[c].rule, cfgs[c].layout, hiddens[h], dtypes[d], w, 1, 0, 0, 0, 0,
                                  &spec));
           SL_CHECK(fn(&spec, user));
+          if (ac->q8_line_rows && qline_applies(cfgs[c].fmt, cfgs[c].rule, dtypes[d], hiddens[h], 0)) {
+            SL_CHECK(sl_jit_spec_define(&spec, "QLINE", "1")); /* the straight-line hot path (q8_line_rows) */
+            SL_CHECK(fn(&spec, user));
+          }
         }
   /* the FP8 group quantizer's small prefill launch (q8_small): half the prefill warps on all 2048 threads per SM */
   int qw, qu, qs, qmb;

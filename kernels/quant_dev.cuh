@@ -341,6 +341,22 @@ __device__ __forceinline__ float sl_kq_nvfp4_scale(float absmax, float global_sc
   return __fdiv_rn(global_scale, sf);
 }
 
+// The E4M3 codes of one packet of 8 16-bit elements (values v, the packet's words w) in an FP8 IEEE group block of
+// scale s = sl_qf_div448_fast(absmax), absmax >= SL_QF_DIV448_MIN (sl_kq_quantize_fast's hot branch; quant.cu QLINE):
+// sl_qf_div_fast_signed's quotient -- its E4M3 code with x's sign bit OR'ed in is the code of sl_qf_div_fast
+// (quant_formats.h; tested) -- with the sign bits taken 4 at a time from the packet (PRMT) instead of one LOP3 per
+// element, and the codes by the hardware conversion.
+__device__ __forceinline__ unsigned long long sl_kq_fp8_ieee_codes16(const float *v, uint4 w, float s) {
+  const float r = sl_kq_rcp_rn(s);
+  float y[8];
+#pragma unroll
+  for (int j = 0; j < 8; j++)
+    y[j] = sl_qf_div_fast_signed(v[j], s, r);
+  const unsigned c0 = sl_kq_e4m3x4(y[0], y[1], y[2], y[3]) | (sl_kq_signs16x4(w.x, w.y) & 0x80808080u);
+  const unsigned c1 = sl_kq_e4m3x4(y[4], y[5], y[6], y[7]) | (sl_kq_signs16x4(w.z, w.w) & 0x80808080u);
+  return ((unsigned long long)c1 << 32) | c0;
+}
+
 // The same quantization as sl_kq_quantize with the bit-identical fast rules of quant_formats.h
 // (sl_qf_block_exp_fast, sl_qf_div_fast, sl_qf_e2m1_mag_raw; tests/unit/test_quant_fast.c),
 // returning the thread's codes packed as sl_kq_store_codes lays them out (element j in byte j,
@@ -365,27 +381,21 @@ __device__ __forceinline__ unsigned long long sl_kq_quantize_fast(const float *v
     scale_u8 = 0;
     if (absmax >= SL_QF_DIV448_MIN) { // block-uniform: the scale and the elements both fast
       // s in [2^-55 / 448, FLT_MAX / 448]: inside sl_kq_rcp_rn's range
-      const float s = sl_qf_div448_fast(absmax), r = sl_kq_rcp_rn(s);
+      const float s = sl_qf_div448_fast(absmax);
       scale_f32 = s;
-      if constexpr (raw16 && VEC == 8) {
-        // sl_qf_div_fast_signed: the E4M3 code of the signed quotient with x's sign bit OR'ed
-        // in is the code of sl_qf_div_fast (quant_formats.h; tested), and the sign bits come
-        // 4 at a time from the packet (PRMT) instead of one LOP3 per element.
+      if constexpr (raw16 && VEC == 8 && SL_KQ_HW_E4M3) {
+        return sl_kq_fp8_ieee_codes16(v, w, s);
+      } else if constexpr (raw16 && VEC == 8) { // the reference's conversion instead of the hardware's
+        const float r = sl_kq_rcp_rn(s);
+        unsigned long long c = 0;
 #pragma unroll
         for (int j = 0; j < VEC; j++)
-          y[j] = sl_qf_div_fast_signed(v[j], s, r);
-        if constexpr (SL_KQ_HW_E4M3) {
-          const unsigned c0 = sl_kq_e4m3x4(y[0], y[1], y[2], y[3]) | (sl_kq_signs16x4(w.x, w.y) & 0x80808080u);
-          const unsigned c1 = sl_kq_e4m3x4(y[4], y[5], y[6], y[7]) | (sl_kq_signs16x4(w.z, w.w) & 0x80808080u);
-          return ((unsigned long long)c1 << 32) | c0;
-        } else {
-          unsigned long long c = 0;
-#pragma unroll
-          for (int j = 0; j < VEC; j++)
-            c |= (unsigned long long)(sl_f32_to_e4m3(y[j]) | ((__float_as_uint(v[j]) >> 24) & 0x80u)) << (8 * j);
-          return c;
-        }
+          c |= (unsigned long long)(sl_f32_to_e4m3(sl_qf_div_fast_signed(v[j], s, r)) |
+                                    ((__float_as_uint(v[j]) >> 24) & 0x80u))
+               << (8 * j);
+        return c;
       } else {
+        const float r = sl_kq_rcp_rn(s);
 #pragma unroll
         for (int j = 0; j < VEC; j++)
           y[j] = sl_qf_div_fast(v[j], s, r);

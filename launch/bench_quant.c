@@ -257,6 +257,7 @@ typedef struct {
   int gexp;       /* GELU's 1 + tanh by ex2.approx (SL_KQ_ACT8_EXP_TABLE: the table; 0 / 1 forced) */
   int min_blocks; /* the quantizer's / activation's blocks per SM (0: the kernel's rule; "mb<N>" rows) */
   int pack;       /* the one-item 16-bit activation's bytes per lane (0: the table; 16 / 8 / 4: "p<N>" rows) */
+  int line;       /* the FP8 group quantizer's straight-line decode path (SL_KQ_Q8_LINE_TABLE: the table; 0 / 1) */
 } knobs_t;
 /* The comparison row of the FP4 dequantizer's occupancy (path "<path> mb8"): the 8 blocks of 8
  * warps (32 registers) it was compiled for on Hopper in sessions 13-15, against the kernel's rule
@@ -264,12 +265,12 @@ typedef struct {
 #define SL_BENCH_DEQ_BLOCKS 8
 #define SL_BENCH_MIN_BLOCKS 8 /* 8 blocks of 8 warps: 32 registers */
 #define SL_BENCH_RESIDENT (1 << 30)
-static const knobs_t knobs_table = {
-    .seg = SL_KQ_SEG_TABLE,
-    .stage = SL_KQ_SWZ_STAGE_TABLE,
-    .pair = SL_KQ_QPAIR_TABLE,
-    .fexp = SL_KQ_ACT8_EXP_TABLE,
-    .gexp = SL_KQ_ACT8_EXP_TABLE};
+static const knobs_t knobs_table = {.seg = SL_KQ_SEG_TABLE,
+                                    .stage = SL_KQ_SWZ_STAGE_TABLE,
+                                    .pair = SL_KQ_QPAIR_TABLE,
+                                    .fexp = SL_KQ_ACT8_EXP_TABLE,
+                                    .gexp = SL_KQ_ACT8_EXP_TABLE,
+                                    .line = SL_KQ_Q8_LINE_TABLE};
 
 static sl_status_t bench_one_at(sl_bench_t *b, op_t op, int T, int H, knobs_t kn);
 
@@ -389,6 +390,13 @@ static sl_status_t bench_one(sl_bench_t *b, op_t op, int T, int H) {
       if (packs[i] != sl_kq_act16_pack(arch)) SL_CHECK(bench_one_at(b, op, T, H, pk));
     }
   }
+  /* The FP8 group quantizer's decode launch with the other hot path (quant.cu QLINE; kq_launch.h q8_line_rows):
+   * "w4 line" where the table keeps the branchy one, "w4 branchy" where it takes the straight line */
+  if (op == OP_QUANT_FP8 && T <= 16 && gpu) {
+    knobs_t ln = knobs_table;
+    ln.line = !sl_kq_q8_line(arch, T, H);
+    SL_CHECK(bench_one_at(b, op, T, H, ln));
+  }
   if (op == OP_DEQUANT_NVFP4 && T >= 1024 && gpu) {
     knobs_t mb = knobs_table; /* the FP4 dequantizer at 8 blocks per SM (32 registers) */
     mb.deq_blocks = SL_BENCH_DEQ_BLOCKS;
@@ -449,6 +457,7 @@ static sl_status_t bench_one_at(sl_bench_t *b, op_t op, int T, int H, knobs_t kn
   sl_kq_set_gelu_fast_exp_override(kn.gexp);
   sl_kq_set_min_blocks_override(kn.min_blocks);
   sl_kq_set_act16_pack_override(kn.pack);
+  sl_kq_set_q8_line_override(kn.line);
   sl_device_t *dev = b->rt->dev;
   bool gpu = sl_device_backend(dev) == SL_BACKEND_CUDA;
   ctx_t c = {.dev = dev, .op = op, .T = T, .H = H, .linear = linear};
@@ -510,6 +519,8 @@ static sl_status_t bench_one_at(sl_bench_t *b, op_t op, int T, int H, knobs_t kn
     if (gpu && kn.fexp != SL_KQ_ACT8_EXP_TABLE) strncat(path, kn.fexp ? " ex2" : " expf", sizeof path - strlen(path) - 1);
     if (gpu && kn.gexp != SL_KQ_ACT8_EXP_TABLE) strncat(path, kn.gexp ? " ex2" : " tanhf", sizeof path - strlen(path) - 1);
     if (gpu && kn.pack) snprintf(path + strlen(path), sizeof path - strlen(path), " p%d", kn.pack);
+    if (gpu && kn.line != SL_KQ_Q8_LINE_TABLE)
+      strncat(path, kn.line ? " line" : " branchy", sizeof path - strlen(path) - 1);
     if (gpu && T >= 8192 && !is_router(op)) snprintf(extra, sizeof extra, "target >= 92%% copy");
     if (gpu && T <= 16) snprintf(extra, sizeof extra, "target graph <= 3 us");
     char name[32];
@@ -529,6 +540,7 @@ static sl_status_t bench_one_at(sl_bench_t *b, op_t op, int T, int H, knobs_t kn
   sl_kq_set_gelu_fast_exp_override(SL_KQ_ACT8_EXP_TABLE);
   sl_kq_set_min_blocks_override(0);
   sl_kq_set_act16_pack_override(0);
+  sl_kq_set_q8_line_override(SL_KQ_Q8_LINE_TABLE);
   return s;
 }
 

@@ -300,8 +300,8 @@ static void test_segment_layouts(void **state) {
  * scale byte, the padding included, must be written and equal the CPU reference. Checks first
  * that the launch takes the forced spec (prefill shapes) or the unstaged one (decode). */
 /* run_case after checking that the launch's spec carries `want` (a JIT constant and its value). */
-static void run_checked(uint64_t *rng, int ci, sl_dtype_t dt, int T, int H, long stride, bool inject_nan,
-                        const char *want) {
+/* The description of the spec sl_quant launches for cfgs[ci] on T rows of H elements of dt (stride `stride`). */
+static void spec_desc(int ci, sl_dtype_t dt, int T, int H, long stride, char *desc, size_t n) {
   const sl_device_info_t *info = sl_device_info(dev);
   sl_quant_args_t q = {.format = cfgs[ci].fmt,
                        .rule = cfgs[ci].rule,
@@ -313,8 +313,13 @@ static void run_checked(uint64_t *rng, int ci, sl_dtype_t dt, int T, int H, long
                        .global_scale = 1.0f};
   sl_jit_spec_t spec;
   SL_ASSERT_OK(sl_quant_spec(&q, info->arch, info->sm_count, &spec));
+  sl_jit_spec_describe(&spec, desc, n);
+}
+
+static void run_checked(uint64_t *rng, int ci, sl_dtype_t dt, int T, int H, long stride, bool inject_nan,
+                        const char *want) {
   char desc[512];
-  sl_jit_spec_describe(&spec, desc, sizeof desc);
+  spec_desc(ci, dt, T, H, stride, desc, sizeof desc);
   if (!strstr(desc, want)) fail_msg("T=%d H=%d: spec %s, want %s", T, H, desc, want);
   run_case(rng, ci, dt, T, H, stride, inject_nan);
 }
@@ -505,6 +510,48 @@ static void test_q8_small(void **state) {
   }
 }
 
+/* Whether the spec sl_quant launches for cfgs[ci] on T dense rows of H elements of dt names `def`. */
+static bool spec_names(int ci, sl_dtype_t dt, int T, int H, const char *def) {
+  char desc[512];
+  spec_desc(ci, dt, T, H, H, desc, sizeof desc);
+  return strstr(desc, def) != NULL;
+}
+
+/* The FP8 IEEE group quantizer's straight-line decode path (quant.cu QLINE; kq_launch.h q8_line_rows): taken up to the
+ * table's rows at hidden <= SL_KQ_Q8_LINE_MAX_HIDDEN and nowhere else, and bit for bit the CPU reference there --
+ * random rows, rounding boundaries, tiny blocks (below 2^-55 and 2^-100: the exact path behind the warp vote), zero
+ * blocks (f16 flushes the tiny ones) and a NaN block (reported, NaN scale and codes). */
+static void test_q8_line(void **state) {
+  uint64_t rng = sl_test_seed();
+  const int rows = sl_kq_arch_cfg(sl_device_info(dev)->arch)->q8_line_rows;
+  if (!rows) skip(); /* not in this arch's table */
+  assert_true(cfgs[0].fmt == SL_QUANT_FP8_GROUP && cfgs[0].rule == SL_QUANT_RULE_IEEE);
+  const sl_dtype_t dts[] = {SL_DTYPE_BF16, SL_DTYPE_F16};
+  const int Ts[] = {1, 5, rows}, Hs[] = {2048, SL_KQ_Q8_LINE_MAX_HIDDEN};
+  for (int d = 0; d < 2; d++)
+    for (int h = 0; h < 2; h++)
+      for (int t = 0; t < 3; t++) {
+        run_checked(&rng, 0, dts[d], Ts[t], Hs[h], Hs[h], false, "QLINE=1");
+        edge_mode = tiny_mode = true;
+        run_checked(&rng, 0, dts[d], Ts[t], Hs[h], Hs[h], false, "QLINE=1");
+        edge_mode = tiny_mode = false;
+      }
+  run_checked(&rng, 0, SL_DTYPE_BF16, 3, 2048, 2048, true, "QLINE=1");
+  /* forced beyond the table's bounds (the benchmark's comparison rows): more rows, a wider row */
+  sl_kq_set_q8_line_override(1);
+  edge_mode = tiny_mode = true;
+  run_checked(&rng, 0, SL_DTYPE_BF16, 40, 7168, 7168, false, "QLINE=1");
+  run_checked(&rng, 0, SL_DTYPE_F16, 40, 7168, 7168, false, "QLINE=1");
+  edge_mode = tiny_mode = false;
+  sl_kq_set_q8_line_override(SL_KQ_Q8_LINE_TABLE);
+  /* not taken: more rows, a wider row, f32 inputs, rows of a partial chunk, the UE8M0 rule */
+  assert_false(spec_names(0, SL_DTYPE_BF16, rows + 1, 2048, "QLINE"));
+  assert_false(spec_names(0, SL_DTYPE_BF16, 1, 7168, "QLINE"));
+  assert_false(spec_names(0, SL_DTYPE_F32, 1, 2048, "QLINE"));
+  assert_false(spec_names(0, SL_DTYPE_BF16, 1, 2944, "QLINE"));
+  assert_false(spec_names(1, SL_DTYPE_BF16, 1, 2048, "QLINE"));
+}
+
 /* Dequantization of arbitrary codes and scale bytes (every value: negative and NaN NVFP4 scales,
  * E8M0 NaN, which the quantizer never writes) on both layouts (the FP4 16-bit outputs of the
  * segment layout go through the per-CTA table, at the table's segment length and the registered
@@ -585,11 +632,17 @@ static void test_dequant_any_bytes(void **state) {
 int main(void) {
   dev = sl_test_open_gpu_or_skip(0);
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_all_formats),       cmocka_unit_test(test_wide_rows_strides),
-      cmocka_unit_test(test_nan_reported),      cmocka_unit_test(test_edge_values),
-      cmocka_unit_test(test_nvfp4_scale_range), cmocka_unit_test(test_segment_layouts),
-      cmocka_unit_test(test_swz_staged),        cmocka_unit_test(test_dequant_any_bytes),
-      cmocka_unit_test(test_qpair),             cmocka_unit_test(test_q8_small),
+      cmocka_unit_test(test_all_formats),
+      cmocka_unit_test(test_wide_rows_strides),
+      cmocka_unit_test(test_nan_reported),
+      cmocka_unit_test(test_edge_values),
+      cmocka_unit_test(test_nvfp4_scale_range),
+      cmocka_unit_test(test_segment_layouts),
+      cmocka_unit_test(test_swz_staged),
+      cmocka_unit_test(test_dequant_any_bytes),
+      cmocka_unit_test(test_qpair),
+      cmocka_unit_test(test_q8_small),
+      cmocka_unit_test(test_q8_line),
       cmocka_unit_test(test_rcp_rn),
   };
   int rc = SL_RUN_SELECTED(tests, NULL, NULL);
