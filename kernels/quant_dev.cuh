@@ -343,15 +343,15 @@ __device__ __forceinline__ float sl_kq_nvfp4_scale(float absmax, float global_sc
 
 // The E4M3 codes of one packet of 8 16-bit elements (values v, the packet's words w) in an FP8 IEEE group block of
 // scale s = sl_qf_div448_fast(absmax), absmax >= SL_QF_DIV448_MIN (sl_kq_quantize_fast's hot branch; quant.cu QLINE):
-// sl_qf_div_fast_signed's quotient -- its E4M3 code with x's sign bit OR'ed in is the code of sl_qf_div_fast
-// (quant_formats.h; tested) -- with the sign bits taken 4 at a time from the packet (PRMT) instead of one LOP3 per
-// element, and the codes by the hardware conversion.
+// sl_qf_div16_fast_signed's quotient (2 instructions per element) -- its E4M3 code with x's sign bit OR'ed in is the
+// code of the IEEE quotient for every 16-bit x (quant_formats.h; tested exhaustively) -- with the sign bits taken 4
+// at a time from the packet (PRMT) instead of one LOP3 per element, and the codes by the hardware conversion.
 __device__ __forceinline__ unsigned long long sl_kq_fp8_ieee_codes16(const float *v, uint4 w, float s) {
-  const float r = sl_kq_rcp_rn(s);
+  const float r = sl_kq_rcp_rn(s), r_lo = sl_qf_rcp_lo(s, r);
   float y[8];
 #pragma unroll
   for (int j = 0; j < 8; j++)
-    y[j] = sl_qf_div_fast_signed(v[j], s, r);
+    y[j] = sl_qf_div16_fast_signed(v[j], r, r_lo);
   const unsigned c0 = sl_kq_e4m3x4(y[0], y[1], y[2], y[3]) | (sl_kq_signs16x4(w.x, w.y) & 0x80808080u);
   const unsigned c1 = sl_kq_e4m3x4(y[4], y[5], y[6], y[7]) | (sl_kq_signs16x4(w.z, w.w) & 0x80808080u);
   return ((unsigned long long)c1 << 32) | c0;
@@ -362,7 +362,7 @@ __device__ __forceinline__ unsigned long long sl_kq_fp8_ieee_codes16(const float
 // returning the thread's codes packed as sl_kq_store_codes lays them out (element j in byte j,
 // or in nibble j for FP4). RAW: w is the packet the values were unpacked from (DT's words), so
 // sign bits can be gathered from it by PRMT; false (act: computed fp32 values) uses v only.
-// Per element: FP8 IEEE 3 FP instructions (+ the sign, below) + 1/2 cvt; MX one multiply;
+// Per element: FP8 IEEE 3 FP instructions (2 for 16-bit RAW inputs; + the sign) + 1/2 cvt; MX one multiply;
 // FP4 ~8.75 (sl_kq_e2m1_packet); the block exponent without a division.
 template <int FMT, int RULE, int VEC, int DT = SL_DTYPE_F32, bool RAW = false>
 __device__ __forceinline__ unsigned long long sl_kq_quantize_fast(const float *v, float absmax, int bad,
@@ -386,11 +386,11 @@ __device__ __forceinline__ unsigned long long sl_kq_quantize_fast(const float *v
       if constexpr (raw16 && VEC == 8 && SL_KQ_HW_E4M3) {
         return sl_kq_fp8_ieee_codes16(v, w, s);
       } else if constexpr (raw16 && VEC == 8) { // the reference's conversion instead of the hardware's
-        const float r = sl_kq_rcp_rn(s);
+        const float r = sl_kq_rcp_rn(s), r_lo = sl_qf_rcp_lo(s, r);
         unsigned long long c = 0;
 #pragma unroll
         for (int j = 0; j < VEC; j++)
-          c |= (unsigned long long)(sl_f32_to_e4m3(sl_qf_div_fast_signed(v[j], s, r)) |
+          c |= (unsigned long long)(sl_f32_to_e4m3(sl_qf_div16_fast_signed(v[j], r, r_lo)) |
                                     ((__float_as_uint(v[j]) >> 24) & 0x80u))
                << (8 * j);
         return c;

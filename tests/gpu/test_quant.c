@@ -81,6 +81,41 @@ static void fill_edges(uint64_t *rng, void *in, sl_dtype_t dt, int T, int H, lon
   }
 }
 
+/* Exact ties of the FP8 IEEE rule (the cases quant_formats.h's sl_qf_div16_fast_signed rests on its exhaustive test
+ * for): each 128-element block gets an absmax A (a random dtype mantissa: powers of two and multiples of 7 often) at a
+ * random element, and elements x = M A / 448 for random E4M3 rounding midpoints M (normal and subnormal ones), rounded
+ * to the dtype -- exact where representable, the nearest value otherwise -- or one dtype ulp either side, either
+ * sign. */
+static bool tie_mode;
+static void fill_ties(uint64_t *rng, void *in, sl_dtype_t dt, int T, int H, long stride) {
+  const int mbits = dt == SL_DTYPE_F16 ? 10 : 7;
+  for (int t = 0; t < T; t++)
+    for (int b = 0; b < H / 128; b++) {
+      uint64_t r = sl_test_rand_u64(rng);
+      int m = (int)(r % (1u << mbits));
+      if (r & (1u << 16)) m = (int)(((r >> 17) % (1u << mbits) / 7) * 7); /* 1 + m 2^-bits a multiple of 7/2^bits */
+      if ((r >> 30) % 4 == 0) m = 0;                                      /* a power of two */
+      const int e = dt == SL_DTYPE_F16 ? (int)((r >> 32) % 20) - 8 : (int)((r >> 32) % 40) - 20;
+      const double A = ldexp(1.0 + ldexp(m, -mbits), e);
+      const int at = (int)((r >> 40) % 128);
+      for (int i = 0; i < 128; i++) {
+        uint64_t q = sl_test_rand_u64(rng);
+        double v = A;
+        if (i != at) {
+          /* midpoints: (k + 1/2) 2^-9 below 2^-6 (k < 8, the subnormals), (1 + (j + 1/2) / 8) 2^u above */
+          const int u = (int)(q % 16) - 6, j = (int)((q >> 8) % 8), k = (int)((q >> 12) % 8);
+          const double M = u < -6 || (q >> 16) % 5 == 0 ? (k + 0.5) * 0x1p-9 : ldexp(1.0 + (j + 0.5) / 8.0, u);
+          v = M <= 448.0 ? M * A / 448.0 : 0.0;
+        }
+        uint16_t h = dt == SL_DTYPE_F16 ? sl_f32_to_f16((float)v) : sl_f32_to_bf16((float)v);
+        if (i != at && h && (q >> 20) % 4 == 1) h++; /* the next larger magnitude (x stays below A) */
+        if (i != at && h && (q >> 20) % 4 == 2) h--;
+        if ((q >> 24) & 1) h |= 0x8000u;
+        ((uint16_t *)in)[(size_t)t * stride + (size_t)b * 128 + (size_t)i] = h;
+      }
+    }
+}
+
 static void *dev_alloc(size_t bytes) {
   void *p = NULL;
   SL_ASSERT_OK(sl_device_malloc(dev, bytes ? bytes : 16, &p));
@@ -94,7 +129,9 @@ static void run_case(uint64_t *rng, int ci, sl_dtype_t dt, int T, int H, long st
        *r_scales = malloc(sb), *h_back = malloc(in_bytes), *r_back = malloc(in_bytes);
   assert_non_null(h_in);
   memset(h_in, 0, in_bytes);
-  if (edge_mode)
+  if (tie_mode)
+    fill_ties(rng, h_in, dt, T, H, stride);
+  else if (edge_mode)
     fill_edges(rng, h_in, dt, T, H, stride);
   else
     fill_input(rng, h_in, dt, T, H, stride);
@@ -552,6 +589,26 @@ static void test_q8_line(void **state) {
   assert_false(spec_names(1, SL_DTYPE_BF16, 1, 2048, "QLINE"));
 }
 
+/* The FP8 IEEE group quantizer's 2-instruction quotient of 16-bit inputs (quant_formats.h sl_qf_div16_fast_signed) on
+ * blocks full of exact ties (fill_ties), bit for bit the CPU reference's IEEE division, in every launch the table
+ * picks for it: the straight-line decode path (T=1), the decode launch (T=40, H=7168), the small prefill (T=1024)
+ * and the prefill segment layout (T=4096), bf16 and f16, contiguous and strided rows. */
+static void test_fp8_ties(void **state) {
+  uint64_t rng = sl_test_seed();
+  assert_true(cfgs[0].fmt == SL_QUANT_FP8_GROUP && cfgs[0].rule == SL_QUANT_RULE_IEEE);
+  const sl_dtype_t dts[] = {SL_DTYPE_BF16, SL_DTYPE_F16};
+  const struct {
+    int T, H;
+    long stride;
+  } sh[] = {{1, 2048, 2048},    {40, 7168, 7168},   {1024, 2048, 2048},
+            {1024, 7168, 7296}, {4096, 4096, 4096}, {4096, 2048, 2176}};
+  tie_mode = true;
+  for (int d = 0; d < 2; d++)
+    for (size_t i = 0; i < sizeof sh / sizeof sh[0]; i++)
+      run_case(&rng, 0, dts[d], sh[i].T, sh[i].H, sh[i].stride, false);
+  tie_mode = false;
+}
+
 /* Dequantization of arbitrary codes and scale bytes (every value: negative and NaN NVFP4 scales,
  * E8M0 NaN, which the quantizer never writes) on both layouts (the FP4 16-bit outputs of the
  * segment layout go through the per-CTA table, at the table's segment length and the registered
@@ -643,6 +700,7 @@ int main(void) {
       cmocka_unit_test(test_qpair),
       cmocka_unit_test(test_q8_small),
       cmocka_unit_test(test_q8_line),
+      cmocka_unit_test(test_fp8_ties),
       cmocka_unit_test(test_rcp_rn),
   };
   int rc = SL_RUN_SELECTED(tests, NULL, NULL);

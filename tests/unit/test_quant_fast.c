@@ -124,6 +124,52 @@ static void test_div_fast(void **state) {
   if (bad) fail_msg("sl_qf_div_fast differs from the division on %zu of %zu quotients", bad, n);
 }
 
+/* The 2-instruction FP8 IEEE element rule of 16-bit inputs (sl_qf_div16_fast_signed): for s = RN(absmax / 448) of an
+ * absmax >= SL_QF_DIV448_MIN (the GPU's hot branch) and every x with |x| <= absmax, the E4M3 code with x's sign OR'ed
+ * in is the division's code. xs: the dtype's non-negative finite values sorted by magnitude. */
+static size_t check_div16(float absmax, const float *xs, size_t nx, size_t *n) {
+  if (!(absmax >= SL_QF_DIV448_MIN)) return 0;
+  const float s = absmax / SL_E4M3_MAX, r = 1.0f / s, r_lo = sl_qf_rcp_lo(s, r);
+  size_t bad = 0;
+  for (size_t i = 0; i < nx && xs[i] <= absmax; i++) {
+    float x = xs[i];
+    for (int sg = 0; sg < 2; sg++, x = -x) {
+      const uint8_t want = sl_f32_to_e4m3(x / s), sgn = (uint8_t)((bits_of(x) >> 24) & 0x80u);
+      const uint8_t got = (uint8_t)(sl_f32_to_e4m3(sl_qf_div16_fast_signed(x, r, r_lo)) | sgn);
+      (*n)++;
+      if (got != want && bad++ < 3)
+        print_error("x %a / s %a (absmax %a): code 0x%02x, division's 0x%02x\n", (double)x, (double)s, (double)absmax,
+                    got, want);
+    }
+  }
+  return bad;
+}
+
+static void test_div16_fast(void **state) {
+  (void)state;
+  size_t bad = 0, n = 0;
+  float *xs = malloc(sizeof(float) * 0x8000u);
+  assert_non_null(xs);
+  /* bf16: every x against every absmax mantissa at the exponents of typical activations, at the hot branch's lower
+   * end and from 2^100 up (where r_lo leaves the normal range). */
+  size_t nx = 0;
+  for (uint32_t h = 0; h < 0x7f80u; h++)
+    xs[nx++] = f32_of(h << 16);
+  for (uint32_t h = 0; h < 0x7f80u; h++) {
+    const int e = (int)(h >> 7) - 127;
+    if ((e >= -56 && e <= -50) || (e >= -8 && e <= 12) || e >= 100) bad += check_div16(xs[h], xs, nx, &n);
+  }
+  /* f16: every x against every absmax (all are >= SL_QF_DIV448_MIN), all exponents */
+  nx = 0;
+  for (uint32_t h = 0; h < 0x7c00u; h++)
+    xs[nx++] = (float)ldexp((h >> 10) ? 1.0 + (h & 1023) / 1024.0 : (h & 1023) / 1024.0,
+                            (h >> 10) ? (int)(h >> 10) - 15 : -14);
+  for (uint32_t h = 0; h < 0x7c00u; h += ((h >> 10) >= 13 && (h >> 10) <= 17) || (h >> 10) >= 29 ? 1u : 3u)
+    bad += check_div16(xs[h], xs, nx, &n);
+  free(xs);
+  if (bad) fail_msg("sl_qf_div16_fast_signed's code differs from the division's on %zu of %zu quotients", bad, n);
+}
+
 /* E2M1: every fp32 with exponent in [-4, 3] (all rounding boundaries), random others, and
  * the specials. */
 static void test_e2m1_fast(void **state) {
@@ -530,11 +576,13 @@ static void test_fp4_entry16(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_block_exp_fast), cmocka_unit_test(test_div_fast),     cmocka_unit_test(test_e2m1_fast),
+      cmocka_unit_test(test_block_exp_fast), cmocka_unit_test(test_div_fast),
+      cmocka_unit_test(test_div16_fast),     cmocka_unit_test(test_e2m1_fast),
       cmocka_unit_test(test_e2m1_scaled),    cmocka_unit_test(test_deq_div_fast),
       cmocka_unit_test(test_e2m1_mag_raw),   cmocka_unit_test(test_e2m1_pack),
-      cmocka_unit_test(test_div448_fast),    cmocka_unit_test(test_div448_tiny),    cmocka_unit_test(test_e2m1_decode8),
-      cmocka_unit_test(test_e2m1_pack_bf16x2), cmocka_unit_test(test_fp4_entry16),
+      cmocka_unit_test(test_div448_fast),    cmocka_unit_test(test_div448_tiny),
+      cmocka_unit_test(test_e2m1_decode8),   cmocka_unit_test(test_e2m1_pack_bf16x2),
+      cmocka_unit_test(test_fp4_entry16),
   };
   return SL_RUN_SELECTED(tests, NULL, NULL);
 }
