@@ -324,8 +324,8 @@ SL_QF_FN float sl_qf_rcp_lo(float s, float r) {
  * x and absmax of <= 11 significant bits 448 x / absmax is either M exactly or >= 2^-16 away from it (a ratio of
  * integers below 2^16). The exact ties that remain are what the exhaustive test covers: tests/unit/test_quant_fast.c
  * test_div16_fast, every x against every bf16 absmax mantissa at 56 binades (the range's ends among them) and against
- * every third f16 absmax (every one in 7 binades); session 35 also ran every finite absmax >= 2^-55 of both dtypes
- * against every x >= 0 (bf16 490 M pairs, f16 504 M): none differ. Not for fp32 inputs. */
+ * every third f16 absmax (every one in 7 binades); with SL_TEST_EXHAUSTIVE=1 every finite absmax >= 2^-55 of both
+ * dtypes against every x of both signs (~2 G quotients; none differ, session 35). Not for fp32 inputs. */
 SL_QF_FN float sl_qf_div16_fast_signed(float x, float r, float r_lo) {
   return fmaf(x, r, SL_QF_MUL(x, r_lo));
 }
