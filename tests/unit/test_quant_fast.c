@@ -82,9 +82,20 @@ static size_t check_div(float absmax, const float *xs, size_t nx, size_t *n) {
   return bad;
 }
 
-static int cmp_abs(const void *a, const void *b) {
-  float x = fabsf(*(const float *)a), y = fabsf(*(const float *)b);
-  return x < y ? -1 : x > y;
+/* Every non-negative finite bf16 / f16 value as fp32, in increasing order (the bit patterns' order): xs[h] is the value
+ * of pattern h. xs holds 0x8000 floats; returns the count. */
+static size_t bf16_values(float *xs) {
+  size_t n = 0;
+  for (uint32_t h = 0; h < 0x7f80u; h++)
+    xs[n++] = f32_of(h << 16);
+  return n;
+}
+static size_t f16_values(float *xs) {
+  size_t n = 0;
+  for (uint32_t h = 0; h < 0x7c00u; h++)
+    xs[n++] = (float)ldexp((h >> 10) ? 1.0 + (h & 1023) / 1024.0 : (h & 1023) / 1024.0,
+                           (h >> 10) ? (int)(h >> 10) - 15 : -14);
+  return n;
 }
 
 static void test_div_fast(void **state) {
@@ -94,20 +105,14 @@ static void test_div_fast(void **state) {
    * scale is in range, at the exponents of typical activations and at the range ends. */
   float *xs = malloc(sizeof(float) * 0x8000u);
   assert_non_null(xs);
-  size_t nx = 0;
-  for (uint32_t h = 0; h < 0x7f80u; h++)
-    xs[nx++] = f32_of(h << 16);
+  size_t nx = bf16_values(xs);
   for (uint32_t h = 0; h < 0x7f80u; h++) {
     int e = (int)(h >> 7) - 127;
     if (!((e >= -56 && e <= -50) || (e >= -8 && e <= 12) || e >= 120)) continue;
     bad += check_div(f32_of(h << 16), xs, nx, &n);
   }
   /* f16: every finite x against every f16 absmax (all are in range). */
-  nx = 0;
-  for (uint32_t h = 0; h < 0x7c00u; h++)
-    xs[nx++] = (float)ldexp((h >> 10) ? 1.0 + (h & 1023) / 1024.0 : (h & 1023) / 1024.0,
-                            (h >> 10) ? (int)(h >> 10) - 15 : -14);
-  qsort(xs, nx, sizeof(float), cmp_abs);
+  nx = f16_values(xs);
   for (uint32_t h = 0x0400u; h < 0x7c00u; h += ((h >> 10) >= 14 && (h >> 10) <= 16) ? 1u : 5u)
     bad += check_div(xs[h], xs, nx, &n);
   /* fp32: random absmax at every scale exponent, random x below it, and the exact top. */
@@ -153,19 +158,14 @@ static void test_div16_fast(void **state) {
   assert_non_null(xs);
   /* bf16: every x against every absmax mantissa at the exponents of typical activations, at the hot branch's lower
    * end and from 2^100 up (where r_lo leaves the normal range). */
-  size_t nx = 0;
-  for (uint32_t h = 0; h < 0x7f80u; h++)
-    xs[nx++] = f32_of(h << 16);
+  size_t nx = bf16_values(xs);
   const bool all = getenv("SL_TEST_EXHAUSTIVE") != NULL; /* every absmax of both dtypes (~2 G quotients, ~30 s) */
   for (uint32_t h = 0; h < 0x7f80u; h++) {
     const int e = (int)(h >> 7) - 127;
     if (all || (e >= -56 && e <= -50) || (e >= -8 && e <= 12) || e >= 100) bad += check_div16(xs[h], xs, nx, &n);
   }
   /* f16: every x against every absmax (all are >= SL_QF_DIV448_MIN), all exponents */
-  nx = 0;
-  for (uint32_t h = 0; h < 0x7c00u; h++)
-    xs[nx++] = (float)ldexp((h >> 10) ? 1.0 + (h & 1023) / 1024.0 : (h & 1023) / 1024.0,
-                            (h >> 10) ? (int)(h >> 10) - 15 : -14);
+  nx = f16_values(xs);
   for (uint32_t h = 0; h < 0x7c00u; h += all || ((h >> 10) >= 13 && (h >> 10) <= 17) || (h >> 10) >= 29 ? 1u : 3u)
     bad += check_div16(xs[h], xs, nx, &n);
   free(xs);
