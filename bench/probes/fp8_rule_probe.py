@@ -2,7 +2,7 @@
 """Where the FP8 group-128 quantizer's gap to the approximate-quotient Triton group kernel comes from: our
 quantizer under each of its scale rules against bench/triton_rows.py's two group kernels, all in one fixed CUDA
 graph harness (bench/graph_time.py), round-robin so drift hits every candidate alike.
-  ours-ieee   the issue's rule: scale = absmax / 448, each code e4m3(x / scale) (3 fp32 ops per element)
+  ours-ieee   the issue's rule: scale = absmax / 448, each code e4m3(x / scale) (2 fp32 ops per bf16 element)
   ours-ceil   the UE8M0 rule: scale 2^e, each code e4m3(x * 2^-e) (one multiply per element)
   triton-grp  codes e4m3(x * (448 / absmax)) (one multiply per element; the quotient approximate)
   triton-ieee the issue's rule by tl.div_rn (bit for bit ours-ieee; checked)
