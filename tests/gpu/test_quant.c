@@ -93,7 +93,8 @@ static void fill_ties(uint64_t *rng, void *in, sl_dtype_t dt, int T, int H, long
     for (int b = 0; b < H / 128; b++) {
       uint64_t r = sl_test_rand_u64(rng);
       int m = (int)(r % (1u << mbits));
-      if (r & (1u << 16)) m = (int)(((r >> 17) % (1u << mbits) / 7) * 7); /* 1 + m 2^-bits a multiple of 7/2^bits */
+      const int m7 = (7 - (1 << mbits) % 7) % 7; /* the first m with 2^mbits + m a multiple of 7 */
+      if (r & (1u << 16)) m = m7 + 7 * (int)((r >> 17) % (uint64_t)(((1 << mbits) - m7 + 6) / 7)); /* 7 | mantissa */
       if ((r >> 30) % 4 == 0) m = 0;                                      /* a power of two */
       const int e = dt == SL_DTYPE_F16 ? (int)((r >> 32) % 20) - 8 : (int)((r >> 32) % 40) - 20;
       const double A = ldexp(1.0 + ldexp(m, -mbits), e);
