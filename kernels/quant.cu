@@ -207,7 +207,7 @@ __device__ __forceinline__ void quant_packet(uint4 raw, bool live, int lane, uns
     // RAGGED). The store's generic pointer is converted to the global window (cvta: no instruction on sm_90).
     const bool slow = bad || !(absmax >= SL_QF_DIV448_MIN);
     scale_f32 = sl_qf_div448_fast(slow ? 1.0f : absmax);
-    unsigned long long w = sl_kq_fp8_ieee_codes16(v, raw, scale_f32);
+    unsigned long long w = sl_kq_fp8_ieee_codes16(v, scale_f32);
     if (__any_sync(0xffffffffu, slow))
       if (slow)
         w = sl_kq_quantize_fast<QFMT, QRULE, VEC, DTYPE, true>(v, absmax, bad, global_scale, scale_f32, scale_u8, raw);

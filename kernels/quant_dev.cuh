@@ -16,6 +16,17 @@ __device__ __forceinline__ float sl_kq_rcp_rn(float s) {
   asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(s));
   return fmaf(r, fmaf(-s, r, 1.0f), r);
 }
+// RD(1 / s) for s in [2^-125, 2^125): the same approximation and Newton step with the step's FMA rounded down
+// (fma.rm: __frcp_rd's fast path, without its range check), for the FP8 IEEE rule of 16-bit inputs
+// (quant_formats.h sl_qf_div16_fast, whose low part must not be negative). tests/gpu/test_quant.c (test_rcp_rd)
+// compares it with __frcp_rd at every s of the range.
+__device__ __forceinline__ float sl_kq_rcp_rd(float s) {
+  float r, q;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(s));
+  const float e = fmaf(-s, r, 1.0f);
+  asm("fma.rm.f32 %0, %1, %2, %1;" : "=f"(q) : "f"(r), "f"(e));
+  return q;
+}
 
 // Each thread moves 16 bytes per access (LDG.128/STG.128): the widest single global access
 // on Hopper; a warp then covers 512 contiguous bytes, four full 128-byte lines.
@@ -308,11 +319,6 @@ __device__ __forceinline__ unsigned sl_kq_e4m3x4(float y0, float y1, float y2, f
       : "f"(y0), "f"(y1), "f"(y2), "f"(y3));
   return d;
 }
-// Sign bits of the 4 16-bit elements in words a, b (elements 0, 1 in a: bits 15, 31) moved to
-// bit 7 of bytes 0..3 (one PRMT: bytes 1 and 3 of each word); other bits are not masked.
-__device__ __forceinline__ unsigned sl_kq_signs16x4(unsigned a, unsigned b) {
-  return sl_qf_prmt(a, b, 0x7531u);
-}
 
 // E2M1 codes of one packet (VEC = 8 for bf16/f16, 4 for f32) under the element multiplier mul:
 // nibble j = sl_f32_to_e2m1(x_j * mul); the packing is quant_formats.h's (unit-tested on the CPU
@@ -341,28 +347,28 @@ __device__ __forceinline__ float sl_kq_nvfp4_scale(float absmax, float global_sc
   return __fdiv_rn(global_scale, sf);
 }
 
-// The E4M3 codes of one packet of 8 16-bit elements (values v, the packet's words w) in an FP8 IEEE group block of
+// The E4M3 codes of one packet of 8 16-bit elements (values v) in an FP8 IEEE group block of
 // scale s = sl_qf_div448_fast(absmax), absmax >= SL_QF_DIV448_MIN (sl_kq_quantize_fast's hot branch; quant.cu QLINE):
-// sl_qf_div16_fast_signed's quotient (2 instructions per element) -- its E4M3 code with x's sign bit OR'ed in is the
-// code of the IEEE quotient for every 16-bit x (quant_formats.h; tested exhaustively) -- with the sign bits taken 4
-// at a time from the packet (PRMT) instead of one LOP3 per element, and the codes by the hardware conversion.
-__device__ __forceinline__ unsigned long long sl_kq_fp8_ieee_codes16(const float *v, uint4 w, float s) {
-  const float r = sl_kq_rcp_rn(s), r_lo = sl_qf_rcp_lo(s, r);
+// sl_qf_div16_fast's quotient (2 instructions per element, from r = RD(1 / s)) -- its E4M3 code is the code of the
+// IEEE quotient for every 16-bit x, sign and zeros included (quant_formats.h; tested exhaustively) -- and the codes
+// by the hardware conversion (which keeps the sign of a zero, as sl_f32_to_e4m3 does).
+__device__ __forceinline__ unsigned long long sl_kq_fp8_ieee_codes16(const float *v, float s) {
+  const float r = sl_kq_rcp_rd(s), r_lo = sl_qf_rcp_lo(s, r);
   float y[8];
 #pragma unroll
   for (int j = 0; j < 8; j++)
-    y[j] = sl_qf_div16_fast_signed(v[j], r, r_lo);
-  const unsigned c0 = sl_kq_e4m3x4(y[0], y[1], y[2], y[3]) | (sl_kq_signs16x4(w.x, w.y) & 0x80808080u);
-  const unsigned c1 = sl_kq_e4m3x4(y[4], y[5], y[6], y[7]) | (sl_kq_signs16x4(w.z, w.w) & 0x80808080u);
+    y[j] = sl_qf_div16_fast(v[j], r, r_lo);
+  const unsigned c0 = sl_kq_e4m3x4(y[0], y[1], y[2], y[3]), c1 = sl_kq_e4m3x4(y[4], y[5], y[6], y[7]);
   return ((unsigned long long)c1 << 32) | c0;
 }
 
 // The same quantization as sl_kq_quantize with the bit-identical fast rules of quant_formats.h
 // (sl_qf_block_exp_fast, sl_qf_div_fast, sl_qf_e2m1_mag_raw; tests/unit/test_quant_fast.c),
 // returning the thread's codes packed as sl_kq_store_codes lays them out (element j in byte j,
-// or in nibble j for FP4). RAW: w is the packet the values were unpacked from (DT's words), so
-// sign bits can be gathered from it by PRMT; false (act: computed fp32 values) uses v only.
-// Per element: FP8 IEEE 3 FP instructions (2 for 16-bit RAW inputs; + the sign) + 1/2 cvt; MX one multiply;
+// or in nibble j for FP4). RAW: w is the packet the values were unpacked from (DT's words; the FP4
+// encoder gathers sign bits from it by PRMT), and 16-bit values take the FP8 IEEE rule of 2 instructions
+// (sl_kq_fp8_ieee_codes16); false (act: computed fp32 values) uses v only.
+// Per element: FP8 IEEE 3 FP instructions (2 for 16-bit RAW inputs) + 1/2 cvt; MX one multiply;
 // FP4 ~8.75 (sl_kq_e2m1_packet); the block exponent without a division.
 template <int FMT, int RULE, int VEC, int DT = SL_DTYPE_F32, bool RAW = false>
 __device__ __forceinline__ unsigned long long sl_kq_quantize_fast(const float *v, float absmax, int bad,
@@ -371,7 +377,7 @@ __device__ __forceinline__ unsigned long long sl_kq_quantize_fast(const float *v
   static_assert(VEC == 4 || VEC == 8, "4 or 8 elements per thread");
   static_assert(!RAW || DT == SL_DTYPE_F32 || DT == SL_DTYPE_BF16 || DT == SL_DTYPE_F16, "raw packets of f32/bf16/f16");
   constexpr bool fp4 = FMT == SL_QFMT_MXFP4 || FMT == SL_QFMT_NVFP4;
-  constexpr bool raw16 = RAW && DT != SL_DTYPE_F32; // 16-bit elements: signs by PRMT from w
+  constexpr bool raw16 = RAW && DT != SL_DTYPE_F32; // 16-bit elements
   if (bad) {
     sl_qf_nan_scale(FMT, &scale_f32, &scale_u8);
     return fp4 ? 0ull : (VEC == 8 ? 0x7f7f7f7f7f7f7f7full : 0x7f7f7f7full); // E4M3 NaN, E2M1 0
@@ -384,15 +390,13 @@ __device__ __forceinline__ unsigned long long sl_kq_quantize_fast(const float *v
       const float s = sl_qf_div448_fast(absmax);
       scale_f32 = s;
       if constexpr (raw16 && VEC == 8 && SL_KQ_HW_E4M3) {
-        return sl_kq_fp8_ieee_codes16(v, w, s);
+        return sl_kq_fp8_ieee_codes16(v, s);
       } else if constexpr (raw16 && VEC == 8) { // the reference's conversion instead of the hardware's
-        const float r = sl_kq_rcp_rn(s), r_lo = sl_qf_rcp_lo(s, r);
+        const float r = sl_kq_rcp_rd(s), r_lo = sl_qf_rcp_lo(s, r);
         unsigned long long c = 0;
 #pragma unroll
         for (int j = 0; j < VEC; j++)
-          c |= (unsigned long long)(sl_f32_to_e4m3(sl_qf_div16_fast_signed(v[j], r, r_lo)) |
-                                    ((__float_as_uint(v[j]) >> 24) & 0x80u))
-               << (8 * j);
+          c |= (unsigned long long)sl_f32_to_e4m3(sl_qf_div16_fast(v[j], r, r_lo)) << (8 * j);
         return c;
       } else {
         const float r = sl_kq_rcp_rn(s);

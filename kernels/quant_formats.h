@@ -311,22 +311,25 @@ SL_QF_FN float sl_qf_div_fast_signed(float x, float s, float r) {
   float q = SL_QF_MUL(x, r);
   return fmaf(fmaf(-q, s, x), r, q);
 }
-/* The low part of 1 / s next to r = RN(1 / s): RN((1 - s r) r), the residual 1 - s r exact in one FMA. r + r_lo is
- * 1 / s within ~2^-46 relative ((1 - s r)^2 and r_lo's rounding). For sl_qf_div16_fast_signed. */
+/* The low part of 1 / s next to r = RD(1 / s) (or RN): RN((1 - s r) r), the residual 1 - s r exact in one FMA (it is
+ * below 2^-23 s r, so it fits 24 bits). r + r_lo is 1 / s within ~2^-46 relative ((1 - s r)^2 and r_lo's rounding);
+ * r_lo >= 0 when r is rounded down. For sl_qf_div16_fast. */
 SL_QF_FN float sl_qf_rcp_lo(float s, float r) {
   return SL_QF_MUL(fmaf(-s, r, 1.0f), r);
 }
-/* The FP8 IEEE element rule for 16-bit inputs in 2 instructions instead of 3: q = RN(x r + RN(x r_lo)) (r = RN(1 /
- * s), r_lo = sl_qf_rcp_lo(s, r)). Not RN(x / s) bit for bit, but the same E4M3 code (with x's sign OR'ed in, as
- * sl_qf_div_fast_signed's) for every bf16 or f16 x with |x| <= absmax, s = RN(absmax / 448), absmax >=
- * SL_QF_DIV448_MIN of the same dtype. Why: q is within ~2^-45 of x / s, so the two codes can only differ where an
- * E4M3 rounding midpoint M lies within an fp32 ulp of x / s; x / s = (448 x / absmax)(1 + d), |d| <= 2^-24, and with
- * x and absmax of <= 11 significant bits 448 x / absmax is either M exactly or >= 2^-16 away from it (a ratio of
- * integers below 2^16). The exact ties that remain are what the exhaustive test covers: tests/unit/test_quant_fast.c
- * test_div16_fast, every x against every bf16 absmax mantissa at 56 binades (the range's ends among them) and against
- * every third f16 absmax (every one in 7 binades); with SL_TEST_EXHAUSTIVE=1 every finite absmax >= 2^-55 of both
- * dtypes against every x of both signs (~2 G quotients; none differ, session 35). Not for fp32 inputs. */
-SL_QF_FN float sl_qf_div16_fast_signed(float x, float r, float r_lo) {
+/* The FP8 IEEE element rule for 16-bit inputs in 2 instructions instead of 3: q = RN(x r + RN(x r_lo)) (r = RD(1 /
+ * s), r_lo = sl_qf_rcp_lo(s, r) >= 0). Not RN(x / s) bit for bit, but the same E4M3 code, sign and zeros included,
+ * for every bf16 or f16 x with |x| <= absmax, s = RN(absmax / 448), absmax >= SL_QF_DIV448_MIN of the same dtype.
+ * Why: q is within ~2^-45 of x / s, so the two codes can only differ where an E4M3 rounding midpoint M lies within
+ * an fp32 ulp of x / s; x / s = (448 x / absmax)(1 + d), |d| <= 2^-24, and with x and absmax of <= 11 significant
+ * bits 448 x / absmax is either M exactly or >= 2^-16 away from it (a ratio of integers below 2^16). The exact ties
+ * that remain are what the exhaustive test covers: tests/unit/test_quant_fast.c test_div16_fast, every x against
+ * every bf16 absmax mantissa at 56 binades (the range's ends among them) and against every third f16 absmax (every
+ * one in 7 binades); with SL_TEST_EXHAUSTIVE=1 every finite absmax >= 2^-55 of both dtypes against every x of both
+ * signs (~2 G quotients; none differ, session 36). The reciprocal is rounded down so that r_lo >= 0: then x r_lo has
+ * x's sign, -0 included, and q keeps it (with r = RN(1 / s), r_lo < 0 for about half the s, and x = -0 gave +0 there:
+ * session 35 OR'ed the sign bits back into the codes, 4 instructions per lane that RD saves). Not for fp32 inputs. */
+SL_QF_FN float sl_qf_div16_fast(float x, float r, float r_lo) {
   return fmaf(x, r, SL_QF_MUL(x, r_lo));
 }
 /* The FP8 IEEE block scale absmax / 448 without a division: with r = RN(1/448) (0x3b124925),

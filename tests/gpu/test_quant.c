@@ -81,7 +81,7 @@ static void fill_edges(uint64_t *rng, void *in, sl_dtype_t dt, int T, int H, lon
   }
 }
 
-/* Exact ties of the FP8 IEEE rule (the cases quant_formats.h's sl_qf_div16_fast_signed rests on its exhaustive test
+/* Exact ties of the FP8 IEEE rule (the cases quant_formats.h's sl_qf_div16_fast rests on its exhaustive test
  * for): each 128-element block gets an absmax A (a random dtype mantissa: powers of two and multiples of 7 often) at a
  * random element, and elements x = M A / 448 for random E4M3 rounding midpoints M (normal and subnormal ones), rounded
  * to the dtype -- exact where representable, the nearest value otherwise -- or one dtype ulp either side, either
@@ -491,11 +491,11 @@ static void test_qpair(void **state) {
   sl_kq_set_seg_override(SL_KQ_SEG_TABLE);
 }
 
-/* sl_kq_rcp_rn (kernels/quant_dev.cuh: __frcp_rn's fast path without its range check, the FP8 IEEE scale's
- * reciprocal) against __frcp_rn at every fp32 of its range [2^-125, 2^125): 250 exponents x 2^23 mantissas, on the
- * GPU (kernels/quant_selftest.cu): no mismatch, and the first-mismatch slot (0xffffffff) untouched. */
-static void test_rcp_rn(void **state) {
-  (void)state;
+/* kernels/quant_dev.cuh's reciprocals (the library's fast paths without their range checks: sl_kq_rcp_rn for the FP8
+ * IEEE scale's divisions, sl_kq_rcp_rd for the 2-instruction rule of 16-bit inputs) against __frcp_rn / __frcp_rd at
+ * every fp32 of their range [2^-125, 2^125): 250 exponents x 2^23 mantissas, on the GPU (kernels/quant_selftest.cu):
+ * no mismatch, and the first-mismatch slot (0xffffffff) untouched. */
+static void check_rcp(int rd) {
   unsigned *d = NULL, h[2] = {1u, 0u};
   SL_ASSERT_OK(sl_device_malloc(dev, 2 * sizeof(unsigned), (void **)&d));
   SL_ASSERT_OK(sl_memset(dev, d, 0, sizeof(unsigned), NULL));
@@ -506,15 +506,25 @@ static void test_rcp_rn(void **state) {
   SL_ASSERT_OK(sl_jit_get_kernel(dev, &spec, &k));
   unsigned e_lo = 2, e_hi = 251; /* 2^-125 <= s < 2^125 */
   unsigned *mism = d, *first = d + 1;
-  void *args[] = {&e_lo, &e_hi, &mism, &first};
+  void *args[] = {&e_lo, &e_hi, &rd, &mism, &first};
   sl_launch_t l = {.grid = {(unsigned)sl_device_info(dev)->sm_count * 16, 1, 1}, .block = {256, 1, 1}};
   SL_ASSERT_OK(sl_kernel_launch(k, &l, args));
   SL_ASSERT_OK(sl_device_check(dev, "rcp self-test"));
   SL_ASSERT_OK(sl_memcpy(dev, h, d, sizeof h, NULL));
   SL_ASSERT_OK(sl_device_sync(dev));
-  if (h[0] != 0) fail_msg("sl_kq_rcp_rn differs from __frcp_rn at %u values, the first s = 0x%08x", h[0], h[1]);
+  if (h[0] != 0)
+    fail_msg("sl_kq_rcp_%s differs from __frcp_%s at %u values, the first s = 0x%08x", rd ? "rd" : "rn",
+             rd ? "rd" : "rn", h[0], h[1]);
   assert_int_equal(h[1], 0xffffffffu);
   sl_device_free(dev, d);
+}
+static void test_rcp_rn(void **state) {
+  (void)state;
+  check_rcp(0);
+}
+static void test_rcp_rd(void **state) {
+  (void)state;
+  check_rcp(1);
 }
 
 /* The FP8 group quantizer's small prefill launch (kq_launch.h q8_small: from SMs rows below 256 warp items per SM,
@@ -590,7 +600,7 @@ static void test_q8_line(void **state) {
   assert_false(spec_names(1, SL_DTYPE_BF16, 1, 2048, "QLINE"));
 }
 
-/* The FP8 IEEE group quantizer's 2-instruction quotient of 16-bit inputs (quant_formats.h sl_qf_div16_fast_signed) on
+/* The FP8 IEEE group quantizer's 2-instruction quotient of 16-bit inputs (quant_formats.h sl_qf_div16_fast) on
  * blocks full of exact ties (fill_ties), bit for bit the CPU reference's IEEE division, in every launch the table
  * picks for it: the straight-line decode path (T=1), the decode launch (T=40, H=7168), the small prefill (T=1024)
  * and the prefill segment layout (T=4096), bf16 and f16, contiguous and strided rows. */
@@ -703,6 +713,7 @@ int main(void) {
       cmocka_unit_test(test_q8_line),
       cmocka_unit_test(test_fp8_ties),
       cmocka_unit_test(test_rcp_rn),
+      cmocka_unit_test(test_rcp_rd),
   };
   int rc = SL_RUN_SELECTED(tests, NULL, NULL);
   sl_device_close(dev);

@@ -964,6 +964,18 @@ static void test_unroll_and_override_choices(void **state) {
   }
 }
 
+/* The GPU self-test of quant_dev.cuh's reciprocals (kernels/quant_selftest.cu: sl_kq_rcp_rn / sl_kq_rcp_rd against
+ * __frcp_rn / __frcp_rd, run by tests/gpu/test_quant.c) compiles for both archs: its inline PTX (rcp.approx.ftz,
+ * fma.rm) assembles. */
+static void test_rcp_selftest_compiles(void **state) {
+  (void)state;
+  for (size_t a = 0; a < sizeof archs / sizeof archs[0]; a++) {
+    sl_jit_spec_t spec;
+    sl_jit_spec_init(&spec, "kernels/quant_selftest.cu", "sl_rcp_selftest");
+    assert_compiles(&spec, archs[a]);
+  }
+}
+
 static void test_missing_constant_fails_loudly(void **state) {
   sl_jit_spec_t spec;
   sl_jit_spec_init(&spec, "kernels/quant.cu", "sl_quant_kernel");
@@ -995,6 +1007,7 @@ int main(void) {
       cmocka_unit_test(test_act16_pack_specs),
       cmocka_unit_test(test_unroll_and_override_choices),
       cmocka_unit_test(test_q8_small_specs),
+      cmocka_unit_test(test_rcp_selftest_compiles),
       cmocka_unit_test(test_gelu8_blocks_specs),
       cmocka_unit_test(test_missing_constant_fails_loudly),
   };

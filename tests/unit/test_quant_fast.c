@@ -129,19 +129,24 @@ static void test_div_fast(void **state) {
   if (bad) fail_msg("sl_qf_div_fast differs from the division on %zu of %zu quotients", bad, n);
 }
 
-/* The 2-instruction FP8 IEEE element rule of 16-bit inputs (sl_qf_div16_fast_signed): for s = RN(absmax / 448) of an
- * absmax >= SL_QF_DIV448_MIN (the GPU's hot branch) and every x with |x| <= absmax, the E4M3 code with x's sign OR'ed
- * in is the division's code (without the OR it is not: -0 gives +0 where r_lo < 0). xs: the dtype's non-negative
- * finite values sorted by magnitude. SL_TEST_EXHAUSTIVE=1: every absmax of both dtypes. */
-static size_t check_div16(float absmax, const float *xs, size_t nx, size_t *n) {
+/* The 2-instruction FP8 IEEE element rule of 16-bit inputs (sl_qf_div16_fast): for s = RN(absmax / 448) of an absmax
+ * >= SL_QF_DIV448_MIN (the GPU's hot branch), r = RD(1 / s) (the GPU's sl_kq_rcp_rd, which tests/gpu/test_quant.c
+ * compares with __frcp_rd) and every x with |x| <= absmax, the E4M3 code is the division's, sign and zeros included
+ * (r_lo >= 0: counted in *neg_lo, which must stay 0). xs: the dtype's non-negative finite values sorted by magnitude.
+ * SL_TEST_EXHAUSTIVE=1: every absmax of both dtypes. */
+static float rcp_rd(float s) {
+  float r = 1.0f / s; /* RN, then one step down where it is above 1 / s (the residual, exact in the FMA, < 0) */
+  return fmaf(-s, r, 1.0f) < 0.0f ? nextafterf(r, 0.0f) : r;
+}
+static size_t check_div16(float absmax, const float *xs, size_t nx, size_t *n, size_t *neg_lo) {
   if (!(absmax >= SL_QF_DIV448_MIN)) return 0;
-  const float s = absmax / SL_E4M3_MAX, r = 1.0f / s, r_lo = sl_qf_rcp_lo(s, r);
+  const float s = absmax / SL_E4M3_MAX, r = rcp_rd(s), r_lo = sl_qf_rcp_lo(s, r);
+  if (r_lo < 0.0f) (*neg_lo)++;
   size_t bad = 0;
   for (size_t i = 0; i < nx && xs[i] <= absmax; i++) {
     float x = xs[i];
     for (int sg = 0; sg < 2; sg++, x = -x) {
-      const uint8_t want = sl_f32_to_e4m3(x / s), sgn = (uint8_t)((bits_of(x) >> 24) & 0x80u);
-      const uint8_t got = (uint8_t)(sl_f32_to_e4m3(sl_qf_div16_fast_signed(x, r, r_lo)) | sgn);
+      const uint8_t want = sl_f32_to_e4m3(x / s), got = sl_f32_to_e4m3(sl_qf_div16_fast(x, r, r_lo));
       (*n)++;
       if (got != want && bad++ < 3)
         print_error("x %a / s %a (absmax %a): code 0x%02x, division's 0x%02x\n", (double)x, (double)s, (double)absmax,
@@ -153,7 +158,7 @@ static size_t check_div16(float absmax, const float *xs, size_t nx, size_t *n) {
 
 static void test_div16_fast(void **state) {
   (void)state;
-  size_t bad = 0, n = 0;
+  size_t bad = 0, n = 0, neg_lo = 0;
   float *xs = malloc(sizeof(float) * 0x8000u);
   assert_non_null(xs);
   /* bf16: every x against every absmax mantissa at the exponents of typical activations, at the hot branch's lower
@@ -162,14 +167,16 @@ static void test_div16_fast(void **state) {
   const bool all = getenv("SL_TEST_EXHAUSTIVE") != NULL; /* every absmax of both dtypes (~2 G quotients, ~30 s) */
   for (uint32_t h = 0; h < 0x7f80u; h++) {
     const int e = (int)(h >> 7) - 127;
-    if (all || (e >= -56 && e <= -50) || (e >= -8 && e <= 12) || e >= 100) bad += check_div16(xs[h], xs, nx, &n);
+    if (all || (e >= -56 && e <= -50) || (e >= -8 && e <= 12) || e >= 100)
+      bad += check_div16(xs[h], xs, nx, &n, &neg_lo);
   }
   /* f16: every x against every absmax (all are >= SL_QF_DIV448_MIN), all exponents */
   nx = f16_values(xs);
   for (uint32_t h = 0; h < 0x7c00u; h += all || ((h >> 10) >= 13 && (h >> 10) <= 17) || (h >> 10) >= 29 ? 1u : 3u)
-    bad += check_div16(xs[h], xs, nx, &n);
+    bad += check_div16(xs[h], xs, nx, &n, &neg_lo);
   free(xs);
-  if (bad) fail_msg("sl_qf_div16_fast_signed's code differs from the division's on %zu of %zu quotients", bad, n);
+  if (bad) fail_msg("sl_qf_div16_fast's code differs from the division's on %zu of %zu quotients", bad, n);
+  assert_int_equal(neg_lo, 0);
 }
 
 /* E2M1: every fp32 with exponent in [-4, 3] (all rounding boundaries), random others, and
